@@ -1,0 +1,255 @@
+package flat
+
+import (
+	"bufio"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"math"
+
+	"github.com/vecside/vecside/kernels"
+)
+
+// Index is an exact float32 index over vectors of one dimension.
+type Index struct {
+	metric kernels.Metric
+	dims   int
+	vecs   []float32 // slot-major, dims per slot
+	norms  []float32 // per slot, cosine only
+	keys   []string  // slot → key
+	slots  map[string]uint32
+	zeros  int // vectors with norm 0 under cosine
+}
+
+// Hit is a search result: a key and its distance under the index's metric.
+type Hit struct {
+	Key      string
+	Distance float64
+}
+
+// New returns an empty index.
+func New(metric kernels.Metric, dims int) *Index {
+	return &Index{metric: metric, dims: dims, slots: map[string]uint32{}}
+}
+
+// Dims is the dimension of every vector held.
+func (x *Index) Dims() int { return x.dims }
+
+// Len is the number of vectors held.
+func (x *Index) Len() int { return len(x.keys) }
+
+// ZeroVectors counts held vectors that have no cosine distance.
+func (x *Index) ZeroVectors() int { return x.zeros }
+
+// Bytes is the memory held by vectors and norms (not the key map).
+func (x *Index) Bytes() int { return 4 * (cap(x.vecs) + cap(x.norms)) }
+
+// Put inserts key or replaces its vector. vec must have Dims elements; it
+// is copied.
+func (x *Index) Put(key string, vec []float32) {
+	if len(vec) != x.dims {
+		panic(fmt.Sprintf("flat: put of %d-d vector into %d-d index", len(vec), x.dims))
+	}
+	slot, ok := x.slots[key]
+	if !ok {
+		slot = uint32(len(x.keys))
+		x.slots[key] = slot
+		x.keys = append(x.keys, key)
+		x.vecs = append(x.vecs, vec...)
+		if x.metric == kernels.Cosine {
+			x.norms = append(x.norms, 0)
+		}
+	} else {
+		copy(x.row(slot), vec)
+		x.countZero(slot, -1)
+	}
+	if x.metric == kernels.Cosine {
+		x.norms[slot] = float32(math.Sqrt(float64(kernels.Dot(vec, vec))))
+		x.countZero(slot, +1)
+	}
+}
+
+func (x *Index) countZero(slot uint32, delta int) {
+	if x.metric == kernels.Cosine && x.norms[slot] == 0 {
+		x.zeros += delta
+	}
+}
+
+func (x *Index) row(slot uint32) []float32 {
+	return x.vecs[int(slot)*x.dims : int(slot+1)*x.dims]
+}
+
+// Vector returns the stored vector of key (aliasing the index's storage:
+// read it under the owner's lock, copy it to keep it).
+func (x *Index) Vector(key string) ([]float32, bool) {
+	slot, ok := x.slots[key]
+	if !ok {
+		return nil, false
+	}
+	return x.row(slot), true
+}
+
+// Delete removes key, reporting whether it was present.
+func (x *Index) Delete(key string) bool {
+	slot, ok := x.slots[key]
+	if !ok {
+		return false
+	}
+	x.countZero(slot, -1)
+	last := uint32(len(x.keys) - 1)
+	if slot != last {
+		moved := x.keys[last]
+		copy(x.row(slot), x.row(last))
+		x.keys[slot] = moved
+		x.slots[moved] = slot
+		if x.metric == kernels.Cosine {
+			x.norms[slot] = x.norms[last]
+		}
+	}
+	delete(x.slots, key)
+	x.keys = x.keys[:last]
+	x.vecs = x.vecs[:int(last)*x.dims]
+	if x.metric == kernels.Cosine {
+		x.norms = x.norms[:last]
+	}
+	return true
+}
+
+// Rename gives the entry of from the key to, replacing any entry of to.
+// It reports whether from was present.
+func (x *Index) Rename(from, to string) bool {
+	slot, ok := x.slots[from]
+	if !ok {
+		return false
+	}
+	if from == to {
+		return true
+	}
+	x.Delete(to)
+	slot = x.slots[from] // Delete may have moved it
+	delete(x.slots, from)
+	x.slots[to] = slot
+	x.keys[slot] = to
+	return true
+}
+
+// Clear removes every entry.
+func (x *Index) Clear() {
+	*x = *New(x.metric, x.dims)
+}
+
+// scanBlock is how many rows one kernel call covers: a few hundred
+// microseconds at most, even at high dimensions.
+const scanBlock = 256
+
+// Search returns the k nearest entries to q, nearest first, with exact
+// distances. Ties are broken by slot order, which is deterministic for a
+// given history.
+func (x *Index) Search(q []float32, k int) []Hit {
+	if len(q) != x.dims {
+		panic(fmt.Sprintf("flat: %d-d query against %d-d index", len(q), x.dims))
+	}
+	top := kernels.NewTopK(k)
+	dist := make([]float32, scanBlock)
+	var qnorm float32
+	if x.metric == kernels.Cosine {
+		qnorm = float32(math.Sqrt(float64(kernels.Dot(q, q))))
+		if qnorm == 0 {
+			return nil // no row has a cosine distance to the zero vector
+		}
+	}
+	for start := 0; start < len(x.keys); start += scanBlock {
+		n := min(scanBlock, len(x.keys)-start)
+		block := x.vecs[start*x.dims : (start+n)*x.dims]
+		if x.metric == kernels.L2 {
+			kernels.L2SqBlock(q, block, dist[:n])
+		} else {
+			kernels.DotBlock(q, block, dist[:n])
+		}
+		for i, d := range dist[:n] {
+			slot := start + i
+			switch x.metric {
+			case kernels.IP:
+				d = -d
+			case kernels.Cosine:
+				norm := x.norms[slot]
+				if norm == 0 {
+					continue
+				}
+				d = 1 - d/(qnorm*norm)
+			}
+			if d < top.Worst() || !top.Full() {
+				top.Push(uint32(slot), d)
+			}
+		}
+	}
+	found := top.Sorted()
+	hits := make([]Hit, len(found))
+	for i, n := range found {
+		hits[i] = Hit{Key: x.keys[n.ID], Distance: x.metric.Distance(q, x.row(n.ID))}
+	}
+	return hits
+}
+
+// Save writes the index body (see the package doc).
+func (x *Index) Save(w io.Writer) error {
+	bw := bufio.NewWriterSize(w, 1<<20)
+	var buf []byte
+	buf = binary.AppendUvarint(buf, uint64(len(x.keys)))
+	for slot, key := range x.keys {
+		buf = binary.AppendUvarint(buf, uint64(len(key)))
+		buf = append(buf, key...)
+		for _, f := range x.row(uint32(slot)) {
+			buf = binary.LittleEndian.AppendUint32(buf, math.Float32bits(f))
+		}
+		if _, err := bw.Write(buf); err != nil {
+			return err
+		}
+		buf = buf[:0]
+	}
+	if _, err := bw.Write(buf); err != nil {
+		return err
+	}
+	return bw.Flush()
+}
+
+// Load reads a body written by Save into a new index.
+func Load(r io.Reader, metric kernels.Metric, dims int) (*Index, error) {
+	br := bufio.NewReaderSize(r, 1<<20)
+	n, err := binary.ReadUvarint(br)
+	if err != nil {
+		return nil, fmt.Errorf("flat: reading count: %w", err)
+	}
+	x := New(metric, dims)
+	vec := make([]float32, dims)
+	raw := make([]byte, 4*dims)
+	for i := uint64(0); i < n; i++ {
+		klen, err := binary.ReadUvarint(br)
+		if err != nil || klen > 1<<20 {
+			return nil, fmt.Errorf("flat: entry %d: bad key length (%v)", i, err)
+		}
+		key := make([]byte, klen)
+		if _, err := io.ReadFull(br, key); err != nil {
+			return nil, fmt.Errorf("flat: entry %d key: %w", i, err)
+		}
+		if _, err := io.ReadFull(br, raw); err != nil {
+			return nil, fmt.Errorf("flat: entry %d vector: %w", i, err)
+		}
+		for j := range vec {
+			vec[j] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*j:]))
+		}
+		x.Put(string(key), vec)
+	}
+	if x.Len() != int(n) {
+		return nil, fmt.Errorf("flat: %d entries read, %d distinct keys", n, x.Len())
+	}
+	return x, nil
+}
+
+// Each calls fn for every entry, in slot order. vec aliases the index's
+// storage.
+func (x *Index) Each(fn func(key string, vec []float32)) {
+	for slot, key := range x.keys {
+		fn(key, x.row(uint32(slot)))
+	}
+}

@@ -1,0 +1,197 @@
+package indexer
+
+import (
+	"bufio"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"os"
+	"path/filepath"
+)
+
+// Checkpoint files hold one index each:
+//
+//	magic      8 bytes  "VECSIDE\x00"
+//	version    uint16   checkpointVersion
+//	headerLen  uint32
+//	header     JSON of CheckpointHeader
+//	body       the index kind's own format, to the end less 12 bytes
+//	bodyLen    uint64   length of body
+//	crc        uint32   CRC-32C of everything before it
+//
+// All integers little-endian. The header is JSON because it is small,
+// read once, and worth being able to inspect; the body is binary.
+// Trailing length and checksum let the body be streamed out without
+// knowing its size in advance; a reader checks both before it trusts the
+// file, so a torn or corrupt file is refused, never half-loaded.
+const (
+	checkpointMagic   = "VECSIDE\x00"
+	checkpointVersion = 1
+	trailerLen        = 12
+)
+
+// ErrCorruptCheckpoint marks a checkpoint file that fails its checks.
+var ErrCorruptCheckpoint = errors.New("corrupt checkpoint")
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// CheckpointHeader describes an index checkpoint: enough to refuse one that
+// does not belong to this index, source or slot.
+type CheckpointHeader struct {
+	Index      string `json:"index"`
+	Kind       string `json:"kind"`
+	Params     string `json:"params"` // the spec in --index grammar
+	Dims       int    `json:"dims"`
+	Metric     string `json:"metric"`
+	KeyType    uint8  `json:"key_type"`
+	VectorType uint8  `json:"vector_type"`
+	LSN        LSN    `json:"lsn"` // everything up to here is reflected
+	SystemID   uint64 `json:"system_id"`
+	Timeline   uint32 `json:"timeline"`
+	Slot       string `json:"slot"`
+}
+
+// WriteCheckpoint writes a checkpoint to path atomically: a temporary file
+// in the same directory, fsynced, renamed over path, and the directory
+// fsynced, so that after a crash path holds either the old or the new
+// checkpoint, whole.
+func WriteCheckpoint(path string, h CheckpointHeader, body func(io.Writer) error) (err error) {
+	dir := filepath.Dir(path)
+	tmp, err := os.CreateTemp(dir, filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return fmt.Errorf("checkpoint %s: %w", path, err)
+	}
+	defer func() {
+		if err != nil {
+			tmp.Close()
+			os.Remove(tmp.Name())
+			err = fmt.Errorf("checkpoint %s: %w", path, err)
+		}
+	}()
+	crc := crc32.New(castagnoli)
+	bw := bufio.NewWriterSize(io.MultiWriter(tmp, crc), 1<<20)
+	hdr, err := json.Marshal(h)
+	if err != nil {
+		return err
+	}
+	var pre []byte
+	pre = append(pre, checkpointMagic...)
+	pre = binary.LittleEndian.AppendUint16(pre, checkpointVersion)
+	pre = binary.LittleEndian.AppendUint32(pre, uint32(len(hdr)))
+	pre = append(pre, hdr...)
+	if _, err = bw.Write(pre); err != nil {
+		return err
+	}
+	counter := &countingWriter{w: bw}
+	if err = body(counter); err != nil {
+		return err
+	}
+	if err = binary.Write(bw, binary.LittleEndian, counter.n); err != nil {
+		return err
+	}
+	if err = bw.Flush(); err != nil {
+		return err
+	}
+	if err = binary.Write(tmp, binary.LittleEndian, crc.Sum32()); err != nil {
+		return err
+	}
+	if err = tmp.Sync(); err != nil {
+		return err
+	}
+	if err = tmp.Close(); err != nil {
+		return err
+	}
+	if err = os.Rename(tmp.Name(), path); err != nil {
+		return err
+	}
+	return syncDir(dir)
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+type countingWriter struct {
+	w io.Writer
+	n uint64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += uint64(n)
+	return n, err
+}
+
+// ReadCheckpoint opens path, checks its framing, and hands the header and
+// body to load. The checksum covers the whole file and is verified after
+// load has consumed the body, so load must build a new object and the
+// caller must use it only if ReadCheckpoint returns nil.
+func ReadCheckpoint(path string, load func(CheckpointHeader, io.Reader) error) (CheckpointHeader, error) {
+	var h CheckpointHeader
+	f, err := os.Open(path)
+	if err != nil {
+		return h, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return h, err
+	}
+	corrupt := func(format string, args ...any) error {
+		return fmt.Errorf("%w: %s: %s", ErrCorruptCheckpoint, path, fmt.Sprintf(format, args...))
+	}
+	crc := crc32.New(castagnoli)
+	r := io.TeeReader(bufio.NewReaderSize(f, 1<<20), crc)
+	var pre [14]byte
+	if _, err := io.ReadFull(r, pre[:]); err != nil {
+		return h, corrupt("short file")
+	}
+	if string(pre[:8]) != checkpointMagic {
+		return h, corrupt("bad magic")
+	}
+	if v := binary.LittleEndian.Uint16(pre[8:]); v != checkpointVersion {
+		return h, corrupt("format version %d, this build reads %d", v, checkpointVersion)
+	}
+	hlen := int64(binary.LittleEndian.Uint32(pre[10:]))
+	bodyLen := fi.Size() - 14 - hlen - trailerLen
+	if hlen > 1<<20 || bodyLen < 0 {
+		return h, corrupt("bad header length %d for a file of %d bytes", hlen, fi.Size())
+	}
+	hdr := make([]byte, hlen)
+	if _, err := io.ReadFull(r, hdr); err != nil {
+		return h, corrupt("short header")
+	}
+	if err := json.Unmarshal(hdr, &h); err != nil {
+		return h, corrupt("header: %v", err)
+	}
+	body := &io.LimitedReader{R: r, N: bodyLen}
+	if err := load(h, body); err != nil {
+		return h, corrupt("body: %v", err)
+	}
+	if body.N != 0 {
+		return h, corrupt("%d body bytes left unread", body.N)
+	}
+	var trailer [trailerLen]byte
+	if _, err := io.ReadFull(r, trailer[:8]); err != nil {
+		return h, corrupt("short trailer")
+	}
+	want := crc.Sum32() // everything before the checksum itself
+	if _, err := io.ReadFull(r, trailer[8:]); err != nil {
+		return h, corrupt("short trailer")
+	}
+	if got := binary.LittleEndian.Uint64(trailer[:8]); got != uint64(bodyLen) {
+		return h, corrupt("body length %d, trailer says %d", bodyLen, got)
+	}
+	if got := binary.LittleEndian.Uint32(trailer[8:]); got != want {
+		return h, corrupt("checksum %08x, computed %08x", got, want)
+	}
+	return h, nil
+}

@@ -1,0 +1,390 @@
+package indexer
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"path/filepath"
+	"sync"
+
+	"github.com/vecside/vecside/kernels"
+)
+
+// State is an index's place in its lifecycle.
+type State string
+
+const (
+	// StateBuilding: the initial copy is running; searches get ErrNotReady.
+	StateBuilding State = "building"
+	// StateReady: caught up with the snapshot and following the stream.
+	StateReady State = "ready"
+	// StateError: the index cannot follow its table any more (its column
+	// changed type or dimension, or was dropped); Status says why.
+	StateError State = "error"
+)
+
+// Entry is one live index: its spec, the index kind holding the vectors,
+// the rows left out for bad vectors, and how far the stream has been
+// applied. Changes and searches may come from different goroutines: the
+// index itself is guarded by mu, the applied LSN by its own lock so that
+// waiting for it never blocks a search.
+type Entry struct {
+	spec Spec
+
+	mu      sync.RWMutex
+	index   Index // nil until the dimension is known
+	keyType KeyType
+	vecType VectorType
+	dims    int
+	skipped map[string]struct{} // keys in the table whose vector is not indexable
+	state   State
+	failure string
+
+	lsnMu    sync.Mutex
+	applied  LSN
+	advanced chan struct{} // closed and replaced whenever applied moves
+}
+
+func newEntry(spec Spec) *Entry {
+	return &Entry{
+		spec:     spec,
+		dims:     spec.Dims,
+		skipped:  map[string]struct{}{},
+		state:    StateBuilding,
+		advanced: make(chan struct{}),
+	}
+}
+
+// Spec is the definition the entry was created from.
+func (e *Entry) Spec() Spec { return e.spec }
+
+// Configure records the types of the table's columns, learned from the
+// catalog or a Relation message. typmodDims is vector(n)'s n, 0 if the
+// column has none. A dimension that contradicts the one already fixed is
+// an error: the caller puts the entry into StateError.
+func (e *Entry) Configure(kt KeyType, vt VectorType, typmodDims int) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if typmodDims > 0 && e.dims > 0 && typmodDims != e.dims {
+		return fmt.Errorf("index %s: column %s is vector(%d), the index has %d dimensions", e.spec.Name, e.spec.Column, typmodDims, e.dims)
+	}
+	e.keyType, e.vecType = kt, vt
+	if e.dims == 0 && typmodDims > 0 {
+		e.dims = typmodDims
+	}
+	return nil
+}
+
+// KeyType is the key column's type, set by Configure.
+func (e *Entry) KeyType() KeyType {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	return e.keyType
+}
+
+// VectorType is the vector column's type, set by Configure.
+func (e *Entry) VectorType() VectorType {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	return e.vecType
+}
+
+// Upsert stores key's vector, or, if vec is not indexable (nil for NULL or
+// undecodable, wrong dimension, NaN or infinite), removes key from the
+// index and counts it as skipped until a later change fixes it.
+func (e *Entry) Upsert(key string, vec []float32) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if vec == nil || len(vec) == 0 || (e.dims > 0 && len(vec) != e.dims) || CheckFinite(vec) != nil {
+		e.skipLocked(key)
+		return
+	}
+	if e.index == nil {
+		e.dims = len(vec)
+		e.index = newIndex(e.spec, e.dims)
+	}
+	e.index.Put(key, vec)
+	delete(e.skipped, key)
+}
+
+// Skip removes key from the index and counts it as skipped.
+func (e *Entry) Skip(key string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.skipLocked(key)
+}
+
+func (e *Entry) skipLocked(key string) {
+	if e.index != nil {
+		e.index.Delete(key)
+	}
+	e.skipped[key] = struct{}{}
+}
+
+// Delete forgets key.
+func (e *Entry) Delete(key string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.index != nil {
+		e.index.Delete(key)
+	}
+	delete(e.skipped, key)
+}
+
+// Move gives key from's entry (indexed or skipped) to key to, for a key
+// change whose vector did not change. It reports whether from was known;
+// if not, the caller must read the row to learn its vector.
+func (e *Entry) Move(from, to string) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.index != nil && e.index.Rename(from, to) {
+		delete(e.skipped, to)
+		return true
+	}
+	if _, ok := e.skipped[from]; ok {
+		delete(e.skipped, from)
+		if e.index != nil {
+			e.index.Delete(to)
+		}
+		e.skipped[to] = struct{}{}
+		return true
+	}
+	return false
+}
+
+// Known reports whether key is indexed or counted as skipped.
+func (e *Entry) Known(key string) bool {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	if _, ok := e.skipped[key]; ok {
+		return true
+	}
+	if e.index == nil {
+		return false
+	}
+	_, ok := e.index.Vector(key)
+	return ok
+}
+
+// Vector returns a copy of key's stored vector.
+func (e *Entry) Vector(key string) ([]float32, bool) {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	if e.index == nil {
+		return nil, false
+	}
+	v, ok := e.index.Vector(key)
+	if !ok {
+		return nil, false
+	}
+	return append([]float32(nil), v...), true
+}
+
+// Truncate forgets every key.
+func (e *Entry) Truncate() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.index != nil {
+		e.index.Clear()
+	}
+	clear(e.skipped)
+}
+
+// Keys calls fn for every indexed key with its vector (aliased: copy to
+// keep), under the read lock.
+func (e *Entry) Keys(fn func(key string, vec []float32)) {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	if e.index != nil {
+		e.index.Each(fn)
+	}
+}
+
+// SetReady marks the initial copy as done.
+func (e *Entry) SetReady() { e.setState(StateReady, "") }
+
+// Fail puts the entry into StateError with a message saying what happened
+// and how to recover.
+func (e *Entry) Fail(err error) { e.setState(StateError, err.Error()) }
+
+func (e *Entry) setState(s State, failure string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.state, e.failure = s, failure
+}
+
+// State returns the lifecycle state and, in StateError, the reason.
+func (e *Entry) State() (State, string) {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	return e.state, e.failure
+}
+
+// Applied is the LSN up to which the stream has been applied.
+func (e *Entry) Applied() LSN {
+	e.lsnMu.Lock()
+	defer e.lsnMu.Unlock()
+	return e.applied
+}
+
+// SetApplied moves the applied LSN forward (never back) and wakes waiters.
+// The replication layer calls it at each commit, and with a keepalive's
+// WAL end when no transaction is open.
+func (e *Entry) SetApplied(lsn LSN) {
+	e.lsnMu.Lock()
+	defer e.lsnMu.Unlock()
+	if lsn <= e.applied {
+		return
+	}
+	e.applied = lsn
+	close(e.advanced)
+	e.advanced = make(chan struct{})
+}
+
+// WaitApplied blocks until the applied LSN reaches lsn or ctx ends.
+func (e *Entry) WaitApplied(ctx context.Context, lsn LSN) error {
+	for {
+		e.lsnMu.Lock()
+		applied, ch := e.applied, e.advanced
+		e.lsnMu.Unlock()
+		if applied >= lsn {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return fmt.Errorf("%w: index %s has applied up to %s, waiting for %s", ErrTimeout, e.spec.Name, applied, lsn)
+		}
+	}
+}
+
+// Search returns up to n candidates nearest to q, with their distances.
+func (e *Entry) Search(q []float32, n int, opts SearchOptions) ([]Hit, error) {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	switch e.state {
+	case StateBuilding:
+		return nil, fmt.Errorf("%w: index %s is still copying its table", ErrNotReady, e.spec.Name)
+	case StateError:
+		return nil, fmt.Errorf("%w: index %s is in error: %s", ErrNotReady, e.spec.Name, e.failure)
+	}
+	if err := CheckFinite(q); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalidVector, err)
+	}
+	if e.dims > 0 && len(q) != e.dims {
+		return nil, fmt.Errorf("%w: query has %d dimensions, index %s has %d", ErrInvalidVector, len(q), e.spec.Name, e.dims)
+	}
+	if e.index == nil {
+		return nil, nil
+	}
+	return e.index.Search(q, n, opts), nil
+}
+
+// Status is a snapshot of an index's state, for vecside_status() and
+// metrics.
+type Status struct {
+	Name        string
+	Table       string // schema.table
+	Column      string
+	Kind        string
+	Metric      kernels.Metric
+	Dims        int
+	Rows        int
+	Skipped     int
+	ZeroVectors int // stored, but without a cosine distance
+	State       State
+	Error       string
+	Applied     LSN
+	KeyType     KeyType
+}
+
+// Status reports the entry's current state.
+func (e *Entry) Status() Status {
+	applied := e.Applied()
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	s := Status{
+		Name:    e.spec.Name,
+		Table:   e.spec.Schema + "." + e.spec.Table,
+		Column:  e.spec.Column,
+		Kind:    e.spec.Kind,
+		Metric:  e.spec.Metric,
+		Dims:    e.dims,
+		Skipped: len(e.skipped),
+		State:   e.state,
+		Error:   e.failure,
+		Applied: applied,
+		KeyType: e.keyType,
+	}
+	if e.index != nil {
+		s.Rows = e.index.Len()
+		s.ZeroVectors = e.index.ZeroVectors()
+	}
+	return s
+}
+
+// Source identifies the replication stream an index follows; a checkpoint
+// from another source is never loaded.
+type Source struct {
+	SystemID uint64
+	Timeline uint32
+	Slot     string
+}
+
+// CheckpointPath is where the entry's checkpoint lives in dir.
+func (e *Entry) CheckpointPath(dir string) string {
+	return filepath.Join(dir, e.spec.Name+".ckpt")
+}
+
+// SaveCheckpoint writes the entry to its checkpoint file in dir, covering
+// its applied LSN. Searches go on meanwhile; changes wait.
+func (e *Entry) SaveCheckpoint(dir string, src Source) error {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	if e.index == nil {
+		return fmt.Errorf("index %s: nothing to checkpoint before its dimension is known", e.spec.Name)
+	}
+	h := CheckpointHeader{
+		Index:      e.spec.Name,
+		Kind:       e.spec.Kind,
+		Params:     e.spec.String(),
+		Dims:       e.dims,
+		Metric:     e.spec.Metric.String(),
+		KeyType:    uint8(e.keyType),
+		VectorType: uint8(e.vecType),
+		LSN:        e.Applied(),
+		SystemID:   src.SystemID,
+		Timeline:   src.Timeline,
+		Slot:       src.Slot,
+	}
+	return WriteCheckpoint(e.CheckpointPath(dir), h, e.index.Save)
+}
+
+// LoadCheckpoint replaces the entry's contents with its checkpoint in dir,
+// if that checkpoint was written for the same spec and source, and returns
+// the LSN it covers. The entry is left untouched on any error.
+func (e *Entry) LoadCheckpoint(dir string, src Source) (LSN, error) {
+	var loaded Index
+	h, err := ReadCheckpoint(e.CheckpointPath(dir), func(h CheckpointHeader, body io.Reader) error {
+		switch {
+		case h.Params != e.spec.String():
+			return fmt.Errorf("written for index %q, now defined as %q", h.Params, e.spec.String())
+		case h.SystemID != src.SystemID || h.Timeline != src.Timeline || h.Slot != src.Slot:
+			return fmt.Errorf("written for system %d timeline %d slot %q, now following system %d timeline %d slot %q",
+				h.SystemID, h.Timeline, h.Slot, src.SystemID, src.Timeline, src.Slot)
+		}
+		var err error
+		loaded, err = loadIndex(e.spec, h.Dims, body)
+		return err
+	})
+	if err != nil {
+		return 0, err
+	}
+	e.mu.Lock()
+	e.index, e.dims = loaded, h.Dims
+	e.keyType, e.vecType = KeyType(h.KeyType), VectorType(h.VectorType)
+	clear(e.skipped)
+	e.mu.Unlock()
+	e.SetApplied(h.LSN)
+	return h.LSN, nil
+}

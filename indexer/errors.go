@@ -1,0 +1,18 @@
+package indexer
+
+import "errors"
+
+// Sentinel errors, for errors.Is. The RPC maps each to a SQLSTATE.
+var (
+	// ErrUnknownIndex: no index of that name (42704).
+	ErrUnknownIndex = errors.New("unknown index")
+	// ErrInvalidVector: a query vector of the wrong dimension, unparsable,
+	// or not finite (22023).
+	ErrInvalidVector = errors.New("invalid vector")
+	// ErrInvalidArgument: k, an option or its value is out of range (22023).
+	ErrInvalidArgument = errors.New("invalid argument")
+	// ErrNotReady: the index is still being built or is in error (55000).
+	ErrNotReady = errors.New("index not ready")
+	// ErrTimeout: the request's deadline passed (57014).
+	ErrTimeout = errors.New("deadline exceeded")
+)

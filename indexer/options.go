@@ -1,0 +1,157 @@
+package indexer
+
+import (
+	"fmt"
+	"math"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Options are key=value settings in the one grammar vecside uses
+// everywhere: --index definitions, knn's options argument, SET vecside.<key>
+// and the config file. Pairs are separated by white space; keys are
+// lower-case identifiers; values contain no white space.
+type Options map[string]string
+
+var optionKey = regexp.MustCompile(`^[a-z_][a-z0-9_]*$`)
+
+// ParseOptions parses "a=1 b=two". Repeated keys are an error.
+func ParseOptions(s string) (Options, error) {
+	opts := Options{}
+	for _, field := range strings.Fields(s) {
+		k, v, ok := strings.Cut(field, "=")
+		if !ok || v == "" {
+			return nil, fmt.Errorf("option %q: want key=value", field)
+		}
+		if !optionKey.MatchString(k) {
+			return nil, fmt.Errorf("option %q: %q is not a valid key", field, k)
+		}
+		if _, dup := opts[k]; dup {
+			return nil, fmt.Errorf("option %q given twice", k)
+		}
+		opts[k] = v
+	}
+	return opts, nil
+}
+
+// String renders the options sorted by key, in the grammar ParseOptions reads.
+func (o Options) String() string {
+	keys := make([]string, 0, len(o))
+	for k := range o {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	for i, k := range keys {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(k + "=" + o[k])
+	}
+	return b.String()
+}
+
+// MaxCandidates bounds k × oversample: every candidate costs the client a
+// heap fetch, and thousands of them mean the wrong index or settings.
+const MaxCandidates = 10000
+
+// SearchOptions are the per-query settings, from SET vecside.<key> and
+// knn's options argument.
+type SearchOptions struct {
+	// Oversample multiplies k: the sidecar returns up to k × Oversample
+	// candidates for the client to re-rank against the heap.
+	Oversample float64
+	// Timeout bounds the whole request, including waiting for MinLSN.
+	Timeout time.Duration
+}
+
+// DefaultSearchOptions are used where a session has not SET anything.
+func DefaultSearchOptions() SearchOptions {
+	return SearchOptions{Oversample: 1, Timeout: 30 * time.Second}
+}
+
+// searchSetters is the vocabulary of search options: every key a client may
+// SET or pass to knn, with its parser. Unknown keys are errors.
+var searchSetters = map[string]func(*SearchOptions, string) error{
+	"oversample": func(o *SearchOptions, v string) error {
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil || !(f >= 1 && f <= MaxCandidates) {
+			return fmt.Errorf("oversample=%s: want a number from 1 to %d", v, MaxCandidates)
+		}
+		o.Oversample = f
+		return nil
+	},
+	"timeout": func(o *SearchOptions, v string) error {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			return fmt.Errorf("timeout=%s: want a positive duration such as 500ms or 5s", v)
+		}
+		o.Timeout = d
+		return nil
+	},
+}
+
+// Set applies one option; an unknown key or a bad value is an error
+// wrapping ErrInvalidArgument.
+func (o *SearchOptions) Set(key, value string) error {
+	set, ok := searchSetters[key]
+	if !ok {
+		return fmt.Errorf("%w: unknown search option %q (known: %s)", ErrInvalidArgument, key, strings.Join(SearchOptionKeys(), ", "))
+	}
+	if err := set(o, value); err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalidArgument, err)
+	}
+	return nil
+}
+
+// Apply sets every option of opts, in key order.
+func (o *SearchOptions) Apply(opts Options) error {
+	keys := make([]string, 0, len(opts))
+	for k := range opts {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if err := o.Set(k, opts[k]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Get renders one option's current value, for SHOW.
+func (o SearchOptions) Get(key string) (string, error) {
+	switch key {
+	case "oversample":
+		return strconv.FormatFloat(o.Oversample, 'g', -1, 64), nil
+	case "timeout":
+		return o.Timeout.String(), nil
+	}
+	return "", fmt.Errorf("%w: unknown search option %q", ErrInvalidArgument, key)
+}
+
+// SearchOptionKeys lists the known search options, sorted.
+func SearchOptionKeys() []string {
+	keys := make([]string, 0, len(searchSetters))
+	for k := range searchSetters {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// Candidates is how many rows a search for k returns: k × oversample,
+// rounded up, or an error if that exceeds MaxCandidates or k < 1.
+func (o SearchOptions) Candidates(k int) (int, error) {
+	if k < 1 {
+		return 0, fmt.Errorf("%w: k=%d, want k ≥ 1", ErrInvalidArgument, k)
+	}
+	n := float64(k) * o.Oversample
+	if n > MaxCandidates {
+		return 0, fmt.Errorf("%w: k × oversample = %g candidates, at most %d may be asked", ErrInvalidArgument, n, MaxCandidates)
+	}
+	return int(math.Ceil(n)), nil
+}

@@ -1,0 +1,187 @@
+package indexer
+
+import (
+	"fmt"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/vecside/vecside/kernels"
+)
+
+// Spec defines one index: what it reads and how it is built.
+//
+//	NAME=SCHEMA.TABLE(COLUMN) key=KEYCOL metric=l2|cosine|ip kind=flat [dims=N]
+//
+// Identifiers follow SQL: unquoted ones are folded to lower case, double
+// quotes keep case and allow any character.
+type Spec struct {
+	Name   string // index name: [a-z_][a-z0-9_]{0,62}, used in files and metrics
+	Schema string // default public
+	Table  string
+	Column string // the vector column
+	Key    string // the key column: the table's replica identity
+	Metric kernels.Metric
+	Kind   string
+	// Dims fixes the dimension; 0 takes it from vector(n), or else from the
+	// first valid row of the initial copy.
+	Dims int
+	// Options are the kind-specific build options, validated by the kind.
+	Options Options
+}
+
+var indexName = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
+
+// ValidName reports whether name may name an index.
+func ValidName(name string) error {
+	if !indexName.MatchString(name) {
+		return fmt.Errorf("index name %q: want [a-z_][a-z0-9_]{0,62} (it names files and metric labels)", name)
+	}
+	return nil
+}
+
+// Kinds lists the index kinds this build knows.
+var Kinds = []string{"flat"}
+
+// ParseSpec parses an --index definition.
+func ParseSpec(def string) (Spec, error) {
+	fail := func(format string, args ...any) (Spec, error) {
+		return Spec{}, fmt.Errorf("--index %q: %s", def, fmt.Sprintf(format, args...))
+	}
+	name, rest, ok := strings.Cut(strings.TrimSpace(def), "=")
+	if !ok {
+		return fail("want NAME=SCHEMA.TABLE(COLUMN) key=KEYCOL metric=l2|cosine|ip kind=flat")
+	}
+	s := Spec{Name: strings.TrimSpace(name), Schema: "public", Kind: "flat"}
+	if err := ValidName(s.Name); err != nil {
+		return fail("%v", err)
+	}
+	open := strings.IndexByte(rest, '(')
+	close := strings.IndexByte(rest, ')')
+	if open < 0 || close < open {
+		return fail("want SCHEMA.TABLE(COLUMN) after the name")
+	}
+	rel, err := splitIdents(rest[:open])
+	if err != nil || len(rel) < 1 || len(rel) > 2 {
+		return fail("bad table name %q", rest[:open])
+	}
+	if len(rel) == 2 {
+		s.Schema = rel[0]
+	}
+	s.Table = rel[len(rel)-1]
+	col, err := splitIdents(rest[open+1 : close])
+	if err != nil || len(col) != 1 {
+		return fail("bad column name %q", rest[open+1:close])
+	}
+	s.Column = col[0]
+	opts, err := ParseOptions(rest[close+1:])
+	if err != nil {
+		return fail("%v", err)
+	}
+	for k, v := range opts {
+		switch k {
+		case "key":
+			id, err := splitIdents(v)
+			if err != nil || len(id) != 1 {
+				return fail("bad key column %q", v)
+			}
+			s.Key = id[0]
+		case "metric":
+			if s.Metric, err = kernels.ParseMetric(v); err != nil {
+				return fail("%v", err)
+			}
+		case "kind":
+			if !slices.Contains(Kinds, v) {
+				return fail("unknown kind %q (known: %s)", v, strings.Join(Kinds, ", "))
+			}
+			s.Kind = v
+		case "dims":
+			if s.Dims, err = strconv.Atoi(v); err != nil || s.Dims < 1 || s.Dims > MaxDims {
+				return fail("dims=%s: want 1 to %d", v, MaxDims)
+			}
+		default:
+			if s.Options == nil {
+				s.Options = Options{}
+			}
+			s.Options[k] = v
+		}
+	}
+	if s.Key == "" {
+		return fail("key=KEYCOL is required (the table's primary key or replica identity)")
+	}
+	if s.Metric == 0 {
+		return fail("metric=l2|cosine|ip is required")
+	}
+	if len(s.Options) > 0 {
+		return fail("unknown option(s) %s for kind=%s", s.Options, s.Kind)
+	}
+	return s, nil
+}
+
+// MaxDims is the largest dimension accepted, as in pgvector.
+const MaxDims = 16000
+
+// QualifiedTable is schema.table, quoted for use in SQL.
+func (s Spec) QualifiedTable() string { return QuoteIdent(s.Schema) + "." + QuoteIdent(s.Table) }
+
+// String renders the spec in the --index grammar.
+func (s Spec) String() string {
+	out := fmt.Sprintf("%s=%s(%s) key=%s metric=%s kind=%s", s.Name, s.QualifiedTable(), QuoteIdent(s.Column), QuoteIdent(s.Key), s.Metric, s.Kind)
+	if s.Dims > 0 {
+		out += fmt.Sprintf(" dims=%d", s.Dims)
+	}
+	if len(s.Options) > 0 {
+		out += " " + s.Options.String()
+	}
+	return out
+}
+
+// QuoteIdent quotes a SQL identifier.
+func QuoteIdent(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` }
+
+// splitIdents splits a dotted SQL name into identifiers, folding unquoted
+// ones to lower case.
+func splitIdents(s string) ([]string, error) {
+	s = strings.TrimSpace(s)
+	var out []string
+	for len(s) > 0 {
+		var id string
+		if s[0] == '"' {
+			var b strings.Builder
+			i := 1
+			for ; i < len(s); i++ {
+				if s[i] == '"' {
+					if i+1 < len(s) && s[i+1] == '"' {
+						b.WriteByte('"')
+						i++
+						continue
+					}
+					break
+				}
+				b.WriteByte(s[i])
+			}
+			if i >= len(s) {
+				return nil, fmt.Errorf("unterminated quoted identifier")
+			}
+			id, s = b.String(), s[i+1:]
+		} else {
+			end := strings.IndexByte(s, '.')
+			if end < 0 {
+				end = len(s)
+			}
+			id, s = strings.ToLower(strings.TrimSpace(s[:end])), s[end:]
+			if id == "" || strings.ContainsAny(id, " \t\"()") {
+				return nil, fmt.Errorf("bad identifier %q", id)
+			}
+		}
+		out = append(out, id)
+		if len(s) > 0 {
+			if s[0] != '.' || len(s) == 1 {
+				return nil, fmt.Errorf("bad dotted name")
+			}
+			s = s[1:]
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,205 @@
+package indexer
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+)
+
+// VectorType is the Postgres type of an indexed column. real[] and double
+// precision[] are held as float32 like pgvector's vector: double precision
+// values are rounded to the nearest float32.
+type VectorType uint8
+
+const (
+	// VectorPgvector is pgvector's vector(n): binary int16 dim, int16
+	// unused, then dim big-endian float4; text [1,2,3].
+	VectorPgvector VectorType = iota + 1
+	// VectorFloat4Array is real[] (one dimension, no NULL elements).
+	VectorFloat4Array
+	// VectorFloat8Array is double precision[].
+	VectorFloat8Array
+)
+
+// Array type OIDs, fixed in Postgres's catalog. pgvector's vector has an
+// OID assigned at CREATE EXTENSION and is recognised by its type name.
+const (
+	oidFloat4      = 700
+	oidFloat8      = 701
+	OIDFloat4Array = 1021
+	oidFloat8Array = 1022
+)
+
+// VectorTypeFor maps a column's type to a VectorType: by OID for the
+// arrays, by name for pgvector's vector.
+func VectorTypeFor(oid uint32, typeName string) (VectorType, error) {
+	switch {
+	case oid == OIDFloat4Array:
+		return VectorFloat4Array, nil
+	case oid == oidFloat8Array:
+		return VectorFloat8Array, nil
+	case typeName == "vector":
+		return VectorPgvector, nil
+	}
+	return 0, fmt.Errorf("vector column type %s (OID %d) is not supported (use vector, real[] or double precision[])", typeName, oid)
+}
+
+func (t VectorType) String() string {
+	switch t {
+	case VectorPgvector:
+		return "vector"
+	case VectorFloat4Array:
+		return "real[]"
+	case VectorFloat8Array:
+		return "double precision[]"
+	}
+	return fmt.Sprintf("vectortype(%d)", uint8(t))
+}
+
+// ErrMalformedVector marks a value that is not a well-formed vector of its
+// type: a multi-dimensional array, a NULL element, bad text or bytes.
+var ErrMalformedVector = errors.New("malformed vector")
+
+// DecodeBinary decodes a value in the type's binary send format.
+func (t VectorType) DecodeBinary(b []byte) ([]float32, error) {
+	if t == VectorPgvector {
+		return DecodePgvector(b)
+	}
+	return DecodeFloatArray(b)
+}
+
+// DecodeText decodes a value in the type's text output format.
+func (t VectorType) DecodeText(s string) ([]float32, error) { return ParseVector(s) }
+
+// DecodePgvector decodes pgvector's binary vector format.
+func DecodePgvector(b []byte) ([]float32, error) {
+	if len(b) < 4 {
+		return nil, fmt.Errorf("%w: vector of %d bytes has no header", ErrMalformedVector, len(b))
+	}
+	dim := int(binary.BigEndian.Uint16(b))
+	if len(b) != 4+4*dim {
+		return nil, fmt.Errorf("%w: vector header says %d dimensions, body has %d bytes", ErrMalformedVector, dim, len(b)-4)
+	}
+	v := make([]float32, dim)
+	for i := range v {
+		v[i] = math.Float32frombits(binary.BigEndian.Uint32(b[4+4*i:]))
+	}
+	return v, nil
+}
+
+// AppendPgvector encodes v in pgvector's binary format.
+func AppendPgvector(dst []byte, v []float32) []byte {
+	dst = binary.BigEndian.AppendUint16(dst, uint16(len(v)))
+	dst = binary.BigEndian.AppendUint16(dst, 0)
+	for _, x := range v {
+		dst = binary.BigEndian.AppendUint32(dst, math.Float32bits(x))
+	}
+	return dst
+}
+
+// DecodeFloatArray decodes a one-dimensional float4[] or float8[] in the
+// array binary format: ndim, has-null flag, element OID, then per
+// dimension its length and lower bound, then each element length-prefixed.
+func DecodeFloatArray(b []byte) ([]float32, error) {
+	if len(b) < 12 {
+		return nil, fmt.Errorf("%w: array of %d bytes has no header", ErrMalformedVector, len(b))
+	}
+	ndim := int32(binary.BigEndian.Uint32(b))
+	elem := binary.BigEndian.Uint32(b[8:])
+	if ndim == 0 {
+		return []float32{}, nil
+	}
+	if ndim != 1 {
+		return nil, fmt.Errorf("%w: array has %d dimensions, want 1", ErrMalformedVector, ndim)
+	}
+	if len(b) < 20 {
+		return nil, fmt.Errorf("%w: truncated array header", ErrMalformedVector)
+	}
+	n := int(int32(binary.BigEndian.Uint32(b[12:])))
+	var width int
+	switch elem {
+	case oidFloat4:
+		width = 4
+	case oidFloat8:
+		width = 8
+	default:
+		return nil, fmt.Errorf("%w: array element type OID %d, want real or double precision", ErrMalformedVector, elem)
+	}
+	body := b[20:]
+	if n < 0 || len(body) != n*(4+width) {
+		return nil, fmt.Errorf("%w: array of %d elements has %d body bytes", ErrMalformedVector, n, len(body))
+	}
+	v := make([]float32, n)
+	for i := range v {
+		l := int32(binary.BigEndian.Uint32(body))
+		if l != int32(width) {
+			if l == -1 {
+				return nil, fmt.Errorf("%w: element %d is NULL", ErrMalformedVector, i+1)
+			}
+			return nil, fmt.Errorf("%w: element %d has %d bytes", ErrMalformedVector, i+1, l)
+		}
+		if width == 4 {
+			v[i] = math.Float32frombits(binary.BigEndian.Uint32(body[4:]))
+		} else {
+			v[i] = float32(math.Float64frombits(binary.BigEndian.Uint64(body[4:])))
+		}
+		body = body[4+width:]
+	}
+	return v, nil
+}
+
+// ParseVector parses a vector literal in pgvector's form [1,2,3] or the
+// array form {1,2,3}, with optional spaces. NULL elements, nested arrays
+// and anything that is not a number are errors.
+func ParseVector(s string) ([]float32, error) {
+	s = strings.TrimSpace(s)
+	if len(s) < 2 || !(s[0] == '[' && s[len(s)-1] == ']' || s[0] == '{' && s[len(s)-1] == '}') {
+		return nil, fmt.Errorf("%w: %s is neither [1,2,3] nor {1,2,3}", ErrMalformedVector, abbreviate(s))
+	}
+	body := strings.TrimSpace(s[1 : len(s)-1])
+	if body == "" {
+		return []float32{}, nil
+	}
+	parts := strings.Split(body, ",")
+	v := make([]float32, len(parts))
+	for i, p := range parts {
+		f, err := strconv.ParseFloat(strings.TrimSpace(p), 32)
+		if err != nil {
+			return nil, fmt.Errorf("%w: element %d (%s) is not a number", ErrMalformedVector, i+1, abbreviate(strings.TrimSpace(p)))
+		}
+		v[i] = float32(f)
+	}
+	return v, nil
+}
+
+// AppendVectorText appends v as [1,2,3] with shortest round-trip floats.
+func AppendVectorText(dst []byte, v []float32) []byte {
+	dst = append(dst, '[')
+	for i, x := range v {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = strconv.AppendFloat(dst, float64(x), 'g', -1, 32)
+	}
+	return append(dst, ']')
+}
+
+// CheckFinite returns an error naming the first NaN or infinite element.
+func CheckFinite(v []float32) error {
+	for i, x := range v {
+		if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
+			return fmt.Errorf("element %d is %v: vectors must be finite", i+1, x)
+		}
+	}
+	return nil
+}
+
+func abbreviate(s string) string {
+	if len(s) > 40 {
+		return strconv.Quote(s[:40] + "…")
+	}
+	return strconv.Quote(s)
+}

@@ -1,0 +1,81 @@
+package kernels
+
+import (
+	"fmt"
+	"math"
+)
+
+// Metric names a distance function with pgvector's semantics, so a distance
+// reported by vecside equals the one its operator would compute in SQL.
+type Metric uint8
+
+const (
+	// L2 is the Euclidean distance, pgvector's <->.
+	L2 Metric = iota + 1
+	// Cosine is 1 - cos(a, b), pgvector's <=>. A zero vector has none.
+	Cosine
+	// IP is the negative inner product, pgvector's <#>.
+	IP
+)
+
+// ParseMetric accepts the names used in index options: l2, cosine, ip.
+func ParseMetric(s string) (Metric, error) {
+	switch s {
+	case "l2":
+		return L2, nil
+	case "cosine":
+		return Cosine, nil
+	case "ip":
+		return IP, nil
+	}
+	return 0, fmt.Errorf("unknown metric %q (want l2, cosine or ip)", s)
+}
+
+func (m Metric) String() string {
+	switch m {
+	case L2:
+		return "l2"
+	case Cosine:
+		return "cosine"
+	case IP:
+		return "ip"
+	}
+	return fmt.Sprintf("metric(%d)", uint8(m))
+}
+
+// Operator is the pgvector operator that computes m.
+func (m Metric) Operator() string {
+	switch m {
+	case L2:
+		return "<->"
+	case Cosine:
+		return "<=>"
+	case IP:
+		return "<#>"
+	}
+	return "?"
+}
+
+// Distance is the exact distance between a and b under m, accumulated in
+// float64 so that it can serve as the reference for faster kernels. The
+// cosine distance involving a zero vector is NaN, as in pgvector.
+func (m Metric) Distance(a, b []float32) float64 {
+	var dot, na, nb, l2 float64
+	for i := range a {
+		x, y := float64(a[i]), float64(b[i])
+		dot += x * y
+		na += x * x
+		nb += y * y
+		d := x - y
+		l2 += d * d
+	}
+	switch m {
+	case L2:
+		return math.Sqrt(l2)
+	case Cosine:
+		return 1 - dot/math.Sqrt(na*nb)
+	case IP:
+		return -dot
+	}
+	panic("kernels: distance under unknown metric")
+}
