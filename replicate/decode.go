@@ -1,0 +1,246 @@
+package replicate
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/vecside/vecside/indexer"
+)
+
+// relation is what a Relation message told us about one of our tables:
+// where the key and each index's vector sit in its tuples. Postgres sends
+// one before the first change of a relation on each connection, and again
+// after its schema changes; the cache is reset on every reconnect.
+type relation struct {
+	table  *table
+	keyPos int
+	vecPos map[*indexer.Entry]int // entries still valid, by column position
+}
+
+// decoder applies one connection's pgoutput stream to the indexes.
+type decoder struct {
+	tables  []*table
+	rels    map[uint32]*relation
+	repair  func(ctx context.Context, t *table, e *indexer.Entry, key string) error
+	log     *slog.Logger
+	stats   *Stats
+	inTx    bool
+	begin   pglogrepl.BeginMessage
+	applyTo map[*indexer.Entry]bool // entries not yet past this transaction
+}
+
+func newDecoder(tables []*table, repair func(context.Context, *table, *indexer.Entry, string) error, log *slog.Logger, stats *Stats) *decoder {
+	return &decoder{tables: tables, rels: map[uint32]*relation{}, repair: repair, log: log, stats: stats, applyTo: map[*indexer.Entry]bool{}}
+}
+
+// handle applies one pgoutput message. A message it cannot parse is
+// logged and counted, never fatal: a message that crash-loops the stream
+// would hold the slot, and with it the primary's WAL, forever.
+func (d *decoder) handle(ctx context.Context, data []byte) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("replicate: decoding message %q: %v", data[:1], p)
+		}
+	}()
+	msg, err := pglogrepl.Parse(data)
+	if err != nil {
+		d.stats.UnknownMessages.Add(1)
+		d.log.Warn("skipping a pgoutput message that does not parse", "type", string(data[:1]), "err", err)
+		return nil
+	}
+	switch m := msg.(type) {
+	case *pglogrepl.BeginMessage:
+		d.inTx, d.begin = true, *m
+		clear(d.applyTo)
+		for _, t := range d.tables {
+			for _, e := range t.entries {
+				// A reconnect replays from the confirmed position; what the
+				// index has already applied is skipped.
+				d.applyTo[e] = m.FinalLSN >= pglogrepl.LSN(e.Applied())
+			}
+		}
+	case *pglogrepl.CommitMessage:
+		if !d.inTx {
+			return fmt.Errorf("replicate: Commit at %s without Begin", m.CommitLSN)
+		}
+		if m.CommitLSN != d.begin.FinalLSN {
+			return fmt.Errorf("replicate: Commit LSN %s differs from Begin's final LSN %s", m.CommitLSN, d.begin.FinalLSN)
+		}
+		d.inTx = false
+		for _, t := range d.tables {
+			for _, e := range t.entries {
+				e.SetApplied(indexer.LSN(m.TransactionEndLSN))
+			}
+		}
+		d.stats.Transactions.Add(1)
+	case *pglogrepl.RelationMessage:
+		d.relation(m)
+	case *pglogrepl.InsertMessage:
+		if r := d.rel(m.RelationID); r != nil {
+			return d.upsert(ctx, r, nil, m.Tuple)
+		}
+	case *pglogrepl.UpdateMessage:
+		if r := d.rel(m.RelationID); r != nil {
+			return d.upsert(ctx, r, m.OldTuple, m.NewTuple)
+		}
+	case *pglogrepl.DeleteMessage:
+		if r := d.rel(m.RelationID); r != nil {
+			key, ok := d.key(r, m.OldTuple)
+			if !ok {
+				return nil
+			}
+			for e := range r.vecPos {
+				if d.applyTo[e] {
+					e.Delete(key)
+				}
+			}
+			d.stats.Changes.Add(1)
+		}
+	case *pglogrepl.TruncateMessage:
+		for _, id := range m.RelationIDs {
+			if r := d.rel(id); r != nil {
+				for e := range r.vecPos {
+					if d.applyTo[e] {
+						e.Truncate()
+					}
+				}
+			}
+		}
+	case *pglogrepl.TypeMessage, *pglogrepl.OriginMessage, *pglogrepl.LogicalDecodingMessage:
+		// Nothing to do: types are checked by name in Relation messages,
+		// origins and application messages do not change rows.
+	}
+	return nil
+}
+
+// rel returns the cached relation if it is one of ours.
+func (d *decoder) rel(id uint32) *relation {
+	r := d.rels[id]
+	if r == nil || r.table == nil {
+		return nil
+	}
+	return r
+}
+
+// relation caches a Relation message and checks that every index on the
+// table can still read it: a vector column that is gone or has changed
+// type or dimension puts that index into the error state, and the others
+// go on.
+func (d *decoder) relation(m *pglogrepl.RelationMessage) {
+	var t *table
+	for _, cand := range d.tables {
+		if cand.schema == m.Namespace && cand.name == m.RelationName {
+			t = cand
+		}
+	}
+	r := &relation{table: t, keyPos: -1, vecPos: map[*indexer.Entry]int{}}
+	d.rels[m.RelationID] = r
+	if t == nil {
+		return
+	}
+	pos := map[string]*pglogrepl.RelationMessageColumn{}
+	index := map[string]int{}
+	for i, c := range m.Columns {
+		pos[c.Name], index[c.Name] = c, i
+	}
+	if c, ok := pos[t.key]; ok && c.DataType == t.colTypes[t.key].oid {
+		r.keyPos = index[t.key]
+	}
+	for _, e := range t.entries {
+		if state, _ := e.State(); state == indexer.StateError {
+			continue
+		}
+		col := e.Spec().Column
+		c, ok := pos[col]
+		want := t.colTypes[col]
+		switch {
+		case r.keyPos < 0:
+			e.Fail(fmt.Errorf("key column %s of %s was dropped or changed type; fix the table, then restart vecside to rebuild the index", t.key, t.qualified()))
+		case !ok:
+			e.Fail(fmt.Errorf("column %s of %s is no longer published (dropped?); restart vecside with a new index definition", col, t.qualified()))
+		case c.DataType != want.oid || c.TypeModifier != want.typmod:
+			e.Fail(fmt.Errorf("column %s of %s changed type (OID %d typmod %d, was %s typmod %d); restart vecside to rebuild the index", col, t.qualified(), c.DataType, c.TypeModifier, want.name, want.typmod))
+		default:
+			r.vecPos[e] = index[col]
+		}
+	}
+}
+
+// key decodes the key column of a tuple; ok is false (and the change is
+// counted as dropped) when it cannot be read.
+func (d *decoder) key(r *relation, tuple *pglogrepl.TupleData) (string, bool) {
+	if tuple == nil || r.keyPos >= len(tuple.Columns) {
+		d.stats.BadKeys.Add(1)
+		return "", false
+	}
+	c := tuple.Columns[r.keyPos]
+	var key string
+	var err error
+	switch c.DataType {
+	case pglogrepl.TupleDataTypeBinary:
+		key, err = r.table.keyType.DecodeBinary(c.Data)
+	case pglogrepl.TupleDataTypeText:
+		key, err = r.table.keyType.DecodeText(string(c.Data))
+	default:
+		err = fmt.Errorf("key sent as %q", c.DataType)
+	}
+	if err != nil {
+		d.stats.BadKeys.Add(1)
+		d.log.Warn("dropping a change whose key cannot be read", "table", r.table.qualified(), "err", err)
+		return "", false
+	}
+	return key, true
+}
+
+// upsert applies an INSERT (old == nil) or UPDATE. For an UPDATE that
+// changed the key, old holds the old key ('K' tuple: other columns are
+// 'n', meaning "not part of the identity", not NULL).
+func (d *decoder) upsert(ctx context.Context, r *relation, old, new *pglogrepl.TupleData) error {
+	key, ok := d.key(r, new)
+	if !ok {
+		return nil
+	}
+	oldKey := key
+	if old != nil {
+		if oldKey, ok = d.key(r, old); !ok {
+			return nil
+		}
+	}
+	d.stats.Changes.Add(1)
+	for e, pos := range r.vecPos {
+		if !d.applyTo[e] {
+			continue
+		}
+		if pos >= len(new.Columns) {
+			e.Skip(key)
+			continue
+		}
+		c := new.Columns[pos]
+		if c.DataType == pglogrepl.TupleDataTypeToast {
+			// The vector did not change and was not sent. Keep it (moving
+			// it to the new key), or read it if this index never had it:
+			// an INSERT through a row filter, or a row the index lost.
+			if (oldKey != key && e.Move(oldKey, key)) || (oldKey == key && e.Known(key)) {
+				continue
+			}
+			if err := d.repair(ctx, r.table, e, key); err != nil {
+				return err
+			}
+			continue
+		}
+		if oldKey != key {
+			e.Delete(oldKey)
+		}
+		var vec []float32
+		switch c.DataType {
+		case pglogrepl.TupleDataTypeBinary:
+			vec = decodeVector(e, c.Data, true)
+		case pglogrepl.TupleDataTypeText:
+			vec = decodeVector(e, c.Data, false)
+		}
+		e.Upsert(key, vec)
+	}
+	return nil
+}

@@ -1,0 +1,59 @@
+// Package replicate keeps indexes in sync with their tables through
+// PostgreSQL's logical replication: one publication and one slot per
+// sidecar, whatever the number of indexes.
+//
+// # Set-up
+//
+// Each index's table is checked against the catalog before anything is
+// created: it must exist, its key column must be its replica identity (a
+// primary key or REPLICA IDENTITY USING INDEX; FULL is refused because it
+// would put every old vector in the WAL), and its columns must have
+// supported types. Then the publication is created, or its table list
+// brought up to date, before the slot: a slot that decodes with a missing
+// publication fails or loses changes. Its column list is the key plus the
+// indexed vector columns: never less (the application's UPDATEs would
+// fail), never more (documents and JSON would pass through the decoder for
+// nothing).
+//
+// # Initial copy
+//
+// The slot is created with EXPORT_SNAPSHOT. While the replication
+// connection stays idle, a second connection imports that snapshot in a
+// REPEATABLE READ transaction and copies the key and vector columns with a
+// binary COPY. The copy therefore shows exactly the rows committed before
+// the slot's consistent point, and the stream starts right after it:
+// nothing is lost or seen twice.
+//
+// # Streaming
+//
+// pgoutput protocol version 1 with binary 'true' and messages 'true'.
+// With version 1 a transaction is sent only after it committed, so changes
+// are applied as they arrive; the applied LSN moves only at Commit (to the
+// transaction's end), or to a keepalive's WAL end when no transaction is
+// open, so that a client waiting for pg_current_wal_lsn() is released even
+// when the newest WAL came from other tables. Every message type is
+// parsed; one that does not parse is counted and skipped, never allowed to
+// crash-loop the stream.
+//
+// UPDATEs that leave a TOASTed vector alone send it as 'u' (unchanged,
+// no value): the stored vector is kept, and moved when the key changed (the
+// old key then arrives in a 'K' tuple whose other columns are 'n', "not
+// part of the identity", not NULL). A 'u' for a key the index does not
+// have is answered by reading that row from the table. Rows whose vector
+// cannot be indexed (NULL, wrong length, NaN or infinite, a
+// multi-dimensional array) are left out and counted until a change makes
+// them valid.
+//
+// # Positions
+//
+// Status updates carry write, flush and apply explicitly, at least every
+// StatusInterval (shortened to half of wal_sender_timeout) and at once
+// when a keepalive asks for a reply. Flush and apply are the covered LSN:
+// what durable state reflects (Config.Durable), and never less than where
+// streaming started. They are never zero, since pglogrepl would replace a
+// zero with the write position and confirm changes nothing has stored.
+//
+// After a lost connection the replicator reconnects with backoff, resets
+// its relation cache, and streams from the slot's confirmed position,
+// skipping transactions each index has already applied.
+package replicate

@@ -1,0 +1,427 @@
+package replicate
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/vecside/vecside/indexer"
+	"github.com/vecside/vecside/internal/pgtest"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// harness is one database with a running replicator.
+type harness struct {
+	t      *testing.T
+	ctx    context.Context
+	dsn    string
+	conn   *pgx.Conn
+	ix     *indexer.Indexer
+	rep    *Replicator
+	cancel context.CancelFunc
+	done   chan error
+}
+
+func newHarness(t *testing.T, setupSQL string) *harness {
+	t.Helper()
+	ctx := context.Background()
+	h := &harness{t: t, ctx: ctx, dsn: pgtest.Shared(t).NewDatabase(t), ix: indexer.New()}
+	var err error
+	if h.conn, err = pgx.Connect(ctx, h.dsn); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.conn.Close(ctx) })
+	h.exec(setupSQL)
+	return h
+}
+
+func (h *harness) exec(sql string, args ...any) {
+	h.t.Helper()
+	if _, err := h.conn.Exec(h.ctx, sql, args...); err != nil {
+		h.t.Fatalf("%s: %v", sql, err)
+	}
+}
+
+func (h *harness) add(def string) *indexer.Entry {
+	h.t.Helper()
+	spec, err := indexer.ParseSpec(def)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	e, err := h.ix.Add(spec)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return e
+}
+
+// start runs a replicator over every index added so far.
+func (h *harness) start(cfg Config) {
+	h.t.Helper()
+	cfg.Source, cfg.Entries = h.dsn, h.ix.Entries()
+	cfg.Logger = testLogger(h.t)
+	var err error
+	if h.rep, err = New(cfg); err != nil {
+		h.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(h.ctx)
+	h.cancel, h.done = cancel, make(chan error, 1)
+	go func() { h.done <- h.rep.Run(ctx) }()
+	h.t.Cleanup(h.stop)
+}
+
+func (h *harness) stop() {
+	if h.cancel != nil {
+		h.cancel()
+		if err := <-h.done; err != nil {
+			h.t.Errorf("replicator: %v", err)
+		}
+		h.cancel = nil
+	}
+}
+
+// catchUp waits until every index has applied the WAL written so far:
+// never a sleep.
+func (h *harness) catchUp() {
+	h.t.Helper()
+	var lsn string
+	if err := h.conn.QueryRow(h.ctx, "SELECT pg_current_wal_lsn()::text").Scan(&lsn); err != nil {
+		h.t.Fatal(err)
+	}
+	want, _ := indexer.ParseLSN(lsn)
+	ctx, cancel := context.WithTimeout(h.ctx, 60*time.Second)
+	defer cancel()
+	for _, e := range h.ix.Entries() {
+		if err := e.WaitApplied(ctx, want); err != nil {
+			h.t.Fatalf("catching up: %v (state %v)", err, e.Status())
+		}
+	}
+}
+
+// tableVectors reads the valid rows of the table: key → vector, bit for
+// bit as stored.
+func (h *harness) tableVectors(e *indexer.Entry, dims int) map[string][]float32 {
+	h.t.Helper()
+	spec := e.Spec()
+	rows, err := h.conn.Query(h.ctx, fmt.Sprintf("SELECT %s::text, %s::real[] FROM %s",
+		indexer.QuoteIdent(spec.Key), indexer.QuoteIdent(spec.Column), spec.QualifiedTable()))
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	out := map[string][]float32{}
+	for rows.Next() {
+		var k string
+		var v []float32
+		if err := rows.Scan(&k, &v); err != nil {
+			h.t.Fatal(err)
+		}
+		if len(v) != dims || indexer.CheckFinite(v) != nil {
+			continue
+		}
+		key, err := e.KeyType().DecodeText(k)
+		if err != nil {
+			h.t.Fatal(err)
+		}
+		out[key] = v
+	}
+	if rows.Err() != nil {
+		h.t.Fatal(rows.Err())
+	}
+	return out
+}
+
+// assertConverged checks that the index holds exactly the table's valid
+// rows with bit-identical vectors, and counts the others as skipped.
+func (h *harness) assertConverged(e *indexer.Entry, dims int) {
+	h.t.Helper()
+	h.catchUp()
+	want := h.tableVectors(e, dims)
+	got := map[string][]float32{}
+	e.Keys(func(k string, v []float32) { got[k] = slices.Clone(v) })
+	kt := e.KeyType()
+	for k, v := range want {
+		g, ok := got[k]
+		if !ok {
+			h.t.Errorf("key %s missing from the index", kt.FormatKey(k))
+			continue
+		}
+		if !bitEqual(g, v) {
+			h.t.Errorf("key %s: index vector differs from the table's", kt.FormatKey(k))
+		}
+	}
+	for k := range got {
+		if _, ok := want[k]; !ok {
+			h.t.Errorf("key %s in the index, not a valid row of the table", kt.FormatKey(k))
+		}
+	}
+	var total int
+	if err := h.conn.QueryRow(h.ctx, "SELECT count(*) FROM "+e.Spec().QualifiedTable()).Scan(&total); err != nil {
+		h.t.Fatal(err)
+	}
+	st := e.Status()
+	if st.Rows != len(want) || st.Skipped != total-len(want) {
+		h.t.Errorf("status rows=%d skipped=%d, want rows=%d skipped=%d", st.Rows, st.Skipped, len(want), total-len(want))
+	}
+}
+
+func bitEqual(a, b []float32) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if math.Float32bits(a[i]) != math.Float32bits(b[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// vecLiteral renders a random vector as a real[] literal.
+func vecLiteral(rng *rand.Rand, dims int) string {
+	var b strings.Builder
+	b.WriteByte('{')
+	for i := 0; i < dims; i++ {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, "%g", rng.Float32()*2-1)
+	}
+	b.WriteByte('}')
+	return b.String()
+}
+
+// testLogger sends logs to t.Log: shown only for failed tests or with -v.
+func testLogger(t *testing.T) *slog.Logger {
+	return slog.New(slog.NewTextHandler(testWriter{t}, nil))
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimSpace(string(p)))
+	return len(p), nil
+}
+
+func waitReady(t *testing.T, e *indexer.Entry) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		st, msg := e.State()
+		if st == indexer.StateReady {
+			return
+		}
+		if st == indexer.StateError || time.Now().After(deadline) {
+			t.Fatalf("index %s: state %s %s", e.Spec().Name, st, msg)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestConvergesOnTOASTedVectors is the spine's convergence test: 5,000
+// rows of incompressible 768-d vectors (so they are TOASTed), then every
+// kind of change in several transactions.
+func TestConvergesOnTOASTedVectors(t *testing.T) {
+	const dims, rows = 768, 5000
+	h := newHarness(t, `CREATE TABLE items (id bigint PRIMARY KEY, note text, embedding real[])`)
+	h.exec(`INSERT INTO items SELECT g, 'n', (SELECT array_agg(random()::real * 2 - 1) FROM generate_series(1, $1) WHERE g > 0) FROM generate_series(1, $2) g`, dims, rows)
+	var toastTable string
+	if err := h.conn.QueryRow(h.ctx, `SELECT reltoastrelid::regclass::text FROM pg_class WHERE relname = 'items'`).Scan(&toastTable); err != nil {
+		t.Fatal(err)
+	}
+	var chunks int
+	if err := h.conn.QueryRow(h.ctx, `SELECT count(DISTINCT chunk_id) FROM `+toastTable).Scan(&chunks); err != nil || chunks != rows {
+		t.Fatalf("%d of %d vectors are TOASTed (%v): the test needs them all out of line", chunks, rows, err)
+	}
+	e := h.add("items_embedding=items(embedding) key=id metric=l2")
+	h.start(Config{})
+	waitReady(t, e)
+	h.assertConverged(e, dims)
+
+	rng := rand.New(rand.NewPCG(1, 2))
+	v := func() string { return vecLiteral(rng, dims) }
+	steps := []string{
+		// inserts, and updates that change the vector
+		fmt.Sprintf(`INSERT INTO items VALUES (10001, 'a', '%s'), (10002, 'b', '%s')`, v(), v()),
+		fmt.Sprintf(`UPDATE items SET embedding = '%s' WHERE id = 1`, v()),
+		// only another column: the vector arrives as 'u'
+		`UPDATE items SET note = 'touched' WHERE id BETWEEN 2 AND 50`,
+		// two updates of one key in one transaction
+		fmt.Sprintf(`BEGIN; UPDATE items SET embedding = '%s' WHERE id = 3; UPDATE items SET embedding = '%s', note = 'x' WHERE id = 3; COMMIT`, v(), v()),
+		// key changes with and without a new vector
+		`UPDATE items SET id = 20004 WHERE id = 4`,
+		fmt.Sprintf(`UPDATE items SET id = 20005, embedding = '%s' WHERE id = 5`, v()),
+		`UPDATE items SET id = 6 WHERE id = 7`, // collides? no: 6 exists, so swap through a free key
+		`DELETE FROM items WHERE id BETWEEN 100 AND 199`,
+		// NULL and wrong-length vectors, later fixed
+		`INSERT INTO items VALUES (30001, 'null', NULL), (30002, 'short', '{1,2,3}'), (30003, 'nan', NULL)`,
+		`UPDATE items SET embedding = '{1,2}' WHERE id = 8`,
+		`UPDATE items SET note = 'still short' WHERE id = 30002`,
+		fmt.Sprintf(`UPDATE items SET embedding = '%s' WHERE id = 30001`, v()),
+		fmt.Sprintf(`UPDATE items SET embedding = '%s' WHERE id = 30002`, v()),
+		`UPDATE items SET embedding = array_fill('NaN'::real, ARRAY[768]) WHERE id = 30003`,
+		// a savepoint rolled back leaves no trace
+		fmt.Sprintf(`BEGIN; INSERT INTO items VALUES (40001, 's', '%s'); SAVEPOINT s; DELETE FROM items WHERE id = 9; ROLLBACK TO s; COMMIT`, v()),
+	}
+	for _, s := range steps {
+		if strings.Contains(s, "id = 6 WHERE id = 7") {
+			s = `UPDATE items SET id = 50007 WHERE id = 7`
+		}
+		h.exec(s)
+	}
+	h.assertConverged(e, dims)
+	if got := e.Status().Skipped; got != 2 { // 8 (2 elements) and 30003 (NaN)
+		t.Errorf("skipped = %d, want 2", got)
+	}
+
+	h.exec(`TRUNCATE items`)
+	h.exec(fmt.Sprintf(`INSERT INTO items VALUES (1, 'again', '%s'), (2, 'again', NULL)`, v()))
+	h.assertConverged(e, dims)
+	if st := e.Status(); st.Rows != 1 || st.Skipped != 1 {
+		t.Errorf("after TRUNCATE and re-insert: rows=%d skipped=%d, want 1 and 1", st.Rows, st.Skipped)
+	}
+}
+
+// TestRowsWrittenDuringCopy pauses between slot creation and COPY while a
+// writer inserts, updates and deletes: nothing may be lost or doubled.
+func TestRowsWrittenDuringCopy(t *testing.T) {
+	const dims = 8
+	h := newHarness(t, `CREATE TABLE docs (id int PRIMARY KEY, v real[]);
+		INSERT INTO docs SELECT g, array_fill(g::real, ARRAY[8]) FROM generate_series(1, 1000) g`)
+	e := h.add("docs_v=docs(v) key=id metric=l2")
+	writer, err := pgx.Connect(h.ctx, h.dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer writer.Close(h.ctx)
+	var once sync.Once
+	h.start(Config{BeforeCopy: func() {
+		once.Do(func() {
+			for _, sql := range []string{
+				`INSERT INTO docs SELECT g, array_fill(g::real, ARRAY[8]) FROM generate_series(1001, 1500) g`,
+				`UPDATE docs SET v = array_fill(-1::real, ARRAY[8]) WHERE id <= 100`,
+				`DELETE FROM docs WHERE id BETWEEN 900 AND 1100`,
+				`UPDATE docs SET id = id + 10000 WHERE id BETWEEN 200 AND 210`,
+			} {
+				if _, err := writer.Exec(h.ctx, sql); err != nil {
+					t.Errorf("%s: %v", sql, err)
+				}
+			}
+		})
+	}})
+	waitReady(t, e)
+	h.assertConverged(e, dims)
+	if got := e.Status().Rows; got != 1500-201 {
+		t.Errorf("rows = %d, want %d", got, 1500-201)
+	}
+}
+
+func TestKeyTypes(t *testing.T) {
+	for _, typ := range []string{"smallint", "integer", "bigint", "uuid", "text", "varchar(20)"} {
+		t.Run(strings.Fields(typ)[0], func(t *testing.T) {
+			key := "g::" + typ
+			if typ == "uuid" {
+				key = "md5(g::text)::uuid"
+			}
+			h := newHarness(t, fmt.Sprintf(`CREATE TABLE k (id %s PRIMARY KEY, v real[]);
+				INSERT INTO k SELECT %s, ARRAY[g, 1]::real[] FROM generate_series(1, 50) g`, typ, key))
+			e := h.add("k_v=k(v) key=id metric=cosine")
+			h.start(Config{})
+			waitReady(t, e)
+			h.exec(fmt.Sprintf(`INSERT INTO k SELECT %s, ARRAY[g, 2]::real[] FROM generate_series(51, 60) g`, key))
+			h.exec(`DELETE FROM k WHERE v[1] < 5`)
+			h.assertConverged(e, 2)
+		})
+	}
+}
+
+func TestRefusesTableWithoutReplicaIdentity(t *testing.T) {
+	h := newHarness(t, `CREATE TABLE nokey (id int, v real[]);
+		CREATE TABLE other (id int PRIMARY KEY, code int UNIQUE NOT NULL, v real[])`)
+	for _, def := range []string{"a=nokey(v) key=id metric=l2", "b=other(v) key=code metric=l2"} {
+		ix := indexer.New()
+		spec, _ := indexer.ParseSpec(def)
+		e, _ := ix.Add(spec)
+		rep, err := New(Config{Source: h.dsn, Entries: []*indexer.Entry{e}, Logger: testLogger(t)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(h.ctx, 30*time.Second)
+		err = rep.Run(ctx)
+		cancel()
+		if err == nil || !strings.Contains(err.Error(), "REPLICA IDENTITY USING INDEX") {
+			t.Errorf("%s: got %v, want a refusal saying how to fix the replica identity", def, err)
+		}
+	}
+	var pubs int
+	if err := h.conn.QueryRow(h.ctx, `SELECT count(*) FROM pg_publication_tables`).Scan(&pubs); err != nil || pubs != 0 {
+		t.Errorf("a refused table was published (%d tables, %v)", pubs, err)
+	}
+}
+
+// TestTwoIndexesOneSlot feeds two indexes on one table, and one on
+// another, from a single publication and slot.
+func TestTwoIndexesOneSlot(t *testing.T) {
+	h := newHarness(t, `CREATE TABLE a (id int PRIMARY KEY, v real[], w double precision[]);
+		CREATE TABLE b (id int PRIMARY KEY, v real[]);
+		INSERT INTO a SELECT g, ARRAY[g, 0]::real[], ARRAY[0, g, 1]::float8[] FROM generate_series(1, 20) g;
+		INSERT INTO b SELECT g, ARRAY[g, g]::real[] FROM generate_series(1, 20) g`)
+	ea := h.add("a_v=a(v) key=id metric=l2")
+	ea2 := h.add("a_v_ip=a(v) key=id metric=ip")
+	ew := h.add("a_w=a(w) key=id metric=l2")
+	eb := h.add("b_v=b(v) key=id metric=l2")
+	h.start(Config{})
+	for _, e := range []*indexer.Entry{ea, ea2, ew, eb} {
+		waitReady(t, e)
+	}
+	h.exec(`UPDATE a SET v = ARRAY[100, 100]::real[] WHERE id = 1`)
+	h.exec(`UPDATE a SET w = NULL WHERE id = 2`)
+	h.exec(`DELETE FROM b WHERE id > 10`)
+	h.assertConverged(ea, 2)
+	h.assertConverged(ea2, 2)
+	h.assertConverged(ew, 3)
+	h.assertConverged(eb, 2)
+	var slots, pubs int
+	h.conn.QueryRow(h.ctx, `SELECT count(*) FROM pg_replication_slots WHERE database = current_database()`).Scan(&slots)
+	h.conn.QueryRow(h.ctx, `SELECT count(*) FROM pg_publication`).Scan(&pubs)
+	if slots != 1 || pubs != 1 {
+		t.Errorf("%d slots and %d publications, want one of each", slots, pubs)
+	}
+}
+
+// TestReconnectsAfterWalsenderIsKilled cuts the replication connection
+// with pg_terminate_backend and checks that the stream resumes.
+func TestReconnectsAfterWalsenderIsKilled(t *testing.T) {
+	h := newHarness(t, `CREATE TABLE r (id int PRIMARY KEY, v real[])`)
+	e := h.add("r_v=r(v) key=id metric=l2")
+	h.start(Config{})
+	waitReady(t, e)
+	for round := 0; round < 3; round++ {
+		h.exec(fmt.Sprintf(`INSERT INTO r SELECT g, ARRAY[g, %d]::real[] FROM generate_series(%d, %d) g`, round, round*100, round*100+99))
+		h.exec(`SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = 'vecside' AND active_pid IS NOT NULL`)
+		h.exec(fmt.Sprintf(`UPDATE r SET v = ARRAY[-1, %d]::real[] WHERE id %% 7 = 0`, round))
+	}
+	h.assertConverged(e, 2)
+	if h.rep.Stats().Reconnects.Load() == 0 {
+		t.Error("the replicator never reconnected")
+	}
+}
+
+// TestIdleKeepaliveReleasesWaiters writes only to an unrelated table and
+// waits for pg_current_wal_lsn(): the keepalive's WAL end must release it.
+func TestIdleKeepaliveReleasesWaiters(t *testing.T) {
+	h := newHarness(t, `CREATE TABLE r (id int PRIMARY KEY, v real[]); CREATE TABLE unrelated (x int)`)
+	e := h.add("r_v=r(v) key=id metric=l2")
+	h.start(Config{StatusInterval: 200 * time.Millisecond})
+	waitReady(t, e)
+	h.exec(`INSERT INTO unrelated SELECT generate_series(1, 1000)`)
+	h.catchUp()
+}

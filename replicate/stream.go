@@ -1,0 +1,111 @@
+package replicate
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgproto3"
+	"github.com/vecside/vecside/indexer"
+)
+
+// stream runs START_REPLICATION from start and applies the stream until
+// ctx ends or the connection fails.
+func (r *Replicator) stream(ctx context.Context, repl *pgconn.PgConn, start indexer.LSN, dec *decoder, statusEvery time.Duration) error {
+	pub := fmt.Sprintf("publication_names '%s'", r.cfg.Name)
+	err := pglogrepl.StartReplication(ctx, repl, r.cfg.Name, pglogrepl.LSN(start), pglogrepl.StartReplicationOptions{
+		Mode:       pglogrepl.LogicalReplication,
+		PluginArgs: []string{"proto_version '1'", pub, "binary 'true'", "messages 'true'"},
+	})
+	if err != nil {
+		return fmt.Errorf("START_REPLICATION from %s: %w", start, err)
+	}
+	r.log.Info("streaming", "slot", r.cfg.Name, "from", start.String())
+	received := start
+	nextStatus := time.Now()
+	for {
+		if !time.Now().Before(nextStatus) {
+			if err := r.sendStatus(ctx, repl, received); err != nil {
+				return err
+			}
+			nextStatus = time.Now().Add(statusEvery)
+		}
+		rctx, cancel := context.WithDeadline(ctx, nextStatus)
+		msg, err := repl.ReceiveMessage(rctx)
+		cancel()
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			if pgconn.Timeout(err) {
+				continue
+			}
+			return fmt.Errorf("receiving from the slot: %w", err)
+		}
+		switch msg := msg.(type) {
+		case *pgproto3.CopyData:
+			if len(msg.Data) == 0 {
+				continue
+			}
+			switch msg.Data[0] {
+			case pglogrepl.PrimaryKeepaliveMessageByteID:
+				ka, err := pglogrepl.ParsePrimaryKeepaliveMessage(msg.Data[1:])
+				if err != nil {
+					return fmt.Errorf("keepalive: %w", err)
+				}
+				end := indexer.LSN(ka.ServerWALEnd)
+				received = max(received, end)
+				if !dec.inTx {
+					// Everything before the sender's position has been sent:
+					// with no transaction open, the indexes are current to it.
+					dec.idle(end)
+				}
+				if ka.ReplyRequested {
+					nextStatus = time.Time{}
+				}
+			case pglogrepl.XLogDataByteID:
+				xld, err := pglogrepl.ParseXLogData(msg.Data[1:])
+				if err != nil {
+					return fmt.Errorf("XLogData: %w", err)
+				}
+				received = max(received, indexer.LSN(xld.WALStart)+indexer.LSN(len(xld.WALData)))
+				if err := dec.handle(ctx, xld.WALData); err != nil {
+					return err
+				}
+			}
+		case *pgproto3.ErrorResponse:
+			return fmt.Errorf("replication stream: %w", pgconn.ErrorResponseToPgError(msg))
+		case *pgproto3.CopyDone:
+			return fmt.Errorf("replication stream ended by the server")
+		}
+	}
+}
+
+// sendStatus reports positions to the walsender. write is what has been
+// received; flush and apply are the covered LSN, never zero: pglogrepl
+// replaces a zero with the write position, which would confirm changes
+// that are not durable.
+func (r *Replicator) sendStatus(ctx context.Context, repl *pgconn.PgConn, received indexer.LSN) error {
+	covered := r.Covered()
+	err := pglogrepl.SendStandbyStatusUpdate(ctx, repl, pglogrepl.StandbyStatusUpdate{
+		WALWritePosition: pglogrepl.LSN(max(received, covered)),
+		WALFlushPosition: pglogrepl.LSN(covered),
+		WALApplyPosition: pglogrepl.LSN(covered),
+	})
+	if err != nil {
+		return fmt.Errorf("sending status update: %w", err)
+	}
+	r.stats.setConfirmed(covered)
+	return nil
+}
+
+// idle advances every index to end: the stream has nothing pending.
+func (d *decoder) idle(end indexer.LSN) {
+	for _, t := range d.tables {
+		for _, e := range t.entries {
+			e.SetApplied(end)
+		}
+	}
+}
