@@ -16,7 +16,7 @@
 // An Index is not safe for concurrent use: its owner (the indexer) holds a
 // read lock while searching and a write lock while applying changes.
 //
-// Save writes the body of a checkpoint: a count, then for each slot its key
+// Snapshot writes the body of a checkpoint: a count, then for each slot its key
 // (uvarint length + bytes) and its vector (little-endian float32). The
 // container around it (header, checksum, atomic replacement) belongs to the
 // indexer.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 
 	"github.com/vecside/vecside/kernels"
 )
@@ -191,29 +192,37 @@ func (x *Index) Search(q []float32, k int) []Hit {
 	return hits
 }
 
-// Save writes the index body (see the package doc).
-func (x *Index) Save(w io.Writer) error {
-	bw := bufio.NewWriterSize(w, 1<<20)
-	var buf []byte
-	buf = binary.AppendUvarint(buf, uint64(len(x.keys)))
-	for slot, key := range x.keys {
-		buf = binary.AppendUvarint(buf, uint64(len(key)))
-		buf = append(buf, key...)
-		for _, f := range x.row(uint32(slot)) {
-			buf = binary.LittleEndian.AppendUint32(buf, math.Float32bits(f))
+// Snapshot returns a function that writes the index as it is now (see the
+// package doc for the format). Taking it copies the vectors and the key
+// list, a memory copy; the returned function may run without the owner's
+// lock while the index changes.
+func (x *Index) Snapshot() func(io.Writer) error {
+	keys := slices.Clone(x.keys)
+	vecs := slices.Clone(x.vecs)
+	dims := x.dims
+	return func(w io.Writer) error {
+		bw := bufio.NewWriterSize(w, 1<<20)
+		var buf []byte
+		buf = binary.AppendUvarint(buf, uint64(len(keys)))
+		for slot, key := range keys {
+			buf = binary.AppendUvarint(buf, uint64(len(key)))
+			buf = append(buf, key...)
+			for _, f := range vecs[slot*dims : (slot+1)*dims] {
+				buf = binary.LittleEndian.AppendUint32(buf, math.Float32bits(f))
+			}
+			if _, err := bw.Write(buf); err != nil {
+				return err
+			}
+			buf = buf[:0]
 		}
 		if _, err := bw.Write(buf); err != nil {
 			return err
 		}
-		buf = buf[:0]
+		return bw.Flush()
 	}
-	if _, err := bw.Write(buf); err != nil {
-		return err
-	}
-	return bw.Flush()
 }
 
-// Load reads a body written by Save into a new index.
+// Load reads a body written by a Snapshot into a new index.
 func Load(r io.Reader, metric kernels.Metric, dims int) (*Index, error) {
 	br := bufio.NewReaderSize(r, 1<<20)
 	n, err := binary.ReadUvarint(br)

@@ -48,54 +48,62 @@ type CheckpointHeader struct {
 	Metric     string `json:"metric"`
 	KeyType    uint8  `json:"key_type"`
 	VectorType uint8  `json:"vector_type"`
-	LSN        LSN    `json:"lsn"` // everything up to here is reflected
+	LSN        LSN    `json:"lsn"`     // everything up to here is reflected
+	Version    uint64 `json:"version"` // changes applied, see Entry.version
 	SystemID   uint64 `json:"system_id"`
 	Timeline   uint32 `json:"timeline"`
 	Slot       string `json:"slot"`
 }
 
-// WriteCheckpoint writes a checkpoint to path atomically: a temporary file
-// in the same directory, fsynced, renamed over path, and the directory
-// fsynced, so that after a crash path holds either the old or the new
-// checkpoint, whole.
-func WriteCheckpoint(path string, h CheckpointHeader, body func(io.Writer) error) (err error) {
+// WriteCheckpoint writes a checkpoint to path atomically (see
+// writeFileAtomic): header, the body that body writes, then the trailer.
+func WriteCheckpoint(path string, h CheckpointHeader, body func(io.Writer) error) error {
+	hdr, err := json.Marshal(h)
+	if err != nil {
+		return err
+	}
+	return writeFileAtomic(path, func(f io.Writer) error {
+		crc := crc32.New(castagnoli)
+		bw := bufio.NewWriterSize(io.MultiWriter(f, crc), 1<<20)
+		var pre []byte
+		pre = append(pre, checkpointMagic...)
+		pre = binary.LittleEndian.AppendUint16(pre, checkpointVersion)
+		pre = binary.LittleEndian.AppendUint32(pre, uint32(len(hdr)))
+		pre = append(pre, hdr...)
+		if _, err := bw.Write(pre); err != nil {
+			return err
+		}
+		counter := &countingWriter{w: bw}
+		if err := body(counter); err != nil {
+			return err
+		}
+		if err := binary.Write(bw, binary.LittleEndian, counter.n); err != nil {
+			return err
+		}
+		if err := bw.Flush(); err != nil {
+			return err
+		}
+		return binary.Write(f, binary.LittleEndian, crc.Sum32())
+	})
+}
+
+// writeFileAtomic writes path through a temporary file in the same
+// directory, fsynced, renamed over path, and the directory fsynced, so that
+// after a crash path holds either the old or the new contents, whole.
+func writeFileAtomic(path string, write func(io.Writer) error) (err error) {
 	dir := filepath.Dir(path)
 	tmp, err := os.CreateTemp(dir, filepath.Base(path)+".tmp-*")
 	if err != nil {
-		return fmt.Errorf("checkpoint %s: %w", path, err)
+		return fmt.Errorf("writing %s: %w", path, err)
 	}
 	defer func() {
 		if err != nil {
 			tmp.Close()
 			os.Remove(tmp.Name())
-			err = fmt.Errorf("checkpoint %s: %w", path, err)
+			err = fmt.Errorf("writing %s: %w", path, err)
 		}
 	}()
-	crc := crc32.New(castagnoli)
-	bw := bufio.NewWriterSize(io.MultiWriter(tmp, crc), 1<<20)
-	hdr, err := json.Marshal(h)
-	if err != nil {
-		return err
-	}
-	var pre []byte
-	pre = append(pre, checkpointMagic...)
-	pre = binary.LittleEndian.AppendUint16(pre, checkpointVersion)
-	pre = binary.LittleEndian.AppendUint32(pre, uint32(len(hdr)))
-	pre = append(pre, hdr...)
-	if _, err = bw.Write(pre); err != nil {
-		return err
-	}
-	counter := &countingWriter{w: bw}
-	if err = body(counter); err != nil {
-		return err
-	}
-	if err = binary.Write(bw, binary.LittleEndian, counter.n); err != nil {
-		return err
-	}
-	if err = bw.Flush(); err != nil {
-		return err
-	}
-	if err = binary.Write(tmp, binary.LittleEndian, crc.Sum32()); err != nil {
+	if err = write(tmp); err != nil {
 		return err
 	}
 	if err = tmp.Sync(); err != nil {

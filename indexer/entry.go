@@ -3,9 +3,8 @@ package indexer
 import (
 	"context"
 	"fmt"
-	"io"
-	"path/filepath"
 	"sync"
+	"time"
 
 	"github.com/vecside/vecside/kernels"
 )
@@ -39,6 +38,16 @@ type Entry struct {
 	skipped map[string]struct{} // keys in the table whose vector is not indexable
 	state   State
 	failure string
+	// version counts the changes applied; a checkpoint records it, so an
+	// unchanged version later proves that only the LSN has moved since.
+	version uint64
+	// covered is what durable state reflects: the LSN of the last
+	// checkpoint, or a later idle position recorded in the state file.
+	covered        LSN
+	coveredVersion uint64
+	checkpoints    int64
+	lastPause      time.Duration // changes held up by the last checkpoint
+	lastWrite      time.Duration // the last checkpoint's total time
 
 	lsnMu    sync.Mutex
 	applied  LSN
@@ -95,6 +104,7 @@ func (e *Entry) VectorType() VectorType {
 func (e *Entry) Upsert(key string, vec []float32) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	e.version++
 	if vec == nil || len(vec) == 0 || (e.dims > 0 && len(vec) != e.dims) || CheckFinite(vec) != nil {
 		e.skipLocked(key)
 		return
@@ -111,6 +121,7 @@ func (e *Entry) Upsert(key string, vec []float32) {
 func (e *Entry) Skip(key string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	e.version++
 	e.skipLocked(key)
 }
 
@@ -125,6 +136,7 @@ func (e *Entry) skipLocked(key string) {
 func (e *Entry) Delete(key string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	e.version++
 	if e.index != nil {
 		e.index.Delete(key)
 	}
@@ -137,6 +149,7 @@ func (e *Entry) Delete(key string) {
 func (e *Entry) Move(from, to string) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	e.version++
 	if e.index != nil && e.index.Rename(from, to) {
 		delete(e.skipped, to)
 		return true
@@ -184,6 +197,7 @@ func (e *Entry) Vector(key string) ([]float32, bool) {
 func (e *Entry) Truncate() {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	e.version++
 	if e.index != nil {
 		e.index.Clear()
 	}
@@ -286,6 +300,7 @@ type Status struct {
 	Name        string
 	Table       string // schema.table
 	Column      string
+	KeyColumn   string
 	Kind        string
 	Metric      kernels.Metric
 	Dims        int
@@ -295,7 +310,13 @@ type Status struct {
 	State       State
 	Error       string
 	Applied     LSN
+	Covered     LSN // what durable state reflects
 	KeyType     KeyType
+	// Checkpoints written, and the last one's pause of changes and total
+	// time.
+	Checkpoints     int64
+	CheckpointPause time.Duration
+	CheckpointTime  time.Duration
 }
 
 // Status reports the entry's current state.
@@ -304,87 +325,22 @@ func (e *Entry) Status() Status {
 	e.mu.RLock()
 	defer e.mu.RUnlock()
 	s := Status{
-		Name:    e.spec.Name,
-		Table:   e.spec.Schema + "." + e.spec.Table,
-		Column:  e.spec.Column,
-		Kind:    e.spec.Kind,
-		Metric:  e.spec.Metric,
-		Dims:    e.dims,
-		Skipped: len(e.skipped),
-		State:   e.state,
-		Error:   e.failure,
-		Applied: applied,
-		KeyType: e.keyType,
+		Name:      e.spec.Name,
+		Table:     e.spec.Schema + "." + e.spec.Table,
+		Column:    e.spec.Column,
+		KeyColumn: e.spec.Key,
+		Kind:      e.spec.Kind,
+		Metric:    e.spec.Metric,
+		Dims:      e.dims,
+		Skipped:   len(e.skipped),
+		State:     e.state,
+		Error:     e.failure,
+		Applied:   applied,
+		KeyType:   e.keyType,
 	}
 	if e.index != nil {
 		s.Rows = e.index.Len()
 		s.ZeroVectors = e.index.ZeroVectors()
 	}
 	return s
-}
-
-// Source identifies the replication stream an index follows; a checkpoint
-// from another source is never loaded.
-type Source struct {
-	SystemID uint64
-	Timeline uint32
-	Slot     string
-}
-
-// CheckpointPath is where the entry's checkpoint lives in dir.
-func (e *Entry) CheckpointPath(dir string) string {
-	return filepath.Join(dir, e.spec.Name+".ckpt")
-}
-
-// SaveCheckpoint writes the entry to its checkpoint file in dir, covering
-// its applied LSN. Searches go on meanwhile; changes wait.
-func (e *Entry) SaveCheckpoint(dir string, src Source) error {
-	e.mu.RLock()
-	defer e.mu.RUnlock()
-	if e.index == nil {
-		return fmt.Errorf("index %s: nothing to checkpoint before its dimension is known", e.spec.Name)
-	}
-	h := CheckpointHeader{
-		Index:      e.spec.Name,
-		Kind:       e.spec.Kind,
-		Params:     e.spec.String(),
-		Dims:       e.dims,
-		Metric:     e.spec.Metric.String(),
-		KeyType:    uint8(e.keyType),
-		VectorType: uint8(e.vecType),
-		LSN:        e.Applied(),
-		SystemID:   src.SystemID,
-		Timeline:   src.Timeline,
-		Slot:       src.Slot,
-	}
-	return WriteCheckpoint(e.CheckpointPath(dir), h, e.index.Save)
-}
-
-// LoadCheckpoint replaces the entry's contents with its checkpoint in dir,
-// if that checkpoint was written for the same spec and source, and returns
-// the LSN it covers. The entry is left untouched on any error.
-func (e *Entry) LoadCheckpoint(dir string, src Source) (LSN, error) {
-	var loaded Index
-	h, err := ReadCheckpoint(e.CheckpointPath(dir), func(h CheckpointHeader, body io.Reader) error {
-		switch {
-		case h.Params != e.spec.String():
-			return fmt.Errorf("written for index %q, now defined as %q", h.Params, e.spec.String())
-		case h.SystemID != src.SystemID || h.Timeline != src.Timeline || h.Slot != src.Slot:
-			return fmt.Errorf("written for system %d timeline %d slot %q, now following system %d timeline %d slot %q",
-				h.SystemID, h.Timeline, h.Slot, src.SystemID, src.Timeline, src.Slot)
-		}
-		var err error
-		loaded, err = loadIndex(e.spec, h.Dims, body)
-		return err
-	})
-	if err != nil {
-		return 0, err
-	}
-	e.mu.Lock()
-	e.index, e.dims = loaded, h.Dims
-	e.keyType, e.vecType = KeyType(h.KeyType), VectorType(h.VectorType)
-	clear(e.skipped)
-	e.mu.Unlock()
-	e.SetApplied(h.LSN)
-	return h.LSN, nil
 }

@@ -19,7 +19,9 @@ type Index interface {
 	Each(fn func(key string, vec []float32))
 	Clear()
 	Search(q []float32, n int, opts SearchOptions) []Hit
-	Save(w io.Writer) error
+	// Snapshot captures the index as it is now, for a checkpoint written
+	// without the lock (see flat.Index.Snapshot).
+	Snapshot() func(io.Writer) error
 }
 
 // Hit is one candidate: a key and its distance under the index's metric.

@@ -31,6 +31,8 @@ type Spec struct {
 	Options Options
 }
 
+var unquotedIdent = regexp.MustCompile(`^[a-z_][a-z0-9_$]*$`)
+
 var indexName = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
 
 // ValidName reports whether name may name an index.
@@ -171,7 +173,7 @@ func splitIdents(s string) ([]string, error) {
 				end = len(s)
 			}
 			id, s = strings.ToLower(strings.TrimSpace(s[:end])), s[end:]
-			if id == "" || strings.ContainsAny(id, " \t\"()") {
+			if !unquotedIdent.MatchString(id) {
 				return nil, fmt.Errorf("bad identifier %q", id)
 			}
 		}

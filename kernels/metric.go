@@ -59,7 +59,11 @@ func (m Metric) Operator() string {
 // Distance is the exact distance between a and b under m, accumulated in
 // float64 so that it can serve as the reference for faster kernels. The
 // cosine distance involving a zero vector is NaN, as in pgvector.
-func (m Metric) Distance(a, b []float32) float64 {
+func (m Metric) Distance(a, b []float32) float64 { return ExactDistance(m, a, b) }
+
+// ExactDistance is Distance for a heap value of either float width, as
+// fetched from a real[] or double precision[] column.
+func ExactDistance[T float32 | float64](m Metric, a []float32, b []T) float64 {
 	var dot, na, nb, l2 float64
 	for i := range a {
 		x, y := float64(a[i]), float64(b[i])

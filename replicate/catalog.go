@@ -25,7 +25,9 @@ type table struct {
 	columns      []string // published: the key, then each distinct vector column
 }
 
-func (t *table) qualified() string { return indexer.QuoteIdent(t.schema) + "." + indexer.QuoteIdent(t.name) }
+func (t *table) qualified() string {
+	return indexer.QuoteIdent(t.schema) + "." + indexer.QuoteIdent(t.name)
+}
 
 // ErrNoReplicaIdentity: the key given for an index is not the table's
 // replica identity, so changes cannot be matched to rows.

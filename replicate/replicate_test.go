@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"math"
 	"math/rand/v2"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -15,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/vecside/vecside/indexer"
 	"github.com/vecside/vecside/internal/pgtest"
+	"github.com/vecside/vecside/internal/workload"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -29,6 +31,7 @@ type harness struct {
 	rep    *Replicator
 	cancel context.CancelFunc
 	done   chan error
+	parts  int
 }
 
 func newHarness(t *testing.T, setupSQL string) *harness {
@@ -69,21 +72,33 @@ func (h *harness) start(cfg Config) {
 	h.t.Helper()
 	cfg.Source, cfg.Entries = h.dsn, h.ix.Entries()
 	cfg.Logger = testLogger(h.t)
+	if cfg.DataDir != "" {
+		cfg.Durable = h.ix.Covered
+	}
 	var err error
 	if h.rep, err = New(cfg); err != nil {
 		h.t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(h.ctx)
-	h.cancel, h.done = cancel, make(chan error, 1)
+	h.cancel, h.done = cancel, make(chan error, 2)
 	go func() { h.done <- h.rep.Run(ctx) }()
+	h.parts = 1
+	if cfg.DataDir != "" {
+		h.parts++
+		go func() {
+			h.done <- h.ix.RunCheckpoints(ctx, indexer.CheckpointPolicy{Dir: cfg.DataDir, Source: h.rep.Source, Logger: cfg.Logger})
+		}()
+	}
 	h.t.Cleanup(h.stop)
 }
 
 func (h *harness) stop() {
 	if h.cancel != nil {
 		h.cancel()
-		if err := <-h.done; err != nil {
-			h.t.Errorf("replicator: %v", err)
+		for ; h.parts > 0; h.parts-- {
+			if err := <-h.done; err != nil {
+				h.t.Errorf("replicator: %v", err)
+			}
 		}
 		h.cancel = nil
 	}
@@ -185,20 +200,6 @@ func bitEqual(a, b []float32) bool {
 	return true
 }
 
-// vecLiteral renders a random vector as a real[] literal.
-func vecLiteral(rng *rand.Rand, dims int) string {
-	var b strings.Builder
-	b.WriteByte('{')
-	for i := 0; i < dims; i++ {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		fmt.Fprintf(&b, "%g", rng.Float32()*2-1)
-	}
-	b.WriteByte('}')
-	return b.String()
-}
-
 // testLogger sends logs to t.Log: shown only for failed tests or with -v.
 func testLogger(t *testing.T) *slog.Logger {
 	return slog.New(slog.NewTextHandler(testWriter{t}, nil))
@@ -231,8 +232,7 @@ func waitReady(t *testing.T, e *indexer.Entry) {
 // kind of change in several transactions.
 func TestConvergesOnTOASTedVectors(t *testing.T) {
 	const dims, rows = 768, 5000
-	h := newHarness(t, `CREATE TABLE items (id bigint PRIMARY KEY, note text, embedding real[])`)
-	h.exec(`INSERT INTO items SELECT g, 'n', (SELECT array_agg(random()::real * 2 - 1) FROM generate_series(1, $1) WHERE g > 0) FROM generate_series(1, $2) g`, dims, rows)
+	h := newHarness(t, workload.CreateTable(rows, dims))
 	var toastTable string
 	if err := h.conn.QueryRow(h.ctx, `SELECT reltoastrelid::regclass::text FROM pg_class WHERE relname = 'items'`).Scan(&toastTable); err != nil {
 		t.Fatal(err)
@@ -247,43 +247,17 @@ func TestConvergesOnTOASTedVectors(t *testing.T) {
 	h.assertConverged(e, dims)
 
 	rng := rand.New(rand.NewPCG(1, 2))
-	v := func() string { return vecLiteral(rng, dims) }
-	steps := []string{
-		// inserts, and updates that change the vector
-		fmt.Sprintf(`INSERT INTO items VALUES (10001, 'a', '%s'), (10002, 'b', '%s')`, v(), v()),
-		fmt.Sprintf(`UPDATE items SET embedding = '%s' WHERE id = 1`, v()),
-		// only another column: the vector arrives as 'u'
-		`UPDATE items SET note = 'touched' WHERE id BETWEEN 2 AND 50`,
-		// two updates of one key in one transaction
-		fmt.Sprintf(`BEGIN; UPDATE items SET embedding = '%s' WHERE id = 3; UPDATE items SET embedding = '%s', note = 'x' WHERE id = 3; COMMIT`, v(), v()),
-		// key changes with and without a new vector
-		`UPDATE items SET id = 20004 WHERE id = 4`,
-		fmt.Sprintf(`UPDATE items SET id = 20005, embedding = '%s' WHERE id = 5`, v()),
-		`UPDATE items SET id = 6 WHERE id = 7`, // collides? no: 6 exists, so swap through a free key
-		`DELETE FROM items WHERE id BETWEEN 100 AND 199`,
-		// NULL and wrong-length vectors, later fixed
-		`INSERT INTO items VALUES (30001, 'null', NULL), (30002, 'short', '{1,2,3}'), (30003, 'nan', NULL)`,
-		`UPDATE items SET embedding = '{1,2}' WHERE id = 8`,
-		`UPDATE items SET note = 'still short' WHERE id = 30002`,
-		fmt.Sprintf(`UPDATE items SET embedding = '%s' WHERE id = 30001`, v()),
-		fmt.Sprintf(`UPDATE items SET embedding = '%s' WHERE id = 30002`, v()),
-		`UPDATE items SET embedding = array_fill('NaN'::real, ARRAY[768]) WHERE id = 30003`,
-		// a savepoint rolled back leaves no trace
-		fmt.Sprintf(`BEGIN; INSERT INTO items VALUES (40001, 's', '%s'); SAVEPOINT s; DELETE FROM items WHERE id = 9; ROLLBACK TO s; COMMIT`, v()),
-	}
-	for _, s := range steps {
-		if strings.Contains(s, "id = 6 WHERE id = 7") {
-			s = `UPDATE items SET id = 50007 WHERE id = 7`
-		}
-		h.exec(s)
+	for _, sql := range workload.Changes(rng, dims) {
+		h.exec(sql)
 	}
 	h.assertConverged(e, dims)
 	if got := e.Status().Skipped; got != 2 { // 8 (2 elements) and 30003 (NaN)
 		t.Errorf("skipped = %d, want 2", got)
 	}
 
-	h.exec(`TRUNCATE items`)
-	h.exec(fmt.Sprintf(`INSERT INTO items VALUES (1, 'again', '%s'), (2, 'again', NULL)`, v()))
+	for _, sql := range workload.Refill(rng, dims) {
+		h.exec(sql)
+	}
 	h.assertConverged(e, dims)
 	if st := e.Status(); st.Rows != 1 || st.Skipped != 1 {
 		t.Errorf("after TRUNCATE and re-insert: rows=%d skipped=%d, want 1 and 1", st.Rows, st.Skipped)
@@ -424,4 +398,92 @@ func TestIdleKeepaliveReleasesWaiters(t *testing.T) {
 	waitReady(t, e)
 	h.exec(`INSERT INTO unrelated SELECT generate_series(1, 1000)`)
 	h.catchUp()
+}
+
+// restart stops the replicator and starts a new one, with new entries of
+// the same definitions, as a restarted process would.
+func (h *harness) restart(cfg Config) {
+	h.t.Helper()
+	h.stop()
+	old := h.ix.Entries()
+	h.ix = indexer.New()
+	for _, e := range old {
+		if _, err := h.ix.Add(e.Spec()); err != nil {
+			h.t.Fatal(err)
+		}
+	}
+	h.start(cfg)
+}
+
+// TestRestartResumesFromCheckpoints: a clean stop writes checkpoints; the
+// next start loads them and streams what was written meanwhile, without
+// copying the table again. A corrupt checkpoint is refused and the table
+// copied again.
+func TestRestartResumesFromCheckpoints(t *testing.T) {
+	h := newHarness(t, `CREATE TABLE r (id int PRIMARY KEY, v real[]);
+		INSERT INTO r SELECT g, ARRAY[g, 1]::real[] FROM generate_series(1, 3000) g`)
+	h.add("r_v=r(v) key=id metric=l2")
+	cfg := Config{DataDir: t.TempDir(), StatusInterval: 100 * time.Millisecond}
+	h.start(cfg)
+	waitReady(t, h.ix.Entries()[0])
+	h.exec(`UPDATE r SET v = ARRAY[0, 0]::real[] WHERE id <= 10`)
+	h.catchUp()
+	h.stop()
+	h.exec(`INSERT INTO r SELECT g, ARRAY[g, 2]::real[] FROM generate_series(3001, 3100) g`)
+	h.exec(`DELETE FROM r WHERE id BETWEEN 11 AND 20`)
+
+	h.restart(cfg)
+	e := h.ix.Entries()[0]
+	waitReady(t, e)
+	h.assertConverged(e, 2)
+	if n := h.rep.Stats().CopiedRows.Load(); n != 0 {
+		t.Errorf("restart copied %d rows; it should resume from the checkpoint", n)
+	}
+
+	h.stop()
+	path := e.CheckpointPath(cfg.DataDir)
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data[len(data)/2] ^= 1
+	os.WriteFile(path, data, 0o600)
+	h.restart(cfg)
+	e = h.ix.Entries()[0]
+	waitReady(t, e)
+	h.assertConverged(e, 2)
+	if n := h.rep.Stats().CopiedRows.Load(); n != 3090 {
+		t.Errorf("after a corrupt checkpoint %d rows were copied, want all 3090", n)
+	}
+}
+
+// TestSlotAdvancesWhenIdle: with checkpoints and only an unrelated table
+// written, the slot's confirmed position follows the WAL.
+func TestSlotAdvancesWhenIdle(t *testing.T) {
+	h := newHarness(t, `CREATE TABLE r (id int PRIMARY KEY, v real[]); CREATE TABLE unrelated (x int);
+		INSERT INTO r SELECT g, ARRAY[g, 1]::real[] FROM generate_series(1, 100) g`)
+	e := h.add("r_v=r(v) key=id metric=l2")
+	h.start(Config{DataDir: t.TempDir(), StatusInterval: 100 * time.Millisecond})
+	waitReady(t, e)
+	confirmed := func() indexer.LSN {
+		var s string
+		if err := h.conn.QueryRow(h.ctx, `SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = 'vecside'`).Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		l, _ := indexer.ParseLSN(s)
+		return l
+	}
+	before := confirmed()
+	h.exec(`INSERT INTO unrelated SELECT generate_series(1, 10000)`)
+	h.exec(`CHECKPOINT`)
+	var target string
+	h.conn.QueryRow(h.ctx, `SELECT pg_current_wal_lsn()::text`).Scan(&target)
+	want, _ := indexer.ParseLSN(target)
+	deadline := time.Now().Add(30 * time.Second)
+	for confirmed() < want {
+		if time.Now().After(deadline) {
+			t.Fatalf("slot stuck at %s (was %s), WAL at %s; covered %s", confirmed(), before, want, h.ix.Covered())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }

@@ -33,6 +33,10 @@ type Config struct {
 	// Durable returns the LSN up to which every index's durable state
 	// reaches, or 0 while nothing is durable. Nil: nothing ever is.
 	Durable func() indexer.LSN
+	// DataDir holds the indexes' checkpoints. At start, indexes are loaded
+	// from there and the stream resumes where they left off, when the slot
+	// allows it. Empty: always copy the tables.
+	DataDir string
 	// BeforeCopy, if set, runs after the slot and its snapshot exist and
 	// before the initial copy starts (a test hook).
 	BeforeCopy func()
@@ -178,13 +182,16 @@ func (r *Replicator) runOnce(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("IDENTIFY_SYSTEM: %w", err)
 	}
+	src := indexer.Source{SystemID: parseSystemID(sys.SystemID), Timeline: uint32(sys.Timeline), Slot: r.cfg.Name}
+	if !r.hasCopy() && r.cfg.DataDir != "" {
+		r.restore(tables, src)
+	}
 	start, err := r.prepareSlot(ctx, conn, repl, tables)
 	if err != nil {
 		return err
 	}
 	r.mu.Lock()
-	r.start = start
-	r.source = indexer.Source{SystemID: parseSystemID(sys.SystemID), Timeline: uint32(sys.Timeline), Slot: r.cfg.Name}
+	r.start, r.source = start, src
 	r.mu.Unlock()
 	repair := func(ctx context.Context, t *table, e *indexer.Entry, key string) error {
 		r.stats.Repairs.Add(1)
@@ -194,9 +201,38 @@ func (r *Replicator) runOnce(ctx context.Context) error {
 	return r.stream(ctx, repl, start, dec, statusEvery)
 }
 
+func (r *Replicator) hasCopy() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.copied
+}
+
+// restore loads every index from its checkpoint. Only if all of them load
+// do the indexes count as holding a copy; otherwise the tables are copied
+// again, and the log says why.
+func (r *Replicator) restore(tables []*table, src indexer.Source) {
+	state := indexer.ReadIdleState(r.cfg.DataDir)
+	for _, t := range tables {
+		for _, e := range t.entries {
+			lsn, err := e.LoadCheckpoint(r.cfg.DataDir, src, state)
+			if err != nil {
+				r.log.Warn("cannot resume from the checkpoint; the tables will be copied again", "index", e.Spec().Name, "err", err)
+				return
+			}
+			r.log.Info("index loaded from its checkpoint", "index", e.Spec().Name, "lsn", lsn.String(), "rows", e.Status().Rows)
+		}
+	}
+	r.mu.Lock()
+	r.copied = true
+	r.mu.Unlock()
+}
+
 // prepareSlot returns where to stream from: after a copy under a new
-// slot's snapshot, or, when the indexes already hold the tables (a
-// reconnect), from the slot's confirmed position.
+// slot's snapshot, or, when the indexes already hold the tables (restored
+// from checkpoints, or a reconnect), from the oldest position they hold,
+// provided the slot has not confirmed past it. Postgres would silently
+// start later than asked, so a slot ahead of the indexes means the changes
+// between are gone, and the tables are copied again.
 func (r *Replicator) prepareSlot(ctx context.Context, conn *pgx.Conn, repl *pgconn.PgConn, tables []*table) (indexer.LSN, error) {
 	var confirmed *string
 	err := conn.QueryRow(ctx, `SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1`, r.cfg.Name).Scan(&confirmed)
@@ -204,28 +240,41 @@ func (r *Replicator) prepareSlot(ctx context.Context, conn *pgx.Conn, repl *pgco
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 		return 0, err
 	}
-	if exists && r.copied && confirmed != nil {
-		lsn, err := indexer.ParseLSN(*confirmed)
+	if exists && r.hasCopy() && confirmed != nil {
+		slotAt, err := indexer.ParseLSN(*confirmed)
 		if err != nil {
 			return 0, err
 		}
-		for _, t := range tables {
-			for _, e := range t.entries {
-				if e.Applied() < lsn {
-					// Changes between what this index holds and the slot are gone.
-					return 0, fmt.Errorf("slot %s confirmed %s, past index %s at %s", r.cfg.Name, lsn, e.Spec().Name, e.Applied())
-				}
-			}
+		from, behind := r.oldestApplied(tables, slotAt)
+		if behind == nil {
+			return from, nil
 		}
-		return lsn, nil
+		r.log.Warn("the slot has confirmed past an index's position; copying the tables again",
+			"slot", r.cfg.Name, "confirmed", slotAt.String(), "index", behind.Spec().Name, "applied", behind.Applied().String())
 	}
 	if exists {
-		r.log.Info("dropping the slot to take a fresh snapshot: the indexes hold no copy", "slot", r.cfg.Name)
+		r.log.Info("dropping the slot to take a fresh snapshot", "slot", r.cfg.Name)
 		if _, err := conn.Exec(ctx, `SELECT pg_drop_replication_slot($1)`, r.cfg.Name); err != nil {
 			return 0, fmt.Errorf("dropping slot %s (is another vecside using it?): %w", r.cfg.Name, err)
 		}
 	}
 	return r.snapshot(ctx, conn, repl, tables)
+}
+
+// oldestApplied is the lowest applied LSN of the indexes, or the index
+// that is behind slotAt.
+func (r *Replicator) oldestApplied(tables []*table, slotAt indexer.LSN) (indexer.LSN, *indexer.Entry) {
+	oldest := indexer.LSN(1<<64 - 1)
+	for _, t := range tables {
+		for _, e := range t.entries {
+			applied := e.Applied()
+			if applied < slotAt {
+				return 0, e
+			}
+			oldest = min(oldest, applied)
+		}
+	}
+	return oldest, nil
 }
 
 // snapshot creates the slot and copies every table under its snapshot.
@@ -247,9 +296,12 @@ func (r *Replicator) snapshot(ctx context.Context, conn *pgx.Conn, repl *pgconn.
 			e.Truncate()
 		}
 		began := time.Now()
+		var copied int64
 		err := copyTable(ctx, conn, slot.SnapshotName, t, func(rows int64) {
+			copied = rows
 			r.log.Info("copying", "table", t.qualified(), "rows", rows, "elapsed", time.Since(began).Round(time.Millisecond).String())
 		})
+		r.stats.CopiedRows.Add(copied)
 		if err != nil {
 			return 0, err
 		}

@@ -31,7 +31,7 @@ func createSlot(ctx context.Context, repl *pgconn.PgConn, slot string, timeout t
 
 // copyTable reads every row of t under the exported snapshot with a binary
 // COPY of the key and vector columns, feeding each entry of t. progress is
-// called every so many rows.
+// called every 100,000 rows and at the end with the rows copied so far.
 func copyTable(ctx context.Context, conn *pgx.Conn, snapshot string, t *table, progress func(rows int64)) error {
 	tx, err := conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
 	if err != nil {
@@ -65,9 +65,7 @@ func copyTable(ctx context.Context, conn *pgx.Conn, snapshot string, t *table, p
 	if copyErr != nil {
 		return fmt.Errorf("copying %s: %w", t.qualified(), copyErr)
 	}
-	if progress != nil {
-		progress(rows)
-	}
+	progress(rows)
 	return tx.Commit(ctx)
 }
 
@@ -95,7 +93,7 @@ func (t *table) loadCopy(r io.Reader, progress func(rows int64)) (int64, error) 
 			e.Upsert(key, decodeVector(e, raw, true))
 		}
 		rows++
-		if progress != nil && rows%100000 == 0 {
+		if rows%100000 == 0 {
 			progress(rows)
 		}
 	}

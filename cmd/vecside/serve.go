@@ -1,0 +1,63 @@
+package main
+
+import (
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/urfave/cli/v2"
+	"github.com/vecside/vecside/internal/sidecar"
+)
+
+var serveCommand = &cli.Command{
+	Name:  "serve",
+	Usage: "follow a database through logical replication and answer knn requests",
+	Description: `Each --index names a table's vector column to index:
+
+   --index 'items_embedding=public.items(embedding) key=id metric=cosine kind=flat'
+
+key is the table's primary key (or REPLICA IDENTITY USING INDEX column);
+metric is l2 (pgvector's <->), cosine (<=>) or ip (<#>); dims=N fixes the
+dimension of real[] columns (vector(n) columns carry theirs).
+
+vecside creates one publication and one replication slot, both named
+--name; "vecside teardown" removes them.`,
+	Flags: []cli.Flag{
+		sourceFlag,
+		&cli.StringFlag{Name: "name", Value: "vecside", Usage: "name of the publication and the replication slot", EnvVars: []string{"VECSIDE_NAME"}},
+		&cli.StringFlag{Name: "listen", Value: "127.0.0.1:6433", Usage: "address of the pgwire server", EnvVars: []string{"VECSIDE_LISTEN"}},
+		&cli.StringFlag{Name: "metrics-listen", Value: "127.0.0.1:9433", Usage: "address of /metrics and /healthz; empty disables", EnvVars: []string{"VECSIDE_METRICS_LISTEN"}},
+		&cli.StringFlag{Name: "data-dir", Value: "vecside-data", Usage: "directory for index checkpoints", EnvVars: []string{"VECSIDE_DATA_DIR"}},
+		&cli.DurationFlag{Name: "checkpoint-interval", Value: 5 * time.Minute, Usage: "checkpoint an index with changes at least this often", EnvVars: []string{"VECSIDE_CHECKPOINT_INTERVAL"}},
+		&cli.Uint64Flag{Name: "checkpoint-changes", Value: 100000, Usage: "checkpoint an index once this many changes are applied since its last checkpoint", EnvVars: []string{"VECSIDE_CHECKPOINT_CHANGES"}},
+		&cli.StringFlag{Name: "auth", Value: "trust", Usage: "client authentication: trust (any client that reaches --listen gets in)", EnvVars: []string{"VECSIDE_AUTH"}},
+		&cli.StringSliceFlag{Name: "index", Usage: "an index: 'NAME=SCHEMA.TABLE(COLUMN) key=KEYCOL metric=l2|cosine|ip kind=flat' (repeatable)", EnvVars: []string{"VECSIDE_INDEX"}, Required: true},
+	},
+	Action: func(c *cli.Context) error {
+		ctx, stop := signal.NotifyContext(c.Context, syscall.SIGINT, syscall.SIGTERM)
+		defer stop()
+		sc, err := sidecar.Start(ctx, sidecar.Config{
+			Source:        c.String("source"),
+			Name:          c.String("name"),
+			Listen:        c.String("listen"),
+			MetricsListen: c.String("metrics-listen"),
+			Auth:          c.String("auth"),
+			Indexes:       c.StringSlice("index"),
+
+			DataDir:            c.String("data-dir"),
+			CheckpointInterval: c.Duration("checkpoint-interval"),
+			CheckpointChanges:  c.Uint64("checkpoint-changes"),
+		})
+		if err != nil {
+			return err
+		}
+		return sc.Wait()
+	},
+}
+
+var sourceFlag = &cli.StringFlag{
+	Name:     "source",
+	Usage:    "the database: a libpq connection string or URL (password from it, PGPASSWORD or a passfile)",
+	EnvVars:  []string{"VECSIDE_SOURCE"},
+	Required: true,
+}

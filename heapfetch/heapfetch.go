@@ -1,0 +1,255 @@
+package heapfetch
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+
+	lru "github.com/hashicorp/golang-lru/v2"
+	"github.com/jackc/pgx/v5"
+	"github.com/vecside/vecside/kernels"
+)
+
+// Querier runs a query: *pgx.Conn, *pgxpool.Pool and pgx.Tx all do.
+type Querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
+// Client searches through a sidecar and re-ranks against the heap.
+type Client struct {
+	sidecar Querier
+	heap    Querier
+	indexes *lru.Cache[string, *index]
+}
+
+// New returns a client asking sidecar for candidates and fetching rows
+// from heap.
+func New(sidecar, heap Querier) *Client {
+	cache, err := lru.New[string, *index](256)
+	if err != nil {
+		panic(err) // only for a size ≤ 0
+	}
+	return &Client{sidecar: sidecar, heap: heap, indexes: cache}
+}
+
+// Request is one search.
+type Request struct {
+	Index  string
+	Vector []float32
+	K      int
+	// Oversample asks the sidecar for K × Oversample candidates (default 1):
+	// more candidates cost heap fetches but forgive a lossy index.
+	Oversample float64
+	// Options are further knn options in key=value form, e.g. "timeout=2s".
+	Options string
+}
+
+// Row is a result: the key as Postgres returned it (int16, int32, int64,
+// [16]byte for uuid, or string) and its exact distance.
+type Row struct {
+	Key      any
+	Distance float64
+}
+
+// ErrUnknownIndex: the sidecar has no index of that name.
+var ErrUnknownIndex = errors.New("heapfetch: unknown index")
+
+// maxWidening bounds how often a search asks again for more candidates.
+const maxWidening = 3
+
+// Search returns the K rows nearest to req.Vector, nearest first.
+func (c *Client) Search(ctx context.Context, req Request) ([]Row, error) {
+	if req.K < 1 {
+		return nil, fmt.Errorf("heapfetch: k=%d, want ≥ 1", req.K)
+	}
+	ix, err := c.index(ctx, req.Index)
+	if err != nil {
+		return nil, err
+	}
+	oversample := max(req.Oversample, 1)
+	for attempt := 0; ; attempt++ {
+		keys, err := c.candidates(ctx, req, oversample)
+		if err != nil {
+			return nil, err
+		}
+		rows, err := ix.fetch(ctx, c.heap, keys, req.Vector)
+		if err != nil {
+			return nil, err
+		}
+		asked := int(math.Ceil(float64(req.K) * oversample))
+		// Fewer than k left though the sidecar had more to give: rows were
+		// deleted since it answered. Ask again, wider.
+		if len(rows) >= req.K || len(keys) < asked || attempt == maxWidening {
+			return rows[:min(req.K, len(rows))], nil
+		}
+		oversample *= 2
+	}
+}
+
+// candidates asks the sidecar for the keys nearest to the query.
+func (c *Client) candidates(ctx context.Context, req Request, oversample float64) ([]any, error) {
+	opts := strings.TrimSpace("oversample=" + strconv.FormatFloat(oversample, 'g', -1, 64) + " " + req.Options)
+	rows, err := c.sidecar.Query(ctx, "SELECT id FROM knn($1, $2, $3, $4)", req.Index, req.Vector, req.K, opts)
+	if err != nil {
+		return nil, fmt.Errorf("heapfetch: asking the sidecar: %w", err)
+	}
+	keys, err := pgx.CollectRows(rows, pgx.RowTo[any])
+	if err != nil {
+		return nil, fmt.Errorf("heapfetch: asking the sidecar: %w", err)
+	}
+	return keys, nil
+}
+
+// index says where an index's rows live in the heap.
+type index struct {
+	table, key, column string // quoted identifiers
+	metric             kernels.Metric
+	float8             bool // the column is double precision[]: fetch it unrounded
+}
+
+// index describes the named index, from vecside_status() and the heap's
+// catalog, cached.
+func (c *Client) index(ctx context.Context, name string) (*index, error) {
+	if ix, ok := c.indexes.Get(name); ok {
+		return ix, nil
+	}
+	rows, err := c.sidecar.Query(ctx, "SELECT index_name, table_name, column_name, key_column, metric FROM vecside_status()")
+	if err != nil {
+		return nil, fmt.Errorf("heapfetch: reading vecside_status(): %w", err)
+	}
+	type status struct{ Name, Table, Column, Key, Metric string }
+	all, err := pgx.CollectRows(rows, pgx.RowToStructByPos[status])
+	if err != nil {
+		return nil, fmt.Errorf("heapfetch: reading vecside_status(): %w", err)
+	}
+	i := slices.IndexFunc(all, func(s status) bool { return s.Name == name })
+	if i < 0 {
+		return nil, fmt.Errorf("%w %q", ErrUnknownIndex, name)
+	}
+	st := all[i]
+	schema, table, _ := strings.Cut(st.Table, ".")
+	ix := &index{
+		table:  pgx.Identifier{schema, table}.Sanitize(),
+		key:    pgx.Identifier{st.Key}.Sanitize(),
+		column: pgx.Identifier{st.Column}.Sanitize(),
+	}
+	if ix.metric, err = kernels.ParseMetric(st.Metric); err != nil {
+		return nil, fmt.Errorf("heapfetch: index %s: %w", name, err)
+	}
+	rows, err = c.heap.Query(ctx, `SELECT format_type(atttypid, atttypmod) FROM pg_attribute WHERE attrelid = $1::regclass AND attname = $2`, ix.table, st.Column)
+	if err == nil {
+		var typ string
+		typ, err = pgx.CollectExactlyOneRow(rows, pgx.RowTo[string])
+		ix.float8 = typ == "double precision[]"
+	}
+	if err != nil {
+		return nil, fmt.Errorf("heapfetch: index %s: column %s of %s in the heap: %w", name, ix.column, ix.table, err)
+	}
+	c.indexes.Add(name, ix)
+	return ix, nil
+}
+
+// fetch reads the candidate rows and ranks them by exact distance; ties
+// go to the smaller key.
+func (ix *index) fetch(ctx context.Context, heap Querier, keys []any, q []float32) ([]Row, error) {
+	if len(keys) == 0 {
+		return nil, nil
+	}
+	vec := ix.column + "::real[]"
+	if ix.float8 {
+		vec = ix.column
+	}
+	sql := fmt.Sprintf("SELECT %s, %s FROM %s WHERE %s = ANY($1)", ix.key, vec, ix.table, ix.key)
+	rows, err := heap.Query(ctx, sql, typedKeys(keys))
+	if err != nil {
+		return nil, fmt.Errorf("heapfetch: fetching candidates from %s: %w", ix.table, err)
+	}
+	defer rows.Close()
+	var out []Row
+	for rows.Next() {
+		var r Row
+		var d float64
+		var dims int
+		if ix.float8 {
+			var v []float64
+			err = rows.Scan(&r.Key, &v)
+			d, dims = kernels.ExactDistance(ix.metric, q, v), len(v)
+		} else {
+			var v []float32
+			err = rows.Scan(&r.Key, &v)
+			d, dims = kernels.ExactDistance(ix.metric, q, v), len(v)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("heapfetch: reading %s: %w", ix.table, err)
+		}
+		// Changed since the sidecar saw it into something it would not
+		// index: leave it out, as the index will.
+		if dims != len(q) || math.IsNaN(d) || math.IsInf(d, 0) {
+			continue
+		}
+		r.Distance = d
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("heapfetch: fetching candidates from %s: %w", ix.table, err)
+	}
+	slices.SortFunc(out, func(a, b Row) int {
+		if c := cmp.Compare(a.Distance, b.Distance); c != 0 {
+			return c
+		}
+		return compareKeys(a.Key, b.Key)
+	})
+	return out, nil
+}
+
+// typedKeys turns the keys the sidecar returned into a slice pgx encodes
+// as an array of their type, for "key = ANY($1)".
+func typedKeys(keys []any) any {
+	switch keys[0].(type) {
+	case int16, int32, int64:
+		out := make([]int64, len(keys))
+		for i, k := range keys {
+			out[i] = toInt64(k)
+		}
+		return out
+	case [16]byte:
+		out := make([][16]byte, len(keys))
+		for i, k := range keys {
+			out[i] = k.([16]byte)
+		}
+		return out
+	}
+	out := make([]string, len(keys))
+	for i, k := range keys {
+		out[i] = fmt.Sprint(k)
+	}
+	return out
+}
+
+func toInt64(k any) int64 {
+	switch v := k.(type) {
+	case int16:
+		return int64(v)
+	case int32:
+		return int64(v)
+	case int64:
+		return v
+	}
+	panic(fmt.Sprintf("heapfetch: key %T is not an integer", k))
+}
+
+func compareKeys(a, b any) int {
+	switch x := a.(type) {
+	case int16, int32, int64:
+		return cmp.Compare(toInt64(x), toInt64(b))
+	case [16]byte:
+		y := b.([16]byte)
+		return strings.Compare(string(x[:]), string(y[:]))
+	}
+	return strings.Compare(fmt.Sprint(a), fmt.Sprint(b))
+}

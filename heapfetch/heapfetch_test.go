@@ -1,0 +1,174 @@
+package heapfetch_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/vecside/vecside/deploy"
+	"github.com/vecside/vecside/heapfetch"
+	"github.com/vecside/vecside/indexer"
+	"github.com/vecside/vecside/internal/pgtest"
+	"github.com/vecside/vecside/internal/sidecar"
+	"github.com/vecside/vecside/internal/workload"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+var metrics = []struct{ name, sqlFunc string }{
+	{"l2", "vecside.l2_distance"},
+	{"cosine", "vecside.cosine_distance"},
+	{"ip", "vecside.negative_inner_product"},
+}
+
+// TestMatchesExactSQL is the end-to-end acceptance test: 5,000 TOASTed
+// 768-d rows, a sidecar following them through every kind of change, and
+// for 50 held-out queries and each metric, heapfetch's top 10 equal to an
+// exact ORDER BY … LIMIT 10 computed in SQL.
+func TestMatchesExactSQL(t *testing.T) {
+	const dims, rows, queries, k = 768, 5000, 50, 10
+	ctx := context.Background()
+	dsn := pgtest.Shared(t).NewDatabase(t)
+	db, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close(ctx)
+	mustExec(t, db, deploy.DistanceSQL)
+	mustExec(t, db, workload.CreateTable(rows, dims))
+
+	var defs []string
+	for _, m := range metrics {
+		defs = append(defs, fmt.Sprintf("items_%s=public.items(embedding) key=id metric=%s", m.name, m.name))
+	}
+	sc, err := sidecar.Start(ctx, sidecar.Config{Source: dsn, Name: "vecside", Listen: "127.0.0.1:0", Auth: "trust",
+		Indexes: defs, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := sc.Stop(); err != nil {
+			t.Errorf("sidecar: %v", err)
+		}
+	}()
+	rng := rand.New(rand.NewPCG(3, 4))
+	for _, sql := range workload.Changes(rng, dims) {
+		mustExec(t, db, sql)
+	}
+	waitApplied(t, db, sc)
+
+	side, err := pgx.Connect(ctx, "postgres://vecside@"+sc.Addr.String()+"/vecside?sslmode=disable")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer side.Close(ctx)
+	client := heapfetch.New(side, db)
+	for _, m := range metrics {
+		st := mustEntry(t, sc, "items_"+m.name).Status()
+		if st.Skipped != 2 {
+			t.Errorf("%s: skipped_rows = %d, want 2", m.name, st.Skipped)
+		}
+	}
+	for qi := 0; qi < queries; qi++ {
+		q := make([]float32, dims)
+		for i := range q {
+			q[i] = rng.Float32()*2 - 1
+		}
+		for _, m := range metrics {
+			got, err := client.Search(ctx, heapfetch.Request{Index: "items_" + m.name, Vector: q, K: k})
+			if err != nil {
+				t.Fatalf("query %d, %s: %v", qi, m.name, err)
+			}
+			want := exactTopK(t, db, m.sqlFunc, q, k)
+			if msg := compareTopK(got, want); msg != "" {
+				t.Errorf("query %d, %s: %s", qi, m.name, msg)
+			}
+		}
+	}
+}
+
+type exactRow struct {
+	ID       int64
+	Distance float64
+}
+
+// exactTopK is the ground truth, ranked in SQL.
+func exactTopK(t *testing.T, db *pgx.Conn, fn string, q []float32, k int) []exactRow {
+	t.Helper()
+	rows, err := db.Query(context.Background(),
+		fmt.Sprintf(`SELECT id, d FROM (SELECT id, %s(embedding, $1) d FROM items) s WHERE d IS NOT NULL AND d <> 'NaN' ORDER BY d, id LIMIT $2`, fn), q, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowToStructByPos[exactRow])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// compareTopK accepts got when each rank matches the SQL answer's key, or
+// has a distance equal to the SQL distance at that rank within 1e-5
+// relative (a tie, most often at rank k).
+func compareTopK(got []heapfetch.Row, want []exactRow) string {
+	if len(got) != len(want) {
+		return fmt.Sprintf("%d rows, want %d", len(got), len(want))
+	}
+	for i := range want {
+		id, ok := got[i].Key.(int64)
+		if !ok {
+			return fmt.Sprintf("rank %d: key %T, want int64", i+1, got[i].Key)
+		}
+		close := math.Abs(got[i].Distance-want[i].Distance) <= 1e-5*math.Max(math.Abs(want[i].Distance), 1e-9)
+		if !close {
+			return fmt.Sprintf("rank %d: id %d at %.9g, want id %d at %.9g", i+1, id, got[i].Distance, want[i].ID, want[i].Distance)
+		}
+	}
+	return ""
+}
+
+func waitApplied(t *testing.T, db *pgx.Conn, sc *sidecar.Sidecar) {
+	t.Helper()
+	var lsn string
+	if err := db.QueryRow(context.Background(), "SELECT pg_current_wal_lsn()::text").Scan(&lsn); err != nil {
+		t.Fatal(err)
+	}
+	target, _ := indexer.ParseLSN(lsn)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	for _, e := range sc.Indexer.Entries() {
+		for {
+			if state, msg := e.State(); state == indexer.StateError {
+				t.Fatalf("index %s: %s", e.Spec().Name, msg)
+			} else if state == indexer.StateReady {
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		if err := e.WaitApplied(ctx, target); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func mustEntry(t *testing.T, sc *sidecar.Sidecar, name string) *indexer.Entry {
+	t.Helper()
+	e, err := sc.Indexer.Get(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+func mustExec(t *testing.T, db *pgx.Conn, sql string) {
+	t.Helper()
+	if _, err := db.Exec(context.Background(), sql); err != nil {
+		t.Fatalf("%.80s: %v", sql, err)
+	}
+}

@@ -1,0 +1,234 @@
+package indexer
+
+import (
+	"bufio"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+)
+
+// Source identifies the replication stream an index follows; a checkpoint
+// from another source is never loaded.
+type Source struct {
+	SystemID uint64
+	Timeline uint32
+	Slot     string
+}
+
+// CheckpointPath is where the entry's checkpoint lives in dir.
+func (e *Entry) CheckpointPath(dir string) string {
+	return filepath.Join(dir, e.spec.Name+".ckpt")
+}
+
+// Checkpoint writes the entry to its checkpoint file in dir, covering its
+// applied LSN, and returns how long changes were held up. Only the copy of
+// the index is taken under the read lock (searches go on, changes wait);
+// the file is written after the lock is released.
+//
+// Changes of a transaction still being applied may be in the copy while
+// the applied LSN is that of the previous commit: replaying from there
+// applies them again, which is harmless since every change is an upsert or
+// a delete by key.
+func (e *Entry) Checkpoint(dir string, src Source) (pause time.Duration, err error) {
+	began := time.Now()
+	e.mu.RLock()
+	if e.index == nil || e.state != StateReady {
+		e.mu.RUnlock()
+		return 0, nil
+	}
+	body := e.index.Snapshot()
+	skipped := make([]string, 0, len(e.skipped))
+	for k := range e.skipped {
+		skipped = append(skipped, k)
+	}
+	version := e.version
+	h := CheckpointHeader{
+		Index:      e.spec.Name,
+		Kind:       e.spec.Kind,
+		Params:     e.spec.String(),
+		Dims:       e.dims,
+		Metric:     e.spec.Metric.String(),
+		KeyType:    uint8(e.keyType),
+		VectorType: uint8(e.vecType),
+		LSN:        e.Applied(),
+		Version:    version,
+		SystemID:   src.SystemID,
+		Timeline:   src.Timeline,
+		Slot:       src.Slot,
+	}
+	e.mu.RUnlock()
+	pause = time.Since(began)
+	slices.Sort(skipped)
+	err = WriteCheckpoint(e.CheckpointPath(dir), h, func(w io.Writer) error {
+		if err := writeKeys(w, skipped); err != nil {
+			return err
+		}
+		return body(w)
+	})
+	if err != nil {
+		return pause, err
+	}
+	e.setCovered(h.LSN, version)
+	return pause, nil
+}
+
+func (e *Entry) recordCheckpoint(pause, took time.Duration) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.checkpoints++
+	e.lastPause, e.lastWrite = pause, took
+}
+
+func (e *Entry) setCovered(lsn LSN, version uint64) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if lsn > e.covered {
+		e.covered, e.coveredVersion = lsn, version
+	}
+}
+
+// Covered is the LSN that the entry's durable state reflects; 0 if none.
+func (e *Entry) Covered() LSN {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	return e.covered
+}
+
+// Dirty reports how many changes have been applied since the last
+// checkpoint.
+func (e *Entry) Dirty() uint64 {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	return e.version - e.coveredVersion
+}
+
+// idlePosition is the applied LSN if nothing has changed since the last
+// checkpoint and it has moved past what is covered (keepalives, or
+// transactions on other tables); ok is false otherwise.
+func (e *Entry) idlePosition() (lsn LSN, version uint64, ok bool) {
+	applied := e.Applied()
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	if e.covered == 0 || e.version != e.coveredVersion || applied <= e.covered {
+		return 0, 0, false
+	}
+	return applied, e.version, true
+}
+
+// LoadCheckpoint replaces the entry's contents with its checkpoint in dir,
+// if that checkpoint was written for the same spec and source, and marks
+// it ready and covered. An idle position in state (see SaveIdleState) for
+// the same version extends what is covered. The entry is left untouched
+// on any error.
+func (e *Entry) LoadCheckpoint(dir string, src Source, state IdleState) (LSN, error) {
+	var loaded Index
+	var skipped []string
+	h, err := ReadCheckpoint(e.CheckpointPath(dir), func(h CheckpointHeader, body io.Reader) error {
+		switch {
+		case h.Params != e.spec.String():
+			return fmt.Errorf("written for index %q, now defined as %q", h.Params, e.spec.String())
+		case h.SystemID != src.SystemID || h.Timeline != src.Timeline || h.Slot != src.Slot:
+			return fmt.Errorf("written for system %d timeline %d slot %q, now following system %d timeline %d slot %q",
+				h.SystemID, h.Timeline, h.Slot, src.SystemID, src.Timeline, src.Slot)
+		}
+		br := bufio.NewReader(body)
+		var err error
+		if skipped, err = readKeys(br); err != nil {
+			return err
+		}
+		loaded, err = loadIndex(e.spec, h.Dims, br)
+		return err
+	})
+	if err != nil {
+		return 0, err
+	}
+	lsn := h.LSN
+	if idle, ok := state[e.spec.Name]; ok && idle.Version == h.Version && idle.LSN > lsn {
+		lsn = idle.LSN
+	}
+	e.mu.Lock()
+	e.index, e.dims = loaded, h.Dims
+	e.keyType, e.vecType = KeyType(h.KeyType), VectorType(h.VectorType)
+	clear(e.skipped)
+	for _, k := range skipped {
+		e.skipped[k] = struct{}{}
+	}
+	e.version, e.covered, e.coveredVersion = h.Version, lsn, h.Version
+	e.state, e.failure = StateReady, ""
+	e.mu.Unlock()
+	e.SetApplied(lsn)
+	return lsn, nil
+}
+
+// writeKeys writes a count and length-prefixed keys.
+func writeKeys(w io.Writer, keys []string) error {
+	buf := binary.AppendUvarint(nil, uint64(len(keys)))
+	for _, k := range keys {
+		buf = binary.AppendUvarint(buf, uint64(len(k)))
+		buf = append(buf, k...)
+	}
+	_, err := w.Write(buf)
+	return err
+}
+
+func readKeys(r *bufio.Reader) ([]string, error) {
+	n, err := binary.ReadUvarint(r)
+	if err != nil {
+		return nil, err
+	}
+	var keys []string
+	for i := uint64(0); i < n; i++ {
+		l, err := binary.ReadUvarint(r)
+		if err != nil || l > 1<<20 {
+			return nil, fmt.Errorf("skipped key %d: bad length (%v)", i, err)
+		}
+		k := make([]byte, l)
+		if _, err := io.ReadFull(r, k); err != nil {
+			return nil, err
+		}
+		keys = append(keys, string(k))
+	}
+	return keys, nil
+}
+
+// IdleState records, per index, a position reached without changes since
+// its checkpoint of the same version: when only keepalives or other
+// tables' transactions have moved the stream, rewriting a whole checkpoint
+// to cover the new position would be waste.
+type IdleState map[string]IdlePosition
+
+// IdlePosition is one index's entry in the idle state file.
+type IdlePosition struct {
+	Version uint64 `json:"version"`
+	LSN     LSN    `json:"lsn"`
+}
+
+const idleStateFile = "idle.json"
+
+// ReadIdleState reads the idle state file of dir; a missing or unreadable
+// one is empty (it only ever extends what checkpoints cover).
+func ReadIdleState(dir string) IdleState {
+	b, err := os.ReadFile(filepath.Join(dir, idleStateFile))
+	state := IdleState{}
+	if err == nil && json.Unmarshal(b, &state) == nil {
+		return state
+	}
+	return IdleState{}
+}
+
+// writeIdleState writes the file atomically.
+func writeIdleState(dir string, state IdleState) error {
+	b, err := json.Marshal(state)
+	if err != nil {
+		return err
+	}
+	return writeFileAtomic(filepath.Join(dir, idleStateFile), func(w io.Writer) error {
+		_, err := w.Write(b)
+		return err
+	})
+}

@@ -1,0 +1,255 @@
+package indexer
+
+import (
+	"context"
+	"errors"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+)
+
+func newTestEntry(t *testing.T, def string) *Entry {
+	t.Helper()
+	spec, err := ParseSpec(def)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newEntry(spec)
+	if err := e.Configure(KeyInt8, VectorFloat4Array, 0); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+func key(t *testing.T, s string) string {
+	k, err := KeyInt8.DecodeText(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+func TestEntryChanges(t *testing.T) {
+	e := newTestEntry(t, "e=t(v) key=id metric=l2")
+	e.Upsert(key(t, "1"), []float32{1, 0})
+	e.Upsert(key(t, "2"), []float32{0, 1})
+	e.Upsert(key(t, "3"), nil)                 // NULL
+	e.Upsert(key(t, "4"), []float32{1, 2, 3})  // wrong dimension
+	e.Upsert(key(t, "5"), []float32{1, nan32}) // not finite
+	if st := e.Status(); st.Rows != 2 || st.Skipped != 3 || st.Dims != 2 {
+		t.Fatalf("rows=%d skipped=%d dims=%d, want 2, 3, 2", st.Rows, st.Skipped, st.Dims)
+	}
+	e.Upsert(key(t, "3"), []float32{5, 5}) // fixed later
+	e.Upsert(key(t, "1"), nil)             // and broken
+	if !e.Move(key(t, "2"), key(t, "20")) || e.Known(key(t, "2")) || !e.Known(key(t, "20")) {
+		t.Fatal("Move of an indexed key")
+	}
+	if !e.Move(key(t, "4"), key(t, "40")) || e.Status().Skipped != 3 {
+		t.Fatal("Move of a skipped key must keep it skipped")
+	}
+	if e.Move(key(t, "99"), key(t, "100")) {
+		t.Fatal("Move of an unknown key reported success")
+	}
+	e.Delete(key(t, "5"))
+	if st := e.Status(); st.Rows != 2 || st.Skipped != 2 {
+		t.Fatalf("rows=%d skipped=%d, want 2 and 2", st.Rows, st.Skipped)
+	}
+	e.Truncate()
+	if st := e.Status(); st.Rows != 0 || st.Skipped != 0 {
+		t.Fatalf("after truncate rows=%d skipped=%d", st.Rows, st.Skipped)
+	}
+}
+
+func TestSearchStates(t *testing.T) {
+	e := newTestEntry(t, "e=t(v) key=id metric=l2")
+	e.Upsert(key(t, "1"), []float32{1, 0})
+	opts := DefaultSearchOptions()
+	if _, err := e.Search([]float32{1, 0}, 1, opts); !errors.Is(err, ErrNotReady) {
+		t.Fatalf("building: got %v, want ErrNotReady", err)
+	}
+	e.SetReady()
+	if _, err := e.Search([]float32{1, 0, 0}, 1, opts); !errors.Is(err, ErrInvalidVector) {
+		t.Fatalf("wrong dimension: got %v", err)
+	}
+	if _, err := e.Search([]float32{nan32, 0}, 1, opts); !errors.Is(err, ErrInvalidVector) {
+		t.Fatalf("NaN query: got %v", err)
+	}
+	hits, err := e.Search([]float32{0.9, 0}, 1, opts)
+	if err != nil || len(hits) != 1 || hits[0].Key != key(t, "1") {
+		t.Fatalf("got %v, %v", hits, err)
+	}
+	e.Fail(errors.New("column dropped"))
+	if _, err := e.Search([]float32{1, 0}, 1, opts); !errors.Is(err, ErrNotReady) {
+		t.Fatalf("error state: got %v", err)
+	}
+}
+
+func TestWaitApplied(t *testing.T) {
+	e := newTestEntry(t, "e=t(v) key=id metric=l2")
+	done := make(chan error, 1)
+	go func() { done <- e.WaitApplied(context.Background(), 100) }()
+	e.SetApplied(50)
+	select {
+	case err := <-done:
+		t.Fatalf("released at 50 waiting for 100: %v", err)
+	case <-time.After(20 * time.Millisecond):
+	}
+	e.SetApplied(100)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+	defer cancel()
+	if err := e.WaitApplied(ctx, 200); !errors.Is(err, ErrTimeout) {
+		t.Fatalf("got %v, want ErrTimeout", err)
+	}
+	e.SetApplied(10) // never backwards
+	if e.Applied() != 100 {
+		t.Fatalf("applied moved back to %s", e.Applied())
+	}
+}
+
+var testSource = Source{SystemID: 7, Timeline: 1, Slot: "vecside"}
+
+func filledEntry(t *testing.T) *Entry {
+	e := newTestEntry(t, "e=t(v) key=id metric=cosine")
+	for i, v := range [][]float32{{1, 0}, {0, 1}, {1, 1}, {0, 0}} {
+		e.Upsert(key(t, string(rune('1'+i))), v)
+	}
+	e.Upsert(key(t, "9"), nil)
+	e.SetReady()
+	e.SetApplied(0x1000)
+	return e
+}
+
+func contents(e *Entry) map[string][]float32 {
+	out := map[string][]float32{}
+	e.Keys(func(k string, v []float32) { out[k] = slices.Clone(v) })
+	return out
+}
+
+func TestCheckpointRoundTrip(t *testing.T) {
+	dir := t.TempDir()
+	e := filledEntry(t)
+	if _, err := e.Checkpoint(dir, testSource); err != nil {
+		t.Fatal(err)
+	}
+	if e.Covered() != 0x1000 || e.Dirty() != 0 {
+		t.Fatalf("covered %s dirty %d after checkpoint", e.Covered(), e.Dirty())
+	}
+	loaded := newTestEntry(t, "e=t(v) key=id metric=cosine")
+	lsn, err := loaded.LoadCheckpoint(dir, testSource, nil)
+	if err != nil || lsn != 0x1000 {
+		t.Fatalf("load: %s, %v", lsn, err)
+	}
+	want, got := contents(e), contents(loaded)
+	if len(got) != len(want) {
+		t.Fatalf("loaded %d keys, want %d", len(got), len(want))
+	}
+	for k, v := range want {
+		if !slices.Equal(got[k], v) {
+			t.Fatalf("key %x: %v, want %v", k, got[k], v)
+		}
+	}
+	ls, es := loaded.Status(), e.Status()
+	if ls.Skipped != es.Skipped || ls.ZeroVectors != es.ZeroVectors || ls.State != StateReady || ls.Applied != 0x1000 {
+		t.Fatalf("loaded status %+v, want like %+v", ls, es)
+	}
+	q := []float32{0.8, 0.2}
+	a, _ := e.Search(q, 3, DefaultSearchOptions())
+	b, _ := loaded.Search(q, 3, DefaultSearchOptions())
+	if !slices.Equal(a, b) {
+		t.Fatalf("search after load %v, before %v", b, a)
+	}
+}
+
+func TestCheckpointRefusals(t *testing.T) {
+	dir := t.TempDir()
+	e := filledEntry(t)
+	if _, err := e.Checkpoint(dir, testSource); err != nil {
+		t.Fatal(err)
+	}
+	path := e.CheckpointPath(dir)
+	good, _ := os.ReadFile(path)
+	try := func(name string, data []byte, src Source, def string) {
+		t.Helper()
+		os.WriteFile(path, data, 0o600)
+		fresh := newTestEntry(t, def)
+		if _, err := fresh.LoadCheckpoint(dir, src, nil); err == nil {
+			t.Errorf("%s: loaded", name)
+		}
+		if st := fresh.Status(); st.Rows != 0 || st.State != StateBuilding {
+			t.Errorf("%s: a refused checkpoint changed the entry: %+v", name, st)
+		}
+	}
+	flipped := slices.Clone(good)
+	flipped[len(flipped)/2] ^= 0x40
+	try("flipped byte", flipped, testSource, "e=t(v) key=id metric=cosine")
+	try("truncated", good[:len(good)-5], testSource, "e=t(v) key=id metric=cosine")
+	try("empty", nil, testSource, "e=t(v) key=id metric=cosine")
+	try("other system", good, Source{SystemID: 8, Timeline: 1, Slot: "vecside"}, "e=t(v) key=id metric=cosine")
+	try("other slot", good, Source{SystemID: 7, Timeline: 1, Slot: "other"}, "e=t(v) key=id metric=cosine")
+	try("other definition", good, testSource, "e=t(v) key=id metric=l2")
+	os.WriteFile(path, flipped, 0o600)
+	drain := func(_ CheckpointHeader, r io.Reader) error { _, err := io.Copy(io.Discard, r); return err }
+	if _, err := ReadCheckpoint(path, drain); !errors.Is(err, ErrCorruptCheckpoint) {
+		t.Errorf("flipped byte: got %v, want ErrCorruptCheckpoint", err)
+	}
+	if entries, _ := filepath.Glob(filepath.Join(dir, "*.tmp-*")); len(entries) != 0 {
+		t.Errorf("temporary files left behind: %v", entries)
+	}
+}
+
+var nan32 = float32(math.NaN())
+
+// TestIdlePositionCovers: with no change since the checkpoint, a newer
+// applied position is recorded in the idle state file and becomes covered;
+// after a change it no longer may.
+func TestIdlePositionCovers(t *testing.T) {
+	dir := t.TempDir()
+	ix := New()
+	spec, _ := ParseSpec("e=t(v) key=id metric=l2")
+	e, _ := ix.Add(spec)
+	e.Configure(KeyInt8, VectorFloat4Array, 0)
+	e.Upsert(key(t, "1"), []float32{1, 2})
+	e.SetReady()
+	e.SetApplied(0x100)
+	if ix.Covered() != 0 {
+		t.Fatalf("covered %s before any checkpoint", ix.Covered())
+	}
+	if _, err := e.Checkpoint(dir, testSource); err != nil {
+		t.Fatal(err)
+	}
+	e.SetApplied(0x200) // keepalives, other tables
+	state := IdleState{}
+	if err := ix.recordIdle(dir, state); err != nil {
+		t.Fatal(err)
+	}
+	if ix.Covered() != 0x200 {
+		t.Fatalf("covered %s, want 0/200 from the idle position", ix.Covered())
+	}
+	loaded := newTestEntry(t, "e=t(v) key=id metric=l2")
+	if lsn, err := loaded.LoadCheckpoint(dir, testSource, ReadIdleState(dir)); err != nil || lsn != 0x200 {
+		t.Fatalf("load with idle state: %s, %v; want 0/200", lsn, err)
+	}
+	e.Upsert(key(t, "2"), []float32{3, 4})
+	e.SetApplied(0x300)
+	if err := ix.recordIdle(dir, state); err != nil {
+		t.Fatal(err)
+	}
+	if ix.Covered() != 0x200 {
+		t.Fatalf("covered moved to %s past an unsaved change", ix.Covered())
+	}
+	other, _ := ix.Add(Spec{Name: "f", Schema: "public", Table: "u", Column: "v", Key: "id", Metric: spec.Metric, Kind: "flat"})
+	if ix.Covered() != 0 {
+		t.Fatal("an index with nothing durable must hold the covered LSN at 0")
+	}
+	other.Fail(errors.New("gone"))
+	if ix.Covered() != 0x200 {
+		t.Fatalf("an index in error still holds the covered LSN: %s", ix.Covered())
+	}
+}

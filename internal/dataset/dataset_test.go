@@ -1,0 +1,63 @@
+package dataset
+
+import (
+	"math"
+	"slices"
+	"testing"
+)
+
+func TestGenerateIsSeededAndClustered(t *testing.T) {
+	c := Clustered{Seed: 7, Rows: 2000, Queries: 20, Dims: 16, Clusters: 10}
+	a, qa := c.Generate()
+	b, _ := c.Generate()
+	if len(a) != 2000 || len(qa) != 20 || len(a[0]) != 16 {
+		t.Fatalf("got %d rows, %d queries of %d dims", len(a), len(qa), len(a[0]))
+	}
+	for i := range a {
+		if !slices.Equal(a[i], b[i]) {
+			t.Fatalf("row %d differs between two runs with one seed", i)
+		}
+	}
+	other, _ := Clustered{Seed: 8, Rows: 2000, Dims: 16, Clusters: 10}.Generate()
+	if slices.Equal(a[0], other[0]) {
+		t.Fatal("different seeds gave the same first row")
+	}
+	// Clustered: a point's nearest neighbour is far closer than a random
+	// other point.
+	var nn, random float64
+	for i := 0; i < 100; i++ {
+		best := math.Inf(1)
+		for j := range a {
+			if j != i {
+				best = min(best, dist(a[i], a[j]))
+			}
+		}
+		nn += best
+		random += dist(a[i], a[(i*7919+1)%len(a)])
+	}
+	if nn*3 > random {
+		t.Errorf("mean nearest-neighbour distance %.3f is not well below a random pair's %.3f: not clustered", nn/100, random/100)
+	}
+}
+
+func TestNormalize(t *testing.T) {
+	data, _ := Clustered{Seed: 1, Rows: 50, Dims: 8, Normalize: true}.Generate()
+	for i, v := range data {
+		var n float64
+		for _, x := range v {
+			n += float64(x) * float64(x)
+		}
+		if math.Abs(n-1) > 1e-5 {
+			t.Fatalf("row %d has squared norm %v", i, n)
+		}
+	}
+}
+
+func dist(a, b []float32) float64 {
+	var s float64
+	for i := range a {
+		d := float64(a[i] - b[i])
+		s += d * d
+	}
+	return math.Sqrt(s)
+}

@@ -1,0 +1,142 @@
+// Package sidecar assembles a running vecside from its parts: the set of
+// indexes, the replicator that feeds them, the pgwire server that answers
+// from them, and the metrics listener. The serve and demo commands and the
+// end-to-end tests all start it the same way.
+package sidecar
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/vecside/vecside/indexer"
+	"github.com/vecside/vecside/replicate"
+	"github.com/vecside/vecside/rpc"
+)
+
+// Config says what to follow and where to serve; the serve command's flags
+// document each field.
+type Config struct {
+	Source        string   // libpq connection string or URL
+	Name          string   // publication and slot
+	Listen        string   // pgwire address; port 0 picks a free one
+	MetricsListen string   // /metrics and /healthz address; empty disables
+	Auth          string   // client authentication method
+	Indexes       []string // --index definitions
+	// DataDir holds checkpoints; empty keeps everything in memory (a
+	// restart copies the tables again).
+	DataDir            string
+	CheckpointInterval time.Duration
+	CheckpointChanges  uint64
+	Logger             *slog.Logger
+}
+
+// Sidecar is a running server: indexes, replication, pgwire and metrics.
+type Sidecar struct {
+	Indexer    *indexer.Indexer
+	Replicator *replicate.Replicator
+	Addr       net.Addr // where pgwire listens
+
+	errs    chan error
+	cancel  context.CancelFunc
+	running int
+	log     *slog.Logger
+}
+
+// Start checks cfg, starts every part and returns; Wait or Stop ends it.
+func Start(parent context.Context, cfg Config) (*Sidecar, error) {
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	ix := indexer.New()
+	for _, def := range cfg.Indexes {
+		spec, err := indexer.ParseSpec(def)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := ix.Add(spec); err != nil {
+			return nil, err
+		}
+	}
+	rcfg := replicate.Config{Source: cfg.Source, Name: cfg.Name, Entries: ix.Entries(), DataDir: cfg.DataDir, Logger: log}
+	if cfg.DataDir != "" {
+		rcfg.Durable = ix.Covered
+	}
+	rep, err := replicate.New(rcfg)
+	if err != nil {
+		return nil, err
+	}
+	srv, err := rpc.NewServer(rpc.Config{Catalog: ix, Auth: cfg.Auth, Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("--listen: %w", err)
+	}
+	ctx, cancel := context.WithCancel(parent)
+	sc := &Sidecar{Indexer: ix, Replicator: rep, Addr: ln.Addr(), errs: make(chan error, 4), cancel: cancel, log: log}
+	sc.goRun("replication", func() error { return rep.Run(ctx) })
+	sc.goRun("pgwire", func() error { return srv.Serve(ctx, ln) })
+	if cfg.DataDir != "" {
+		sc.goRun("checkpoints", func() error {
+			return ix.RunCheckpoints(ctx, indexer.CheckpointPolicy{
+				Dir: cfg.DataDir, Interval: cfg.CheckpointInterval, Changes: cfg.CheckpointChanges,
+				Source: rep.Source, Logger: log,
+			})
+		})
+	}
+	if cfg.MetricsListen != "" {
+		mln, err := net.Listen("tcp", cfg.MetricsListen)
+		if err != nil {
+			cancel()
+			return nil, fmt.Errorf("--metrics-listen: %w", err)
+		}
+		hs := &http.Server{Handler: srv.MetricsHandler(), ReadHeaderTimeout: 10 * time.Second}
+		sc.goRun("metrics", func() error {
+			go func() { <-ctx.Done(); hs.Close() }()
+			if err := hs.Serve(mln); !errors.Is(err, http.ErrServerClosed) {
+				return err
+			}
+			return nil
+		})
+	}
+	log.Info("vecside serving", "listen", ln.Addr().String(), "metrics", cfg.MetricsListen, "indexes", len(cfg.Indexes))
+	return sc, nil
+}
+
+func (sc *Sidecar) goRun(name string, fn func() error) {
+	sc.running++
+	go func() {
+		err := fn()
+		if err != nil {
+			err = fmt.Errorf("%s: %w", name, err)
+		}
+		sc.errs <- err
+	}()
+}
+
+// Wait blocks until every part has stopped; the first failure stops the
+// others.
+func (sc *Sidecar) Wait() error {
+	var first error
+	for ; sc.running > 0; sc.running-- {
+		if err := <-sc.errs; err != nil && first == nil {
+			first = err
+			sc.log.Error("stopping", "err", err)
+		}
+		sc.cancel()
+	}
+	return first
+}
+
+// Stop shuts the sidecar down and waits for it.
+func (sc *Sidecar) Stop() error {
+	sc.cancel()
+	return sc.Wait()
+}
