@@ -1,0 +1,296 @@
+package kernels
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+// clustered returns n vectors around k Gaussian centres (seeded): centres
+// drawn from N(0, 1) per coordinate, points at spread 0.5 around them, with
+// a common offset so that the data does not sit around the origin.
+func clustered(r *rand.Rand, n, dim, k int) [][]float32 {
+	centres := make([][]float32, k)
+	for c := range centres {
+		centres[c] = make([]float32, dim)
+		for i := range centres[c] {
+			centres[c][i] = float32(r.NormFloat64() + 0.5)
+		}
+	}
+	out := make([][]float32, n)
+	for j := range out {
+		c := centres[r.IntN(k)]
+		out[j] = make([]float32, dim)
+		for i := range out[j] {
+			out[j][i] = c[i] + float32(0.5*r.NormFloat64())
+		}
+	}
+	return out
+}
+
+func mean(vs [][]float32) []float32 {
+	m := make([]float32, len(vs[0]))
+	for _, v := range vs {
+		for i, x := range v {
+			m[i] += x / float32(len(vs))
+		}
+	}
+	return m
+}
+
+// trueDist is the exact distance the codecs estimate (squared for L2).
+func trueDist(m Metric, a, b []float32) float64 {
+	if m == L2 {
+		d := m.Distance(a, b)
+		return d * d
+	}
+	return m.Distance(a, b)
+}
+
+// estStats accumulates estimate errors e = est - true with their bounds.
+type estStats struct {
+	n, inside   int
+	sumZ, sumE2 float64 // z = e/(bound/eps): the error in estimated standard deviations
+}
+
+func (s *estStats) add(est, bound float32, truth float64, eps float32) {
+	e := float64(est) - truth
+	s.n++
+	if math.Abs(e) <= float64(bound) {
+		s.inside++
+	}
+	if bound > 0 {
+		s.sumZ += e / float64(bound/eps)
+	}
+	s.sumE2 += e * e
+}
+
+func (s *estStats) coverage() float64 { return float64(s.inside) / float64(s.n) }
+func (s *estStats) bias() float64     { return s.sumZ / float64(s.n) }
+func (s *estStats) rmse() float64     { return math.Sqrt(s.sumE2 / float64(s.n)) }
+
+// rabitqRun encodes clustered data against its mean, scans it with held-out
+// queries and returns the statistics of the 1-bit and extended estimates.
+func rabitqRun(t *testing.T, cfg RaBitQConfig, n, queries int) (bin, ext estStats) {
+	t.Helper()
+	r := rand.New(rand.NewPCG(uint64(cfg.Dim), uint64(cfg.Metric)))
+	data := clustered(r, n+queries, cfg.Dim, 8)
+	data, qs := data[:n], data[n:]
+	rq, err := NewRaBitQ(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	centroid := mean(data)
+	if cfg.Metric == Cosine {
+		unit := make([][]float32, n)
+		for j, v := range data {
+			unit[j] = make([]float32, cfg.Dim)
+			prepareVector(unit[j], v, Cosine)
+		}
+		centroid = mean(unit)
+	}
+	blocks := make([]byte, n/BlockVectors*BlockBytes(rq.CodeBytes()))
+	factors := make([]Factors, n)
+	exts := make([]byte, n*rq.ExtBytes())
+	extF := make([]Factors, n)
+	code := make([]byte, rq.CodeBytes())
+	for j, v := range data {
+		e := exts[j*rq.ExtBytes() : (j+1)*rq.ExtBytes()]
+		factors[j], extF[j] = rq.Encode(v, centroid, code, e)
+		b := j / BlockVectors
+		SetBlockCode(blocks[b*BlockBytes(rq.CodeBytes()):], j%BlockVectors, code)
+	}
+	cRot, qRot := make([]float32, cfg.Dim), make([]float32, cfg.Dim)
+	rq.Rotate(cRot, centroid)
+	var q Query
+	var est, bound [BlockVectors]float32
+	for _, qv := range qs {
+		rq.RotateQuery(qRot, qv)
+		rq.PrepareQuery(&q, qRot, cRot)
+		for b := range n / BlockVectors {
+			blk := blocks[b*BlockBytes(rq.CodeBytes()) : (b+1)*BlockBytes(rq.CodeBytes())]
+			rq.FastScan(&q, blk, (*[BlockVectors]Factors)(factors[b*BlockVectors:]), &est, &bound)
+			for v := range BlockVectors {
+				j := b*BlockVectors + v
+				truth := trueDist(cfg.Metric, data[j], qv)
+				bin.add(est[v], bound[v], truth, rq.cfg.Epsilon)
+				if cfg.ExBits > 0 {
+					e, eb := rq.ExtEstimate(&q, exts[j*rq.ExtBytes():(j+1)*rq.ExtBytes()], &extF[j])
+					ext.add(e, eb, truth, rq.cfg.Epsilon)
+				}
+			}
+		}
+	}
+	return bin, ext
+}
+
+// TestRaBitQBounds checks the estimators on clustered data for every metric,
+// a non-power-of-two and a power-of-two-free dimension: the true distance
+// lies within the reported bound for at least 99% of pairs at the default
+// epsilon, the mean error is within 0.2 estimated standard deviations of zero
+// (unbiased), and extended codes are more precise than 1-bit codes.
+func TestRaBitQBounds(t *testing.T) {
+	for _, dim := range []int{100, 384} {
+		for _, m := range []Metric{L2, IP, Cosine} {
+			var binRMSE float64
+			for _, bits := range []int{4, 8} {
+				name := fmt.Sprintf("%d/%v/ex%d", dim, m, bits)
+				bin, ext := rabitqRun(t, RaBitQConfig{Dim: dim, Metric: m, ExBits: bits, Seed: 1}, 1024, 16)
+				t.Logf("%s: 1-bit coverage %.4f bias %+.3f rmse %.4g; extended coverage %.4f bias %+.3f rmse %.4g",
+					name, bin.coverage(), bin.bias(), bin.rmse(), ext.coverage(), ext.bias(), ext.rmse())
+				for _, c := range []struct {
+					what string
+					s    estStats
+				}{{"1-bit", bin}, {"extended", ext}} {
+					if c.s.coverage() < 0.99 {
+						t.Errorf("%s %s: true distance inside the bound for %.4f of pairs, want >= 0.99", name, c.what, c.s.coverage())
+					}
+					if math.Abs(c.s.bias()) > 0.2 {
+						t.Errorf("%s %s: mean error %+.3f standard deviations, want within 0.2", name, c.what, c.s.bias())
+					}
+				}
+				binRMSE = bin.rmse()
+				if gain := binRMSE / ext.rmse(); gain < float64(int(1)<<(bits-2)) {
+					t.Errorf("%s: extended codes only %.1fx more precise than 1-bit, want >= %d", name, gain, 1<<(bits-2))
+				}
+			}
+		}
+	}
+}
+
+// TestRaBitQDegenerate covers a vector equal to the centroid and a zero
+// query: the estimates must be finite and exact where the math says so.
+func TestRaBitQDegenerate(t *testing.T) {
+	rq, err := NewRaBitQ(RaBitQConfig{Dim: 70, Metric: L2, ExBits: 4, Seed: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := make([]float32, 70)
+	for i := range v {
+		v[i] = float32(i)
+	}
+	code, ext := make([]byte, rq.CodeBytes()), make([]byte, rq.ExtBytes())
+	f, ef := rq.Encode(v, v, code, ext)
+	block := make([]byte, BlockBytes(rq.CodeBytes()))
+	SetBlockCode(block, 0, code)
+	var fs [BlockVectors]Factors
+	fs[0] = f
+	q := make([]float32, 70)
+	q[5] = 2
+	qRot, cRot := make([]float32, 70), make([]float32, 70)
+	rq.RotateQuery(qRot, q)
+	rq.Rotate(cRot, v)
+	var pq Query
+	rq.PrepareQuery(&pq, qRot, cRot)
+	var est, bound [BlockVectors]float32
+	rq.FastScan(&pq, block, &fs, &est, &bound)
+	want := float32(trueDist(L2, v, q))
+	if math.Abs(float64(est[0]-want)) > 1e-3*float64(want) || bound[0] != 0 {
+		t.Errorf("vector at the centroid: estimate %g ± %g, want %g ± 0", est[0], bound[0], want)
+	}
+	if e, b := rq.ExtEstimate(&pq, ext, &ef); math.Abs(float64(e-want)) > 1e-3*float64(want) || b != 0 {
+		t.Errorf("vector at the centroid, extended: estimate %g ± %g, want %g ± 0", e, b, want)
+	}
+	rq.PrepareQuery(&pq, cRot, cRot) // query at the centroid: t = 0
+	rq.FastScan(&pq, block, &fs, &est, &bound)
+	if est[0] != 0 || bound[0] != 0 {
+		t.Errorf("query at the centroid: estimate %g ± %g, want 0 ± 0", est[0], bound[0])
+	}
+}
+
+func TestSQ8(t *testing.T) {
+	for _, m := range []Metric{L2, IP, Cosine} {
+		r := rand.New(rand.NewPCG(31, uint64(m)))
+		const dim, n = 384, 200
+		data := clustered(r, n+4, dim, 4)
+		sq, err := NewSQ8(SQ8Config{Dim: dim, Metric: m, Seed: 9})
+		if err != nil {
+			t.Fatal(err)
+		}
+		codes := make([]byte, n*dim)
+		fs := make([]SQ8Factors, n)
+		for j := range n {
+			fs[j] = sq.Encode(codes[j*dim:(j+1)*dim], data[j])
+		}
+		var q SQ8Query
+		var sumErr2, sumTrue2 float64
+		for _, qv := range data[n:] {
+			sq.PrepareQuery(&q, qv)
+			for j := range n {
+				truth := trueDist(m, data[j], qv)
+				e := float64(sq.Distance(&q, codes[j*dim:(j+1)*dim], fs[j])) - truth
+				sumErr2 += e * e
+				sumTrue2 += truth * truth
+			}
+		}
+		// The SQ8 distance error is a fraction of a percent of the distances.
+		if rel := math.Sqrt(sumErr2 / sumTrue2); rel > 0.005 {
+			t.Errorf("%v: relative RMS error %.4g, want <= 0.005", m, rel)
+		}
+	}
+}
+
+// TestCodecState round-trips both codecs through MarshalBinary and checks
+// that a restored codec encodes identically, and that damaged state is
+// refused with ErrState.
+func TestCodecState(t *testing.T) {
+	rq, err := NewRaBitQ(RaBitQConfig{Dim: 100, Metric: Cosine, ExBits: 8, Seed: 77, Epsilon: 2.5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sq, err := NewSQ8(SQ8Config{Dim: 100, Metric: IP, Seed: 78})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rqState, _ := rq.MarshalBinary()
+	sqState, _ := sq.MarshalBinary()
+	var rq2 RaBitQ
+	var sq2 SQ8
+	if err := rq2.UnmarshalBinary(rqState); err != nil {
+		t.Fatal(err)
+	}
+	if err := sq2.UnmarshalBinary(sqState); err != nil {
+		t.Fatal(err)
+	}
+	if rq2.Config() != rq.Config() || sq2.Config() != sq.Config() {
+		t.Fatalf("configs changed: %+v/%+v, %+v/%+v", rq2.Config(), rq.Config(), sq2.Config(), sq.Config())
+	}
+	v := randF32(rand.New(rand.NewPCG(1, 1)), 100, f32Gens[0])
+	c1, c2 := make([]byte, rq.CodeBytes()), make([]byte, rq.CodeBytes())
+	e1, e2 := make([]byte, rq.ExtBytes()), make([]byte, rq.ExtBytes())
+	f1, x1 := rq.Encode(v, nil, c1, e1)
+	f2, x2 := rq2.Encode(v, nil, c2, e2)
+	if !bytes.Equal(c1, c2) || !bytes.Equal(e1, e2) || f1 != f2 || x1 != x2 {
+		t.Error("restored RaBitQ encodes differently")
+	}
+	s1, s2 := make([]byte, 100), make([]byte, 100)
+	if sq.Encode(s1, v) != sq2.Encode(s2, v) || !bytes.Equal(s1, s2) {
+		t.Error("restored SQ8 encodes differently")
+	}
+	damage := []struct {
+		name string
+		f    func([]byte) []byte
+	}{
+		{"truncated", func(b []byte) []byte { return b[:len(b)-1] }},
+		{"magic", func(b []byte) []byte { b[0] ^= 1; return b }},
+		{"version", func(b []byte) []byte { b[4]++; return b }},
+		{"metric", func(b []byte) []byte { b[5] = 9; return b }},
+		{"dim", func(b []byte) []byte { b[7], b[8], b[9], b[10] = 0, 0, 0, 0; return b }},
+	}
+	for _, d := range damage {
+		if err := rq2.UnmarshalBinary(d.f(bytes.Clone(rqState))); !errors.Is(err, ErrState) {
+			t.Errorf("RaBitQ state with bad %s: err %v, want ErrState", d.name, err)
+		}
+		if err := sq2.UnmarshalBinary(d.f(bytes.Clone(sqState))); !errors.Is(err, ErrState) {
+			t.Errorf("SQ8 state with bad %s: err %v, want ErrState", d.name, err)
+		}
+	}
+	bad := bytes.Clone(rqState)
+	bad[stateHeaderLen] = 5 // extended bits
+	if err := rq2.UnmarshalBinary(bad); !errors.Is(err, ErrState) {
+		t.Errorf("RaBitQ state with 5 extended bits: err %v, want ErrState", err)
+	}
+}

@@ -1,0 +1,170 @@
+//go:build amd64 && !noasm
+
+package kernels
+
+import "github.com/klauspost/cpuid/v2"
+
+const buildFlavour = "amd64 assembly"
+
+var (
+	hasAVX2    = cpuid.CPU.Supports(cpuid.AVX2)
+	hasAVX2FMA = hasAVX2 && cpuid.CPU.Supports(cpuid.FMA3)
+	hasAVX512F = cpuid.CPU.Supports(cpuid.AVX512F)
+	// The byte kernels use masked byte loads, VPSRLVW and VPSHUFB on ZMM.
+	hasAVX512BW   = hasAVX512F && cpuid.CPU.Supports(cpuid.AVX512BW)
+	hasAVX512VNNI = hasAVX512BW && cpuid.CPU.Supports(cpuid.AVX512VNNI)
+)
+
+var (
+	f32Family = newFamily("f32", "go",
+		implChoice{isaAVX512, "avx512", hasAVX512F},
+		implChoice{isaAVX2, "avx2fma", hasAVX2FMA})
+	intFamily = newFamily("int8", "go",
+		implChoice{isaAVX512, "avx512vnni", hasAVX512VNNI},
+		implChoice{isaAVX2, "avx2", hasAVX2})
+	scanFamily = newFamily("fastscan", "go-popcount",
+		implChoice{isaAVX512, "avx512bw", hasAVX512BW},
+		implChoice{isaAVX2, "avx2", hasAVX2})
+)
+
+// Float32 kernels, f32_amd64.s. n, dim and rows are > 0; the assembly
+// handles lengths that are not multiples of the vector width itself.
+//
+//go:noescape
+func dotAVX2(a, b *float32, n int) float32
+
+//go:noescape
+func l2SqAVX2(a, b *float32, n int) float32
+
+//go:noescape
+func dotBlockAVX2(q, block *float32, dim, rows int, out *float32)
+
+//go:noescape
+func l2SqBlockAVX2(q, block *float32, dim, rows int, out *float32)
+
+//go:noescape
+func dotAVX512(a, b *float32, n int) float32
+
+//go:noescape
+func l2SqAVX512(a, b *float32, n int) float32
+
+//go:noescape
+func dotBlockAVX512(q, block *float32, dim, rows int, out *float32)
+
+//go:noescape
+func l2SqBlockAVX512(q, block *float32, dim, rows int, out *float32)
+
+// Byte kernels, int8_amd64.s. dotU8I8AVX2 takes n a positive multiple of 32,
+// dotU8I8AVX512 any n > 0; the U4 kernels take whole 32-byte chunks.
+//
+//go:noescape
+func dotU8I8AVX2(a *byte, b *int8, n int) int32
+
+//go:noescape
+func dotU8I8AVX512(a *byte, b *int8, n int) int32
+
+//go:noescape
+func dotU4I8AVX2(a *byte, b *int8, chunks int) int32
+
+//go:noescape
+func dotU4I8AVX512(a *byte, b *int8, chunks int) int32
+
+// Fast scan, scan_amd64.s: cols is a positive multiple of 8, at most
+// maxScanCols.
+//
+//go:noescape
+func fastScanAVX2(codes, lut *byte, cols int, out *[BlockVectors]uint16)
+
+//go:noescape
+func fastScanAVX512(codes, lut *byte, cols int, out *[BlockVectors]uint16)
+
+func pairF32(op f32Op, a, b []float32) float32 {
+	if len(a) > smallDim {
+		switch {
+		case f32Family.active == isaAVX512 && op == opDot:
+			return dotAVX512(&a[0], &b[0], len(a))
+		case f32Family.active == isaAVX512:
+			return l2SqAVX512(&a[0], &b[0], len(a))
+		case f32Family.active == isaAVX2 && op == opDot:
+			return dotAVX2(&a[0], &b[0], len(a))
+		case f32Family.active == isaAVX2:
+			return l2SqAVX2(&a[0], &b[0], len(a))
+		}
+	}
+	return pairGo(op, a, b)
+}
+
+// blockF32Impl runs one chunk; len(q) > 0 and len(out) > 0.
+func blockF32Impl(op f32Op, q, block, out []float32) {
+	d := len(q)
+	if d > smallDim {
+		switch {
+		case f32Family.active == isaAVX512 && op == opDot:
+			dotBlockAVX512(&q[0], &block[0], d, len(out), &out[0])
+			return
+		case f32Family.active == isaAVX512:
+			l2SqBlockAVX512(&q[0], &block[0], d, len(out), &out[0])
+			return
+		case f32Family.active == isaAVX2 && op == opDot:
+			dotBlockAVX2(&q[0], &block[0], d, len(out), &out[0])
+			return
+		case f32Family.active == isaAVX2:
+			l2SqBlockAVX2(&q[0], &block[0], d, len(out), &out[0])
+			return
+		}
+	}
+	blockGo(op, q, block, out)
+}
+
+func dotU8I8Impl(a []byte, b []int8) int32 {
+	if len(a) > smallDim {
+		switch intFamily.active {
+		case isaAVX512:
+			return dotU8I8AVX512(&a[0], &b[0], len(a))
+		case isaAVX2:
+			head := len(a) &^ 31
+			if head == 0 {
+				break
+			}
+			return dotU8I8AVX2(&a[0], &b[0], head) + dotU8I8Go(a[head:], b[head:])
+		}
+	}
+	return dotU8I8Go(a, b)
+}
+
+func dotU4I8Impl(a []byte, b []int8) int32 {
+	chunks := len(a) / u4Chunk
+	if chunks == 0 || intFamily.active == isaGo {
+		return dotU4I8Go(a, b)
+	}
+	head := chunks * u4Chunk
+	var s int32
+	if intFamily.active == isaAVX512 {
+		s = dotU4I8AVX512(&a[0], &b[0], chunks)
+	} else {
+		s = dotU4I8AVX2(&a[0], &b[0], chunks)
+	}
+	return s + dotU4I8Go(a[head:], b[2*head:])
+}
+
+// scanBlock sets out[v] to the table sum of vector v of a fast-scan block.
+func scanBlock(q *scanQuery, codes []byte, out *[BlockVectors]uint32) {
+	if scanFamily.active == isaGo {
+		scanPopcount(q, codes, out)
+		return
+	}
+	_ = codes[BlockBytes(q.cols)-1]
+	*out = [BlockVectors]uint32{}
+	var part [BlockVectors]uint16
+	for c := 0; c < q.cols; c += maxScanCols {
+		n := min(maxScanCols, q.cols-c)
+		if scanFamily.active == isaAVX512 {
+			fastScanAVX512(&codes[c*BlockVectors], &q.lut[c*64], n, &part)
+		} else {
+			fastScanAVX2(&codes[c*BlockVectors], &q.lut[c*64], n, &part)
+		}
+		for i, v := range part {
+			out[i] += uint32(v)
+		}
+	}
+}

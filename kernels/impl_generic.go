@@ -1,0 +1,23 @@
+//go:build !amd64 || noasm
+
+package kernels
+
+const buildFlavour = "pure Go"
+
+var (
+	f32Family  = newFamily("f32", "go")
+	intFamily  = newFamily("int8", "go")
+	scanFamily = newFamily("fastscan", "go-popcount")
+)
+
+func pairF32(op f32Op, a, b []float32) float32 { return pairGo(op, a, b) }
+
+func blockF32Impl(op f32Op, q, block, out []float32) { blockGo(op, q, block, out) }
+
+func dotU8I8Impl(a []byte, b []int8) int32 { return dotU8I8Go(a, b) }
+
+func dotU4I8Impl(a []byte, b []int8) int32 { return dotU4I8Go(a, b) }
+
+func scanBlock(q *scanQuery, codes []byte, out *[BlockVectors]uint32) {
+	scanPopcount(q, codes, out)
+}

@@ -1,0 +1,348 @@
+package kernels
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+)
+
+// DefaultEpsilon is the default confidence multiplier of the RaBitQ error
+// bounds, in standard deviations of the estimator (see doc.go).
+const DefaultEpsilon = 3
+
+// RaBitQConfig configures a RaBitQ codec.
+type RaBitQConfig struct {
+	Dim     int
+	Metric  Metric
+	ExBits  int     // bits per dimension of the extended code: 0, 4 or 8
+	Seed    uint64  // seed of the random rotation
+	Epsilon float32 // width of the error bounds; 0 means DefaultEpsilon
+}
+
+// RaBitQ is the RaBitQ codec: a random rotation, a 1-bit code per vector for
+// the fast scan, and optionally an extended 4- or 8-bit code for re-ranking,
+// each with Factors that turn integer dot products into distance estimates
+// with error bounds. It is immutable and safe for concurrent use.
+type RaBitQ struct {
+	cfg    RaBitQConfig
+	padded int // dimension rounded up to a multiple of 64
+	rot    *Rotation
+}
+
+// NewRaBitQ returns the codec for cfg.
+func NewRaBitQ(cfg RaBitQConfig) (*RaBitQ, error) {
+	if err := checkConfig(cfg.Dim, cfg.Metric); err != nil {
+		return nil, err
+	}
+	if cfg.ExBits != 0 && cfg.ExBits != 4 && cfg.ExBits != 8 {
+		return nil, fmt.Errorf("kernels: extended code bits %d, want 0, 4 or 8", cfg.ExBits)
+	}
+	if cfg.Epsilon == 0 {
+		cfg.Epsilon = DefaultEpsilon
+	}
+	if !(cfg.Epsilon > 0) || math.IsInf(float64(cfg.Epsilon), 0) {
+		return nil, fmt.Errorf("kernels: epsilon %g must be positive", cfg.Epsilon)
+	}
+	return &RaBitQ{
+		cfg:    cfg,
+		padded: (cfg.Dim + 63) &^ 63,
+		rot:    NewRotation(cfg.Dim, DefaultRotationRounds, cfg.Seed),
+	}, nil
+}
+
+// Config returns the codec's configuration (with the default epsilon filled in).
+func (rq *RaBitQ) Config() RaBitQConfig { return rq.cfg }
+
+// CodeBytes returns the length of a 1-bit code: one bit per dimension,
+// rounded up to whole 64-bit words (8 bytes).
+func (rq *RaBitQ) CodeBytes() int { return rq.padded / 8 }
+
+// ExtBytes returns the length of an extended code (0 without one).
+func (rq *RaBitQ) ExtBytes() int { return rq.extDims() * rq.cfg.ExBits / 8 }
+
+// extDims returns the number of codes in an extended code: Dim, rounded up
+// to even for 4-bit codes, which are packed two to a byte.
+func (rq *RaBitQ) extDims() int {
+	if rq.cfg.ExBits == 4 {
+		return (rq.cfg.Dim + 1) &^ 1
+	}
+	return rq.cfg.Dim * rq.cfg.ExBits / 8
+}
+
+// Factors are the per-vector corrections stored beside a RaBitQ code. With r
+// the rotated residual of the vector, y the code's reconstruction grid point
+// (the +-1 vector for 1-bit codes) and a = <y,r>/(|y||r|):
+type Factors struct {
+	NormSq float32 // |r|^2
+	Scale  float32 // |r|^2/<y,r>: estimate <r,t> as Scale*<y,t>
+	Err    float32 // |r| sqrt(1-a^2)/(a sqrt(D-1)): the bound per unit |t| and epsilon
+	QErr   float32 // Scale*|y|/sqrt(12): the bound per unit query quantization step
+}
+
+func newFactors(normSq, yr, yy float64, dim int) Factors {
+	if normSq == 0 || yr <= 0 {
+		return Factors{NormSq: float32(normSq)}
+	}
+	norm := math.Sqrt(normSq)
+	a := min(1, yr/(math.Sqrt(yy)*norm))
+	scale := normSq / yr
+	return Factors{
+		NormSq: float32(normSq),
+		Scale:  float32(scale),
+		Err:    float32(norm * math.Sqrt(1-a*a) / (a * math.Sqrt(float64(max(dim-1, 1))))),
+		QErr:   float32(scale * math.Sqrt(yy/12)),
+	}
+}
+
+// Encode quantizes vec relative to centroid (nil means the origin; for the
+// cosine metric vec is normalised first and centroid lives on that sphere).
+// It writes the 1-bit code to code[:CodeBytes()] and, with extended bits, the
+// extended code to ext[:ExtBytes()], and returns the factors of each.
+func (rq *RaBitQ) Encode(vec, centroid []float32, code, ext []byte) (f, extF Factors) {
+	dim := rq.cfg.Dim
+	checkLen(len(vec), dim)
+	r := make([]float32, dim)
+	prepareVector(r, vec, rq.cfg.Metric)
+	if centroid != nil {
+		checkLen(len(centroid), dim)
+		for i := range r {
+			r[i] -= centroid[i]
+		}
+	}
+	rq.rot.Apply(r)
+	var normSq, sumAbs float64
+	code = code[:rq.CodeBytes()]
+	clear(code)
+	for i, v := range r {
+		if v > 0 {
+			code[i/8] |= 1 << (i % 8)
+		}
+		normSq += float64(v) * float64(v)
+		sumAbs += math.Abs(float64(v))
+	}
+	f = newFactors(normSq, sumAbs, float64(dim), dim)
+	if rq.cfg.ExBits > 0 {
+		extF = rq.encodeExt(r, normSq, ext[:rq.ExtBytes()])
+	}
+	return f, extF
+}
+
+// encodeExt writes the extended code of the rotated residual r. Code u_i in
+// [0, 2^B) stands for the grid point y_i = u_i - (2^B-1)/2 = sign(r_i)*(k_i+1/2)
+// with k_i = min(floor(lambda*|r_i|), 2^(B-1)-1); lambda is chosen to
+// maximise the cosine between y and r (Extended RaBitQ), so its top bit is
+// the 1-bit code.
+func (rq *RaBitQ) encodeExt(r []float32, normSq float64, ext []byte) Factors {
+	half := 1 << (rq.cfg.ExBits - 1)
+	lambda := bestScale(r, half)
+	u := make([]uint8, rq.extDims()) // a 4-bit code of odd length ends in a zero pad
+	var yr, yy float64
+	for i, v := range r {
+		k := min(int(lambda*abs32(v)), half-1)
+		y := float64(k) + 0.5
+		if v > 0 {
+			u[i] = uint8(half + k)
+		} else {
+			u[i] = uint8(half - 1 - k)
+			y = -y
+		}
+		yr += y * float64(v)
+		yy += y * y
+	}
+	if rq.cfg.ExBits == 8 {
+		copy(ext, u)
+	} else {
+		packU4(ext, u)
+	}
+	return newFactors(normSq, yr, yy, len(r))
+}
+
+// bestScale returns the lambda that maximises cos(y(lambda), r) for
+// k_i = min(floor(lambda*|r_i|), half-1): a coarse geometric grid around
+// lambda = half/max|r_i| (where the largest coordinate reaches the top code),
+// then a finer grid around the best point.
+func bestScale(r []float32, half int) float32 {
+	var m float32
+	for _, v := range r {
+		m = max(m, abs32(v))
+	}
+	if m == 0 {
+		return 0
+	}
+	cosAt := func(lambda float32) float64 {
+		var yr, yy float64
+		for _, v := range r {
+			y := float64(min(int(lambda*abs32(v)), half-1)) + 0.5
+			yr += y * float64(abs32(v))
+			yy += y * y
+		}
+		return yr / math.Sqrt(yy)
+	}
+	const steps = 12
+	lo, hi := 0.4*float64(half)/float64(m), 2.0*float64(half)/float64(m)
+	best, bestCos := lo, -1.0
+	for range 2 {
+		ratio := math.Pow(hi/lo, 1.0/steps)
+		for l := lo; l <= hi*1.0001; l *= ratio {
+			if c := cosAt(float32(l)); c > bestCos {
+				best, bestCos = l, c
+			}
+		}
+		lo, hi = best/ratio, best*ratio
+	}
+	return float32(best)
+}
+
+// Rotate writes the rotation of v to dst (len Dim each): what PrepareQuery
+// expects for centroids, which an index can rotate once and keep.
+func (rq *RaBitQ) Rotate(dst, v []float32) {
+	checkLen(len(v), rq.cfg.Dim)
+	copy(dst[:rq.cfg.Dim], v)
+	rq.rot.Apply(dst[:rq.cfg.Dim])
+}
+
+// RotateQuery writes the rotated query to dst, normalising it first for the
+// cosine metric. Rotate a query once, then prepare it for each centroid.
+func (rq *RaBitQ) RotateQuery(dst, q []float32) {
+	checkLen(len(q), rq.cfg.Dim)
+	prepareVector(dst[:rq.cfg.Dim], q, rq.cfg.Metric)
+	rq.rot.Apply(dst[:rq.cfg.Dim])
+}
+
+// Query is a query prepared against one centroid. Its buffers are reused by
+// the next PrepareQuery into the same Query; it is not safe for concurrent
+// use, but any number of goroutines may each have their own.
+type Query struct {
+	metric         Metric
+	eps            float32
+	tNorm, tNormSq float32
+	add            float32 // <centroid, query> for inner product and cosine
+	step           float32 // fast-scan quantization step
+	absSum         int32   // sum |t'_i| of the fast-scan query
+	scan           scanQuery
+	extBits        int
+	ext            []int8 // 8-bit query for the extended codes
+	extStep        float32
+	extSum         int32
+	t              []float32
+	tq             []int8
+}
+
+// PrepareQuery prepares dst for scanning codes encoded against a centroid.
+// qRot is RotateQuery's output, cRot the rotated centroid (nil for the
+// origin). For L2 the query residual is t = qRot - cRot; for inner product
+// and cosine it is qRot itself and <cRot, qRot> is added back, since
+// <o,q> = <o-c,q> + <c,q>.
+func (rq *RaBitQ) PrepareQuery(dst *Query, qRot, cRot []float32) {
+	dim := rq.cfg.Dim
+	checkLen(len(qRot), dim)
+	dst.metric, dst.eps, dst.extBits = rq.cfg.Metric, rq.cfg.Epsilon, rq.cfg.ExBits
+	dst.t = grow(dst.t, rq.padded)
+	clear(dst.t[dim:])
+	copy(dst.t, qRot)
+	dst.add = 0
+	if cRot != nil {
+		checkLen(len(cRot), dim)
+		if rq.cfg.Metric == L2 {
+			for i, c := range cRot {
+				dst.t[i] -= c
+			}
+		} else {
+			dst.add = Dot(cRot, qRot)
+		}
+	}
+	dst.tNormSq = Dot(dst.t, dst.t)
+	dst.tNorm = sqrt32(dst.tNormSq)
+	dst.tq = grow(dst.tq, rq.padded)
+	dst.step, _ = quantizeSym(dst.tq, dst.t, scanMax)
+	dst.absSum = 0
+	for _, v := range dst.tq {
+		dst.absSum += max(int32(v), -int32(v))
+	}
+	dst.scan.init(dst.tq)
+	if n := rq.extDims(); n > 0 {
+		dst.ext = grow(dst.ext, n)
+		dst.extStep, dst.extSum = quantizeSym(dst.ext, dst.t[:n], 127)
+	}
+}
+
+// finish turns y·t (an estimate of <y, t>) into the distance estimate and
+// the half-width of its error bound: the RaBitQ bound
+// eps*|t|*Err in quadrature with the query quantization error
+// eps*step*QErr.
+func (q *Query) finish(f *Factors, yt, step float32) (est, bound float32) {
+	ip := f.Scale * yt
+	a, b := q.tNorm*f.Err, step*f.QErr
+	e := q.eps * sqrt32(a*a+b*b)
+	switch q.metric {
+	case L2:
+		return f.NormSq + q.tNormSq - 2*ip, 2 * e
+	case IP:
+		return -(ip + q.add), e
+	}
+	return 1 - (ip + q.add), e
+}
+
+// FastScan estimates the distances from the query to the 32 vectors of a
+// fast-scan block (built with SetBlockCode) whose factors are f. For each
+// vector v the true distance lies in [est[v]-bound[v], est[v]+bound[v]] with
+// the confidence set by Epsilon. Codes of empty slots give meaningless values.
+func (rq *RaBitQ) FastScan(q *Query, block []byte, f *[BlockVectors]Factors, est, bound *[BlockVectors]float32) {
+	var acc [BlockVectors]uint32
+	scanBlock(&q.scan, block[:BlockBytes(rq.CodeBytes())], &acc)
+	for v, a := range acc {
+		// Sum of +-t'_i over the code's signs: 2*(bits·t') - sum|t'| in terms
+		// of the table sums (see doc.go).
+		s := float32(2*int32(a) - q.absSum)
+		est[v], bound[v] = q.finish(&f[v], q.step*s, q.step)
+	}
+}
+
+// ExtEstimate estimates the distance from the query to the vector whose
+// extended code is ext, with the half-width of its error bound.
+func (rq *RaBitQ) ExtEstimate(q *Query, ext []byte, f *Factors) (est, bound float32) {
+	var dot int32
+	if rq.cfg.ExBits == 8 {
+		dot = DotU8I8(ext[:rq.ExtBytes()], q.ext)
+	} else {
+		dot = dotU4I8(ext[:rq.ExtBytes()], q.ext)
+	}
+	// <y, t'> = <u, t'> - (2^B-1)/2 * sum t', kept in integers until the end.
+	twice := 2*int64(dot) - int64(1<<rq.cfg.ExBits-1)*int64(q.extSum)
+	return q.finish(f, q.extStep*float32(twice)/2, q.extStep)
+}
+
+const (
+	rabitqMagic   = "VSRQ"
+	rabitqVersion = 1
+	rabitqRest    = 1 + 4 // extended bits, epsilon
+)
+
+// MarshalBinary encodes the codec's state (dimension, metric, extended bits,
+// epsilon, rotation rounds and seed) in a versioned format. Centroids are
+// not part of it: they belong to the index.
+func (rq *RaBitQ) MarshalBinary() ([]byte, error) {
+	b := stateHeader{
+		magic: rabitqMagic, version: rabitqVersion, metric: rq.cfg.Metric,
+		rounds: uint8(rq.rot.rounds), dim: uint32(rq.cfg.Dim), seed: rq.cfg.Seed,
+	}.append(nil)
+	b = append(b, uint8(rq.cfg.ExBits))
+	return binary.LittleEndian.AppendUint32(b, math.Float32bits(rq.cfg.Epsilon)), nil
+}
+
+// UnmarshalBinary restores a codec saved by MarshalBinary.
+func (rq *RaBitQ) UnmarshalBinary(data []byte) error {
+	h, rest, err := decodeHeader(data, rabitqMagic, rabitqVersion, rabitqRest)
+	if err != nil {
+		return err
+	}
+	n, err := NewRaBitQ(RaBitQConfig{
+		Dim: int(h.dim), Metric: h.metric, ExBits: int(rest[0]), Seed: h.seed,
+		Epsilon: math.Float32frombits(binary.LittleEndian.Uint32(rest[1:])),
+	})
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrState, err)
+	}
+	*rq = *n
+	return nil
+}

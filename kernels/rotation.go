@@ -1,0 +1,118 @@
+package kernels
+
+import (
+	"math"
+	"math/bits"
+)
+
+// DefaultRotationRounds is the number of rounds of a Rotation.
+const DefaultRotationRounds = 4
+
+// Rotation is a seeded random orthogonal transform of R^dim built from
+// rounds of random sign flips and normalised fast Walsh-Hadamard transforms.
+// When dim is not a power of two, each round transforms the first and then
+// the last L = 2^floor(log2 dim) coordinates (two overlapping blocks, each
+// step orthogonal on the whole space), and ends with a butterfly that mixes
+// the two halves of the vector, so every output depends on every input after
+// the first round. Vectors keep their dimension: no padding, no wasted code
+// bits. A Rotation is immutable and safe for concurrent use; it is fully
+// determined by (dim, rounds, seed), which is what a checkpoint stores.
+type Rotation struct {
+	dim, rounds int
+	seed        uint64
+	signs       []float32 // per round: dim signs, then dim more when L < dim
+}
+
+// NewRotation returns the rotation of R^dim drawn from seed.
+func NewRotation(dim, rounds int, seed uint64) *Rotation {
+	if dim <= 0 || rounds <= 0 {
+		panic("kernels: rotation needs dim > 0 and rounds > 0")
+	}
+	r := &Rotation{dim: dim, rounds: rounds, seed: seed}
+	perRound := dim
+	if r.pow2() < dim {
+		perRound = 2 * dim
+	}
+	r.signs = make([]float32, rounds*perRound)
+	state := seed
+	var word uint64
+	for i := range r.signs {
+		if i%64 == 0 {
+			word = splitmix64(&state)
+		}
+		r.signs[i] = 1 - 2*float32(word>>(i%64)&1)
+	}
+	return r
+}
+
+// splitmix64 is the SplitMix64 generator: tiny, and fixed forever, so a seed
+// stored in a checkpoint always rebuilds the same rotation.
+func splitmix64(state *uint64) uint64 {
+	*state += 0x9e3779b97f4a7c15
+	z := *state
+	z = (z ^ z>>30) * 0xbf58476d1ce4e5b9
+	z = (z ^ z>>27) * 0x94d049bb133111eb
+	return z ^ z>>31
+}
+
+// pow2 returns the largest power of two not above dim.
+func (r *Rotation) pow2() int { return 1 << (bits.Len(uint(r.dim)) - 1) }
+
+// Dim returns the dimension the rotation acts on.
+func (r *Rotation) Dim() int { return r.dim }
+
+// Apply rotates x in place; len(x) must be Dim().
+func (r *Rotation) Apply(x []float32) {
+	if len(x) != r.dim {
+		panic("kernels: rotation dimension mismatch")
+	}
+	n, l := r.dim, r.pow2()
+	signs := r.signs
+	for range r.rounds {
+		mulSigns(x, signs[:n])
+		fwht(x[:l])
+		signs = signs[n:]
+		if l < n {
+			mulSigns(x, signs[:n])
+			fwht(x[n-l:])
+			signs = signs[n:]
+			halfButterfly(x)
+		}
+	}
+}
+
+func mulSigns(x, s []float32) {
+	s = s[:len(x)]
+	for i := range x {
+		x[i] *= s[i]
+	}
+}
+
+// fwht is the fast Walsh-Hadamard transform scaled by 1/sqrt(len(x)), which
+// makes it orthogonal; len(x) is a power of two.
+func fwht(x []float32) {
+	n := len(x)
+	for h := 1; h < n; h *= 2 {
+		for i := 0; i < n; i += 2 * h {
+			a, b := x[i:i+h], x[i+h:i+2*h]
+			for j := range a {
+				a[j], b[j] = a[j]+b[j], a[j]-b[j]
+			}
+		}
+	}
+	s := float32(1 / math.Sqrt(float64(n)))
+	for i := range x {
+		x[i] *= s
+	}
+}
+
+// halfButterfly rotates each pair (x[i], x[i+h]), h = len(x)/2, by 45
+// degrees (a Kac-walk step); an odd last coordinate is left alone.
+func halfButterfly(x []float32) {
+	h := len(x) / 2
+	a, b := x[:h], x[h:2*h]
+	const s = math.Sqrt2 / 2
+	for i := range a {
+		a[i], b[i] = (a[i]+b[i])*s, (a[i]-b[i])*s
+	}
+}

@@ -1,0 +1,107 @@
+// Package rpc serves vecside's indexes over a subset of the PostgreSQL
+// wire protocol (v3), so that any Postgres client — psql, pgx, psycopg,
+// JDBC, and dblink inside Postgres itself — can ask for nearest neighbours
+// without a client library:
+//
+//	SELECT * FROM knn('items_embedding', '[0.1,0.2,...]', 10);
+//	SELECT id, distance FROM knn($1, $2, $3, 'oversample=2');
+//	SELECT * FROM vecside_status();
+//	SET vecside.timeout = '2s';
+//
+// knn returns id, in the key column's own type, and distance (double
+// precision), nearest first: candidates for the client to re-rank against
+// the table. The package owns the protocol, a small SQL dialect, sessions
+// and the /metrics and /healthz endpoints; searching is the Catalog's job
+// (*indexer.Indexer), and nothing here stores data.
+//
+// # Layers
+//
+// From the socket up:
+//
+//   - startup.go reads the startup packets with exact reads (no buffering
+//     until encryption would be settled), declines SSL and GSS encryption,
+//     negotiates the protocol version down to 3.0, and dispatches
+//     CancelRequests. auth.go authenticates ("trust" only, for now; the
+//     authenticator interface is where SCRAM-SHA-256 will go).
+//   - conn.go runs one goroutine per connection over a pgproto3.Backend:
+//     it reads a message, answers it, and turns errors into ErrorResponses.
+//     simple.go answers Query messages, extended.go the extended protocol
+//     (Parse, Bind, Describe, Execute, Close, Sync, Flush).
+//   - lexer.go and parser.go turn SQL into a statement (statement.go);
+//     params.go types and decodes parameters; plan.go evaluates arguments
+//     and fixes each statement's result columns; exec.go runs statements
+//     against the session (session.go) and the Catalog; encode.go writes
+//     values in text or binary.
+//   - errors.go maps errors to SQLSTATEs, metrics.go counts requests.
+//
+// # Connection lifecycle
+//
+//  1. Serve accepts a connection and starts its goroutine, which has
+//     startupTimeout to finish steps 2 to 5.
+//  2. Startup packets are read one at a time: SSLRequest and GSSENCRequest
+//     are answered 'N' (TLS comes later: the exact reads make it safe to
+//     add), a CancelRequest is handled and the connection closed without a
+//     reply, and a StartupMessage for 3.x ends the loop. A minor version
+//     above 0 or _pq_.* options get a NegotiateProtocolVersion for 3.0.
+//  3. Startup parameters are applied like SET (options' -c name=value
+//     too); PostgreSQL parameters vecside lacks are ignored.
+//  4. The client authenticates; the connection takes a slot (at most
+//     Config.MaxConnections, else FATAL 53300) and a process ID.
+//  5. The server sends AuthenticationOk, ParameterStatus for the
+//     parameters drivers check (server_version 15.0, UTF8 encodings,
+//     standard_conforming_strings on, DateStyle, TimeZone UTC, ...),
+//     BackendKeyData, and ReadyForQuery.
+//  6. Messages are answered until Terminate, EOF, a protocol violation
+//     (FATAL 08P01) or the server stopping (FATAL 57P01).
+//
+// A simple Query may hold several statements: each gets its own
+// RowDescription, rows and CommandComplete, the first error skips the rest,
+// and one ReadyForQuery ends it; an empty or comment-only query gets
+// EmptyQueryResponse (pgx pings with "-- ping"). In the extended protocol
+// an error discards messages up to Sync. Transaction commands are accepted
+// as no-ops, but the status is tracked as PostgreSQL does: an error inside
+// BEGIN leaves the block failed ('E', every statement refused with 25P02)
+// until COMMIT or ROLLBACK.
+//
+// # Result types and Describe
+//
+// knn's id column has the index's key type, which is known when the index
+// name is a literal. When it is a parameter, Describe of the statement
+// reports the key type all indexes share, or NoData if they differ, in
+// which case clients describe the portal (pgx does so by itself). A portal
+// whose index has another key type than the one described is refused with
+// 0A000 "cached plan must not change result type", as PostgreSQL refuses a
+// prepared statement whose table changed: the client prepares again.
+//
+// # Deadlines and cancellation
+//
+// Every request runs under a context that a CancelRequest with the
+// connection's key cancels (the key is compared in constant time; wrong
+// keys cost the guesser a pause) and that ends when the server stops.
+// Calls into the Catalog also run under the search timeout (SET
+// vecside.timeout, or knn's timeout= option, default 30s), in a goroutine
+// the request stops waiting for when the context ends: the client is
+// answered 57014 at the deadline even if the index does not check its
+// context. This matters for dblink, which cannot interrupt a call on
+// PostgreSQL 15.
+//
+// # Compatibility
+//
+// Supported: SELECT [* | col, ...] FROM knn(index, vector, k[, options]),
+// SELECT [* | col, ...] FROM vecside_status(), SELECT <integer>, SELECT
+// version(), SET / SHOW / RESET of vecside.<option> and of the parameters
+// clients set (client_encoding must be UTF8), RESET ALL, BEGIN / START
+// TRANSACTION / COMMIT / END / ROLLBACK / ABORT, DISCARD ALL, DEALLOCATE.
+// Keywords are case-insensitive; arguments are literals ('' escapes a
+// quote) or $n parameters, optionally cast ($2::real[]). Vectors are text
+// ([1,2,3] or {1,2,3}) or binary real[] / double precision[]; k is an
+// integer in text or binary. Results are text or binary per column, for
+// every type returned (int2/4/8, uuid, text, varchar, float8, pg_lsn).
+//
+// Not supported: tables, expressions, ORDER BY and the rest of SQL (0A000
+// or 42601), COPY, function calls, SET LOCAL, E'' strings, dollar
+// quoting, TLS and passwords (yet). Errors keep the connection usable;
+// SQLSTATEs: 22023 bad vector, option or k, 42704 unknown index or
+// parameter, 55000 index not ready, 57014 cancelled or timed out, 42601
+// syntax, 0A000 unsupported, 08P01 protocol violation, XX000 internal.
+package rpc

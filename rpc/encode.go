@@ -1,0 +1,178 @@
+package rpc
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"strconv"
+
+	"github.com/jackc/pgx/v5/pgproto3"
+
+	"github.com/vecside/vecside/indexer"
+)
+
+// Type OIDs, fixed in PostgreSQL's catalog.
+const (
+	oidInt8        = 20
+	oidInt2        = 21
+	oidInt4        = 23
+	oidText        = 25
+	oidFloat8      = 701
+	oidUnknown     = 705
+	oidFloat4Array = indexer.OIDFloat4Array
+	oidFloat8Array = 1022
+	oidVarchar     = 1043
+	oidPgLSN       = 3220
+)
+
+// Format codes of parameters and result columns.
+const (
+	formatText   int16 = 0
+	formatBinary int16 = 1
+)
+
+// column describes one result column. Values of a column are nil (NULL),
+// int64 (int2/int4/int8), float64 (float8), indexer.LSN (pg_lsn), or
+// string: text, or a key in the canonical form of keyType.
+type column struct {
+	name    string
+	oid     uint32
+	size    int16 // fixed binary width, -1 if variable
+	keyType indexer.KeyType
+}
+
+func textColumn(name string) column { return column{name: name, oid: oidText, size: -1} }
+
+// keyColumn is a column of index keys, typed as the key column.
+func keyColumn(name string, kt indexer.KeyType) column {
+	return column{name: name, oid: kt.OID(), size: kt.Size(), keyType: kt}
+}
+
+// rowDescription describes cols, with formats nil for Describe of a
+// statement (formats are not known yet) or one per column.
+func rowDescription(cols []column, formats []int16) *pgproto3.RowDescription {
+	fields := make([]pgproto3.FieldDescription, len(cols))
+	for i, c := range cols {
+		fields[i] = pgproto3.FieldDescription{
+			Name:         []byte(c.name),
+			DataTypeOID:  c.oid,
+			DataTypeSize: c.size,
+			TypeModifier: -1,
+		}
+		if formats != nil {
+			fields[i].Format = formats[i]
+		}
+	}
+	return &pgproto3.RowDescription{Fields: fields}
+}
+
+// expandFormats expands a Bind message's format codes (none: all text;
+// one: for all n values; else one per value) to one per value. what names
+// the values in the error: "parameter" or "result".
+func expandFormats(codes []int16, n int, what string) ([]int16, error) {
+	out := make([]int16, n)
+	switch len(codes) {
+	case 0:
+	case 1:
+		for i := range out {
+			out[i] = codes[0]
+		}
+	case n:
+		copy(out, codes)
+	default:
+		return nil, protocolViolation("bind message has %d %s formats for %d %ss", len(codes), what, n, what)
+	}
+	for _, f := range out {
+		if f != formatText && f != formatBinary {
+			return nil, errorf(codeInvalidParameterValue, "unsupported %s format code %d: want 0 for text or 1 for binary", what, f)
+		}
+	}
+	return out, nil
+}
+
+// rowEncoder turns rows into DataRow messages, reusing one buffer.
+type rowEncoder struct {
+	cols    []column
+	formats []int16
+	buf     []byte
+	ends    []int
+	msg     pgproto3.DataRow
+}
+
+// encode returns row as a DataRow, valid until the next call.
+func (e *rowEncoder) encode(row []any) *pgproto3.DataRow {
+	if e.buf == nil {
+		e.buf = make([]byte, 0, 256) // never nil: a nil value means NULL
+	}
+	e.buf, e.ends = e.buf[:0], e.ends[:0]
+	for i, v := range row {
+		if v == nil {
+			e.ends = append(e.ends, -1)
+			continue
+		}
+		e.buf = appendValue(e.buf, e.cols[i], v, e.formats[i] == formatBinary)
+		e.ends = append(e.ends, len(e.buf))
+	}
+	// Slice only now: appends above may have moved the buffer.
+	e.msg.Values = e.msg.Values[:0]
+	start := 0
+	for _, end := range e.ends {
+		if end < 0 {
+			e.msg.Values = append(e.msg.Values, nil)
+			continue
+		}
+		e.msg.Values = append(e.msg.Values, e.buf[start:end:end])
+		start = end
+	}
+	return &e.msg
+}
+
+// appendValue appends v in col's text or binary format.
+func appendValue(dst []byte, col column, v any, binaryFormat bool) []byte {
+	switch v := v.(type) {
+	case string:
+		if col.keyType == 0 {
+			return append(dst, v...)
+		}
+		if binaryFormat {
+			return col.keyType.AppendBinary(dst, v)
+		}
+		return col.keyType.AppendText(dst, v)
+	case int64:
+		if !binaryFormat {
+			return strconv.AppendInt(dst, v, 10)
+		}
+		switch col.size {
+		case 2:
+			return binary.BigEndian.AppendUint16(dst, uint16(v))
+		case 4:
+			return binary.BigEndian.AppendUint32(dst, uint32(v))
+		}
+		return binary.BigEndian.AppendUint64(dst, uint64(v))
+	case float64:
+		if binaryFormat {
+			return binary.BigEndian.AppendUint64(dst, math.Float64bits(v))
+		}
+		return appendFloat8(dst, v)
+	case indexer.LSN:
+		if binaryFormat {
+			return binary.BigEndian.AppendUint64(dst, uint64(v))
+		}
+		return append(dst, v.String()...)
+	}
+	panic(fmt.Sprintf("rpc: column %s cannot hold a %T", col.name, v))
+}
+
+// appendFloat8 writes float8's text output: the shortest text that reads
+// back to the same value, with PostgreSQL's spelling of the specials.
+func appendFloat8(dst []byte, f float64) []byte {
+	switch {
+	case math.IsNaN(f):
+		return append(dst, "NaN"...)
+	case math.IsInf(f, 1):
+		return append(dst, "Infinity"...)
+	case math.IsInf(f, -1):
+		return append(dst, "-Infinity"...)
+	}
+	return strconv.AppendFloat(dst, f, 'g', -1, 64)
+}

@@ -1,0 +1,100 @@
+package rpc
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/vecside/vecside/indexer"
+)
+
+func sqlstate(err error) string {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return pe.Code
+	}
+	return ""
+}
+
+// TestErrorSQLSTATEs checks every error a client can cause, in the
+// extended and the simple protocol, and that the connection then still
+// answers.
+func TestErrorSQLSTATEs(t *testing.T) {
+	ix, _ := newTestIndexer(t)
+	addIndex(t, ix, "building", indexer.KeyInt8) // never ready
+	_, addr := startServer(t, ix)
+	v := "'[1,2,3,4,5,6,7,8]'"
+	cases := []struct {
+		sql  string
+		code string
+	}{
+		{"SELECT * FROM knn('items_int8', '[1,2]', 5)", "22023"},
+		{"SELECT * FROM knn('items_int8', '[1,x,3]', 5)", "22023"},
+		{"SELECT * FROM knn('items_int8', '1,2,3', 5)", "22023"},
+		{"SELECT * FROM knn('items_int8', '[1,2,3,4,5,6,7,NaN]', 5)", "22023"},
+		{"SELECT * FROM knn('nope', " + v + ", 5)", "42704"},
+		{"SELECT * FROM knn('items_int8', " + v + ", 0)", "22023"},
+		{"SELECT * FROM knn('items_int8', " + v + ", -3)", "22023"},
+		{"SELECT * FROM knn('items_int8', " + v + ", 10001)", "22023"},
+		{"SELECT * FROM knn('items_int8', " + v + ", 5000, 'oversample=3')", "22023"},
+		{"SELECT * FROM knn('items_int8', " + v + ", 5, 'bogus=1')", "22023"},
+		{"SELECT * FROM knn('items_int8', " + v + ", 5, 'timeout')", "22023"},
+		{"SELECT * FROM knn('items_int8', " + v + ", 'ten')", "22P02"},
+		{"SELECT * FROM knn('building', " + v + ", 5)", "55000"},
+		{"SELECT * FROM knn('items_int8')", "42883"},
+		{"SELECT * FROM knn('items_int8', " + v + ", 5,", "42601"},
+		{"SELEC 1", "42601"},
+		{"SELECT * FROM knn('items_int8', " + v + ", 5) ORDER BY 1", "42601"},
+		{"SELECT 'unterminated", "42601"},
+		{"SELECT nope FROM knn('items_int8', " + v + ", 5)", "42703"},
+		{"INSERT INTO items VALUES (1)", "0A000"},
+		{"SELECT * FROM items", "0A000"},
+		{"SET vecside.bogus = 1", "22023"},
+		{"SET vecside.timeout = 'soon'", "22023"},
+		{"SET vecside.oversample TO 0.5", "22023"},
+		{"SET client_encoding TO 'LATIN1'", "22023"},
+		{"SET no_such_setting = 1", "42704"},
+		{"SET server_version = '16'", "55P02"},
+		{"SHOW vecside.bogus", "22023"},
+		{"SHOW no_such_setting", "42704"},
+		{"DEALLOCATE nope", "26000"},
+	}
+	for _, mode := range []pgx.QueryExecMode{pgx.QueryExecModeCacheStatement, pgx.QueryExecModeSimpleProtocol} {
+		conn := connect(t, addr, mode)
+		for _, c := range cases {
+			_, err := conn.Exec(testContext(t), c.sql)
+			if got := sqlstate(err); got != c.code {
+				t.Errorf("%s: %s: got %v (SQLSTATE %q), want SQLSTATE %s", mode, c.sql, err, got, c.code)
+			}
+			var one int
+			if err := conn.QueryRow(testContext(t), "SELECT 1").Scan(&one); err != nil || one != 1 {
+				t.Fatalf("%s: after %s: SELECT 1 gave %d, %v", mode, c.sql, one, err)
+			}
+		}
+	}
+}
+
+// TestErrorParameters covers errors only parameters can cause.
+func TestErrorParameters(t *testing.T) {
+	ix, _ := newTestIndexer(t)
+	_, addr := startServer(t, ix)
+	conn := connect(t, addr, pgx.QueryExecModeCacheStatement)
+	cases := []struct {
+		sql  string
+		args []any
+		code string
+	}{
+		{"SELECT * FROM knn($1, $2, $3)", []any{nil, []float32{1}, 1}, "22004"},
+		{"SELECT * FROM knn($1, $2, $3)", []any{"items_int8", []float32{1, 2}, 1}, "22023"},
+		{"SELECT * FROM knn($1, $2::integer, $3)", []any{"items_int8", 1, 1}, "42804"},
+		{"SELECT * FROM knn($1, $1, $2)", []any{"items_int8", 1}, "0A000"},
+	}
+	for _, c := range cases {
+		_, err := conn.Exec(testContext(t), c.sql, c.args...)
+		if got := sqlstate(err); got != c.code {
+			t.Errorf("%s %v: got %v, want SQLSTATE %s", c.sql, c.args, err, c.code)
+		}
+	}
+}

@@ -1,0 +1,185 @@
+package rpc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgproto3"
+
+	"github.com/vecside/vecside/indexer"
+)
+
+// Transaction status, as ReadyForQuery reports it.
+const (
+	txIdle   = 'I'
+	txOpen   = 'T'
+	txFailed = 'E'
+)
+
+// errUserCancel is the cause of a request's context cancelled by a
+// CancelRequest.
+var errUserCancel = errors.New("canceled by the client")
+
+// run executes a portal's statement once, filling its rows and tag. It
+// runs under ctx, which a CancelRequest cancels.
+func (c *conn) run(ctx context.Context, pt *portal) error {
+	pt.ran = true
+	if c.tx == txFailed && pt.stmt.kind != stmtCommit && pt.stmt.kind != stmtRollback {
+		return errorf(codeInFailedSQLTransaction, "current transaction is aborted, commands ignored until end of transaction block")
+	}
+	s := pt.stmt
+	switch s.kind {
+	case stmtSelectFunc:
+		if s.fn == fnKNN {
+			return c.runKNN(ctx, pt)
+		}
+		var st []indexer.Status
+		err := c.callCatalog(ctx, c.sess.search.Timeout, func(context.Context) error {
+			st = c.srv.cfg.Catalog.Status()
+			return nil
+		})
+		for _, s := range st {
+			pt.rows = append(pt.rows, statusRow(s))
+		}
+		return err
+	case stmtSelectInt:
+		n, _ := strconv.ParseInt(s.value, 10, 64)
+		pt.rows = [][]any{{n}}
+	case stmtVersion:
+		pt.rows = [][]any{{fmt.Sprintf("PostgreSQL %s (vecside %s)", serverVersion, c.srv.cfg.Version)}}
+	case stmtShow:
+		_, v, err := c.sess.show(s.name)
+		pt.rows, pt.tag = [][]any{{v}}, "SHOW"
+		return err
+	case stmtSet:
+		pt.tag = "SET"
+		changes, err := c.sess.set(s.name, s.value)
+		c.sendStatus(changes)
+		return err
+	case stmtReset:
+		pt.tag = "RESET"
+		if s.name == "" {
+			c.sendStatus(c.sess.resetAll())
+			return nil
+		}
+		changes, err := c.sess.reset(s.name)
+		c.sendStatus(changes)
+		return err
+	case stmtBegin:
+		if c.tx != txIdle {
+			c.warn(codeActiveSQLTransaction, "there is already a transaction in progress")
+		}
+		pt.tag, c.tx = s.tag, txOpen
+	case stmtCommit, stmtRollback:
+		if c.tx == txIdle {
+			c.warn("25P01", "there is no transaction in progress")
+		}
+		pt.tag = s.tag
+		if c.tx == txFailed {
+			pt.tag = "ROLLBACK"
+		}
+		c.tx = txIdle
+	case stmtDiscardAll:
+		if c.tx != txIdle {
+			return errorf(codeActiveSQLTransaction, "DISCARD ALL cannot run inside a transaction block")
+		}
+		pt.tag = "DISCARD ALL"
+		c.sendStatus(c.sess.resetAll())
+		clear(c.statements)
+		clear(c.portals)
+	case stmtDeallocate:
+		pt.tag = "DEALLOCATE"
+		if s.name == "" {
+			pt.tag = "DEALLOCATE ALL"
+			clear(c.statements)
+		} else if _, ok := c.statements[s.name]; !ok {
+			return errorf(codeInvalidSQLStatementName, "prepared statement %q does not exist", s.name)
+		}
+		delete(c.statements, s.name)
+	}
+	return nil
+}
+
+// runKNN runs a search. The call's timeout bounds it whether or not the
+// index honours ctx.
+func (c *conn) runKNN(ctx context.Context, pt *portal) error {
+	opts, err := pt.call.searchOptions(c.sess.search)
+	if err != nil {
+		return err
+	}
+	var res indexer.Result
+	err = c.callCatalog(ctx, opts.Timeout, func(ctx context.Context) error {
+		var err error
+		res, err = c.srv.cfg.Catalog.Search(ctx, pt.call.index, pt.call.vec, int(pt.call.k), opts)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if res.KeyType != pt.keyType {
+		return errorf(codeFeatureNotSupported, "cached plan must not change result type").
+			withHint("index %s changed its key type to %s: prepare the statement again", pt.call.index, res.KeyType)
+	}
+	pt.rows = make([][]any, len(res.Hits))
+	for i, h := range res.Hits {
+		pt.rows[i] = []any{h.Key, h.Distance}
+	}
+	return nil
+}
+
+// callCatalog runs fn under timeout and returns when fn does or when the
+// context ends, whichever is first: a call that overruns finishes in the
+// background and its result is dropped. dblink cannot interrupt a call,
+// so the server must answer by the deadline itself.
+func (c *conn) callCatalog(ctx context.Context, timeout time.Duration, fn func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		defer func() {
+			if r := recover(); r != nil {
+				done <- c.internalError(r)
+			}
+		}()
+		done <- fn(ctx)
+	}()
+	var err error
+	select {
+	case err = <-done:
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	if err == nil {
+		return nil
+	}
+	switch {
+	case errors.Is(context.Cause(ctx), errUserCancel):
+		return errorf(codeQueryCanceled, "canceling statement due to user request")
+	case c.ctx.Err() != nil:
+		return &pgError{code: codeAdminShutdown, msg: "terminating connection due to administrator command", fatal: true}
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, indexer.ErrTimeout):
+		return errorf(codeQueryCanceled, "canceling statement due to statement timeout (%s)", timeout).
+			withHint("raise vecside.timeout with SET, or pass timeout=… in knn's options")
+	}
+	return err
+}
+
+func (c *conn) internalError(r any) *pgError {
+	c.log.Error("panic while serving a request", "panic", r, "stack", string(debug.Stack()))
+	return errorf(codeInternalError, "internal error: %v", r)
+}
+
+// sendStatus reports changed parameters to the client.
+func (c *conn) sendStatus(changes []statusChange) {
+	for _, ch := range changes {
+		c.be.Send(&pgproto3.ParameterStatus{Name: ch.name, Value: ch.value})
+	}
+}
+
+func (c *conn) warn(code, msg string) {
+	c.be.Send(&pgproto3.NoticeResponse{Severity: "WARNING", SeverityUnlocalized: "WARNING", Code: code, Message: msg})
+}

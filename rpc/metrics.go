@@ -1,0 +1,160 @@
+package rpc
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/vecside/vecside/indexer"
+)
+
+// latencyBuckets are the upper bounds, in seconds, of the request latency
+// histogram: from a cached SET to a search at its default deadline.
+var latencyBuckets = []float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}
+
+// metrics counts requests and connections for /metrics.
+type metrics struct {
+	connections atomic.Int64
+
+	mu       sync.Mutex
+	requests map[[2]string]uint64 // by statement kind and SQLSTATE class
+	latency  map[string]*histogram
+}
+
+type histogram struct {
+	counts []uint64 // per bucket, not cumulative; the last is +Inf
+	sum    float64
+}
+
+func newMetrics() *metrics {
+	return &metrics{requests: map[[2]string]uint64{}, latency: map[string]*histogram{}}
+}
+
+// observe counts one request of kind that ended with err after d.
+func (m *metrics) observe(kind string, err error, d time.Duration) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.requests[[2]string{kind, sqlstateClass(err)}]++
+	h := m.latency[kind]
+	if h == nil {
+		h = &histogram{counts: make([]uint64, len(latencyBuckets)+1)}
+		m.latency[kind] = h
+	}
+	s := d.Seconds()
+	i, _ := slices.BinarySearch(latencyBuckets, s)
+	h.counts[i]++
+	h.sum += s
+}
+
+// MetricsHandler serves /metrics, in the Prometheus text exposition
+// format, and /healthz: 200 when every index is ready, else 503, with each
+// index's state in the body.
+func (s *Server) MetricsHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+		var b strings.Builder
+		s.metrics.write(&b)
+		writeIndexMetrics(&b, s.cfg.Catalog.Status())
+		io.WriteString(w, b.String())
+	})
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		var b strings.Builder
+		healthy := true
+		for _, st := range s.cfg.Catalog.Status() {
+			healthy = healthy && st.State == indexer.StateReady
+			fmt.Fprintf(&b, "%s %s", st.Name, st.State)
+			if st.Error != "" {
+				fmt.Fprintf(&b, ": %s", st.Error)
+			}
+			b.WriteByte('\n')
+		}
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		if !healthy {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+		io.WriteString(w, b.String())
+	})
+	return mux
+}
+
+func (m *metrics) write(b *strings.Builder) {
+	header(b, "vecside_rpc_connections", "gauge", "Client connections open.")
+	fmt.Fprintf(b, "vecside_rpc_connections %d\n", m.connections.Load())
+
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	header(b, "vecside_rpc_requests_total", "counter", "Statements answered, by kind and SQLSTATE class (00 is success).")
+	keys := make([][2]string, 0, len(m.requests))
+	for k := range m.requests {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b [2]string) int { return strings.Compare(a[0]+"\x00"+a[1], b[0]+"\x00"+b[1]) })
+	for _, k := range keys {
+		fmt.Fprintf(b, "vecside_rpc_requests_total{kind=%s,class=%s} %d\n", label(k[0]), label(k[1]), m.requests[k])
+	}
+
+	header(b, "vecside_rpc_request_duration_seconds", "histogram", "Time to answer a statement, by kind.")
+	kinds := make([]string, 0, len(m.latency))
+	for k := range m.latency {
+		kinds = append(kinds, k)
+	}
+	slices.Sort(kinds)
+	for _, kind := range kinds {
+		h := m.latency[kind]
+		var cum uint64
+		for i, n := range h.counts {
+			cum += n
+			le := "+Inf"
+			if i < len(latencyBuckets) {
+				le = strconv.FormatFloat(latencyBuckets[i], 'g', -1, 64)
+			}
+			fmt.Fprintf(b, "vecside_rpc_request_duration_seconds_bucket{kind=%s,le=%q} %d\n", label(kind), le, cum)
+		}
+		fmt.Fprintf(b, "vecside_rpc_request_duration_seconds_sum{kind=%s} %s\n", label(kind), strconv.FormatFloat(h.sum, 'g', -1, 64))
+		fmt.Fprintf(b, "vecside_rpc_request_duration_seconds_count{kind=%s} %d\n", label(kind), cum)
+	}
+}
+
+func writeIndexMetrics(b *strings.Builder, statuses []indexer.Status) {
+	gauges := []struct {
+		name, help string
+		value      func(indexer.Status) uint64
+	}{
+		{"vecside_index_rows", "Vectors indexed.", func(s indexer.Status) uint64 { return uint64(s.Rows) }},
+		{"vecside_index_skipped_rows", "Table rows left out: NULL, wrong dimension or not finite.", func(s indexer.Status) uint64 { return uint64(s.Skipped) }},
+		{"vecside_index_zero_vectors", "Indexed vectors without a cosine distance.", func(s indexer.Status) uint64 { return uint64(s.ZeroVectors) }},
+		{"vecside_index_applied_lsn", "WAL position applied (exact below 2^53).", func(s indexer.Status) uint64 { return uint64(s.Applied) }},
+	}
+	for _, g := range gauges {
+		header(b, g.name, "gauge", g.help)
+		for _, s := range statuses {
+			fmt.Fprintf(b, "%s{index=%s} %d\n", g.name, label(s.Name), g.value(s))
+		}
+	}
+	header(b, "vecside_index_state", "gauge", "1 for the index's lifecycle state, 0 for the others.")
+	for _, s := range statuses {
+		for _, state := range []indexer.State{indexer.StateBuilding, indexer.StateReady, indexer.StateError} {
+			v := 0
+			if s.State == state {
+				v = 1
+			}
+			fmt.Fprintf(b, "vecside_index_state{index=%s,state=%s} %d\n", label(s.Name), label(string(state)), v)
+		}
+	}
+}
+
+func header(b *strings.Builder, name, typ, help string) {
+	fmt.Fprintf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, typ)
+}
+
+// label quotes a label value as the exposition format escapes it.
+func label(v string) string {
+	return `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`).Replace(v) + `"`
+}

@@ -1,0 +1,158 @@
+package rpc
+
+import (
+	"encoding/binary"
+	"slices"
+	"strconv"
+
+	"github.com/vecside/vecside/indexer"
+)
+
+// knnParam describes one of knn's arguments: the type a $n in its place
+// gets when the client declares none, and the types it may be sent as.
+type knnParam struct {
+	name   string
+	def    uint32
+	accept []uint32
+}
+
+var knnParams = [...]knnParam{
+	{"index", oidText, []uint32{oidText, oidVarchar}},
+	{"vector", oidFloat4Array, []uint32{oidFloat4Array, oidFloat8Array, oidText, oidVarchar}},
+	{"k", oidInt4, []uint32{oidInt4, oidInt8, oidInt2, oidText, oidVarchar}},
+	{"options", oidText, []uint32{oidText, oidVarchar}},
+}
+
+// castOIDs maps a cast's type to the type of the value it stands for.
+// pgvector's vector has no fixed OID: its values travel as text.
+var castOIDs = map[string]uint32{
+	"real[]": oidFloat4Array, "double precision[]": oidFloat8Array,
+	"text": oidText, "varchar": oidVarchar, "vector": oidText,
+	"integer": oidInt4, "bigint": oidInt8, "smallint": oidInt2,
+}
+
+var typeNames = map[uint32]string{
+	oidInt2: "smallint", oidInt4: "integer", oidInt8: "bigint", oidText: "text",
+	oidVarchar: "varchar", oidFloat4Array: "real[]", oidFloat8Array: "double precision[]",
+}
+
+func typeName(oid uint32) string {
+	if n, ok := typeNames[oid]; ok {
+		return n
+	}
+	return "type OID " + strconv.FormatUint(uint64(oid), 10)
+}
+
+// paramTypes resolves the type of every $n of s: the client's declared
+// OID, else the cast's type, else the argument's default. Declared types
+// past the last $n are kept, as PostgreSQL does.
+func paramTypes(s statement, declared []uint32) ([]uint32, error) {
+	n := len(declared)
+	for _, a := range s.args {
+		n = max(n, a.param)
+	}
+	types := make([]uint32, n)
+	copy(types, declared)
+	used := make([]bool, n)
+	for i, a := range s.args {
+		role := knnParams[i]
+		var cast uint32
+		if a.cast != "" {
+			var ok bool
+			if cast, ok = castOIDs[a.cast]; !ok || !slices.Contains(role.accept, cast) {
+				return nil, errorf(codeDatatypeMismatch, "knn's %s argument cannot be cast to %s", role.name, a.cast)
+			}
+		}
+		if a.param == 0 {
+			continue
+		}
+		j := a.param - 1
+		if used[j] {
+			return nil, errorf(codeFeatureNotSupported, "parameter $%d is used twice: give each argument its own parameter", a.param)
+		}
+		used[j] = true
+		switch {
+		case types[j] != 0 && types[j] != oidUnknown:
+		case cast != 0:
+			types[j] = cast
+		default:
+			types[j] = role.def
+		}
+		if !slices.Contains(role.accept, types[j]) {
+			return nil, errorf(codeDatatypeMismatch, "knn's %s argument ($%d) cannot be sent as %s", role.name, a.param, typeName(types[j])).
+				withHint("send it as one of %s", typeList(role.accept))
+		}
+	}
+	for j, t := range types {
+		if t == 0 || t == oidUnknown && !used[j] {
+			return nil, errorf(codeIndeterminateDatatype, "could not determine data type of parameter $%d", j+1)
+		}
+	}
+	return types, nil
+}
+
+func typeList(oids []uint32) string {
+	s := ""
+	for i, o := range oids {
+		if i > 0 {
+			s += ", "
+		}
+		s += typeName(o)
+	}
+	return s
+}
+
+// decodeParams decodes a Bind message's parameters by their types into
+// nil (NULL), string, []float32 or int64.
+func decodeParams(types []uint32, formatCodes []int16, values [][]byte) ([]any, error) {
+	if len(values) != len(types) {
+		return nil, protocolViolation("bind message supplies %d parameters, but prepared statement requires %d", len(values), len(types))
+	}
+	formats, err := expandFormats(formatCodes, len(values), "parameter")
+	if err != nil {
+		return nil, err
+	}
+	out := make([]any, len(values))
+	for i, v := range values {
+		if v == nil {
+			continue
+		}
+		if out[i], err = decodeParam(types[i], formats[i], v); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+func decodeParam(oid uint32, format int16, v []byte) (any, error) {
+	switch oid {
+	case oidFloat4Array, oidFloat8Array:
+		if format == formatBinary {
+			return indexer.DecodeFloatArray(v)
+		}
+		return indexer.ParseVector(string(v))
+	case oidInt2, oidInt4, oidInt8:
+		if format == formatText {
+			return parseInt(string(v), typeName(oid))
+		}
+		switch {
+		case oid == oidInt2 && len(v) == 2:
+			return int64(int16(binary.BigEndian.Uint16(v))), nil
+		case oid == oidInt4 && len(v) == 4:
+			return int64(int32(binary.BigEndian.Uint32(v))), nil
+		case oid == oidInt8 && len(v) == 8:
+			return int64(binary.BigEndian.Uint64(v)), nil
+		}
+		return nil, errorf(codeInvalidBinaryRepresent, "incorrect binary data format: %d bytes for %s", len(v), typeName(oid))
+	}
+	// Text in either format: binary text is its UTF-8 bytes.
+	return string(v), nil
+}
+
+func parseInt(s, typ string) (int64, error) {
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return 0, errorf(codeInvalidTextRepresent, "invalid input syntax for type %s: %q", typ, s)
+	}
+	return n, nil
+}

@@ -1,0 +1,400 @@
+package rpc
+
+import (
+	"strconv"
+	"strings"
+)
+
+// parser reads the SQL subset vecside answers: a recursive descent over
+// the tokens of one query string.
+type parser struct {
+	sql  string
+	toks []token
+	i    int
+}
+
+// parseQuery parses the text of a simple Query: statements separated by
+// semicolons, empty ones dropped. Nothing runs unless all of it parses.
+func parseQuery(sql string) ([]statement, error) {
+	toks, err := lex(sql)
+	if err != nil {
+		return nil, err
+	}
+	p := &parser{sql: sql, toks: toks}
+	var out []statement
+	for {
+		for p.accept(";") {
+		}
+		if p.peek().kind == tokEOF {
+			return out, nil
+		}
+		s, err := p.statement()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, s)
+		if t := p.next(); t.kind != tokEOF && !t.is(";") {
+			return nil, p.syntaxError(t)
+		}
+	}
+}
+
+// parseOne parses the text of a Parse message: at most one statement.
+func parseOne(sql string) (statement, error) {
+	stmts, err := parseQuery(sql)
+	switch {
+	case err != nil:
+		return statement{}, err
+	case len(stmts) == 0:
+		return statement{kind: stmtEmpty}, nil
+	case len(stmts) > 1:
+		return statement{}, errorf(codeSyntaxError, "cannot insert multiple commands into a prepared statement")
+	}
+	return stmts[0], nil
+}
+
+func (p *parser) peek() token { return p.toks[p.i] }
+
+func (p *parser) next() token {
+	t := p.toks[p.i]
+	if t.kind != tokEOF {
+		p.i++
+	}
+	return t
+}
+
+func (t token) is(punct string) bool { return t.kind == tokPunct && t.text == punct }
+func (t token) isWord(w string) bool { return t.kind == tokIdent && t.text == w }
+func (p *parser) accept(punct string) bool {
+	if p.peek().is(punct) {
+		p.i++
+		return true
+	}
+	return false
+}
+
+func (p *parser) acceptWord(w string) bool {
+	if p.peek().isWord(w) {
+		p.i++
+		return true
+	}
+	return false
+}
+
+func (p *parser) expect(punct string) error {
+	if !p.accept(punct) {
+		return p.syntaxError(p.peek())
+	}
+	return nil
+}
+
+func (p *parser) expectWord(w string) error {
+	if !p.acceptWord(w) {
+		return p.syntaxError(p.peek())
+	}
+	return nil
+}
+
+func (p *parser) syntaxError(t token) *pgError {
+	if t.kind == tokEOF {
+		return syntaxErrorAt(p.sql, t.pos, "syntax error at end of input")
+	}
+	return syntaxErrorAt(p.sql, t.pos, "syntax error at or near %q", p.sql[t.pos:t.end])
+}
+
+// unsupportedCommands are SQL commands vecside recognises and refuses.
+var unsupportedCommands = map[string]bool{
+	"alter": true, "analyze": true, "call": true, "checkpoint": true, "close": true,
+	"cluster": true, "comment": true, "copy": true, "create": true, "declare": true,
+	"delete": true, "do": true, "drop": true, "execute": true, "explain": true,
+	"fetch": true, "grant": true, "import": true, "insert": true, "listen": true,
+	"load": true, "lock": true, "merge": true, "move": true, "notify": true,
+	"prepare": true, "reassign": true, "refresh": true, "reindex": true,
+	"release": true, "revoke": true, "savepoint": true, "security": true,
+	"table": true, "truncate": true, "unlisten": true, "update": true,
+	"vacuum": true, "values": true, "with": true,
+}
+
+func (p *parser) statement() (statement, error) {
+	t := p.next()
+	if t.kind != tokIdent {
+		return statement{}, p.syntaxError(t)
+	}
+	switch t.text {
+	case "select":
+		return p.selectStmt()
+	case "set":
+		return p.setStmt()
+	case "show":
+		name, err := p.name()
+		return statement{kind: stmtShow, name: name}, err
+	case "reset":
+		if p.acceptWord("all") {
+			return statement{kind: stmtReset}, nil
+		}
+		name, err := p.name()
+		return statement{kind: stmtReset, name: name}, err
+	case "begin":
+		_ = p.acceptWord("work") || p.acceptWord("transaction")
+		return statement{kind: stmtBegin, tag: "BEGIN"}, p.transactionModes()
+	case "start":
+		if err := p.expectWord("transaction"); err != nil {
+			return statement{}, err
+		}
+		return statement{kind: stmtBegin, tag: "START TRANSACTION"}, p.transactionModes()
+	case "commit", "end":
+		_ = p.acceptWord("work") || p.acceptWord("transaction")
+		return statement{kind: stmtCommit, tag: "COMMIT"}, nil
+	case "rollback", "abort":
+		_ = p.acceptWord("work") || p.acceptWord("transaction")
+		return statement{kind: stmtRollback, tag: "ROLLBACK"}, nil
+	case "discard":
+		return statement{kind: stmtDiscardAll}, p.expectWord("all")
+	case "deallocate":
+		p.acceptWord("prepare")
+		if p.acceptWord("all") {
+			return statement{kind: stmtDeallocate}, nil
+		}
+		name, err := p.ident()
+		return statement{kind: stmtDeallocate, name: name}, err
+	}
+	if unsupportedCommands[t.text] {
+		return statement{}, errorf(codeFeatureNotSupported, "%s is not supported by vecside", strings.ToUpper(t.text)).
+			withHint("vecside answers SELECT ... FROM knn(index, vector, k[, options]), SELECT ... FROM vecside_status(), SET/SHOW/RESET vecside.<option> and no-op transaction commands")
+	}
+	return statement{}, p.syntaxError(t)
+}
+
+// transactionModes skips BEGIN's isolation level and access mode: with no
+// data to isolate, every mode is honoured.
+func (p *parser) transactionModes() error {
+	modeWords := map[string]bool{
+		"isolation": true, "level": true, "serializable": true, "repeatable": true,
+		"read": true, "committed": true, "uncommitted": true, "write": true,
+		"only": true, "not": true, "deferrable": true,
+	}
+	for {
+		t := p.peek()
+		switch {
+		case t.is(","), t.kind == tokIdent && modeWords[t.text]:
+			p.i++
+		case t.kind == tokEOF, t.is(";"):
+			return nil
+		default:
+			return p.syntaxError(t)
+		}
+	}
+}
+
+func (p *parser) selectStmt() (statement, error) {
+	if t := p.peek(); t.kind == tokNumber || t.is("-") {
+		return p.selectInt()
+	}
+	if p.peek().isWord("version") && p.toks[p.i+1].is("(") {
+		p.i++
+		return statement{kind: stmtVersion}, p.emptyArgs()
+	}
+	s := statement{kind: stmtSelectFunc}
+	if !p.accept("*") {
+		for {
+			col, err := p.ident()
+			if err != nil {
+				return s, err
+			}
+			s.cols = append(s.cols, col)
+			if !p.accept(",") {
+				break
+			}
+		}
+	}
+	if err := p.expectWord("from"); err != nil {
+		return s, err
+	}
+	fn := p.peek()
+	if fn.kind != tokIdent {
+		return s, p.syntaxError(fn)
+	}
+	p.i++
+	s.fn = fn.text
+	if !p.accept("(") {
+		return s, errorf(codeFeatureNotSupported, "vecside has no tables: %q cannot be selected from", fn.text).
+			withHint("select from knn(index, vector, k[, options]) or vecside_status()")
+	}
+	if !p.accept(")") {
+		for {
+			a, err := p.arg()
+			if err != nil {
+				return s, err
+			}
+			s.args = append(s.args, a)
+			if !p.accept(",") {
+				break
+			}
+		}
+		if err := p.expect(")"); err != nil {
+			return s, err
+		}
+	}
+	switch {
+	case s.fn == fnKNN && (len(s.args) == 3 || len(s.args) == 4), s.fn == fnStatus && len(s.args) == 0:
+		return s, nil
+	}
+	return s, errorf(codeUndefinedFunction, "function %s with %d arguments does not exist", s.fn, len(s.args)).
+		withHint("vecside has knn(index text, vector real[], k integer[, options text]) and vecside_status()")
+}
+
+func (p *parser) emptyArgs() error {
+	if err := p.expect("("); err != nil {
+		return err
+	}
+	return p.expect(")")
+}
+
+// selectInt parses the integer of SELECT 1, which pools use as a ping.
+func (p *parser) selectInt() (statement, error) {
+	neg := p.accept("-")
+	t := p.next()
+	if t.kind != tokNumber {
+		return statement{}, p.syntaxError(t)
+	}
+	text := t.text
+	if neg {
+		text = "-" + text
+	}
+	n, err := strconv.ParseInt(text, 10, 64)
+	if err != nil {
+		return statement{}, errorf(codeFeatureNotSupported, "SELECT %s: only integer constants can be selected", text)
+	}
+	return statement{kind: stmtSelectInt, value: strconv.FormatInt(n, 10)}, nil
+}
+
+// arg parses a function argument: $n, 'string' or a number, with an
+// optional ::type cast.
+func (p *parser) arg() (arg, error) {
+	var a arg
+	switch t := p.next(); {
+	case t.kind == tokParam:
+		a.param, _ = strconv.Atoi(t.text)
+	case t.kind == tokString:
+		a.lit = t.text
+	case t.kind == tokNumber:
+		a.lit, a.num = t.text, true
+	case t.is("-") && p.peek().kind == tokNumber:
+		a.lit, a.num = "-"+p.next().text, true
+	default:
+		return a, p.syntaxError(t)
+	}
+	if p.accept("::") {
+		var err error
+		a.cast, err = p.typeName()
+		return a, err
+	}
+	return a, nil
+}
+
+// typeAliases maps type names to the canonical names casts are kept under.
+var typeAliases = map[string]string{
+	"real": "real", "float4": "real",
+	"double precision": "double precision", "float8": "double precision",
+	"int": "integer", "integer": "integer", "int4": "integer",
+	"bigint": "bigint", "int8": "bigint",
+	"smallint": "smallint", "int2": "smallint",
+	"text": "text", "varchar": "varchar", "character varying": "varchar",
+	"vector": "vector",
+}
+
+// typeName parses a cast's type: a name, an optional (typmod), optional [].
+func (p *parser) typeName() (string, error) {
+	t := p.next()
+	if t.kind != tokIdent {
+		return "", p.syntaxError(t)
+	}
+	name := t.text
+	if (name == "double" || name == "character") && p.peek().kind == tokIdent {
+		name += " " + p.next().text
+	}
+	canon, ok := typeAliases[name]
+	if !ok {
+		return "", syntaxErrorAt(p.sql, t.pos, "type %q is not known to vecside", name)
+	}
+	if p.accept("(") {
+		if n := p.next(); n.kind != tokNumber {
+			return "", p.syntaxError(n)
+		}
+		if err := p.expect(")"); err != nil {
+			return "", err
+		}
+	}
+	if p.accept("[") {
+		if err := p.expect("]"); err != nil {
+			return "", err
+		}
+		canon += "[]"
+	}
+	return canon, nil
+}
+
+func (p *parser) setStmt() (statement, error) {
+	if p.acceptWord("local") {
+		return statement{}, errorf(codeFeatureNotSupported, "SET LOCAL is not supported").
+			withHint("use SET for the session, or knn's options argument for one query")
+	}
+	p.acceptWord("session")
+	name, err := p.name()
+	if err != nil {
+		return statement{}, err
+	}
+	if !p.accept("=") && !p.acceptWord("to") {
+		return statement{}, p.syntaxError(p.peek())
+	}
+	if p.acceptWord("default") {
+		return statement{kind: stmtReset, name: name}, nil
+	}
+	var values []string
+	for {
+		v, err := p.settingValue()
+		if err != nil {
+			return statement{}, err
+		}
+		values = append(values, v)
+		if !p.accept(",") {
+			break
+		}
+	}
+	return statement{kind: stmtSet, name: name, value: strings.Join(values, ", ")}, nil
+}
+
+// settingValue is one value of SET: a string, a number or a word.
+func (p *parser) settingValue() (string, error) {
+	switch t := p.next(); {
+	case t.kind == tokString, t.kind == tokNumber, t.kind == tokIdent, t.kind == tokQuotedIdent:
+		return t.text, nil
+	case t.is("-") && p.peek().kind == tokNumber:
+		return "-" + p.next().text, nil
+	default:
+		return "", p.syntaxError(t)
+	}
+}
+
+// name parses a setting name such as vecside.timeout.
+func (p *parser) name() (string, error) {
+	var parts []string
+	for {
+		id, err := p.ident()
+		if err != nil {
+			return "", err
+		}
+		parts = append(parts, id)
+		if !p.accept(".") {
+			return strings.Join(parts, "."), nil
+		}
+	}
+}
+
+func (p *parser) ident() (string, error) {
+	t := p.next()
+	if t.kind != tokIdent && t.kind != tokQuotedIdent {
+		return "", p.syntaxError(t)
+	}
+	return t.text, nil
+}

@@ -1,0 +1,278 @@
+package rpc
+
+import (
+	"fmt"
+	"strconv"
+
+	"github.com/vecside/vecside/indexer"
+)
+
+// prepared is a parsed statement with its parameter types: what Parse
+// creates, named or not.
+type prepared struct {
+	stmt   statement
+	params []uint32
+	// described is the id column's type as Describe reported it, so that a
+	// portal of an index with another key type is refused instead of
+	// decoded wrongly by a client that cached the description.
+	described indexer.KeyType
+}
+
+// knnCall is knn's arguments, evaluated.
+type knnCall struct {
+	index   string
+	vec     []float32
+	k       int64
+	options string
+}
+
+// statusColumns are vecside_status()'s columns. Columns are only ever
+// appended: clients select them by position.
+var statusColumns = []column{
+	textColumn("index_name"),
+	textColumn("table_name"),
+	textColumn("column_name"),
+	textColumn("kind"),
+	textColumn("metric"),
+	{name: "dims", oid: oidInt4, size: 4},
+	{name: "rows", oid: oidInt8, size: 8},
+	{name: "skipped_rows", oid: oidInt8, size: 8},
+	textColumn("state"),
+	{name: "applied_lsn", oid: oidPgLSN, size: 8},
+	textColumn("error"),
+	{name: "zero_vectors", oid: oidInt8, size: 8},
+}
+
+func statusRow(s indexer.Status) []any {
+	var failure any
+	if s.Error != "" {
+		failure = s.Error
+	}
+	return []any{s.Name, s.Table, s.Column, s.Kind, s.Metric.String(), int64(s.Dims),
+		int64(s.Rows), int64(s.Skipped), string(s.State), s.Applied, failure, int64(s.ZeroVectors)}
+}
+
+func knnColumns(kt indexer.KeyType) []column {
+	return []column{keyColumn("id", kt), {name: "distance", oid: oidFloat8, size: 8}}
+}
+
+// project picks the selected columns of a table function's columns by
+// name; nil selects all. It returns the columns and their positions.
+func project(all []column, names []string) ([]column, []int, error) {
+	if names == nil {
+		idx := make([]int, len(all))
+		for i := range idx {
+			idx[i] = i
+		}
+		return all, idx, nil
+	}
+	cols := make([]column, len(names))
+	idx := make([]int, len(names))
+	for i, name := range names {
+		idx[i] = -1
+		for j, c := range all {
+			if c.name == name {
+				cols[i], idx[i] = c, j
+				break
+			}
+		}
+		if idx[i] < 0 {
+			return nil, nil, errorf(codeUndefinedColumn, "column %q does not exist", name).
+				withHint("the columns are %s", columnNames(all))
+		}
+	}
+	return cols, idx, nil
+}
+
+func columnNames(cols []column) string {
+	s := ""
+	for i, c := range cols {
+		if i > 0 {
+			s += ", "
+		}
+		s += c.name
+	}
+	return s
+}
+
+// argValue is argument i of s: a literal's text or a bound parameter.
+func argValue(s statement, i int, params []any) any {
+	a := s.args[i]
+	if a.param > 0 {
+		return params[a.param-1]
+	}
+	return a.lit
+}
+
+// evalKNN evaluates knn's arguments against the bound parameters.
+func evalKNN(s statement, params []any) (knnCall, error) {
+	var c knnCall
+	for i := range s.args {
+		v := argValue(s, i, params)
+		if v == nil {
+			return c, errorf(codeNullValueNotAllowed, "knn's %s argument must not be NULL", knnParams[i].name)
+		}
+		var err error
+		switch i {
+		case 0:
+			c.index = v.(string)
+		case 1:
+			if c.vec, _ = v.([]float32); c.vec == nil {
+				c.vec, err = indexer.ParseVector(v.(string))
+			}
+		case 2:
+			var ok bool
+			if c.k, ok = v.(int64); !ok {
+				c.k, err = parseInt(v.(string), "integer")
+			}
+		case 3:
+			c.options = v.(string)
+		}
+		if err != nil {
+			return c, err
+		}
+	}
+	return c, nil
+}
+
+// searchOptions are the session's search options with the call's options
+// applied on top.
+func (c knnCall) searchOptions(session indexer.SearchOptions) (indexer.SearchOptions, error) {
+	opts, err := indexer.ParseOptions(c.options)
+	if err != nil {
+		return session, fmt.Errorf("%w: knn options: %v", indexer.ErrInvalidArgument, err)
+	}
+	if err := session.Apply(opts); err != nil {
+		return session, err
+	}
+	return session, nil
+}
+
+// keyTypeOf is the key type of the named index.
+func keyTypeOf(cat Catalog, name string) (indexer.KeyType, error) {
+	for _, s := range cat.Status() {
+		if s.Name != name {
+			continue
+		}
+		if s.KeyType == 0 {
+			return 0, fmt.Errorf("%w: index %s is %s and does not know its key type yet", indexer.ErrNotReady, name, s.State)
+		}
+		return s.KeyType, nil
+	}
+	return 0, fmt.Errorf("%w: %q", indexer.ErrUnknownIndex, name)
+}
+
+// commonKeyType is the key type every index shares, or 0 if they differ:
+// what Describe can promise when the index is a parameter.
+func commonKeyType(cat Catalog) indexer.KeyType {
+	var kt indexer.KeyType
+	for _, s := range cat.Status() {
+		switch {
+		case s.KeyType == 0: // not configured yet: Bind checks it
+		case kt == 0:
+			kt = s.KeyType
+		case s.KeyType != kt:
+			return 0
+		}
+	}
+	return kt
+}
+
+// shape is what a statement returns: its columns (nil for none) and where
+// each comes from in the underlying row.
+type shape struct {
+	cols []column
+	idx  []int
+}
+
+// describeStatement is the result shape of a prepared statement, for
+// Describe S. A knn whose index is a parameter has a known shape only if
+// all indexes share a key type; otherwise it has none (NoData) and the
+// client describes the portal instead.
+func (c *conn) describeStatement(p *prepared) (shape, error) {
+	s := p.stmt
+	if s.kind == stmtSelectFunc && s.fn == fnKNN {
+		var kt indexer.KeyType
+		if s.args[0].param > 0 {
+			kt = commonKeyType(c.srv.cfg.Catalog)
+		} else {
+			var err error
+			if kt, err = keyTypeOf(c.srv.cfg.Catalog, s.args[0].lit); err != nil {
+				return shape{}, err
+			}
+		}
+		if kt == 0 {
+			return shape{}, nil
+		}
+		p.described = kt
+		return knnShape(kt, s.cols)
+	}
+	return c.fixedShape(s)
+}
+
+func knnShape(kt indexer.KeyType, names []string) (shape, error) {
+	cols, idx, err := project(knnColumns(kt), names)
+	return shape{cols, idx}, err
+}
+
+// fixedShape is the shape of statements whose columns do not depend on
+// their arguments.
+func (c *conn) fixedShape(s statement) (shape, error) {
+	switch s.kind {
+	case stmtSelectFunc: // vecside_status()
+		cols, idx, err := project(statusColumns, s.cols)
+		return shape{cols, idx}, err
+	case stmtSelectInt:
+		col := column{name: "?column?", oid: oidInt4, size: 4}
+		if n, _ := strconv.ParseInt(s.value, 10, 64); int64(int32(n)) != n {
+			col.oid, col.size = oidInt8, 8
+		}
+		return shape{[]column{col}, []int{0}}, nil
+	case stmtVersion:
+		return shape{[]column{textColumn("version")}, []int{0}}, nil
+	case stmtShow:
+		title, _, err := c.sess.show(s.name)
+		return shape{[]column{textColumn(title)}, []int{0}}, err
+	}
+	return shape{}, nil
+}
+
+// portal is a bound statement: what Bind creates, and Execute runs.
+type portal struct {
+	stmt    statement
+	call    knnCall         // for knn
+	keyType indexer.KeyType // for knn: the type the id column was bound with
+	shape   shape
+	formats []int16 // per result column
+	rows    [][]any // the full rows, computed by the first Execute
+	sent    int     // rows sent so far, for Execute with a row limit
+	ran     bool
+	tag     string
+}
+
+// bind evaluates a prepared statement's arguments and fixes its result
+// shape and formats.
+func (c *conn) bind(p *prepared, params []any, formatCodes []int16) (*portal, error) {
+	pt := &portal{stmt: p.stmt}
+	var err error
+	if p.stmt.kind == stmtSelectFunc && p.stmt.fn == fnKNN {
+		if pt.call, err = evalKNN(p.stmt, params); err != nil {
+			return nil, err
+		}
+		if pt.keyType, err = keyTypeOf(c.srv.cfg.Catalog, pt.call.index); err != nil {
+			return nil, err
+		}
+		if p.described != 0 && pt.keyType != p.described {
+			return nil, errorf(codeFeatureNotSupported, "cached plan must not change result type").
+				withHint("index %s has %s keys, the statement was described with %s keys: prepare it again", pt.call.index, pt.keyType, p.described)
+		}
+		pt.shape, err = knnShape(pt.keyType, p.stmt.cols)
+	} else {
+		pt.shape, err = c.fixedShape(p.stmt)
+	}
+	if err != nil {
+		return nil, err
+	}
+	pt.formats, err = expandFormats(formatCodes, len(pt.shape.cols), "result")
+	return pt, err
+}

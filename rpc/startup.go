@@ -1,0 +1,235 @@
+package rpc
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"io"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgproto3"
+
+	"github.com/vecside/vecside/indexer"
+)
+
+// Startup request codes, in place of a protocol version.
+const (
+	cancelRequestCode = 80877102
+	sslRequestCode    = 80877103
+	gssEncRequestCode = 80877104
+)
+
+const (
+	// maxStartupPacket is PostgreSQL's MAX_STARTUP_PACKET_LENGTH.
+	maxStartupPacket = 10000
+	// maxMessageLen bounds a message body: a 16,000-d vector as text, at
+	// up to 24 characters an element, fits with room to spare.
+	maxMessageLen = 1 << 20
+	// startupTimeout bounds the handshake, as authentication_timeout does.
+	startupTimeout = 10 * time.Second
+)
+
+// startupMessage is the client's StartupMessage.
+type startupMessage struct {
+	minor  uint16 // protocol 3.minor
+	params map[string]string
+	order  []string // parameter names as sent
+}
+
+// readStartupPacket reads one length-prefixed startup packet with exact
+// reads: nothing past it is consumed, so that a TLS handshake after an
+// SSLRequest would start at the right byte (the CVE-2021-23214 class).
+func readStartupPacket(r io.Reader) ([]byte, error) {
+	var hdr [4]byte
+	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+		return nil, err
+	}
+	n := int32(binary.BigEndian.Uint32(hdr[:]))
+	if n < 8 || n > maxStartupPacket {
+		return nil, protocolViolation("invalid length of startup packet: %d", n)
+	}
+	body := make([]byte, n-4)
+	if _, err := io.ReadFull(r, body); err != nil {
+		return nil, err
+	}
+	return body, nil
+}
+
+// readStartup reads startup packets until the StartupMessage, declining
+// SSL and GSS encryption. A CancelRequest is handled and gives nil.
+func (s *Server) readStartup(nc net.Conn) (*startupMessage, error) {
+	var declined [2]bool // SSL, GSS
+	for {
+		body, err := readStartupPacket(nc)
+		if err != nil {
+			return nil, err
+		}
+		code := binary.BigEndian.Uint32(body)
+		switch {
+		case code == sslRequestCode && len(body) == 4 && !declined[0],
+			code == gssEncRequestCode && len(body) == 4 && !declined[1]:
+			declined[code-sslRequestCode] = true
+			if _, err := nc.Write([]byte{'N'}); err != nil {
+				return nil, err
+			}
+		case code == cancelRequestCode:
+			var m pgproto3.CancelRequest
+			if err := m.Decode(body); err != nil {
+				return nil, protocolViolation("invalid cancel request: %v", err)
+			}
+			s.cancel(m.ProcessID, m.SecretKey)
+			return nil, nil
+		case code>>16 == 3:
+			return parseStartupMessage(body)
+		default:
+			e := errorf(codeFeatureNotSupported, "unsupported frontend protocol %d.%d: server supports 3.0", code>>16, code&0xffff)
+			e.fatal = true
+			return nil, e
+		}
+	}
+}
+
+func parseStartupMessage(body []byte) (*startupMessage, error) {
+	m := &startupMessage{minor: uint16(binary.BigEndian.Uint32(body)), params: map[string]string{}}
+	fields := strings.Split(string(body[4:]), "\x00")
+	// key, value, key, value, ..., "", "" (the terminator and what follows it).
+	if len(fields) < 2 || fields[len(fields)-1] != "" || fields[len(fields)-2] != "" || len(fields)%2 != 0 {
+		return nil, protocolViolation("invalid startup packet layout: expected terminator as last byte")
+	}
+	for i := 0; i+1 < len(fields)-2; i += 2 {
+		m.params[fields[i]] = fields[i+1]
+		m.order = append(m.order, fields[i])
+	}
+	if m.params["user"] == "" {
+		return nil, &pgError{code: codeInvalidAuthorization, msg: "no PostgreSQL user name specified in startup packet", fatal: true}
+	}
+	return m, nil
+}
+
+// handshake takes a new connection through startup and authentication.
+// It returns nil, nil for a CancelRequest.
+func (s *Server) handshake(ctx context.Context, nc net.Conn) (*conn, error) {
+	m, err := s.readStartup(nc)
+	if m == nil {
+		var pe *pgError
+		if errors.As(err, &pe) {
+			buf, _ := pe.message().Encode(nil)
+			nc.Write(buf)
+		}
+		return nil, err
+	}
+	be := pgproto3.NewBackend(nc, nc)
+	be.SetMaxBodyLen(maxMessageLen)
+	c := &conn{
+		srv:        s,
+		ctx:        ctx,
+		nc:         nc,
+		be:         be,
+		sess:       newSession(m.params["user"], indexer.DefaultSearchOptions()),
+		tx:         txIdle,
+		statements: map[string]*prepared{},
+		portals:    map[string]*portal{},
+	}
+	c.log = s.log.With("remote", nc.RemoteAddr().String(), "user", m.params["user"])
+	fatal := func(err error) (*conn, error) {
+		pe := toPgError(err)
+		pe.fatal = true
+		be.Send(pe.message())
+		be.Flush()
+		return nil, err
+	}
+	if unrecognized := negotiable(m); m.minor > 0 || len(unrecognized) > 0 {
+		be.Send(&pgproto3.NegotiateProtocolVersion{NewestMinorProtocol: 0, UnrecognizedOptions: unrecognized})
+	}
+	if err := c.applyStartupParams(m); err != nil {
+		return fatal(err)
+	}
+	if err := s.auth.authenticate(be, c.sess.user); err != nil {
+		return fatal(err)
+	}
+	if err := s.register(c); err != nil {
+		return fatal(err)
+	}
+	rand.Read(c.secret[:])
+	c.sendStatus(c.sess.reported())
+	be.Send(&pgproto3.BackendKeyData{ProcessID: c.pid, SecretKey: c.secret[:]})
+	if err := c.ready(); err != nil {
+		s.unregister(c)
+		return nil, err
+	}
+	return c, nil
+}
+
+// negotiable lists the protocol options (_pq_.*) the client asked for:
+// vecside knows none of them.
+func negotiable(m *startupMessage) []string {
+	var out []string
+	for _, k := range m.order {
+		if strings.HasPrefix(k, "_pq_.") {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// applyStartupParams applies the settings sent in the StartupMessage, and
+// those in its options parameter (-c name=value or --name=value, as
+// PGOPTIONS and dblink send them). Parameters PostgreSQL has and vecside
+// does not are ignored: they cannot change an answer.
+func (c *conn) applyStartupParams(m *startupMessage) error {
+	settings := [][2]string{}
+	for _, k := range m.order {
+		switch {
+		case k == "user", k == "database", k == "replication", strings.HasPrefix(k, "_pq_."):
+		case k == "options":
+			opts, err := parseOptionsParam(m.params[k])
+			if err != nil {
+				return err
+			}
+			settings = append(settings, opts...)
+		default:
+			settings = append(settings, [2]string{k, m.params[k]})
+		}
+	}
+	for _, kv := range settings {
+		_, err := c.sess.set(kv[0], kv[1])
+		var pe *pgError
+		vecside := strings.HasPrefix(strings.ToLower(kv[0]), vecsidePrefix)
+		if errors.As(err, &pe) && !vecside && (pe.code == codeUndefinedObject || pe.code == codeCantChangeRuntimeParam) {
+			c.log.Debug("startup parameter ignored", "name", kv[0])
+			continue
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func parseOptionsParam(s string) ([][2]string, error) {
+	var out [][2]string
+	fields := strings.Fields(s)
+	for i := 0; i < len(fields); i++ {
+		f := fields[i]
+		switch {
+		case f == "-c" && i+1 < len(fields):
+			i++
+			f = fields[i]
+		case strings.HasPrefix(f, "-c"):
+			f = f[2:]
+		case strings.HasPrefix(f, "--"):
+			f = f[2:]
+		default:
+			return nil, errorf(codeInvalidParameterValue, "options %q: want -c name=value", s)
+		}
+		k, v, ok := strings.Cut(f, "=")
+		if !ok {
+			return nil, errorf(codeInvalidParameterValue, "options %q: want -c name=value", s)
+		}
+		out = append(out, [2]string{k, v})
+	}
+	return out, nil
+}
