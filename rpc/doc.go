@@ -92,14 +92,14 @@
 // version(), SET / SHOW / RESET of vecside.<option> and of the parameters
 // clients set (client_encoding must be UTF8), RESET ALL, BEGIN / START
 // TRANSACTION / COMMIT / END / ROLLBACK / ABORT, DISCARD ALL, DEALLOCATE.
-// Keywords are case-insensitive; arguments are literals ('' escapes a
+// Keywords are case-insensitive; arguments are literals (a doubled quote escapes a
 // quote) or $n parameters, optionally cast ($2::real[]). Vectors are text
 // ([1,2,3] or {1,2,3}) or binary real[] / double precision[]; k is an
 // integer in text or binary. Results are text or binary per column, for
 // every type returned (int2/4/8, uuid, text, varchar, float8, pg_lsn).
 //
 // Not supported: tables, expressions, ORDER BY and the rest of SQL (0A000
-// or 42601), COPY, function calls, SET LOCAL, E'' strings, dollar
+// or 42601), COPY, function calls, SET LOCAL, escape (E) strings, dollar
 // quoting, TLS and passwords (yet). Errors keep the connection usable;
 // SQLSTATEs: 22023 bad vector, option or k, 42704 unknown index or
 // parameter, 55000 index not ready, 57014 cancelled or timed out, 42601

@@ -12,31 +12,34 @@ import (
 
 // SQLSTATEs sent by the server, named as in PostgreSQL's errcodes.txt.
 const (
-	codeNullValueNotAllowed      = "22004"
-	codeInvalidParameterValue    = "22023"
-	codeInvalidTextRepresent     = "22P02"
-	codeInvalidBinaryRepresent   = "22P03"
-	codeActiveSQLTransaction     = "25001"
-	codeInFailedSQLTransaction   = "25P02"
-	codeInvalidSQLStatementName  = "26000"
-	codeInvalidAuthorization     = "28000"
-	codeInvalidCursorName        = "34000"
-	codeDuplicatePreparedStmt    = "42P05"
-	codeIndeterminateDatatype    = "42P18"
-	codeSyntaxError              = "42601"
-	codeUndefinedColumn          = "42703"
-	codeUndefinedObject          = "42704"
-	codeUndefinedFunction        = "42883"
-	codeDatatypeMismatch         = "42804"
-	codeFeatureNotSupported      = "0A000"
-	codeProtocolViolation        = "08P01"
-	codeTooManyConnections       = "53300"
-	codeNotInPrerequisiteState   = "55000"
-	codeCantChangeRuntimeParam   = "55P02"
-	codeQueryCanceled            = "57014"
-	codeAdminShutdown            = "57P01"
-	codeInternalError            = "XX000"
-	codeSuccessfulCompletionCode = "00000"
+	codeNullValueNotAllowed     = "22004"
+	codeInvalidParameterValue   = "22023"
+	codeInvalidTextRepresent    = "22P02"
+	codeInvalidBinaryRepresent  = "22P03"
+	codeActiveSQLTransaction    = "25001"
+	codeInFailedSQLTransaction  = "25P02"
+	codeNoActiveSQLTransaction  = "25P01"
+	codeInvalidSQLStatementName = "26000"
+	codeInvalidAuthorization    = "28000"
+	codeInvalidCursorName       = "34000"
+	codeUndefinedParameter      = "42P02"
+	codeDuplicateCursor         = "42P03"
+	codeDuplicatePreparedStmt   = "42P05"
+	codeIndeterminateDatatype   = "42P18"
+	codeSyntaxError             = "42601"
+	codeUndefinedColumn         = "42703"
+	codeUndefinedObject         = "42704"
+	codeUndefinedFunction       = "42883"
+	codeDatatypeMismatch        = "42804"
+	codeFeatureNotSupported     = "0A000"
+	codeProtocolViolation       = "08P01"
+	codeTooManyConnections      = "53300"
+	codeNotInPrerequisiteState  = "55000"
+	codeCantChangeRuntimeParam  = "55P02"
+	codeQueryCanceled           = "57014"
+	codeAdminShutdown           = "57P01"
+	codeInternalError           = "XX000"
+	codeSuccess                 = "00000"
 )
 
 // pgError is an error a client sees as an ErrorResponse. Errors that are
@@ -114,7 +117,7 @@ func (e *pgError) message() *pgproto3.ErrorResponse {
 // class is the SQLSTATE's class, the label requests are counted under.
 func sqlstateClass(err error) string {
 	if err == nil {
-		return codeSuccessfulCompletionCode[:2]
+		return codeSuccess[:2]
 	}
 	return toPgError(err).code[:2]
 }

@@ -64,7 +64,11 @@ func TestErrorSQLSTATEs(t *testing.T) {
 	for _, mode := range []pgx.QueryExecMode{pgx.QueryExecModeCacheStatement, pgx.QueryExecModeSimpleProtocol} {
 		conn := connect(t, addr, mode)
 		for _, c := range cases {
-			_, err := conn.Exec(testContext(t), c.sql)
+			// Query, not Exec: pgx's Exec without arguments always uses
+			// the simple protocol.
+			rows, _ := conn.Query(testContext(t), c.sql)
+			rows.Close()
+			err := rows.Err()
 			if got := sqlstate(err); got != c.code {
 				t.Errorf("%s: %s: got %v (SQLSTATE %q), want SQLSTATE %s", mode, c.sql, err, got, c.code)
 			}

@@ -76,7 +76,7 @@ func (c *conn) run(ctx context.Context, pt *portal) error {
 		pt.tag, c.tx = s.tag, txOpen
 	case stmtCommit, stmtRollback:
 		if c.tx == txIdle {
-			c.warn("25P01", "there is no transaction in progress")
+			c.warn(codeNoActiveSQLTransaction, "there is no transaction in progress")
 		}
 		pt.tag = s.tag
 		if c.tx == txFailed {

@@ -39,7 +39,7 @@ func (c *conn) bindMsg(m *pgproto3.Bind) error {
 		return errorf(codeInvalidSQLStatementName, "prepared statement %q does not exist", m.PreparedStatement)
 	}
 	if _, exists := c.portals[m.DestinationPortal]; exists && m.DestinationPortal != "" {
-		return errorf("42P03", "portal %q already exists", m.DestinationPortal)
+		return errorf(codeDuplicateCursor, "portal %q already exists", m.DestinationPortal)
 	}
 	params, err := decodeParams(p.params, m.ParameterFormatCodes, m.Parameters)
 	if err == nil {

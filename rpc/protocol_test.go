@@ -314,9 +314,10 @@ func TestSetShowReset(t *testing.T) {
 		if rows.Err() != nil || n != 6 {
 			t.Errorf("oversample 2, k 3: %d rows, %v", n, rows.Err())
 		}
-		exec("DISCARD ALL")
-		if v := show("vecside.oversample"); v != "1" {
-			t.Errorf("after DISCARD ALL: %q", v)
+		exec("DISCARD ALL") // drops pgx's cached statements too, as in PostgreSQL
+		var v string
+		if err := conn.QueryRow(ctx, "SHOW vecside.oversample", pgx.QueryExecModeSimpleProtocol).Scan(&v); err != nil || v != "1" {
+			t.Errorf("after DISCARD ALL: %q, %v", v, err)
 		}
 	}
 }
@@ -558,7 +559,8 @@ func TestCancelRequest(t *testing.T) {
 
 	// A wrong key cancels nothing.
 	raw := dialRaw(t, addr)
-	raw.nc.Write((&pgproto3.CancelRequest{ProcessID: conn.PgConn().PID(), SecretKey: []byte{1, 2, 3, 4}}).Encode(nil))
+	pkt, _ := (&pgproto3.CancelRequest{ProcessID: conn.PgConn().PID(), SecretKey: []byte{1, 2, 3, 4}}).Encode(nil)
+	raw.nc.Write(pkt)
 	if _, err := raw.nc.Read(make([]byte, 1)); err == nil {
 		t.Error("cancel request answered")
 	}

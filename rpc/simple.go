@@ -45,7 +45,7 @@ func (c *conn) simpleQuery(sql string) error {
 func (c *conn) simplePortal(s statement) (*portal, error) {
 	for _, a := range s.args {
 		if a.param > 0 {
-			return nil, errorf("42P02", "there is no parameter $%d", a.param).
+			return nil, errorf(codeUndefinedParameter, "there is no parameter $%d", a.param).
 				withHint("parameters need the extended query protocol; in a simple query, write the value as a literal")
 		}
 	}
