@@ -214,8 +214,31 @@ func (e *Entry) Keys(fn func(key string, vec []float32)) {
 	}
 }
 
-// SetReady marks the initial copy as done.
-func (e *Entry) SetReady() { e.setState(StateReady, "") }
+// Rebuild empties the entry and puts it back into StateBuilding, for a
+// fresh copy of its table: searches get ErrNotReady until SetReady.
+func (e *Entry) Rebuild() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.version++
+	if e.index != nil {
+		e.index.Clear()
+	}
+	clear(e.skipped)
+	e.state, e.failure = StateBuilding, ""
+	e.covered, e.coveredVersion = 0, 0
+}
+
+// SetReady marks the initial copy as done. Kinds that build their
+// structure from the whole copy (see Finisher) build it now, before the
+// first search.
+func (e *Entry) SetReady() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if f, ok := e.index.(Finisher); ok {
+		f.Finish()
+	}
+	e.state, e.failure = StateReady, ""
+}
 
 // Fail puts the entry into StateError with a message saying what happened
 // and how to recover.
@@ -273,7 +296,7 @@ func (e *Entry) WaitApplied(ctx context.Context, lsn LSN) error {
 }
 
 // Search returns up to n candidates nearest to q, with their distances.
-func (e *Entry) Search(q []float32, n int, opts SearchOptions) ([]Hit, error) {
+func (e *Entry) Search(ctx context.Context, q []float32, n int, opts SearchOptions) ([]Hit, error) {
 	e.mu.RLock()
 	defer e.mu.RUnlock()
 	switch e.state {
@@ -291,7 +314,7 @@ func (e *Entry) Search(q []float32, n int, opts SearchOptions) ([]Hit, error) {
 	if e.index == nil {
 		return nil, nil
 	}
-	return e.index.Search(q, n, opts), nil
+	return e.index.Search(ctx, q, n, opts)
 }
 
 // Status is a snapshot of an index's state, for vecside_status() and
@@ -310,7 +333,9 @@ type Status struct {
 	State       State
 	Error       string
 	Applied     LSN
-	Covered     LSN // what durable state reflects
+	Covered     LSN    // what durable state reflects
+	SlotState   string // the shared slot's wal_status, see SourceHealth
+	LagBytes    int64  // source WAL position − Applied
 	KeyType     KeyType
 	// Checkpoints written, and the last one's pause of changes and total
 	// time.

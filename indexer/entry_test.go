@@ -68,22 +68,22 @@ func TestSearchStates(t *testing.T) {
 	e := newTestEntry(t, "e=t(v) key=id metric=l2")
 	e.Upsert(key(t, "1"), []float32{1, 0})
 	opts := DefaultSearchOptions()
-	if _, err := e.Search([]float32{1, 0}, 1, opts); !errors.Is(err, ErrNotReady) {
+	if _, err := e.Search(context.Background(), []float32{1, 0}, 1, opts); !errors.Is(err, ErrNotReady) {
 		t.Fatalf("building: got %v, want ErrNotReady", err)
 	}
 	e.SetReady()
-	if _, err := e.Search([]float32{1, 0, 0}, 1, opts); !errors.Is(err, ErrInvalidVector) {
+	if _, err := e.Search(context.Background(), []float32{1, 0, 0}, 1, opts); !errors.Is(err, ErrInvalidVector) {
 		t.Fatalf("wrong dimension: got %v", err)
 	}
-	if _, err := e.Search([]float32{nan32, 0}, 1, opts); !errors.Is(err, ErrInvalidVector) {
+	if _, err := e.Search(context.Background(), []float32{nan32, 0}, 1, opts); !errors.Is(err, ErrInvalidVector) {
 		t.Fatalf("NaN query: got %v", err)
 	}
-	hits, err := e.Search([]float32{0.9, 0}, 1, opts)
+	hits, err := e.Search(context.Background(), []float32{0.9, 0}, 1, opts)
 	if err != nil || len(hits) != 1 || hits[0].Key != key(t, "1") {
 		t.Fatalf("got %v, %v", hits, err)
 	}
 	e.Fail(errors.New("column dropped"))
-	if _, err := e.Search([]float32{1, 0}, 1, opts); !errors.Is(err, ErrNotReady) {
+	if _, err := e.Search(context.Background(), []float32{1, 0}, 1, opts); !errors.Is(err, ErrNotReady) {
 		t.Fatalf("error state: got %v", err)
 	}
 }
@@ -160,8 +160,8 @@ func TestCheckpointRoundTrip(t *testing.T) {
 		t.Fatalf("loaded status %+v, want like %+v", ls, es)
 	}
 	q := []float32{0.8, 0.2}
-	a, _ := e.Search(q, 3, DefaultSearchOptions())
-	b, _ := loaded.Search(q, 3, DefaultSearchOptions())
+	a, _ := e.Search(context.Background(), q, 3, DefaultSearchOptions())
+	b, _ := loaded.Search(context.Background(), q, 3, DefaultSearchOptions())
 	if !slices.Equal(a, b) {
 		t.Fatalf("search after load %v, before %v", b, a)
 	}

@@ -1,6 +1,7 @@
 package indexer
 
 import (
+	"context"
 	"io"
 
 	"github.com/vecside/vecside/flat"
@@ -18,10 +19,18 @@ type Index interface {
 	Vector(key string) ([]float32, bool)
 	Each(fn func(key string, vec []float32))
 	Clear()
-	Search(q []float32, n int, opts SearchOptions) []Hit
+	// Search returns up to n nearest entries; it gives up with ctx's error
+	// once ctx ends.
+	Search(ctx context.Context, q []float32, n int, opts SearchOptions) ([]Hit, error)
 	// Snapshot captures the index as it is now, for a checkpoint written
 	// without the lock (see flat.Index.Snapshot).
 	Snapshot() func(io.Writer) error
+}
+
+// Finisher is implemented by kinds that build their structure once the
+// initial copy is in, such as IVF training its lists on the copied rows.
+type Finisher interface {
+	Finish()
 }
 
 // Hit is one candidate: a key and its distance under the index's metric.
@@ -43,4 +52,6 @@ func loadIndex(spec Spec, dims int, r io.Reader) (Index, error) {
 
 type flatIndex struct{ *flat.Index }
 
-func (f flatIndex) Search(q []float32, n int, _ SearchOptions) []Hit { return f.Index.Search(q, n) }
+func (f flatIndex) Search(ctx context.Context, q []float32, n int, _ SearchOptions) ([]Hit, error) {
+	return f.Index.Search(ctx, q, n)
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 )
 
 // Indexer is the set of live indexes of one sidecar, by name.
@@ -11,6 +12,7 @@ type Indexer struct {
 	mu      sync.RWMutex
 	entries map[string]*Entry
 	order   []*Entry
+	health  healthBox
 }
 
 // New returns an empty set.
@@ -50,14 +52,30 @@ func (ix *Indexer) Entries() []*Entry {
 	return append([]*Entry(nil), ix.order...)
 }
 
-// Status reports every index, in the order they were added.
+// Status reports every index, in the order they were added, with the
+// state of the slot they share and how far each is behind the source's
+// WAL.
 func (ix *Indexer) Status() []Status {
 	entries := ix.Entries()
+	health := ix.SourceHealth()
 	out := make([]Status, len(entries))
 	for i, e := range entries {
 		out[i] = e.Status()
+		out[i].SlotState = health.SlotState
+		if health.WAL > out[i].Applied {
+			out[i].LagBytes = int64(health.WAL - out[i].Applied)
+		}
 	}
 	return out
+}
+
+// KeyType is the key type of the named index, 0 while it is unknown.
+func (ix *Indexer) KeyType(name string) (KeyType, error) {
+	e, err := ix.Get(name)
+	if err != nil {
+		return 0, err
+	}
+	return e.KeyType(), nil
 }
 
 // Result is the answer to a search: candidates nearest first, and the type
@@ -78,12 +96,50 @@ func (ix *Indexer) Search(ctx context.Context, name string, q []float32, k int, 
 	if err != nil {
 		return Result{}, err
 	}
+	if opts.MinLSN > 0 {
+		if err := waitForLSN(ctx, e, opts.MinLSN); err != nil {
+			return Result{}, err
+		}
+	}
 	if err := ctx.Err(); err != nil {
 		return Result{}, fmt.Errorf("%w: %v", ErrTimeout, err)
 	}
-	hits, err := e.Search(q, n, opts)
+	hits, err := e.Search(ctx, q, n, opts)
 	if err != nil {
 		return Result{}, err
 	}
 	return Result{KeyType: e.KeyType(), Hits: hits}, nil
+}
+
+// LagError: the index had not applied the requested LSN when the wait for
+// it ended (55000; the applied LSN goes in the error's DETAIL).
+type LagError struct {
+	Index           string
+	Applied, Wanted LSN
+}
+
+func (e *LagError) Error() string {
+	return fmt.Sprintf("index %s has not yet applied %s (min_lsn)", e.Index, e.Wanted)
+}
+
+// Detail says how far the index has come.
+func (e *LagError) Detail() string { return "applied_lsn=" + e.Applied.String() }
+
+func (e *LagError) Unwrap() error { return ErrNotReady }
+
+// waitForLSN waits until e has applied lsn. The wait ends a little before
+// ctx's deadline, so that the caller learns how far the index got rather
+// than only that time ran out.
+func waitForLSN(ctx context.Context, e *Entry, lsn LSN) error {
+	wctx := ctx
+	if deadline, ok := ctx.Deadline(); ok {
+		margin := min(10*time.Millisecond, time.Until(deadline)/10)
+		var cancel context.CancelFunc
+		wctx, cancel = context.WithDeadline(ctx, deadline.Add(-margin))
+		defer cancel()
+	}
+	if err := e.WaitApplied(wctx, lsn); err != nil {
+		return &LagError{Index: e.spec.Name, Applied: e.Applied(), Wanted: lsn}
+	}
+	return nil
 }

@@ -24,13 +24,13 @@ func ParseOptions(s string) (Options, error) {
 	for _, field := range strings.Fields(s) {
 		k, v, ok := strings.Cut(field, "=")
 		if !ok || v == "" {
-			return nil, fmt.Errorf("option %q: want key=value", field)
+			return nil, fmt.Errorf("%w: option %q: want key=value", ErrInvalidArgument, field)
 		}
 		if !optionKey.MatchString(k) {
-			return nil, fmt.Errorf("option %q: %q is not a valid key", field, k)
+			return nil, fmt.Errorf("%w: option %q: %q is not a valid key", ErrInvalidArgument, field, k)
 		}
 		if _, dup := opts[k]; dup {
-			return nil, fmt.Errorf("option %q given twice", k)
+			return nil, fmt.Errorf("%w: option %q given twice", ErrInvalidArgument, k)
 		}
 		opts[k] = v
 	}
@@ -66,6 +66,10 @@ type SearchOptions struct {
 	Oversample float64
 	// Timeout bounds the whole request, including waiting for MinLSN.
 	Timeout time.Duration
+	// MinLSN, if set, makes the search wait until the index has applied
+	// the WAL up to it (read-your-writes: pass pg_current_wal_lsn() taken
+	// after a write).
+	MinLSN LSN
 }
 
 // DefaultSearchOptions are used where a session has not SET anything.
@@ -82,6 +86,14 @@ var searchSetters = map[string]func(*SearchOptions, string) error{
 			return fmt.Errorf("oversample=%s: want a number from 1 to %d", v, MaxCandidates)
 		}
 		o.Oversample = f
+		return nil
+	},
+	"min_lsn": func(o *SearchOptions, v string) error {
+		lsn, err := ParseLSN(v)
+		if err != nil {
+			return fmt.Errorf("min_lsn=%s: want an LSN such as 0/16B3748", v)
+		}
+		o.MinLSN = lsn
 		return nil
 	},
 	"timeout": func(o *SearchOptions, v string) error {
@@ -129,6 +141,8 @@ func (o SearchOptions) Get(key string) (string, error) {
 		return strconv.FormatFloat(o.Oversample, 'g', -1, 64), nil
 	case "timeout":
 		return o.Timeout.String(), nil
+	case "min_lsn":
+		return o.MinLSN.String(), nil
 	}
 	return "", fmt.Errorf("%w: unknown search option %q", ErrInvalidArgument, key)
 }

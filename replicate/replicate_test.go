@@ -487,3 +487,105 @@ func TestSlotAdvancesWhenIdle(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// TestDroppedColumnFailsOnlyItsIndex: DROP COLUMN … CASCADE silently
+// takes the table out of the publication; the index on it goes into the
+// error state with a message, the other index keeps serving.
+func TestDroppedColumnFailsOnlyItsIndex(t *testing.T) {
+	h := newHarness(t, `CREATE TABLE a (id int PRIMARY KEY, v real[], extra int);
+		CREATE TABLE b (id int PRIMARY KEY, v real[]);
+		INSERT INTO a SELECT g, ARRAY[g, 1]::real[] FROM generate_series(1, 10) g;
+		INSERT INTO b SELECT g, ARRAY[g, 1]::real[] FROM generate_series(1, 10) g`)
+	ea := h.add("a_v=a(v) key=id metric=l2")
+	eb := h.add("b_v=b(v) key=id metric=l2")
+	h.start(Config{HealthInterval: 100 * time.Millisecond})
+	waitReady(t, ea)
+	waitReady(t, eb)
+	h.exec(`ALTER TABLE a ADD COLUMN note text`) // harmless
+	h.exec(`UPDATE a SET note = 'x', v = ARRAY[0, 0]::real[] WHERE id = 1`)
+	h.assertConverged(ea, 2)
+	h.exec(`ALTER TABLE a DROP COLUMN v CASCADE`)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		state, msg := ea.State()
+		if state == indexer.StateError {
+			if !strings.Contains(msg, "publication") {
+				t.Errorf("error message %q does not say what happened", msg)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("index on a dropped column is still", state)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	h.exec(`INSERT INTO b VALUES (11, ARRAY[11, 1]::real[])`)
+	h.assertConverged(eb, 2)
+	if _, err := eb.Search(h.ctx, []float32{11, 1}, 1, indexer.DefaultSearchOptions()); err != nil {
+		t.Errorf("the other index stopped serving: %v", err)
+	}
+}
+
+// invalidateSlot writes WAL past a tiny max_slot_wal_keep_size until
+// Postgres invalidates the slot (without checkpoints the replicator never
+// confirms past its start, so the slot keeps all of it).
+func (h *harness) invalidateSlot() {
+	h.t.Helper()
+	h.exec(`ALTER SYSTEM SET max_slot_wal_keep_size = '1MB'`)
+	h.exec(`SELECT pg_reload_conf()`)
+	h.t.Cleanup(func() {
+		h.conn.Exec(h.ctx, `ALTER SYSTEM RESET max_slot_wal_keep_size`)
+		h.conn.Exec(h.ctx, `SELECT pg_reload_conf()`)
+	})
+	h.exec(`CREATE TABLE IF NOT EXISTS filler (x text)`)
+	for i := 0; i < 20; i++ {
+		var status *string
+		h.conn.QueryRow(h.ctx, `SELECT wal_status FROM pg_replication_slots WHERE slot_name = 'vecside'`).Scan(&status)
+		if status != nil && *status == "lost" {
+			return
+		}
+		h.exec(`INSERT INTO filler SELECT repeat('x', 1000) FROM generate_series(1, 2000)`)
+		h.exec(`SELECT pg_switch_wal()`)
+		h.exec(`CHECKPOINT`)
+	}
+	h.t.Fatal("the slot was never invalidated")
+}
+
+func TestSlotLost(t *testing.T) {
+	for _, policy := range []string{"fail", "resync"} {
+		t.Run(policy, func(t *testing.T) {
+			h := newHarness(t, `CREATE TABLE r (id int PRIMARY KEY, v real[]);
+				INSERT INTO r SELECT g, ARRAY[g, 1]::real[] FROM generate_series(1, 100) g`)
+			e := h.add("r_v=r(v) key=id metric=l2")
+			cfg := Config{OnSlotLost: policy, HealthInterval: 100 * time.Millisecond}
+			h.start(cfg)
+			waitReady(t, e)
+			h.invalidateSlot()
+			h.exec(`DELETE FROM r WHERE id > 50`)
+			if policy == "fail" {
+				select {
+				case err := <-h.done:
+					h.parts--
+					if err == nil || !strings.Contains(err.Error(), "--on-slot-lost=resync") {
+						t.Fatalf("got %v, want an error saying how to recover", err)
+					}
+				case <-time.After(30 * time.Second):
+					t.Fatal("the replicator did not stop after its slot was lost")
+				}
+				if state, _ := e.State(); state != indexer.StateError {
+					t.Errorf("state %s after the slot was lost, want error", state)
+				}
+				return
+			}
+			deadline := time.Now().Add(30 * time.Second)
+			for h.rep.Stats().CopiedRows.Load() == 0 {
+				if time.Now().After(deadline) {
+					t.Fatal("no resync after the slot was lost")
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			waitReady(t, e)
+			h.assertConverged(e, 2)
+		})
+	}
+}

@@ -37,6 +37,15 @@ type Config struct {
 	// from there and the stream resumes where they left off, when the slot
 	// allows it. Empty: always copy the tables.
 	DataDir string
+	// OnSlotLost says what to do when Postgres invalidates the slot:
+	// "fail" (default) stops with an error; "resync" drops the slot and
+	// copies the tables again.
+	OnSlotLost string
+	// HealthInterval is how often the slot and the publication are checked.
+	// Default 10 s.
+	HealthInterval time.Duration
+	// ReportHealth, if set, receives every health check.
+	ReportHealth func(indexer.SourceHealth)
 	// BeforeCopy, if set, runs after the slot and its snapshot exist and
 	// before the initial copy starts (a test hook).
 	BeforeCopy func()
@@ -54,7 +63,11 @@ type Stats struct {
 	Reconnects      atomic.Int64
 	CopiedRows      atomic.Int64
 	confirmed       atomic.Uint64
+	slot            atomic.Pointer[indexer.SourceHealth]
 }
+
+// Slot is the last health check of the slot, nil before the first.
+func (s *Stats) Slot() *indexer.SourceHealth { return s.slot.Load() }
 
 func (s *Stats) setConfirmed(l indexer.LSN) { s.confirmed.Store(uint64(l)) }
 
@@ -92,6 +105,16 @@ func New(cfg Config) (*Replicator, error) {
 	}
 	if cfg.SlotTimeout <= 0 {
 		cfg.SlotTimeout = 60 * time.Second
+	}
+	if cfg.HealthInterval <= 0 {
+		cfg.HealthInterval = 10 * time.Second
+	}
+	switch cfg.OnSlotLost {
+	case "":
+		cfg.OnSlotLost = "fail"
+	case "fail", "resync":
+	default:
+		return nil, fmt.Errorf("on-slot-lost=%q: want fail or resync", cfg.OnSlotLost)
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -138,6 +161,19 @@ func (r *Replicator) Run(ctx context.Context) error {
 		var cfgErr configError
 		if errors.As(err, &cfgErr) {
 			return cfgErr.error
+		}
+		if isSlotLost(err) {
+			if r.cfg.OnSlotLost == "fail" {
+				lost := fmt.Errorf("replication slot %s was invalidated (it retained more WAL than max_slot_wal_keep_size allows), so changes were lost; restart with --on-slot-lost=resync to copy the tables again: %w", r.cfg.Name, err)
+				for _, e := range r.cfg.Entries {
+					e.Fail(lost)
+				}
+				return lost
+			}
+			r.log.Warn("replication slot invalidated; dropping it and copying the tables again", "slot", r.cfg.Name, "err", err)
+			r.mu.Lock()
+			r.copied = false
+			r.mu.Unlock()
 		}
 		if time.Since(started) > time.Minute {
 			backoff = time.Second
@@ -198,7 +234,23 @@ func (r *Replicator) runOnce(ctx context.Context) error {
 		return repairRow(ctx, conn, t, e, key)
 	}
 	dec := newDecoder(tables, repair, r.log, &r.stats)
-	return r.stream(ctx, repl, start, dec, statusEvery)
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	monitorErr := make(chan error, 1)
+	go func() {
+		err := r.monitor(sctx, tables, r.cfg.HealthInterval)
+		if err != nil {
+			cancel()
+		}
+		monitorErr <- err
+	}()
+	err = r.stream(sctx, repl, start, dec, statusEvery)
+	cancel()
+	// The monitor's error is the cause only when it stopped the stream.
+	if merr := <-monitorErr; merr != nil && errors.Is(err, context.Canceled) && ctx.Err() == nil {
+		return merr
+	}
+	return err
 }
 
 func (r *Replicator) hasCopy() bool {
@@ -293,8 +345,10 @@ func (r *Replicator) snapshot(ctx context.Context, conn *pgx.Conn, repl *pgconn.
 	}
 	for _, t := range tables {
 		for _, e := range t.entries {
-			e.Truncate()
+			e.Rebuild()
 		}
+	}
+	for _, t := range tables {
 		began := time.Now()
 		var copied int64
 		err := copyTable(ctx, conn, slot.SnapshotName, t, func(rows int64) {

@@ -94,7 +94,12 @@ func toPgError(err error) *pgError {
 		errors.Is(err, context.Canceled):
 		code = codeQueryCanceled
 	}
-	return &pgError{code: code, msg: err.Error()}
+	pe = &pgError{code: code, msg: err.Error()}
+	var d interface{ Detail() string }
+	if errors.As(err, &d) {
+		pe.detail = d.Detail()
+	}
+	return pe
 }
 
 // message renders the error for the wire.

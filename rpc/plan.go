@@ -41,6 +41,10 @@ var statusColumns = []column{
 	{name: "applied_lsn", oid: oidPgLSN, size: 8},
 	textColumn("error"),
 	{name: "zero_vectors", oid: oidInt8, size: 8},
+	textColumn("key_column"),
+	textColumn("slot_state"),
+	{name: "lag_bytes", oid: oidInt8, size: 8},
+	{name: "covered_lsn", oid: oidPgLSN, size: 8},
 }
 
 func statusRow(s indexer.Status) []any {
@@ -48,8 +52,13 @@ func statusRow(s indexer.Status) []any {
 	if s.Error != "" {
 		failure = s.Error
 	}
+	var slot any
+	if s.SlotState != "" {
+		slot = s.SlotState
+	}
 	return []any{s.Name, s.Table, s.Column, s.Kind, s.Metric.String(), int64(s.Dims),
-		int64(s.Rows), int64(s.Skipped), string(s.State), s.Applied, failure, int64(s.ZeroVectors)}
+		int64(s.Rows), int64(s.Skipped), string(s.State), s.Applied, failure, int64(s.ZeroVectors),
+		s.KeyColumn, slot, s.LagBytes, s.Covered}
 }
 
 func knnColumns(kt indexer.KeyType) []column {
@@ -140,7 +149,7 @@ func evalKNN(s statement, params []any) (knnCall, error) {
 func (c knnCall) searchOptions(session indexer.SearchOptions) (indexer.SearchOptions, error) {
 	opts, err := indexer.ParseOptions(c.options)
 	if err != nil {
-		return session, fmt.Errorf("%w: knn options: %v", indexer.ErrInvalidArgument, err)
+		return session, fmt.Errorf("knn options: %w", err)
 	}
 	if err := session.Apply(opts); err != nil {
 		return session, err
@@ -150,16 +159,11 @@ func (c knnCall) searchOptions(session indexer.SearchOptions) (indexer.SearchOpt
 
 // keyTypeOf is the key type of the named index.
 func keyTypeOf(cat Catalog, name string) (indexer.KeyType, error) {
-	for _, s := range cat.Status() {
-		if s.Name != name {
-			continue
-		}
-		if s.KeyType == 0 {
-			return 0, fmt.Errorf("%w: index %s is %s and does not know its key type yet", indexer.ErrNotReady, name, s.State)
-		}
-		return s.KeyType, nil
+	kt, err := cat.KeyType(name)
+	if err == nil && kt == 0 {
+		return 0, fmt.Errorf("%w: index %s does not know its key type yet", indexer.ErrNotReady, name)
 	}
-	return 0, fmt.Errorf("%w: %q", indexer.ErrUnknownIndex, name)
+	return kt, err
 }
 
 // commonKeyType is the key type every index shares, or 0 if they differ:

@@ -18,6 +18,7 @@ import (
 type Catalog interface {
 	Search(ctx context.Context, name string, q []float32, k int, opts indexer.SearchOptions) (indexer.Result, error)
 	Status() []indexer.Status
+	KeyType(name string) (indexer.KeyType, error)
 }
 
 // Config configures a Server.

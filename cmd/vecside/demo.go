@@ -143,6 +143,7 @@ func demoLiveUpdates(ctx context.Context, say func(string, ...any), db *pgx.Conn
 		if _, err := db.Exec(ctx, sql, args...); err != nil {
 			return nil, err
 		}
+		committed := time.Now()
 		var lsn string
 		if err := db.QueryRow(ctx, "SELECT pg_current_wal_lsn()::text").Scan(&lsn); err != nil {
 			return nil, err
@@ -151,13 +152,12 @@ func demoLiveUpdates(ctx context.Context, say func(string, ...any), db *pgx.Conn
 		if err != nil {
 			return nil, err
 		}
-		t0 := time.Now()
 		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
 		if err := entry.WaitApplied(wctx, target); err != nil {
 			return nil, err
 		}
-		say("%s — applied by the sidecar %s after COMMIT", what, time.Since(t0).Round(10*time.Microsecond))
+		say("%s — applied by the sidecar within %s of COMMIT", what, time.Since(committed).Round(time.Microsecond))
 		return search()
 	}
 	before, err := search()

@@ -1,0 +1,130 @@
+package replicate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/vecside/vecside/indexer"
+)
+
+// errSlotLost: Postgres invalidated the slot (it retained more WAL than
+// max_slot_wal_keep_size allows); the changes it held are gone.
+var errSlotLost = errors.New("replication slot invalidated")
+
+// isSlotLost recognises the errors Postgres gives for an invalidated slot:
+// "cannot read from logical replication slot" with a DETAIL saying it was
+// invalidated (PG15), or "can no longer get changes" (later versions).
+func isSlotLost(err error) bool {
+	if errors.Is(err, errSlotLost) {
+		return true
+	}
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) {
+		return false
+	}
+	text := pgErr.Message + " " + pgErr.Detail
+	return strings.Contains(text, "invalidated") || strings.Contains(text, "can no longer get changes")
+}
+
+// monitor checks the slot and the publication every interval until ctx
+// ends. It returns errSlotLost when the slot is invalidated; a dropped
+// vector column (which silently takes its table out of the publication)
+// puts the affected indexes into the error state.
+func (r *Replicator) monitor(ctx context.Context, tables []*table, every time.Duration) error {
+	conn, err := pgx.Connect(ctx, r.cfg.Source)
+	if err != nil {
+		return fmt.Errorf("connecting for health checks: %w", err)
+	}
+	defer conn.Close(context.Background())
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		h, err := slotHealth(ctx, conn, r.cfg.Name)
+		if err != nil {
+			return err
+		}
+		if r.cfg.ReportHealth != nil {
+			r.cfg.ReportHealth(h)
+		}
+		r.stats.slot.Store(&h)
+		if h.SlotState == "lost" {
+			return fmt.Errorf("%w: slot %s has wal_status lost", errSlotLost, r.cfg.Name)
+		}
+		if err := checkPublication(ctx, conn, r.cfg.Name, tables); err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+	}
+}
+
+func slotHealth(ctx context.Context, conn *pgx.Conn, slot string) (indexer.SourceHealth, error) {
+	h := indexer.SourceHealth{CheckedAt: time.Now()}
+	var state, confirmed *string
+	var wal string
+	var retained, xminAge *int64
+	err := conn.QueryRow(ctx, `
+		SELECT s.wal_status, s.confirmed_flush_lsn::text, pg_current_wal_lsn()::text,
+		       (pg_current_wal_lsn() - s.restart_lsn)::bigint, coalesce(s.safe_wal_size, -1),
+		       age(s.catalog_xmin)::bigint
+		FROM pg_replication_slots s WHERE s.slot_name = $1`, slot).
+		Scan(&state, &confirmed, &wal, &retained, &h.SafeWALBytes, &xminAge)
+	if errors.Is(err, pgx.ErrNoRows) {
+		h.SlotState = "missing"
+		return h, nil
+	}
+	if err != nil {
+		return h, fmt.Errorf("reading slot %s: %w", slot, err)
+	}
+	h.SlotState = deref(state)
+	h.WAL, _ = indexer.ParseLSN(wal)
+	if confirmed != nil {
+		h.Confirmed, _ = indexer.ParseLSN(*confirmed)
+	}
+	h.RetainedBytes, h.CatalogXminAge = deref(retained), deref(xminAge)
+	return h, nil
+}
+
+func deref[T any](p *T) T {
+	var zero T
+	if p == nil {
+		return zero
+	}
+	return *p
+}
+
+// checkPublication fails the indexes whose table or column has left the
+// publication: Postgres removes a table when a published column is dropped
+// with CASCADE, and no Relation message ever says so.
+func checkPublication(ctx context.Context, conn *pgx.Conn, pub string, tables []*table) error {
+	for _, t := range tables {
+		var cols []string
+		err := conn.QueryRow(ctx, `SELECT attnames FROM pg_publication_tables WHERE pubname = $1 AND schemaname = $2 AND tablename = $3`,
+			pub, t.schema, t.name).Scan(&cols)
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("reading publication %s: %w", pub, err)
+		}
+		for _, e := range t.entries {
+			if state, _ := e.State(); state == indexer.StateError {
+				continue
+			}
+			col := e.Spec().Column
+			switch {
+			case errors.Is(err, pgx.ErrNoRows):
+				e.Fail(fmt.Errorf("table %s left publication %s (was column %s dropped?); fix the table, then restart vecside to rebuild the index", t.qualified(), pub, col))
+			case !slices.Contains(cols, col):
+				e.Fail(fmt.Errorf("column %s of %s is no longer published (dropped?); restart vecside with a new index definition", col, t.qualified()))
+			}
+		}
+	}
+	return nil
+}
