@@ -2,6 +2,7 @@ package flat
 
 import (
 	"bufio"
+	"context"
 	"encoding/binary"
 	"fmt"
 	"io"
@@ -145,8 +146,8 @@ const scanBlock = 256
 
 // Search returns the k nearest entries to q, nearest first, with exact
 // distances. Ties are broken by slot order, which is deterministic for a
-// given history.
-func (x *Index) Search(q []float32, k int) []Hit {
+// given history. It checks ctx between blocks and gives up with its error.
+func (x *Index) Search(ctx context.Context, q []float32, k int) ([]Hit, error) {
 	if len(q) != x.dims {
 		panic(fmt.Sprintf("flat: %d-d query against %d-d index", len(q), x.dims))
 	}
@@ -156,10 +157,13 @@ func (x *Index) Search(q []float32, k int) []Hit {
 	if x.metric == kernels.Cosine {
 		qnorm = float32(math.Sqrt(float64(kernels.Dot(q, q))))
 		if qnorm == 0 {
-			return nil // no row has a cosine distance to the zero vector
+			return nil, nil // no row has a cosine distance to the zero vector
 		}
 	}
 	for start := 0; start < len(x.keys); start += scanBlock {
+		if start%(64*scanBlock) == 0 && ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
 		n := min(scanBlock, len(x.keys)-start)
 		block := x.vecs[start*x.dims : (start+n)*x.dims]
 		if x.metric == kernels.L2 {
@@ -189,7 +193,7 @@ func (x *Index) Search(q []float32, k int) []Hit {
 	for i, n := range found {
 		hits[i] = Hit{Key: x.keys[n.ID], Distance: x.metric.Distance(q, x.row(n.ID))}
 	}
-	return hits
+	return hits, nil
 }
 
 // Snapshot returns a function that writes the index as it is now (see the
