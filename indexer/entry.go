@@ -46,8 +46,15 @@ type Entry struct {
 	covered        LSN
 	coveredVersion uint64
 	checkpoints    int64
-	lastPause      time.Duration // changes held up by the last checkpoint
-	lastWrite      time.Duration // the last checkpoint's total time
+	// A sync copies the table under a snapshot taken at syncFrom while the
+	// stream goes on: changes at or after syncFrom are applied and their
+	// keys recorded in touched, so that the copy's older rows never
+	// overwrite them.
+	syncFrom  LSN
+	touched   map[string]struct{} // nil outside a sync
+	truncated bool                // a TRUNCATE during the sync voids the copy
+	lastPause time.Duration       // changes held up by the last checkpoint
+	lastWrite time.Duration       // the last checkpoint's total time
 
 	lsnMu    sync.Mutex
 	applied  LSN
@@ -104,7 +111,11 @@ func (e *Entry) VectorType() VectorType {
 func (e *Entry) Upsert(key string, vec []float32) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.version++
+	e.changed(key)
+	e.upsertLocked(key, vec)
+}
+
+func (e *Entry) upsertLocked(key string, vec []float32) {
 	if vec == nil || len(vec) == 0 || (e.dims > 0 && len(vec) != e.dims) || CheckFinite(vec) != nil {
 		e.skipLocked(key)
 		return
@@ -121,7 +132,7 @@ func (e *Entry) Upsert(key string, vec []float32) {
 func (e *Entry) Skip(key string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.version++
+	e.changed(key)
 	e.skipLocked(key)
 }
 
@@ -136,7 +147,7 @@ func (e *Entry) skipLocked(key string) {
 func (e *Entry) Delete(key string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.version++
+	e.changed(key)
 	if e.index != nil {
 		e.index.Delete(key)
 	}
@@ -149,7 +160,8 @@ func (e *Entry) Delete(key string) {
 func (e *Entry) Move(from, to string) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.version++
+	e.changed(from)
+	e.changed(to)
 	if e.index != nil && e.index.Rename(from, to) {
 		delete(e.skipped, to)
 		return true
@@ -198,6 +210,9 @@ func (e *Entry) Truncate() {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.version++
+	if e.touched != nil {
+		e.truncated = true
+	}
 	if e.index != nil {
 		e.index.Clear()
 	}
@@ -214,9 +229,21 @@ func (e *Entry) Keys(fn func(key string, vec []float32)) {
 	}
 }
 
-// Rebuild empties the entry and puts it back into StateBuilding, for a
-// fresh copy of its table: searches get ErrNotReady until SetReady.
-func (e *Entry) Rebuild() {
+// changed counts a change to key, and during a sync records it as newer
+// than the copy.
+func (e *Entry) changed(key string) {
+	e.version++
+	if e.touched != nil {
+		e.touched[key] = struct{}{}
+	}
+}
+
+// BeginSync empties the entry for a copy of its table under a snapshot
+// taken at lsn, and puts it into StateBuilding: searches get ErrNotReady
+// until EndSync. Meanwhile the stream may go on: transactions that
+// committed before lsn are in the copy and skipped (see SkipBelow), later
+// ones are applied and win over the copy's rows (see CopyUpsert).
+func (e *Entry) BeginSync(lsn LSN) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.version++
@@ -226,6 +253,44 @@ func (e *Entry) Rebuild() {
 	clear(e.skipped)
 	e.state, e.failure = StateBuilding, ""
 	e.covered, e.coveredVersion = 0, 0
+	e.syncFrom, e.touched, e.truncated = lsn, map[string]struct{}{}, false
+}
+
+// CopyUpsert stores a row read by the copy of a sync, unless the stream
+// has already changed that key (or truncated the table) since the
+// snapshot.
+func (e *Entry) CopyUpsert(key string, vec []float32) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if _, newer := e.touched[key]; newer || e.truncated {
+		return
+	}
+	e.version++
+	e.upsertLocked(key, vec)
+}
+
+// EndSync ends a sync: the entry now reflects everything up to its sync
+// point, is built (see Finisher) and serves searches.
+func (e *Entry) EndSync() {
+	e.mu.Lock()
+	e.touched, e.truncated = nil, false
+	if f, ok := e.index.(Finisher); ok {
+		f.Finish()
+	}
+	e.state, e.failure = StateReady, ""
+	from := e.syncFrom
+	e.mu.Unlock()
+	e.SetApplied(from)
+}
+
+// SkipBelow is the commit position below which the stream's transactions
+// are already reflected in the entry: its applied LSN, or during a sync
+// the snapshot's position.
+func (e *Entry) SkipBelow() LSN {
+	applied := e.Applied()
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	return max(applied, e.syncFrom)
 }
 
 // SetReady marks the initial copy as done. Kinds that build their

@@ -56,9 +56,10 @@ func (d *decoder) handle(ctx context.Context, data []byte) (err error) {
 		clear(d.applyTo)
 		for _, t := range d.tables {
 			for _, e := range t.entries {
-				// A reconnect replays from the confirmed position; what the
-				// index has already applied is skipped.
-				d.applyTo[e] = m.FinalLSN >= pglogrepl.LSN(e.Applied())
+				// A reconnect replays from the confirmed position, and a
+				// table sync's copy holds what committed before its
+				// snapshot: either is skipped.
+				d.applyTo[e] = m.FinalLSN >= pglogrepl.LSN(e.SkipBelow())
 			}
 		}
 	case *pglogrepl.CommitMessage:

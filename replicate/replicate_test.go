@@ -589,3 +589,93 @@ func TestSlotLost(t *testing.T) {
 		})
 	}
 }
+
+// TestNewIndexSyncsOnlyItsTable: restarting with one more index copies
+// only that index's table, under its own snapshot, while writes to both
+// tables go on during the copy; the restored index is not copied again.
+func TestNewIndexSyncsOnlyItsTable(t *testing.T) {
+	h := newHarness(t, `CREATE TABLE a (id int PRIMARY KEY, v real[]);
+		CREATE TABLE b (id int PRIMARY KEY, v real[]);
+		INSERT INTO a SELECT g, ARRAY[g, 1]::real[] FROM generate_series(1, 500) g;
+		INSERT INTO b SELECT g, ARRAY[g, 2]::real[] FROM generate_series(1, 700) g`)
+	h.add("a_v=a(v) key=id metric=l2")
+	dir := t.TempDir()
+	h.start(Config{DataDir: dir, StatusInterval: 100 * time.Millisecond})
+	waitReady(t, h.ix.Entries()[0])
+	h.catchUp()
+	h.stop()
+
+	writer, err := pgx.Connect(h.ctx, h.dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer writer.Close(h.ctx)
+	h.exec(`INSERT INTO a VALUES (501, ARRAY[501, 1]::real[])`) // while stopped
+	if _, err := h.ix.Add(mustSpec(t, "b_v=b(v) key=id metric=l2")); err != nil {
+		t.Fatal(err)
+	}
+	var once sync.Once
+	h.restart(Config{DataDir: dir, StatusInterval: 100 * time.Millisecond, BeforeCopy: func() {
+		once.Do(func() {
+			for _, sql := range []string{
+				`INSERT INTO b SELECT g, ARRAY[g, 3]::real[] FROM generate_series(701, 800) g`,
+				`UPDATE b SET v = ARRAY[-1, -1]::real[] WHERE id <= 50`,
+				`DELETE FROM b WHERE id BETWEEN 600 AND 650`,
+				`UPDATE a SET v = ARRAY[0, 0]::real[] WHERE id <= 5`,
+			} {
+				if _, err := writer.Exec(h.ctx, sql); err != nil {
+					t.Errorf("%s: %v", sql, err)
+				}
+			}
+		})
+	}})
+	ea, eb := h.ix.Entries()[0], h.ix.Entries()[1]
+	waitReady(t, ea)
+	waitReady(t, eb)
+	h.assertConverged(ea, 2)
+	h.assertConverged(eb, 2)
+	if n := h.rep.Stats().CopiedRows.Load(); n != 700 {
+		t.Errorf("copied %d rows, want only b's 700 (the snapshot predates the concurrent writes)", n)
+	}
+	var temp int
+	h.conn.QueryRow(h.ctx, `SELECT count(*) FROM pg_replication_slots WHERE slot_name <> 'vecside'`).Scan(&temp)
+	if temp != 0 {
+		t.Errorf("%d temporary slots left behind", temp)
+	}
+}
+
+// TestParallelCopy copies a table large enough to be split into ctid
+// ranges, with rows written during the copy.
+func TestParallelCopy(t *testing.T) {
+	h := newHarness(t, `CREATE TABLE big (id int PRIMARY KEY, v real[]);
+		INSERT INTO big SELECT g, ARRAY[g, g % 7, 1]::real[] FROM generate_series(1, 200000) g;
+		ANALYZE big`)
+	var pages int
+	h.conn.QueryRow(h.ctx, `SELECT relpages FROM pg_class WHERE relname = 'big'`).Scan(&pages)
+	if pages < 2*rangePages {
+		t.Fatalf("table has %d pages, too few for two readers", pages)
+	}
+	e := h.add("big_v=big(v) key=id metric=l2")
+	writer, err := pgx.Connect(h.ctx, h.dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer writer.Close(h.ctx)
+	h.start(Config{CopyReaders: 3, BeforeCopy: func() {
+		writer.Exec(h.ctx, `DELETE FROM big WHERE id % 1000 = 0`)
+	}})
+	waitReady(t, e)
+	h.assertConverged(e, 3)
+	if n := h.rep.Stats().CopiedRows.Load(); n != 200000 {
+		t.Errorf("copied %d rows, want 200000", n)
+	}
+}
+
+func mustSpec(t *testing.T, def string) indexer.Spec {
+	t.Helper()
+	s, err := indexer.ParseSpec(def)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"regexp"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -46,8 +47,11 @@ type Config struct {
 	HealthInterval time.Duration
 	// ReportHealth, if set, receives every health check.
 	ReportHealth func(indexer.SourceHealth)
-	// BeforeCopy, if set, runs after the slot and its snapshot exist and
-	// before the initial copy starts (a test hook).
+	// CopyReaders is how many connections copy a large table in parallel
+	// ctid ranges. Default: the number of CPUs.
+	CopyReaders int
+	// BeforeCopy, if set, runs after a snapshot has been exported and
+	// before the copy under it starts (a test hook).
 	BeforeCopy func()
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
@@ -81,10 +85,11 @@ type Replicator struct {
 	log   *slog.Logger
 	stats Stats
 
-	mu     sync.Mutex
-	start  indexer.LSN // the slot's consistent point, or where streaming resumed
-	source indexer.Source
-	copied bool // the indexes hold a complete copy (snapshot or checkpoints)
+	mu       sync.Mutex
+	start    indexer.LSN // the slot's consistent point, or where streaming resumed
+	source   indexer.Source
+	restored bool                    // checkpoints have been looked at
+	pending  map[*indexer.Entry]bool // entries that hold no copy of their table yet
 }
 
 var slotName = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
@@ -119,7 +124,14 @@ func New(cfg Config) (*Replicator, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Replicator{cfg: cfg, log: cfg.Logger.With("subsystem", "replicate")}, nil
+	if cfg.CopyReaders <= 0 {
+		cfg.CopyReaders = runtime.NumCPU()
+	}
+	r := &Replicator{cfg: cfg, log: cfg.Logger.With("subsystem", "replicate"), pending: map[*indexer.Entry]bool{}}
+	for _, e := range cfg.Entries {
+		r.pending[e] = true
+	}
+	return r, nil
 }
 
 // Stats exposes the counters.
@@ -172,7 +184,9 @@ func (r *Replicator) Run(ctx context.Context) error {
 			}
 			r.log.Warn("replication slot invalidated; dropping it and copying the tables again", "slot", r.cfg.Name, "err", err)
 			r.mu.Lock()
-			r.copied = false
+			for _, e := range r.cfg.Entries {
+				r.pending[e] = true
+			}
 			r.mu.Unlock()
 		}
 		if time.Since(started) > time.Minute {
@@ -219,10 +233,19 @@ func (r *Replicator) runOnce(ctx context.Context) error {
 		return fmt.Errorf("IDENTIFY_SYSTEM: %w", err)
 	}
 	src := indexer.Source{SystemID: parseSystemID(sys.SystemID), Timeline: uint32(sys.Timeline), Slot: r.cfg.Name}
-	if !r.hasCopy() && r.cfg.DataDir != "" {
+	r.mu.Lock()
+	restore := !r.restored && r.cfg.DataDir != ""
+	r.restored = true
+	r.mu.Unlock()
+	if restore {
 		r.restore(tables, src)
 	}
-	start, err := r.prepareSlot(ctx, conn, repl, tables)
+	start, syncs, err := r.prepareSlot(ctx, conn, repl, tables)
+	defer func() {
+		for _, s := range syncs {
+			s.repl.Close(context.Background()) // drops the temporary slot
+		}
+	}()
 	if err != nil {
 		return err
 	}
@@ -236,70 +259,111 @@ func (r *Replicator) runOnce(ctx context.Context) error {
 	dec := newDecoder(tables, repair, r.log, &r.stats)
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	monitorErr := make(chan error, 1)
-	go func() {
-		err := r.monitor(sctx, tables, r.cfg.HealthInterval)
-		if err != nil {
-			cancel()
-		}
-		monitorErr <- err
-	}()
-	err = r.stream(sctx, repl, start, dec, statusEvery)
-	cancel()
-	// The monitor's error is the cause only when it stopped the stream.
-	if merr := <-monitorErr; merr != nil && errors.Is(err, context.Canceled) && ctx.Err() == nil {
-		return merr
+	background := make(chan error, 1+len(syncs))
+	go func() { background <- r.monitor(sctx, tables, r.cfg.HealthInterval) }()
+	for _, s := range syncs {
+		go func() { background <- r.copy(sctx, s.job) }()
 	}
-	return err
+	streamDone := make(chan error, 1)
+	go func() { streamDone <- r.stream(sctx, repl, start, dec, statusEvery) }()
+	// The first failure stops the rest; a sync or the monitor may be it.
+	for waiting := 1 + len(syncs); ; {
+		select {
+		case err := <-streamDone:
+			cancel()
+			for ; waiting > 0; waiting-- {
+				if berr := <-background; berr != nil && errors.Is(err, context.Canceled) && ctx.Err() == nil {
+					err = berr
+				}
+			}
+			return err
+		case err := <-background:
+			waiting--
+			if err != nil {
+				cancel()
+				<-streamDone
+				for ; waiting > 0; waiting-- {
+					<-background
+				}
+				return err
+			}
+		}
+	}
 }
 
-func (r *Replicator) hasCopy() bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.copied
-}
-
-// restore loads every index from its checkpoint. Only if all of them load
-// do the indexes count as holding a copy; otherwise the tables are copied
-// again, and the log says why.
+// restore loads the indexes that have a checkpoint of this source; the
+// others stay pending and are copied, each table on its own, while the
+// loaded ones stream from where they left off.
 func (r *Replicator) restore(tables []*table, src indexer.Source) {
 	state := indexer.ReadIdleState(r.cfg.DataDir)
 	for _, t := range tables {
 		for _, e := range t.entries {
 			lsn, err := e.LoadCheckpoint(r.cfg.DataDir, src, state)
 			if err != nil {
-				r.log.Warn("cannot resume from the checkpoint; the tables will be copied again", "index", e.Spec().Name, "err", err)
-				return
+				r.log.Warn("index has no usable checkpoint; its table will be copied", "index", e.Spec().Name, "err", err)
+				continue
 			}
+			r.mu.Lock()
+			delete(r.pending, e)
+			r.mu.Unlock()
 			r.log.Info("index loaded from its checkpoint", "index", e.Spec().Name, "lsn", lsn.String(), "rows", e.Status().Rows)
 		}
 	}
-	r.mu.Lock()
-	r.copied = true
-	r.mu.Unlock()
 }
 
-// prepareSlot returns where to stream from: after a copy under a new
-// slot's snapshot, or, when the indexes already hold the tables (restored
-// from checkpoints, or a reconnect), from the oldest position they hold,
-// provided the slot has not confirmed past it. Postgres would silently
-// start later than asked, so a slot ahead of the indexes means the changes
-// between are gone, and the tables are copied again.
-func (r *Replicator) prepareSlot(ctx context.Context, conn *pgx.Conn, repl *pgconn.PgConn, tables []*table) (indexer.LSN, error) {
+// split returns the entries holding state, and the pending ones by table.
+func (r *Replicator) split(tables []*table) (holding []*indexer.Entry, pending map[*table][]*indexer.Entry) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	pending = map[*table][]*indexer.Entry{}
+	for _, t := range tables {
+		for _, e := range t.entries {
+			if r.pending[e] {
+				pending[t] = append(pending[t], e)
+			} else {
+				holding = append(holding, e)
+			}
+		}
+	}
+	return holding, pending
+}
+
+// tableSync is a copy of one table for its pending entries, under the
+// snapshot of a temporary slot whose connection stays open until the copy
+// ends.
+type tableSync struct {
+	repl *pgconn.PgConn
+	job  copyJob
+}
+
+// prepareSlot returns where to stream from, and the table syncs to run
+// beside the stream.
+//
+// When some indexes hold state (restored from checkpoints, or from before
+// a reconnect) and the slot has not confirmed past any of them, the stream
+// resumes from the oldest of their positions, and each table with pending
+// indexes is copied under a temporary slot's snapshot while the stream
+// goes on. Postgres silently starts later than asked, so a slot ahead of
+// an index means the changes between are gone: then, as when nothing
+// holds state, the slot is dropped and recreated, and every table copied
+// under its snapshot before streaming starts.
+func (r *Replicator) prepareSlot(ctx context.Context, conn *pgx.Conn, repl *pgconn.PgConn, tables []*table) (indexer.LSN, []tableSync, error) {
 	var confirmed *string
 	err := conn.QueryRow(ctx, `SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1`, r.cfg.Name).Scan(&confirmed)
 	exists := err == nil
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-		return 0, err
+		return 0, nil, err
 	}
-	if exists && r.hasCopy() && confirmed != nil {
+	holding, pending := r.split(tables)
+	if exists && len(holding) > 0 && confirmed != nil {
 		slotAt, err := indexer.ParseLSN(*confirmed)
 		if err != nil {
-			return 0, err
+			return 0, nil, err
 		}
-		from, behind := r.oldestApplied(tables, slotAt)
+		from, behind := oldestApplied(holding, slotAt)
 		if behind == nil {
-			return from, nil
+			syncs, err := r.startSyncs(ctx, pending)
+			return from, syncs, err
 		}
 		r.log.Warn("the slot has confirmed past an index's position; copying the tables again",
 			"slot", r.cfg.Name, "confirmed", slotAt.String(), "index", behind.Spec().Name, "applied", behind.Applied().String())
@@ -307,31 +371,31 @@ func (r *Replicator) prepareSlot(ctx context.Context, conn *pgx.Conn, repl *pgco
 	if exists {
 		r.log.Info("dropping the slot to take a fresh snapshot", "slot", r.cfg.Name)
 		if _, err := conn.Exec(ctx, `SELECT pg_drop_replication_slot($1)`, r.cfg.Name); err != nil {
-			return 0, fmt.Errorf("dropping slot %s (is another vecside using it?): %w", r.cfg.Name, err)
+			return 0, nil, fmt.Errorf("dropping slot %s (is another vecside using it?): %w", r.cfg.Name, err)
 		}
 	}
-	return r.snapshot(ctx, conn, repl, tables)
+	point, err := r.snapshot(ctx, repl, tables)
+	return point, nil, err
 }
 
-// oldestApplied is the lowest applied LSN of the indexes, or the index
-// that is behind slotAt.
-func (r *Replicator) oldestApplied(tables []*table, slotAt indexer.LSN) (indexer.LSN, *indexer.Entry) {
+// oldestApplied is the lowest applied LSN of entries, or the entry that is
+// behind slotAt.
+func oldestApplied(entries []*indexer.Entry, slotAt indexer.LSN) (indexer.LSN, *indexer.Entry) {
 	oldest := indexer.LSN(1<<64 - 1)
-	for _, t := range tables {
-		for _, e := range t.entries {
-			applied := e.Applied()
-			if applied < slotAt {
-				return 0, e
-			}
-			oldest = min(oldest, applied)
+	for _, e := range entries {
+		applied := e.Applied()
+		if applied < slotAt {
+			return 0, e
 		}
+		oldest = min(oldest, applied)
 	}
 	return oldest, nil
 }
 
-// snapshot creates the slot and copies every table under its snapshot.
-func (r *Replicator) snapshot(ctx context.Context, conn *pgx.Conn, repl *pgconn.PgConn, tables []*table) (indexer.LSN, error) {
-	slot, err := createSlot(ctx, repl, r.cfg.Name, r.cfg.SlotTimeout)
+// snapshot creates the slot and copies every table under its snapshot
+// before anything is streamed.
+func (r *Replicator) snapshot(ctx context.Context, repl *pgconn.PgConn, tables []*table) (indexer.LSN, error) {
+	slot, err := createSlot(ctx, repl, r.cfg.Name, false, r.cfg.SlotTimeout)
 	if err != nil {
 		return 0, err
 	}
@@ -345,31 +409,74 @@ func (r *Replicator) snapshot(ctx context.Context, conn *pgx.Conn, repl *pgconn.
 	}
 	for _, t := range tables {
 		for _, e := range t.entries {
-			e.Rebuild()
+			e.BeginSync(point)
 		}
 	}
 	for _, t := range tables {
-		began := time.Now()
-		var copied int64
-		err := copyTable(ctx, conn, slot.SnapshotName, t, func(rows int64) {
-			copied = rows
-			r.log.Info("copying", "table", t.qualified(), "rows", rows, "elapsed", time.Since(began).Round(time.Millisecond).String())
-		})
-		r.stats.CopiedRows.Add(copied)
-		if err != nil {
+		if err := r.copy(ctx, r.copyJob(slot.SnapshotName, t, t.entries)); err != nil {
 			return 0, err
 		}
 	}
-	for _, t := range tables {
-		for _, e := range t.entries {
-			e.SetApplied(point)
-			e.SetReady()
-		}
+	return point, nil
+}
+
+func (r *Replicator) copyJob(snapshot string, t *table, entries []*indexer.Entry) copyJob {
+	began := time.Now()
+	return copyJob{
+		source: r.cfg.Source, snapshot: snapshot, table: t, entries: entries, readers: r.cfg.CopyReaders,
+		progress: func(rows, estimate int64) {
+			r.log.Info("copying", "table", t.qualified(), "rows", rows, "of about", estimate,
+				"elapsed", time.Since(began).Round(time.Millisecond).String())
+		},
+	}
+}
+
+// copy runs a copy job and, when it succeeds, ends the sync of its
+// entries.
+func (r *Replicator) copy(ctx context.Context, job copyJob) error {
+	rows, err := job.run(ctx)
+	r.stats.CopiedRows.Add(rows)
+	if err != nil {
+		return err
 	}
 	r.mu.Lock()
-	r.copied = true
+	for _, e := range job.entries {
+		e.EndSync()
+		delete(r.pending, e)
+	}
 	r.mu.Unlock()
-	return point, nil
+	return nil
+}
+
+// startSyncs creates a temporary slot for each table with pending
+// entries, before the stream starts: its consistent point tells the stream
+// which transactions the copy already holds.
+func (r *Replicator) startSyncs(ctx context.Context, pending map[*table][]*indexer.Entry) ([]tableSync, error) {
+	var syncs []tableSync
+	for t, entries := range pending {
+		repl, err := connectReplication(ctx, r.cfg.Source)
+		if err != nil {
+			return syncs, err
+		}
+		syncs = append(syncs, tableSync{repl: repl})
+		slot, err := createSlot(ctx, repl, fmt.Sprintf("%s_sync_%d", r.cfg.Name, t.oid), true, r.cfg.SlotTimeout)
+		if err != nil {
+			return syncs, err
+		}
+		point, err := indexer.ParseLSN(slot.ConsistentPoint)
+		if err != nil {
+			return syncs, err
+		}
+		for _, e := range entries {
+			e.BeginSync(point)
+		}
+		r.log.Info("copying a table for new indexes while the others stream", "table", t.qualified(), "sync_point", point.String())
+		syncs[len(syncs)-1].job = r.copyJob(slot.SnapshotName, t, entries)
+	}
+	if len(syncs) > 0 && r.cfg.BeforeCopy != nil {
+		r.cfg.BeforeCopy()
+	}
+	return syncs, nil
 }
 
 // statusInterval is the configured interval, shortened to half of the

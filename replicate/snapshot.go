@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pglogrepl"
@@ -13,42 +15,136 @@ import (
 	"github.com/vecside/vecside/indexer"
 )
 
-// createSlot creates the logical replication slot and exports a snapshot
+// createSlot creates a logical replication slot and exports a snapshot
 // that shows exactly the table contents the slot's stream starts after.
 // The snapshot lives only while repl stays idle: copy under it before
-// sending anything else on repl.
-func createSlot(ctx context.Context, repl *pgconn.PgConn, slot string, timeout time.Duration) (pglogrepl.CreateReplicationSlotResult, error) {
+// sending anything else on repl. A temporary slot is dropped when repl
+// closes: per-table syncs use one only for its snapshot.
+func createSlot(ctx context.Context, repl *pgconn.PgConn, slot string, temporary bool, timeout time.Duration) (pglogrepl.CreateReplicationSlotResult, error) {
 	// Slot creation waits for every running transaction to end: bound it.
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	res, err := pglogrepl.CreateReplicationSlot(ctx, repl, slot, "pgoutput",
-		pglogrepl.CreateReplicationSlotOptions{SnapshotAction: "EXPORT_SNAPSHOT", Mode: pglogrepl.LogicalReplication})
+		pglogrepl.CreateReplicationSlotOptions{Temporary: temporary, SnapshotAction: "EXPORT_SNAPSHOT", Mode: pglogrepl.LogicalReplication})
 	if err != nil {
 		return res, fmt.Errorf("creating replication slot %s (it waits for running transactions to finish; timeout %s): %w", slot, timeout, err)
 	}
 	return res, nil
 }
 
-// copyTable reads every row of t under the exported snapshot with a binary
-// COPY of the key and vector columns, feeding each entry of t. progress is
-// called every 100,000 rows and at the end with the rows copied so far.
-func copyTable(ctx context.Context, conn *pgx.Conn, snapshot string, t *table, progress func(rows int64)) error {
+// copyJob copies one table into some of its entries under an exported
+// snapshot.
+type copyJob struct {
+	source   string // connection string: each reader opens its own
+	snapshot string
+	table    *table
+	entries  []*indexer.Entry // the entries being synced; others on the table keep their state
+	readers  int              // parallel ctid ranges for large tables
+	progress func(rows, estimate int64)
+}
+
+// rangePages is the least number of heap pages worth a reader of its own.
+const rangePages = 2048
+
+// run copies the table. Every reader imports the same snapshot; a large
+// plain table is split into ctid ranges (TID range scans, PG14+), the last
+// one open-ended so that pages added since the estimate are read too.
+func (j copyJob) run(ctx context.Context) (int64, error) {
+	ranges, estimate, err := j.plan(ctx)
+	if err != nil {
+		return 0, err
+	}
+	var copied atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, len(ranges))
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := make(chan struct{})
+	go func() { // progress
+		tick := time.NewTicker(5 * time.Second)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+				j.progress(copied.Load(), estimate)
+			}
+		}
+	}()
+	for _, where := range ranges {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := j.copyRange(ctx, where, &copied); err != nil {
+				errs <- err
+				cancel()
+			}
+		}()
+	}
+	wg.Wait()
+	close(stop)
+	close(errs)
+	if err := <-errs; err != nil {
+		return copied.Load(), fmt.Errorf("copying %s: %w", j.table.qualified(), err)
+	}
+	j.progress(copied.Load(), estimate)
+	return copied.Load(), nil
+}
+
+// plan splits the table into ctid ranges by its page count.
+func (j copyJob) plan(ctx context.Context) ([]string, int64, error) {
+	conn, err := pgx.Connect(ctx, j.source)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer conn.Close(context.Background())
+	var pages, tuples int64
+	if err := conn.QueryRow(ctx, `SELECT relpages::bigint, greatest(reltuples, 0)::bigint FROM pg_class WHERE oid = $1`, j.table.oid).Scan(&pages, &tuples); err != nil {
+		return nil, 0, err
+	}
+	n := min(int64(max(j.readers, 1)), pages/rangePages)
+	if j.table.partitioned || n < 2 {
+		return []string{""}, tuples, nil
+	}
+	ranges := make([]string, n)
+	step := pages / n
+	for i := range ranges {
+		lo, hi := int64(i)*step, int64(i+1)*step
+		ranges[i] = fmt.Sprintf(" WHERE ctid >= '(%d,0)'::tid", lo)
+		if i < len(ranges)-1 {
+			ranges[i] += fmt.Sprintf(" AND ctid < '(%d,0)'::tid", hi)
+		}
+	}
+	return ranges, tuples, nil
+}
+
+// copyRange copies the rows matching where with a binary COPY of the key
+// and vector columns, under the snapshot.
+func (j copyJob) copyRange(ctx context.Context, where string, copied *atomic.Int64) error {
+	conn, err := pgx.Connect(ctx, j.source)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.Background())
 	tx, err := conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
 	if err != nil {
 		return err
 	}
 	defer tx.Rollback(ctx)
-	if _, err := tx.Exec(ctx, "SET TRANSACTION SNAPSHOT '"+snapshot+"'"); err != nil {
-		return fmt.Errorf("importing snapshot %s: %w", snapshot, err)
+	if _, err := tx.Exec(ctx, "SET TRANSACTION SNAPSHOT '"+j.snapshot+"'"); err != nil {
+		return fmt.Errorf("importing snapshot %s: %w", j.snapshot, err)
 	}
+	t := j.table
 	cols := make([]string, len(t.columns))
 	for i, c := range t.columns {
 		cols[i] = indexer.QuoteIdent(c)
 	}
-	sql := "COPY (SELECT " + strings.Join(cols, ", ") + " FROM ONLY " + t.qualified() + ") TO STDOUT (FORMAT binary)"
+	only := "ONLY "
 	if t.partitioned {
-		sql = strings.Replace(sql, "FROM ONLY ", "FROM ", 1)
+		only = ""
 	}
+	sql := "COPY (SELECT " + strings.Join(cols, ", ") + " FROM " + only + t.qualified() + where + ") TO STDOUT (FORMAT binary)"
 	pr, pw := io.Pipe()
 	done := make(chan error, 1)
 	go func() {
@@ -56,46 +152,45 @@ func copyTable(ctx context.Context, conn *pgx.Conn, snapshot string, t *table, p
 		pw.CloseWithError(err)
 		done <- err
 	}()
-	rows, decodeErr := t.loadCopy(pr, progress)
+	decodeErr := j.load(pr, copied)
 	pr.CloseWithError(fmt.Errorf("copy aborted"))
-	copyErr := <-done
+	if copyErr := <-done; copyErr != nil && decodeErr == nil {
+		return copyErr
+	}
 	if decodeErr != nil {
-		return fmt.Errorf("copying %s: %w", t.qualified(), decodeErr)
+		return decodeErr
 	}
-	if copyErr != nil {
-		return fmt.Errorf("copying %s: %w", t.qualified(), copyErr)
-	}
-	progress(rows)
 	return tx.Commit(ctx)
 }
 
-// loadCopy decodes a binary COPY of t's published columns into its entries.
-func (t *table) loadCopy(r io.Reader, progress func(rows int64)) (int64, error) {
+// load decodes a binary COPY of the table's published columns into the
+// entries being synced.
+func (j copyJob) load(r io.Reader, copied *atomic.Int64) error {
 	cr, err := newCopyReader(r)
 	if err != nil {
-		return 0, err
+		return err
 	}
-	var rows int64
+	t := j.table
+	pos := make([]int, len(j.entries))
+	for i, e := range j.entries {
+		pos[i] = t.columnIndex(e.Spec().Column)
+	}
 	for {
 		ok, err := cr.next()
 		if err != nil || !ok {
-			return rows, err
+			return err
 		}
 		if len(cr.fields) != len(t.columns) {
-			return rows, fmt.Errorf("COPY row has %d fields, want %d", len(cr.fields), len(t.columns))
+			return fmt.Errorf("COPY row has %d fields, want %d", len(cr.fields), len(t.columns))
 		}
 		key, err := t.keyType.DecodeBinary(cr.fields[0])
 		if err != nil {
-			return rows, err
+			return err
 		}
-		for _, e := range t.entries {
-			raw := cr.fields[t.columnIndex(e.Spec().Column)]
-			e.Upsert(key, decodeVector(e, raw, true))
+		for i, e := range j.entries {
+			e.CopyUpsert(key, decodeVector(e, cr.fields[pos[i]], true))
 		}
-		rows++
-		if rows%100000 == 0 {
-			progress(rows)
-		}
+		copied.Add(1)
 	}
 }
 
