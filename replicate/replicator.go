@@ -262,7 +262,7 @@ func (r *Replicator) runOnce(ctx context.Context) error {
 	background := make(chan error, 1+len(syncs))
 	go func() { background <- r.monitor(sctx, tables, r.cfg.HealthInterval) }()
 	for _, s := range syncs {
-		go func() { background <- r.copy(sctx, s.job) }()
+		go func() { background <- r.copy(sctx, s.job, func() { s.repl.Close(context.Background()) }) }()
 	}
 	streamDone := make(chan error, 1)
 	go func() { streamDone <- r.stream(sctx, repl, start, dec, statusEvery) }()
@@ -413,7 +413,7 @@ func (r *Replicator) snapshot(ctx context.Context, repl *pgconn.PgConn, tables [
 		}
 	}
 	for _, t := range tables {
-		if err := r.copy(ctx, r.copyJob(slot.SnapshotName, t, t.entries)); err != nil {
+		if err := r.copy(ctx, r.copyJob(slot.SnapshotName, t, t.entries), func() {}); err != nil {
 			return 0, err
 		}
 	}
@@ -431,10 +431,11 @@ func (r *Replicator) copyJob(snapshot string, t *table, entries []*indexer.Entry
 	}
 }
 
-// copy runs a copy job and, when it succeeds, ends the sync of its
-// entries.
-func (r *Replicator) copy(ctx context.Context, job copyJob) error {
+// copy runs a copy job, calls release (the snapshot is no longer
+// needed), and, when the copy succeeded, ends the sync of its entries.
+func (r *Replicator) copy(ctx context.Context, job copyJob, release func()) error {
 	rows, err := job.run(ctx)
+	release()
 	r.stats.CopiedRows.Add(rows)
 	if err != nil {
 		return err

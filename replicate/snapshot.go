@@ -43,8 +43,9 @@ type copyJob struct {
 	progress func(rows, estimate int64)
 }
 
-// rangePages is the least number of heap pages worth a reader of its own.
-const rangePages = 2048
+// rangePages is the least number of heap pages (8 MB) worth a reader of
+// its own.
+const rangePages = 1024
 
 // run copies the table. Every reader imports the same snapshot; a large
 // plain table is split into ctid ranges (TID range scans, PG14+), the last
