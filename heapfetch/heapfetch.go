@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
+	"time"
 
 	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/jackc/pgx/v5"
@@ -25,6 +27,7 @@ type Client struct {
 	sidecar Querier
 	heap    Querier
 	indexes *lru.Cache[string, *index]
+	replica atomic.Int32 // 0 unknown, 1 primary, 2 in recovery
 }
 
 // New returns a client asking sidecar for candidates and fetching rows
@@ -47,6 +50,11 @@ type Request struct {
 	Oversample float64
 	// Options are further knn options in key=value form, e.g. "timeout=2s".
 	Options string
+	// MinLSN asks for read-your-writes: pass pg_current_wal_lsn() taken
+	// after a write (text form, e.g. "0/16B3748"). The sidecar answers
+	// only once it has applied that far, and when the heap is a read
+	// replica the client also waits until the replica has replayed it.
+	MinLSN string
 }
 
 // Row is a result: the key as Postgres returned it (int16, int32, int64,
@@ -71,6 +79,11 @@ func (c *Client) Search(ctx context.Context, req Request) ([]Row, error) {
 	if err != nil {
 		return nil, err
 	}
+	if req.MinLSN != "" {
+		if err := c.waitReplay(ctx, req.MinLSN); err != nil {
+			return nil, err
+		}
+	}
 	oversample := max(req.Oversample, 1)
 	for attempt := 0; ; attempt++ {
 		keys, err := c.candidates(ctx, req, oversample)
@@ -93,7 +106,11 @@ func (c *Client) Search(ctx context.Context, req Request) ([]Row, error) {
 
 // candidates asks the sidecar for the keys nearest to the query.
 func (c *Client) candidates(ctx context.Context, req Request, oversample float64) ([]any, error) {
-	opts := strings.TrimSpace("oversample=" + strconv.FormatFloat(oversample, 'g', -1, 64) + " " + req.Options)
+	opts := "oversample=" + strconv.FormatFloat(oversample, 'g', -1, 64)
+	if req.MinLSN != "" {
+		opts += " min_lsn=" + req.MinLSN
+	}
+	opts = strings.TrimSpace(opts + " " + req.Options)
 	rows, err := c.sidecar.Query(ctx, "SELECT id FROM knn($1, $2, $3, $4)", req.Index, req.Vector, req.K, opts)
 	if err != nil {
 		return nil, fmt.Errorf("heapfetch: asking the sidecar: %w", err)
@@ -252,4 +269,57 @@ func compareKeys(a, b any) int {
 		return strings.Compare(string(x[:]), string(y[:]))
 	}
 	return strings.Compare(fmt.Sprint(a), fmt.Sprint(b))
+}
+
+// replayPoll is how often a replica's replay position is polled while a
+// read-your-writes search waits for it.
+const replayPoll = 2 * time.Millisecond
+
+// waitReplay waits until the heap has replayed lsn, if it is a replica; a
+// primary has it already.
+func (c *Client) waitReplay(ctx context.Context, lsn string) error {
+	if c.replica.Load() == 0 {
+		var inRecovery bool
+		if err := queryRow(ctx, c.heap, "SELECT pg_is_in_recovery()", nil, &inRecovery); err != nil {
+			return fmt.Errorf("heapfetch: %w", err)
+		}
+		c.replica.Store(map[bool]int32{false: 1, true: 2}[inRecovery])
+	}
+	if c.replica.Load() == 1 {
+		return nil
+	}
+	for {
+		var replayed bool
+		if err := queryRow(ctx, c.heap, "SELECT pg_last_wal_replay_lsn() >= $1::pg_lsn", []any{lsn}, &replayed); err != nil {
+			return fmt.Errorf("heapfetch: waiting for the replica to replay %s: %w", lsn, err)
+		}
+		if replayed {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("heapfetch: the replica has not replayed %s: %w", lsn, ctx.Err())
+		case <-time.After(replayPoll):
+		}
+	}
+}
+
+// queryRow runs a one-row query through a Querier.
+func queryRow(ctx context.Context, q Querier, sql string, args []any, dest ...any) error {
+	rows, err := q.Query(ctx, sql, args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	if !rows.Next() {
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		return pgx.ErrNoRows
+	}
+	if err := rows.Scan(dest...); err != nil {
+		return err
+	}
+	rows.Close()
+	return rows.Err()
 }

@@ -43,27 +43,12 @@ func TestMatchesExactSQL(t *testing.T) {
 	for _, m := range metrics {
 		defs = append(defs, fmt.Sprintf("items_%s=public.items(embedding) key=id metric=%s", m, m))
 	}
-	sc, err := sidecar.Start(ctx, sidecar.Config{Source: dsn, Name: "vecside", Listen: "127.0.0.1:0", Auth: "trust",
-		Indexes: defs, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := sc.Stop(); err != nil {
-			t.Errorf("sidecar: %v", err)
-		}
-	}()
+	sc, side := startSidecar(t, dsn, defs...)
 	rng := rand.New(rand.NewPCG(3, 4))
 	for _, sql := range workload.Changes(rng, dims) {
 		mustExec(t, db, sql)
 	}
 	waitApplied(t, db, sc)
-
-	side, err := pgx.Connect(ctx, "postgres://vecside@"+sc.Addr.String()+"/vecside?sslmode=disable")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer side.Close(ctx)
 	client := heapfetch.New(side, db)
 	for _, m := range metrics {
 		st := mustEntry(t, sc, "items_"+m).Status()
@@ -89,6 +74,117 @@ func TestMatchesExactSQL(t *testing.T) {
 				t.Errorf("query %d, %s: %s", qi, m, msg)
 			}
 		}
+	}
+}
+
+// startSidecar runs a sidecar over dsn's database until the test ends,
+// and connects to it.
+func startSidecar(t *testing.T, dsn string, defs ...string) (*sidecar.Sidecar, *pgx.Conn) {
+	t.Helper()
+	ctx := context.Background()
+	sc, err := sidecar.Start(ctx, sidecar.Config{Source: dsn, Name: "vecside", Listen: "127.0.0.1:0", Auth: "trust",
+		Indexes: defs, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := sc.Stop(); err != nil {
+			t.Errorf("sidecar: %v", err)
+		}
+	})
+	side, err := pgx.Connect(ctx, "postgres://vecside@"+sc.Addr.String()+"/vecside?sslmode=disable")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { side.Close(ctx) })
+	return sc, side
+}
+
+// TestReadYourWrites: a client that writes, reads pg_current_wal_lsn()
+// and searches with it as MinLSN finds its row every time, also while
+// long transactions write to another table around it.
+func TestReadYourWrites(t *testing.T) {
+	const dims, rounds = 8, 100
+	ctx := context.Background()
+	dsn := pgtest.Shared(t).NewDatabase(t)
+	db, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close(ctx)
+	mustExec(t, db, `CREATE TABLE docs (id bigint PRIMARY KEY, v real[]); CREATE TABLE other (x int, pad text);
+		INSERT INTO docs SELECT g, array_fill(g::real, ARRAY[8]) FROM generate_series(1, 1000) g`)
+	sc, side := startSidecar(t, dsn, "docs_v=public.docs(v) key=id metric=l2")
+	waitApplied(t, db, sc)
+
+	// Long transactions on another table, open across many of the
+	// client's writes.
+	stop := make(chan struct{})
+	longDone := make(chan error, 1)
+	go func() {
+		longDone <- func() error {
+			conn, err := pgx.Connect(ctx, dsn)
+			if err != nil {
+				return err
+			}
+			defer conn.Close(ctx)
+			for {
+				tx, err := conn.Begin(ctx)
+				if err != nil {
+					return err
+				}
+				for i := 0; i < 50; i++ {
+					if _, err := tx.Exec(ctx, `INSERT INTO other SELECT g, repeat('x', 200) FROM generate_series(1, 20) g`); err != nil {
+						return err
+					}
+					select {
+					case <-stop:
+						return tx.Commit(ctx)
+					case <-time.After(2 * time.Millisecond):
+					}
+				}
+				if err := tx.Commit(ctx); err != nil {
+					return err
+				}
+			}
+		}()
+	}()
+
+	client := heapfetch.New(side, db)
+	rng := rand.New(rand.NewPCG(5, 6))
+	found := 0
+	for i := 0; i < rounds; i++ {
+		id := int64(100000 + i)
+		v := make([]float32, dims)
+		for j := range v {
+			v[j] = rng.Float32()*1000 + 2000
+		}
+		mustExecArgs(t, db, `INSERT INTO docs VALUES ($1, $2)`, id, v)
+		var lsn string
+		if err := db.QueryRow(ctx, `SELECT pg_current_wal_lsn()::text`).Scan(&lsn); err != nil {
+			t.Fatal(err)
+		}
+		rows, err := client.Search(ctx, heapfetch.Request{Index: "docs_v", Vector: v, K: 1, MinLSN: lsn})
+		if err != nil {
+			t.Fatalf("round %d: %v", i, err)
+		}
+		if len(rows) == 1 && rows[0].Key == id && rows[0].Distance == 0 {
+			found++
+		}
+	}
+	close(stop)
+	if err := <-longDone; err != nil {
+		t.Fatal(err)
+	}
+	if found != rounds {
+		t.Fatalf("found the row just written %d times out of %d", found, rounds)
+	}
+}
+
+func mustExecArgs(t *testing.T, db *pgx.Conn, sql string, args ...any) {
+	t.Helper()
+	if _, err := db.Exec(context.Background(), sql, args...); err != nil {
+		t.Fatalf("%s: %v", sql, err)
 	}
 }
 

@@ -53,6 +53,7 @@ type Entry struct {
 	syncFrom  LSN
 	touched   map[string]struct{} // nil outside a sync
 	truncated bool                // a TRUNCATE during the sync voids the copy
+	copied    int64               // rows read by the last sync's copy
 	lastPause time.Duration       // changes held up by the last checkpoint
 	lastWrite time.Duration       // the last checkpoint's total time
 
@@ -253,7 +254,7 @@ func (e *Entry) BeginSync(lsn LSN) {
 	clear(e.skipped)
 	e.state, e.failure = StateBuilding, ""
 	e.covered, e.coveredVersion = 0, 0
-	e.syncFrom, e.touched, e.truncated = lsn, map[string]struct{}{}, false
+	e.syncFrom, e.touched, e.truncated, e.copied = lsn, map[string]struct{}{}, false, 0
 }
 
 // CopyUpsert stores a row read by the copy of a sync, unless the stream
@@ -262,6 +263,7 @@ func (e *Entry) BeginSync(lsn LSN) {
 func (e *Entry) CopyUpsert(key string, vec []float32) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	e.copied++
 	if _, newer := e.touched[key]; newer || e.truncated {
 		return
 	}
@@ -399,6 +401,7 @@ type Status struct {
 	Error       string
 	Applied     LSN
 	Covered     LSN    // what durable state reflects
+	CopiedRows  int64  // rows read by the last copy of the table for this index
 	SlotState   string // the shared slot's wal_status, see SourceHealth
 	LagBytes    int64  // source WAL position − Applied
 	KeyType     KeyType

@@ -637,6 +637,9 @@ func TestNewIndexSyncsOnlyItsTable(t *testing.T) {
 	if n := h.rep.Stats().CopiedRows.Load(); n != 700 {
 		t.Errorf("copied %d rows, want only b's 700 (the snapshot predates the concurrent writes)", n)
 	}
+	if a, b := ea.Status().CopiedRows, eb.Status().CopiedRows; a != 0 || b != 700 {
+		t.Errorf("status copied_rows a=%d b=%d, want 0 (restored) and 700", a, b)
+	}
 	var temp int
 	h.conn.QueryRow(h.ctx, `SELECT count(*) FROM pg_replication_slots WHERE slot_name <> 'vecside'`).Scan(&temp)
 	if temp != 0 {
@@ -678,4 +681,75 @@ func mustSpec(t *testing.T, def string) indexer.Spec {
 		t.Fatal(err)
 	}
 	return s
+}
+
+func findings(t *testing.T, dsn string, defs ...string) map[string]Finding {
+	t.Helper()
+	var specs []indexer.Spec
+	for _, d := range defs {
+		specs = append(specs, mustSpec(t, d))
+	}
+	fs, err := Check(context.Background(), dsn, "vecside", specs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]Finding{}
+	for _, f := range fs {
+		out[f.Check] = f
+	}
+	return out
+}
+
+func TestCheck(t *testing.T) {
+	h := newHarness(t, `CREATE TABLE good (id int PRIMARY KEY, v real[]);
+		CREATE TABLE nokey (id int, v real[]);
+		CREATE TABLE wrongtype (id int PRIMARY KEY, v text);
+		CREATE ROLE plain LOGIN`)
+	t.Cleanup(func() { h.conn.Exec(h.ctx, `DROP ROLE IF EXISTS plain`) })
+	fs := findings(t, h.dsn, "g=good(v) key=id metric=l2", "n=nokey(v) key=id metric=l2", "w=wrongtype(v) key=id metric=l2")
+	for check, want := range map[string]Level{
+		"server version": OK, "wal_level": OK, "REPLICATION attribute": OK, "slots and senders": OK,
+		"max_slot_wal_keep_size": Warn, "slot vecside": OK, "publication vecside": OK,
+		"index g": OK, "index n": Fail, "index w": Fail,
+	} {
+		f, ok := fs[check]
+		if !ok || f.Level != want {
+			t.Errorf("%s: got %+v, want level %s", check, f, want)
+		}
+		if f.Level != OK && f.Fix == "" {
+			t.Errorf("%s: %s without a fix", check, f.Level)
+		}
+	}
+	if fix := fs["index n"].Fix; !strings.Contains(fix, "REPLICA IDENTITY USING INDEX") {
+		t.Errorf("fix for a table without a key: %q", fix)
+	}
+	plain := strings.Replace(h.dsn, "postgres://postgres@", "postgres://plain@", 1)
+	fs = findings(t, plain, "g=good(v) key=id metric=l2")
+	if fs["REPLICATION attribute"].Level != Fail || fs["index g"].Level != Fail {
+		t.Errorf("a role without REPLICATION or SELECT passed: %+v %+v", fs["REPLICATION attribute"], fs["index g"])
+	}
+}
+
+func TestTeardownDropsOnlyItsSlotAndPublication(t *testing.T) {
+	h := newHarness(t, `CREATE TABLE r (id int PRIMARY KEY, v real[]);
+		INSERT INTO r VALUES (1, '{1,2}');
+		CREATE PUBLICATION other FOR TABLE r`)
+	e := h.add("r_v=r(v) key=id metric=l2")
+	h.start(Config{})
+	waitReady(t, e)
+	if _, err := Teardown(h.ctx, h.dsn, "vecside"); err == nil || !strings.Contains(err.Error(), "in use") {
+		t.Errorf("teardown of a slot in use: %v", err)
+	}
+	h.stop()
+	done, err := Teardown(h.ctx, h.dsn, "vecside")
+	if err != nil || len(done) != 2 {
+		t.Fatalf("teardown: %v, %v", done, err)
+	}
+	var slots, pubs, rows int
+	h.conn.QueryRow(h.ctx, `SELECT count(*) FROM pg_replication_slots WHERE database = current_database()`).Scan(&slots)
+	h.conn.QueryRow(h.ctx, `SELECT count(*) FROM pg_publication`).Scan(&pubs)
+	h.conn.QueryRow(h.ctx, `SELECT count(*) FROM r`).Scan(&rows)
+	if slots != 0 || pubs != 1 || rows != 1 {
+		t.Errorf("after teardown: %d slots, %d publications (want the other one), %d rows", slots, pubs, rows)
+	}
 }

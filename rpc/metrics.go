@@ -62,6 +62,7 @@ func (s *Server) MetricsHandler() http.Handler {
 		var b strings.Builder
 		s.metrics.write(&b)
 		writeIndexMetrics(&b, s.cfg.Catalog.Status())
+		writeSlotMetrics(&b, s.cfg.Catalog.SourceHealth())
 		io.WriteString(w, b.String())
 	})
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
@@ -125,17 +126,23 @@ func (m *metrics) write(b *strings.Builder) {
 func writeIndexMetrics(b *strings.Builder, statuses []indexer.Status) {
 	gauges := []struct {
 		name, help string
-		value      func(indexer.Status) uint64
+		value      func(indexer.Status) float64
 	}{
-		{"vecside_index_rows", "Vectors indexed.", func(s indexer.Status) uint64 { return uint64(s.Rows) }},
-		{"vecside_index_skipped_rows", "Table rows left out: NULL, wrong dimension or not finite.", func(s indexer.Status) uint64 { return uint64(s.Skipped) }},
-		{"vecside_index_zero_vectors", "Indexed vectors without a cosine distance.", func(s indexer.Status) uint64 { return uint64(s.ZeroVectors) }},
-		{"vecside_index_applied_lsn", "WAL position applied (exact below 2^53).", func(s indexer.Status) uint64 { return uint64(s.Applied) }},
+		{"vecside_index_rows", "Vectors indexed.", func(s indexer.Status) float64 { return float64(s.Rows) }},
+		{"vecside_index_skipped_rows", "Table rows left out: NULL, wrong dimension or not finite.", func(s indexer.Status) float64 { return float64(s.Skipped) }},
+		{"vecside_index_zero_vectors", "Indexed vectors without a cosine distance.", func(s indexer.Status) float64 { return float64(s.ZeroVectors) }},
+		{"vecside_index_applied_lsn", "WAL position applied (exact below 2^53).", func(s indexer.Status) float64 { return float64(s.Applied) }},
+		{"vecside_index_covered_lsn", "WAL position durable state reflects (exact below 2^53).", func(s indexer.Status) float64 { return float64(s.Covered) }},
+		{"vecside_index_lag_bytes", "Source WAL position minus the applied position.", func(s indexer.Status) float64 { return float64(s.LagBytes) }},
+		{"vecside_index_copied_rows", "Rows read by the last copy of the index's table.", func(s indexer.Status) float64 { return float64(s.CopiedRows) }},
+		{"vecside_index_checkpoints_total", "Checkpoints written.", func(s indexer.Status) float64 { return float64(s.Checkpoints) }},
+		{"vecside_index_checkpoint_pause_seconds", "How long changes waited for the last checkpoint's copy of the index.", func(s indexer.Status) float64 { return s.CheckpointPause.Seconds() }},
+		{"vecside_index_checkpoint_seconds", "How long the last checkpoint took in all.", func(s indexer.Status) float64 { return s.CheckpointTime.Seconds() }},
 	}
 	for _, g := range gauges {
 		header(b, g.name, "gauge", g.help)
 		for _, s := range statuses {
-			fmt.Fprintf(b, "%s{index=%s} %d\n", g.name, label(s.Name), g.value(s))
+			fmt.Fprintf(b, "%s{index=%s} %s\n", g.name, label(s.Name), strconv.FormatFloat(g.value(s), 'f', -1, 64))
 		}
 	}
 	header(b, "vecside_index_state", "gauge", "1 for the index's lifecycle state, 0 for the others.")
@@ -147,6 +154,26 @@ func writeIndexMetrics(b *strings.Builder, statuses []indexer.Status) {
 			}
 			fmt.Fprintf(b, "vecside_index_state{index=%s,state=%s} %d\n", label(s.Name), label(string(state)), v)
 		}
+	}
+}
+
+// writeSlotMetrics reports what the last health check found about the
+// replication slot.
+func writeSlotMetrics(b *strings.Builder, h indexer.SourceHealth) {
+	if h.CheckedAt.IsZero() {
+		return
+	}
+	for _, g := range []struct {
+		name, help string
+		value      int64
+	}{
+		{"vecside_slot_retained_wal_bytes", "WAL the slot holds back (current WAL − restart_lsn).", h.RetainedBytes},
+		{"vecside_slot_safe_wal_bytes", "WAL that may still be written before the slot is invalidated; -1 if unlimited.", h.SafeWALBytes},
+		{"vecside_slot_catalog_xmin_age", "Age in transactions of the slot's catalog_xmin (it holds back catalog vacuum).", h.CatalogXminAge},
+		{"vecside_slot_confirmed_lsn", "The slot's confirmed_flush_lsn (exact below 2^53).", int64(h.Confirmed)},
+	} {
+		header(b, g.name, "gauge", g.help)
+		fmt.Fprintf(b, "%s{state=%s} %d\n", g.name, label(h.SlotState), g.value)
 	}
 }
 

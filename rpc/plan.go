@@ -45,6 +45,7 @@ var statusColumns = []column{
 	textColumn("slot_state"),
 	{name: "lag_bytes", oid: oidInt8, size: 8},
 	{name: "covered_lsn", oid: oidPgLSN, size: 8},
+	{name: "copied_rows", oid: oidInt8, size: 8},
 }
 
 func statusRow(s indexer.Status) []any {
@@ -58,7 +59,7 @@ func statusRow(s indexer.Status) []any {
 	}
 	return []any{s.Name, s.Table, s.Column, s.Kind, s.Metric.String(), int64(s.Dims),
 		int64(s.Rows), int64(s.Skipped), string(s.State), s.Applied, failure, int64(s.ZeroVectors),
-		s.KeyColumn, slot, s.LagBytes, s.Covered}
+		s.KeyColumn, slot, s.LagBytes, s.Covered, s.CopiedRows}
 }
 
 func knnColumns(kt indexer.KeyType) []column {

@@ -19,6 +19,7 @@ type Catalog interface {
 	Search(ctx context.Context, name string, q []float32, k int, opts indexer.SearchOptions) (indexer.Result, error)
 	Status() []indexer.Status
 	KeyType(name string) (indexer.KeyType, error)
+	SourceHealth() indexer.SourceHealth
 }
 
 // Config configures a Server.

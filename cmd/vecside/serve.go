@@ -24,12 +24,13 @@ vecside creates one publication and one replication slot, both named
 --name; "vecside teardown" removes them.`,
 	Flags: []cli.Flag{
 		sourceFlag,
-		&cli.StringFlag{Name: "name", Value: "vecside", Usage: "name of the publication and the replication slot", EnvVars: []string{"VECSIDE_NAME"}},
+		nameFlag,
 		&cli.StringFlag{Name: "listen", Value: "127.0.0.1:6433", Usage: "address of the pgwire server", EnvVars: []string{"VECSIDE_LISTEN"}},
 		&cli.StringFlag{Name: "metrics-listen", Value: "127.0.0.1:9433", Usage: "address of /metrics and /healthz; empty disables", EnvVars: []string{"VECSIDE_METRICS_LISTEN"}},
 		&cli.StringFlag{Name: "data-dir", Value: "vecside-data", Usage: "directory for index checkpoints", EnvVars: []string{"VECSIDE_DATA_DIR"}},
 		&cli.DurationFlag{Name: "checkpoint-interval", Value: 5 * time.Minute, Usage: "checkpoint an index with changes at least this often", EnvVars: []string{"VECSIDE_CHECKPOINT_INTERVAL"}},
 		&cli.Uint64Flag{Name: "checkpoint-changes", Value: 100000, Usage: "checkpoint an index once this many changes are applied since its last checkpoint", EnvVars: []string{"VECSIDE_CHECKPOINT_CHANGES"}},
+		&cli.StringFlag{Name: "on-slot-lost", Value: "fail", Usage: "when Postgres invalidates the slot: fail (stop with an error) or resync (copy the tables again)", EnvVars: []string{"VECSIDE_ON_SLOT_LOST"}},
 		&cli.StringFlag{Name: "auth", Value: "trust", Usage: "client authentication: trust (any client that reaches --listen gets in)", EnvVars: []string{"VECSIDE_AUTH"}},
 		&cli.StringSliceFlag{Name: "index", Usage: "an index: 'NAME=SCHEMA.TABLE(COLUMN) key=KEYCOL metric=l2|cosine|ip kind=flat' (repeatable)", EnvVars: []string{"VECSIDE_INDEX"}, Required: true},
 	},
@@ -44,6 +45,7 @@ vecside creates one publication and one replication slot, both named
 			Auth:          c.String("auth"),
 			Indexes:       c.StringSlice("index"),
 
+			OnSlotLost:         c.String("on-slot-lost"),
 			DataDir:            c.String("data-dir"),
 			CheckpointInterval: c.Duration("checkpoint-interval"),
 			CheckpointChanges:  c.Uint64("checkpoint-changes"),

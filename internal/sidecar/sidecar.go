@@ -27,6 +27,7 @@ type Config struct {
 	MetricsListen string   // /metrics and /healthz address; empty disables
 	Auth          string   // client authentication method
 	Indexes       []string // --index definitions
+	OnSlotLost    string   // fail or resync
 	// DataDir holds checkpoints; empty keeps everything in memory (a
 	// restart copies the tables again).
 	DataDir            string
@@ -63,7 +64,10 @@ func Start(parent context.Context, cfg Config) (*Sidecar, error) {
 			return nil, err
 		}
 	}
-	rcfg := replicate.Config{Source: cfg.Source, Name: cfg.Name, Entries: ix.Entries(), DataDir: cfg.DataDir, Logger: log}
+	rcfg := replicate.Config{
+		Source: cfg.Source, Name: cfg.Name, Entries: ix.Entries(), DataDir: cfg.DataDir,
+		OnSlotLost: cfg.OnSlotLost, ReportHealth: ix.SetSourceHealth, Logger: log,
+	}
 	if cfg.DataDir != "" {
 		rcfg.Durable = ix.Covered
 	}

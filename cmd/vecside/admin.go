@@ -1,0 +1,74 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"text/tabwriter"
+
+	"github.com/urfave/cli/v2"
+	"github.com/vecside/vecside/indexer"
+	"github.com/vecside/vecside/replicate"
+)
+
+var nameFlag = &cli.StringFlag{Name: "name", Value: "vecside", Usage: "name of the publication and the replication slot", EnvVars: []string{"VECSIDE_NAME"}}
+
+var checkCommand = &cli.Command{
+	Name:  "check",
+	Usage: "check that a database is ready for vecside, and say how to fix what is not",
+	Description: `Checks the server version, wal_level, the REPLICATION attribute, free slots
+and senders, max_slot_wal_keep_size, the slot and publication named --name,
+and for each --index its table: privileges, replica identity, column type.
+Exits non-zero only for problems that prevent operation; risks are warnings.
+It changes nothing.`,
+	Flags: []cli.Flag{
+		sourceFlag,
+		nameFlag,
+		&cli.StringSliceFlag{Name: "index", Usage: "an index definition, as for serve (repeatable)", EnvVars: []string{"VECSIDE_INDEX"}},
+	},
+	Action: func(c *cli.Context) error {
+		var specs []indexer.Spec
+		for _, def := range c.StringSlice("index") {
+			s, err := indexer.ParseSpec(def)
+			if err != nil {
+				return err
+			}
+			specs = append(specs, s)
+		}
+		findings, err := replicate.Check(c.Context, c.String("source"), c.String("name"), specs)
+		w := tabwriter.NewWriter(c.App.Writer, 0, 4, 2, ' ', 0)
+		failed := 0
+		for _, f := range findings {
+			fmt.Fprintf(w, "%s\t%s\t%s\n", f.Level, f.Check, f.Detail)
+			if f.Fix != "" {
+				fmt.Fprintf(w, "\t\tfix: %s\n", f.Fix)
+			}
+			if f.Level == replicate.Fail {
+				failed++
+			}
+		}
+		w.Flush()
+		if err != nil {
+			return err
+		}
+		if failed > 0 {
+			return cli.Exit(fmt.Sprintf("%d check(s) failed", failed), 1)
+		}
+		return nil
+	},
+}
+
+var teardownCommand = &cli.Command{
+	Name:  "teardown",
+	Usage: "drop the replication slot and the publication named --name, and nothing else",
+	Flags: []cli.Flag{sourceFlag, nameFlag},
+	Action: func(c *cli.Context) error {
+		done, err := replicate.Teardown(c.Context, c.String("source"), c.String("name"))
+		for _, d := range done {
+			fmt.Fprintln(c.App.Writer, d)
+		}
+		if err == nil && len(done) == 0 {
+			fmt.Fprintf(os.Stderr, "nothing named %s to drop\n", c.String("name"))
+		}
+		return err
+	},
+}

@@ -1,0 +1,278 @@
+package replicate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/vecside/vecside/indexer"
+)
+
+// Level grades a finding of Check.
+type Level int
+
+const (
+	// OK: the check passed.
+	OK Level = iota
+	// Warn: a risk that does not prevent operation.
+	Warn
+	// Fail: vecside cannot run until this is fixed.
+	Fail
+)
+
+func (l Level) String() string { return [...]string{"ok", "warn", "FAIL"}[l] }
+
+// Finding is the outcome of one pre-flight check, with the fix when it
+// did not pass.
+type Finding struct {
+	Level  Level
+	Check  string
+	Detail string
+	Fix    string
+}
+
+// minMinor is the oldest minor release vecside accepts per major version:
+// each includes the logical-decoding fixes (lost or misattributed
+// changes after catalog invalidations, slot and snapshot races) that the
+// releases before it lacked.
+var minMinor = map[int]int{15: 8, 16: 4, 17: 0}
+
+// Check runs the pre-flight checks for following specs' tables from
+// source with a publication and slot named name. It changes nothing.
+func Check(ctx context.Context, source, name string, specs []indexer.Spec) ([]Finding, error) {
+	conn, err := pgx.Connect(ctx, source)
+	if err != nil {
+		return nil, fmt.Errorf("connecting to --source: %w", err)
+	}
+	defer conn.Close(context.Background())
+	c := checker{ctx: ctx, conn: conn, name: name}
+	c.version()
+	c.setting("wal_level", func(v string) (Level, string, string) {
+		if v != "logical" {
+			return Fail, "wal_level is " + v, "set wal_level = logical in postgresql.conf and restart Postgres"
+		}
+		return OK, "logical", ""
+	})
+	c.role()
+	c.capacity()
+	c.setting("max_slot_wal_keep_size", func(v string) (Level, string, string) {
+		if v == "-1" {
+			return Warn, "unlimited: a stopped sidecar makes Postgres keep WAL until the disk fills",
+				"set max_slot_wal_keep_size (e.g. '50GB') so a stalled slot is invalidated instead"
+		}
+		return OK, v + " MB", ""
+	})
+	c.slot()
+	c.publication()
+	for _, s := range specs {
+		c.table(s)
+	}
+	return c.findings, c.err
+}
+
+type checker struct {
+	ctx      context.Context
+	conn     *pgx.Conn
+	name     string
+	findings []Finding
+	err      error
+}
+
+func (c *checker) add(level Level, check, detail, fix string) {
+	c.findings = append(c.findings, Finding{level, check, detail, fix})
+}
+
+// query runs a one-row query; a failure is kept and ends the checks'
+// usefulness, so later calls do nothing.
+func (c *checker) query(sql string, args []any, dest ...any) bool {
+	if c.err != nil {
+		return false
+	}
+	if err := c.conn.QueryRow(c.ctx, sql, args...).Scan(dest...); err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		c.err = fmt.Errorf("%s: %w", strings.Fields(sql)[0], err)
+		return false
+	} else if err != nil {
+		return false
+	}
+	return true
+}
+
+func (c *checker) version() {
+	var num int
+	if !c.query(`SELECT current_setting('server_version_num')::int`, nil, &num) {
+		return
+	}
+	major, minor := num/10000, num%10000
+	version := fmt.Sprintf("%d.%d", major, minor)
+	switch want, known := minMinor[major]; {
+	case major < 15:
+		c.add(Fail, "server version", version+": publication column lists need PostgreSQL 15", "upgrade to PostgreSQL 15 or later")
+	case known && minor < want:
+		c.add(Fail, "server version", version+" lacks logical-replication fixes", fmt.Sprintf("upgrade to %d.%d or later", major, want))
+	default:
+		c.add(OK, "server version", version, "")
+	}
+}
+
+func (c *checker) setting(name string, judge func(string) (Level, string, string)) {
+	var v string
+	if c.query(`SELECT setting FROM pg_settings WHERE name = $1`, []any{name}, &v) {
+		level, detail, fix := judge(v)
+		c.add(level, name, detail, fix)
+	}
+}
+
+func (c *checker) role() {
+	var user string
+	var repl, super bool
+	if !c.query(`SELECT rolname, rolreplication, rolsuper FROM pg_roles WHERE rolname = current_user`, nil, &user, &repl, &super) {
+		return
+	}
+	if !repl && !super {
+		c.add(Fail, "REPLICATION attribute", "role "+user+" cannot open replication connections", "ALTER ROLE "+indexer.QuoteIdent(user)+" REPLICATION")
+		return
+	}
+	c.add(OK, "REPLICATION attribute", "role "+user, "")
+}
+
+// capacity checks that one more slot and one more sender fit, unless the
+// slot exists already.
+func (c *checker) capacity() {
+	var slots, maxSlots, senders, maxSenders int
+	var ours bool
+	if !c.query(`SELECT (SELECT count(*) FROM pg_replication_slots)::int,
+			current_setting('max_replication_slots')::int,
+			(SELECT count(*) FROM pg_stat_replication)::int,
+			current_setting('max_wal_senders')::int,
+			EXISTS (SELECT 1 FROM pg_replication_slots WHERE slot_name = $1)`, []any{c.name},
+		&slots, &maxSlots, &senders, &maxSenders, &ours) {
+		return
+	}
+	// A table sync needs a temporary slot and a sender of its own, beside
+	// the sidecar's.
+	needSlots, needSenders := 2, 2
+	if ours {
+		needSlots = 1
+	}
+	detail := fmt.Sprintf("%d of %d slots and %d of %d senders in use", slots, maxSlots, senders, maxSenders)
+	if slots+needSlots > maxSlots || senders+needSenders > maxSenders {
+		c.add(Fail, "slots and senders", detail, fmt.Sprintf("raise max_replication_slots and max_wal_senders (restart) to leave room for %d more of each", needSenders))
+		return
+	}
+	c.add(OK, "slots and senders", detail, "")
+}
+
+func (c *checker) slot() {
+	var status *string
+	var active bool
+	var xminAge *int64
+	if !c.query(`SELECT wal_status, active, age(catalog_xmin)::bigint FROM pg_replication_slots WHERE slot_name = $1`, []any{c.name}, &status, &active, &xminAge) {
+		if c.err == nil {
+			c.add(OK, "slot "+c.name, "does not exist yet: serve creates it", "")
+		}
+		return
+	}
+	switch {
+	case status != nil && *status == "lost":
+		c.add(Fail, "slot "+c.name, "invalidated: it can no longer give changes",
+			"run vecside teardown --name "+c.name+", or serve with --on-slot-lost=resync")
+	case active:
+		c.add(Warn, "slot "+c.name, "in use by another connection (another sidecar, or a stale one)", "stop the other consumer: a slot has one consumer at a time")
+	default:
+		c.add(OK, "slot "+c.name, fmt.Sprintf("wal_status %s, catalog_xmin age %d", deref(status), deref(xminAge)), "")
+	}
+}
+
+func (c *checker) publication() {
+	var owner string
+	var mine, canCreate bool
+	found := c.query(`SELECT pg_get_userbyid(pubowner), pg_has_role(pubowner, 'USAGE') FROM pg_publication WHERE pubname = $1`, []any{c.name}, &owner, &mine)
+	switch {
+	case c.err != nil:
+	case found && !mine:
+		c.add(Fail, "publication "+c.name, "owned by "+owner, "run vecside as "+owner+", or ALTER PUBLICATION "+indexer.QuoteIdent(c.name)+" OWNER TO the sidecar's role")
+	case found:
+		c.add(OK, "publication "+c.name, "owned by "+owner, "")
+	case c.query(`SELECT has_database_privilege(current_database(), 'CREATE')`, nil, &canCreate) && !canCreate:
+		c.add(Fail, "publication "+c.name, "does not exist, and this role may not create it", "GRANT CREATE ON DATABASE to the sidecar's role, or create the publication as its owner")
+	default:
+		c.add(OK, "publication "+c.name, "does not exist yet: serve creates it", "")
+	}
+}
+
+// table checks what serve needs of one index's table: it exists, can be
+// read and published, and its key is its replica identity.
+func (c *checker) table(s indexer.Spec) {
+	check := "index " + s.Name
+	t := &table{schema: s.Schema, name: s.Table, key: s.Key}
+	if err := t.resolve(c.ctx, c.conn); err != nil {
+		c.add(Fail, check, err.Error(), fixFor(err))
+		return
+	}
+	if _, _, err := t.vectorColumn(c.ctx, c.conn, s.Column); err != nil {
+		c.add(Fail, check, err.Error(), "index a column of type vector, real[] or double precision[]")
+		return
+	}
+	var canSelect, owner, published bool
+	if !c.query(`SELECT has_table_privilege($1::oid, 'SELECT'), pg_has_role((SELECT relowner FROM pg_class WHERE oid = $1::oid), 'USAGE'),
+			EXISTS (SELECT 1 FROM pg_publication_tables WHERE pubname = $2 AND schemaname = $3 AND tablename = $4)`,
+		[]any{t.oid, c.name, s.Schema, s.Table}, &canSelect, &owner, &published) {
+		return
+	}
+	switch {
+	case !canSelect:
+		c.add(Fail, check, "no SELECT on "+t.qualified()+" (the initial copy reads it)", "GRANT SELECT ON "+t.qualified()+" TO the sidecar's role")
+	case !owner && !published:
+		c.add(Fail, check, "only the owner of "+t.qualified()+" can add it to the publication", "add it as its owner: ALTER PUBLICATION "+indexer.QuoteIdent(c.name)+" ADD TABLE "+t.qualified()+" ("+indexer.QuoteIdent(s.Key)+", "+indexer.QuoteIdent(s.Column)+")")
+	default:
+		c.add(OK, check, t.qualified()+" key "+s.Key+" ("+t.keyType.String()+"), column "+s.Column, "")
+	}
+}
+
+// fixFor extracts the fix from a resolve error, whose message ends with it.
+func fixFor(err error) string {
+	if errors.Is(err, ErrNoReplicaIdentity) {
+		if _, fix, ok := strings.Cut(err.Error(), "; "); ok {
+			return fix
+		}
+	}
+	return "check the --index definition"
+}
+
+// Teardown drops the slot and the publication named name, and nothing
+// else. A slot in use is not dropped: stop its sidecar first.
+func Teardown(ctx context.Context, source, name string) ([]string, error) {
+	conn, err := pgx.Connect(ctx, source)
+	if err != nil {
+		return nil, fmt.Errorf("connecting to --source: %w", err)
+	}
+	defer conn.Close(context.Background())
+	var done []string
+	var pid *int32
+	err = conn.QueryRow(ctx, `SELECT active_pid FROM pg_replication_slots WHERE slot_name = $1`, name).Scan(&pid)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+	case err != nil:
+		return done, err
+	case pid != nil:
+		return done, fmt.Errorf("slot %s is in use by process %d: stop that sidecar first", name, *pid)
+	default:
+		if _, err := conn.Exec(ctx, `SELECT pg_drop_replication_slot($1)`, name); err != nil {
+			return done, fmt.Errorf("dropping slot %s: %w", name, err)
+		}
+		done = append(done, "dropped replication slot "+name)
+	}
+	var published bool
+	if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_publication WHERE pubname = $1)`, name).Scan(&published); err != nil {
+		return done, err
+	}
+	if published {
+		if _, err := conn.Exec(ctx, `DROP PUBLICATION `+indexer.QuoteIdent(name)); err != nil {
+			return done, fmt.Errorf("dropping publication %s: %w", name, err)
+		}
+		done = append(done, "dropped publication "+name)
+	}
+	return done, nil
+}
