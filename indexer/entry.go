@@ -429,7 +429,13 @@ func (e *Entry) Status() Status {
 		State:     e.state,
 		Error:     e.failure,
 		Applied:   applied,
+		Covered:   e.covered,
 		KeyType:   e.keyType,
+
+		CopiedRows:      e.copied,
+		Checkpoints:     e.checkpoints,
+		CheckpointPause: e.lastPause,
+		CheckpointTime:  e.lastWrite,
 	}
 	if e.index != nil {
 		s.Rows = e.index.Len()

@@ -253,3 +253,27 @@ func TestIdlePositionCovers(t *testing.T) {
 		t.Fatalf("an index in error still holds the covered LSN: %s", ix.Covered())
 	}
 }
+
+func TestStatusReportsDurability(t *testing.T) {
+	e := filledEntry(t)
+	if _, err := e.Checkpoint(t.TempDir(), testSource); err != nil {
+		t.Fatal(err)
+	}
+	st := e.Status()
+	if st.Covered != 0x1000 || st.Checkpoints != 0 {
+		// recordCheckpoint is the checkpointer's; Checkpoint alone covers.
+		t.Fatalf("covered %s checkpoints %d, want 0/1000 and 0", st.Covered, st.Checkpoints)
+	}
+	e.recordCheckpoint(3*time.Millisecond, 9*time.Millisecond)
+	if st := e.Status(); st.Checkpoints != 1 || st.CheckpointPause != 3*time.Millisecond || st.CheckpointTime != 9*time.Millisecond {
+		t.Fatalf("status after a recorded checkpoint: %+v", st)
+	}
+	e.BeginSync(0x2000)
+	e.CopyUpsert(key(t, "7"), []float32{1, 1})
+	e.Delete(key(t, "8"))
+	e.CopyUpsert(key(t, "8"), []float32{2, 2}) // older than the delete: ignored
+	e.EndSync()
+	if st := e.Status(); st.CopiedRows != 2 || st.Rows != 1 || st.Applied != 0x2000 || st.Covered != 0 {
+		t.Fatalf("after a sync: %+v", st)
+	}
+}
