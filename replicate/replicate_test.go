@@ -23,7 +23,7 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 
 // harness is one database with a running replicator.
 type harness struct {
-	t      *testing.T
+	t      testing.TB
 	ctx    context.Context
 	dsn    string
 	conn   *pgx.Conn
@@ -201,18 +201,18 @@ func bitEqual(a, b []float32) bool {
 }
 
 // testLogger sends logs to t.Log: shown only for failed tests or with -v.
-func testLogger(t *testing.T) *slog.Logger {
+func testLogger(t testing.TB) *slog.Logger {
 	return slog.New(slog.NewTextHandler(testWriter{t}, nil))
 }
 
-type testWriter struct{ t *testing.T }
+type testWriter struct{ t testing.TB }
 
 func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimSpace(string(p)))
 	return len(p), nil
 }
 
-func waitReady(t *testing.T, e *indexer.Entry) {
+func waitReady(t testing.TB, e *indexer.Entry) {
 	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
 	for {
@@ -674,7 +674,7 @@ func TestParallelCopy(t *testing.T) {
 	}
 }
 
-func mustSpec(t *testing.T, def string) indexer.Spec {
+func mustSpec(t testing.TB, def string) indexer.Spec {
 	t.Helper()
 	s, err := indexer.ParseSpec(def)
 	if err != nil {
