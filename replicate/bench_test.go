@@ -112,7 +112,7 @@ func BenchmarkRestart(b *testing.B) {
 		steady := searchP99(b, h, queries, 1000)
 
 		for _, mode := range []string{"warm", "cold"} {
-			h.stop() // a clean stop writes the final checkpoint
+			h.stop()                                                            // a clean stop writes the final checkpoint
 			h.exec(`UPDATE items SET embedding = embedding WHERE id % 100 = 0`) // a backlog of 1% of the rows
 			if mode == "cold" && !dropPageCache() {
 				b.Log("cannot drop the page cache here (needs root and /proc/sys/vm): cold restart not measured")

@@ -52,7 +52,6 @@ func (r *Replicator) monitor(ctx context.Context, tables []*table, every time.Du
 		if r.cfg.ReportHealth != nil {
 			r.cfg.ReportHealth(h)
 		}
-		r.stats.slot.Store(&h)
 		if h.SlotState == "lost" {
 			return fmt.Errorf("%w: slot %s has wal_status lost", errSlotLost, r.cfg.Name)
 		}

@@ -387,6 +387,12 @@ func TestReconnectsAfterWalsenderIsKilled(t *testing.T) {
 	if h.rep.Stats().Reconnects.Load() == 0 {
 		t.Error("the replicator never reconnected")
 	}
+	var metrics strings.Builder
+	h.rep.Stats().WriteMetrics(&metrics)
+	want := fmt.Sprintf("vecside_replication_reconnects_total %d\n", h.rep.Stats().Reconnects.Load())
+	if !strings.Contains(metrics.String(), want) || !strings.Contains(metrics.String(), "# TYPE vecside_replication_changes_total counter") {
+		t.Errorf("metrics lack %q:\n%s", want, metrics.String())
+	}
 }
 
 // TestIdleKeepaliveReleasesWaiters writes only to an unrelated table and

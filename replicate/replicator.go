@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"regexp"
 	"runtime"
@@ -67,16 +68,28 @@ type Stats struct {
 	Reconnects      atomic.Int64
 	CopiedRows      atomic.Int64
 	confirmed       atomic.Uint64
-	slot            atomic.Pointer[indexer.SourceHealth]
 }
-
-// Slot is the last health check of the slot, nil before the first.
-func (s *Stats) Slot() *indexer.SourceHealth { return s.slot.Load() }
 
 func (s *Stats) setConfirmed(l indexer.LSN) { s.confirmed.Store(uint64(l)) }
 
-// Confirmed is the flush position last reported to Postgres.
-func (s *Stats) Confirmed() indexer.LSN { return indexer.LSN(s.confirmed.Load()) }
+// WriteMetrics writes the counters in the Prometheus text format.
+func (s *Stats) WriteMetrics(w io.Writer) {
+	for _, m := range []struct {
+		name, typ, help string
+		value           int64
+	}{
+		{"vecside_replication_transactions_total", "counter", "Transactions applied from the stream.", s.Transactions.Load()},
+		{"vecside_replication_changes_total", "counter", "Row changes applied from the stream.", s.Changes.Load()},
+		{"vecside_replication_bad_keys_total", "counter", "Changes dropped because their key could not be read.", s.BadKeys.Load()},
+		{"vecside_replication_unknown_messages_total", "counter", "pgoutput messages that did not parse and were skipped.", s.UnknownMessages.Load()},
+		{"vecside_replication_repairs_total", "counter", "Rows read from the table for a change without its vector.", s.Repairs.Load()},
+		{"vecside_replication_reconnects_total", "counter", "Times the stream was lost and reconnected.", s.Reconnects.Load()},
+		{"vecside_replication_copied_rows_total", "counter", "Rows read by table copies.", s.CopiedRows.Load()},
+		{"vecside_replication_confirmed_lsn", "gauge", "Flush position last confirmed to Postgres (exact below 2^53).", int64(s.confirmed.Load())},
+	} {
+		fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s %s\n%s %d\n", m.name, m.help, m.name, m.typ, m.name, m.value)
+	}
+}
 
 // Replicator keeps a set of indexes in sync with their tables through one
 // publication and one logical replication slot.

@@ -63,6 +63,9 @@ func (s *Server) MetricsHandler() http.Handler {
 		s.metrics.write(&b)
 		writeIndexMetrics(&b, s.cfg.Catalog.Status())
 		writeSlotMetrics(&b, s.cfg.Catalog.SourceHealth())
+		if s.cfg.ExtraMetrics != nil {
+			s.cfg.ExtraMetrics(&b)
+		}
 		io.WriteString(w, b.String())
 	})
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {

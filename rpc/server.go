@@ -5,6 +5,7 @@ import (
 	"crypto/subtle"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"sync"
@@ -35,6 +36,9 @@ type Config struct {
 	MaxConnections int
 	// Version is vecside's version, shown by SELECT version().
 	Version string
+	// ExtraMetrics, if set, appends the metrics of other parts of the
+	// server (in the Prometheus text format) to /metrics.
+	ExtraMetrics func(w io.Writer)
 }
 
 // DefaultMaxConnections is used when Config.MaxConnections is 0.

@@ -75,7 +75,7 @@ func Start(parent context.Context, cfg Config) (*Sidecar, error) {
 	if err != nil {
 		return nil, err
 	}
-	srv, err := rpc.NewServer(rpc.Config{Catalog: ix, Auth: cfg.Auth, Logger: log})
+	srv, err := rpc.NewServer(rpc.Config{Catalog: ix, Auth: cfg.Auth, Logger: log, ExtraMetrics: rep.Stats().WriteMetrics})
 	if err != nil {
 		return nil, err
 	}
