@@ -1,9 +1,11 @@
 // Command vecside runs the vector-search sidecar and its tools.
 //
-//	vecside serve    follow a database and answer knn requests over pgwire
-//	vecside search   ask a running sidecar (and optionally the heap) for the nearest rows
-//	vecside demo     a throwaway Postgres, a clustered data set, recall and live updates
-//	vecside cpu      CPU features and the kernel implementations chosen
+//	vecside serve     follow a database and answer knn requests over pgwire
+//	vecside search    ask a running sidecar (and optionally the heap) for the nearest rows
+//	vecside check     pre-flight checks of a database, each failure with its fix
+//	vecside teardown  drop the sidecar's slot and publication
+//	vecside demo      a throwaway Postgres, a clustered data set, recall and live updates
+//	vecside cpu       CPU features and the kernel implementations chosen
 //
 // Postgres is always named by --source: a libpq connection string or URL.
 // Passwords come from the string, PGPASSWORD or a passfile, never from a
