@@ -193,7 +193,7 @@ func BenchmarkDrain(b *testing.B) {
 						}
 						defer conn.Close(h.ctx)
 						for id := w; id < 200_000; id += writers {
-							if _, err := conn.Exec(h.ctx, `INSERT INTO items SELECT $1, array_fill(($1 % 97)::real, ARRAY[128])`, id+1); err != nil {
+							if _, err := conn.Exec(h.ctx, `INSERT INTO items SELECT $1::bigint, array_fill(($1::bigint % 97)::real, ARRAY[128])`, id+1); err != nil {
 								errs <- err
 								return
 							}
