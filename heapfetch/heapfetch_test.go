@@ -30,12 +30,7 @@ var metrics = []string{"l2", "cosine", "ip"}
 func TestMatchesExactSQL(t *testing.T) {
 	const dims, rows, queries, k = 768, 5000, 50, 10
 	ctx := context.Background()
-	dsn := pgtest.Shared(t).NewDatabase(t)
-	db, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close(ctx)
+	dsn, db := newDatabase(t)
 	mustExec(t, db, deploy.DistanceSQL)
 	mustExec(t, db, workload.CreateTable(rows, dims))
 
@@ -77,6 +72,18 @@ func TestMatchesExactSQL(t *testing.T) {
 	}
 }
 
+// newDatabase creates a database for the test and connects to it.
+func newDatabase(t *testing.T) (string, *pgx.Conn) {
+	t.Helper()
+	dsn := pgtest.Shared(t).NewDatabase(t)
+	db, err := pgx.Connect(context.Background(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close(context.Background()) })
+	return dsn, db
+}
+
 // startSidecar runs a sidecar over dsn's database until the test ends,
 // and connects to it.
 func startSidecar(t *testing.T, dsn string, defs ...string) (*sidecar.Sidecar, *pgx.Conn) {
@@ -106,12 +113,7 @@ func startSidecar(t *testing.T, dsn string, defs ...string) (*sidecar.Sidecar, *
 func TestReadYourWrites(t *testing.T) {
 	const dims, rounds = 8, 100
 	ctx := context.Background()
-	dsn := pgtest.Shared(t).NewDatabase(t)
-	db, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close(ctx)
+	dsn, db := newDatabase(t)
 	mustExec(t, db, `CREATE TABLE docs (id bigint PRIMARY KEY, v real[]); CREATE TABLE other (x int, pad text);
 		INSERT INTO docs SELECT g, array_fill(g::real, ARRAY[8]) FROM generate_series(1, 1000) g`)
 	sc, side := startSidecar(t, dsn, "docs_v=public.docs(v) key=id metric=l2")
