@@ -266,3 +266,23 @@ func (x *Index) Each(fn func(key string, vec []float32)) {
 		fn(key, x.row(uint32(slot)))
 	}
 }
+
+// Has reports whether key is held.
+func (x *Index) Has(key string) bool {
+	_, ok := x.slots[key]
+	return ok
+}
+
+// Stats reports the index's size; its vectors count as codes.
+func (x *Index) Stats() Stats {
+	var keyBytes int64
+	for _, k := range x.keys {
+		keyBytes += int64(len(k))
+	}
+	return Stats{
+		Rows:      x.Len(),
+		CodeBytes: int64(x.Bytes()),
+		KeyBytes:  keyBytes + 16*int64(cap(x.keys)) + 48*int64(len(x.slots)),
+		Lists:     []int{x.Len()},
+	}
+}

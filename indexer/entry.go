@@ -188,8 +188,7 @@ func (e *Entry) Known(key string) bool {
 	if e.index == nil {
 		return false
 	}
-	_, ok := e.index.Vector(key)
-	return ok
+	return e.index.Has(key)
 }
 
 // Vector returns a copy of key's stored vector.

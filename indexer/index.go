@@ -9,22 +9,31 @@ import (
 
 // Index is what every index kind provides to an Entry. Implementations
 // need not be safe for concurrent use: the Entry serialises writers
-// against readers.
+// against readers. The kinds themselves live in kinds.go.
 type Index interface {
 	Len() int
 	ZeroVectors() int
+	Has(key string) bool
 	Put(key string, vec []float32)
 	Delete(key string) bool
 	Rename(from, to string) bool
+	// Vector returns key's float32 vector; kinds that keep only codes
+	// (flat store=ext4|ext8) have none and report false.
 	Vector(key string) ([]float32, bool)
+	// Each calls fn for every key; vec is nil for kinds that keep only
+	// codes.
 	Each(fn func(key string, vec []float32))
 	Clear()
-	// Search returns up to n nearest entries; it gives up with ctx's error
+	// Search returns up to n candidates nearest to q: for the quantized
+	// kinds, the smallest set that holds the k nearest by their error
+	// bounds, where n = k × opts.Oversample. It gives up with ctx's error
 	// once ctx ends.
 	Search(ctx context.Context, q []float32, n int, opts SearchOptions) ([]Hit, error)
 	// Snapshot captures the index as it is now, for a checkpoint written
 	// without the lock (see flat.Index.Snapshot).
 	Snapshot() func(io.Writer) error
+	// Stats reports size and shape, for vecside_status() and metrics.
+	Stats() Stats
 }
 
 // Finisher is implemented by kinds that build their structure once the
@@ -36,22 +45,5 @@ type Finisher interface {
 // Hit is one candidate: a key and its distance under the index's metric.
 type Hit = flat.Hit
 
-// newIndex builds an empty index of spec's kind.
-func newIndex(spec Spec, dims int) Index {
-	return flatIndex{flat.New(spec.Metric, dims)}
-}
-
-// loadIndex reads a checkpoint body of spec's kind.
-func loadIndex(spec Spec, dims int, r io.Reader) (Index, error) {
-	x, err := flat.Load(r, spec.Metric, dims)
-	if err != nil {
-		return nil, err
-	}
-	return flatIndex{x}, nil
-}
-
-type flatIndex struct{ *flat.Index }
-
-func (f flatIndex) Search(ctx context.Context, q []float32, n int, _ SearchOptions) ([]Hit, error) {
-	return f.Index.Search(ctx, q, n)
-}
+// Stats describe an index kind's size and shape (see flat.Stats).
+type Stats = flat.Stats

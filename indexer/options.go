@@ -61,21 +61,36 @@ const MaxCandidates = 10000
 // SearchOptions are the per-query settings, from SET vecside.<key> and
 // knn's options argument.
 type SearchOptions struct {
-	// Oversample multiplies k: the sidecar returns up to k × Oversample
-	// candidates for the client to re-rank against the heap.
+	// Oversample caps the candidates at k × Oversample. A quantized index
+	// returns the smallest set its error bounds say holds the k nearest,
+	// up to that cap (ivf store=float, exact within its probed lists,
+	// returns k); the exact float flat index returns k × Oversample, as
+	// it always has. The client re-ranks them against the heap.
 	Oversample float64
+	// Probes is how many IVF lists a query scans; 0 means the index's
+	// default (its probes= option, else 2% of its lists, at least 4).
+	Probes int
 	// Timeout bounds the whole request, including waiting for MinLSN.
 	Timeout time.Duration
 	// MinLSN, if set, makes the search wait until the index has applied
 	// the WAL up to it (read-your-writes: pass pg_current_wal_lsn() taken
 	// after a write).
 	MinLSN LSN
+	// Allow, if not nil, restricts the search to these keys (in their
+	// text form): an in-process hook for filtered search, which knn does
+	// not pass yet.
+	Allow []string
 }
 
 // DefaultSearchOptions are used where a session has not SET anything.
+// Indexes with extended codes (store=ext4|ext8) need oversample=2 to
+// return the true k nearest in 99% of queries (see the flat tests).
 func DefaultSearchOptions() SearchOptions {
 	return SearchOptions{Oversample: 1, Timeout: 30 * time.Second}
 }
+
+// MaxProbes bounds probes.
+const MaxProbes = 1 << 20
 
 // searchSetters is the vocabulary of search options: every key a client may
 // SET or pass to knn, with its parser. Unknown keys are errors.
@@ -86,6 +101,14 @@ var searchSetters = map[string]func(*SearchOptions, string) error{
 			return fmt.Errorf("oversample=%s: want a number from 1 to %d", v, MaxCandidates)
 		}
 		o.Oversample = f
+		return nil
+	},
+	"probes": func(o *SearchOptions, v string) error {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 || n > MaxProbes {
+			return fmt.Errorf("probes=%s: want an integer from 1 to %d (0: the index's default)", v, MaxProbes)
+		}
+		o.Probes = n
 		return nil
 	},
 	"min_lsn": func(o *SearchOptions, v string) error {
@@ -143,6 +166,8 @@ func (o SearchOptions) Get(key string) (string, error) {
 		return o.Timeout.String(), nil
 	case "min_lsn":
 		return o.MinLSN.String(), nil
+	case "probes":
+		return strconv.Itoa(o.Probes), nil
 	}
 	return "", fmt.Errorf("%w: unknown search option %q", ErrInvalidArgument, key)
 }

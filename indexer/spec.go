@@ -12,7 +12,11 @@ import (
 
 // Spec defines one index: what it reads and how it is built.
 //
-//	NAME=SCHEMA.TABLE(COLUMN) key=KEYCOL metric=l2|cosine|ip kind=flat [dims=N]
+//	NAME=SCHEMA.TABLE(COLUMN) key=KEYCOL metric=l2|cosine|ip [kind=flat|ivf] [dims=N] [KIND OPTIONS]
+//
+// Kind options (see kinds.go): kind=flat store=float|ext4|ext8 (default
+// float, the exact float32 index); kind=ivf lists=N probes=N
+// store=float|ext4|ext8 (default float) bits=4|8.
 //
 // Identifiers follow SQL: unquoted ones are folded to lower case, double
 // quotes keep case and allow any character.
@@ -27,7 +31,8 @@ type Spec struct {
 	// Dims fixes the dimension; 0 takes it from vector(n), or else from the
 	// first valid row of the initial copy.
 	Dims int
-	// Options are the kind-specific build options, validated by the kind.
+	// Options are the kind-specific build options, validated by the kind
+	// (see kinds.go).
 	Options Options
 }
 
@@ -42,9 +47,6 @@ func ValidName(name string) error {
 	}
 	return nil
 }
-
-// Kinds lists the index kinds this build knows.
-var Kinds = []string{"flat"}
 
 // ParseSpec parses an --index definition.
 func ParseSpec(def string) (Spec, error) {
@@ -115,8 +117,8 @@ func ParseSpec(def string) (Spec, error) {
 	if s.Metric == 0 {
 		return fail("metric=l2|cosine|ip is required")
 	}
-	if len(s.Options) > 0 {
-		return fail("unknown option(s) %s for kind=%s", s.Options, s.Kind)
+	if err := kinds[s.Kind].options(s.Options); err != nil {
+		return Spec{}, fmt.Errorf("--index %q: %w", def, err)
 	}
 	return s, nil
 }

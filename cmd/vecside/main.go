@@ -23,7 +23,7 @@ func main() {
 			slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})))
 			return nil
 		},
-		Commands: []*cli.Command{serveCommand, searchCommand, checkCommand, teardownCommand, demoCommand, cpuCommand},
+		Commands: []*cli.Command{serveCommand, searchCommand, checkCommand, teardownCommand, demoCommand, benchCommand, cpuCommand},
 	}
 	if err := app.Run(os.Args); err != nil {
 		fmt.Fprintln(os.Stderr, "vecside:", err)

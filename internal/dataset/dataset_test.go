@@ -1,9 +1,13 @@
 package dataset
 
 import (
+	"bytes"
 	"math"
 	"slices"
+	"strings"
 	"testing"
+
+	"github.com/vecside/vecside/kernels"
 )
 
 func TestGenerateIsSeededAndClustered(t *testing.T) {
@@ -60,4 +64,35 @@ func dist(a, b []float32) float64 {
 		s += d * d
 	}
 	return math.Sqrt(s)
+}
+
+func TestFashionMNISTLoader(t *testing.T) {
+	// A tiny IDX file: 2 images of 2 × 2 pixels.
+	raw := []byte{0, 0, 8, 3, 0, 0, 0, 2, 0, 0, 0, 2, 0, 0, 0, 2, 1, 2, 3, 4, 255, 0, 0, 7}
+	got, err := decodeIDXImages(bytes.NewReader(raw), "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || !slices.Equal(got[1], []float32{255, 0, 0, 7}) {
+		t.Fatalf("got %v", got)
+	}
+	if _, err := decodeIDXImages(bytes.NewReader(raw[:20]), "test"); err == nil {
+		t.Error("truncated file accepted")
+	}
+	raw[3] = 1
+	if _, err := decodeIDXImages(bytes.NewReader(raw), "test"); err == nil {
+		t.Error("wrong magic accepted")
+	}
+	_, _, err = FashionMNIST(t.TempDir())
+	if err == nil || !strings.Contains(err.Error(), "dataset-fashion-mnist") {
+		t.Errorf("missing files: got %v, want an error naming the package", err)
+	}
+}
+
+func TestGroundTruth(t *testing.T) {
+	data := [][]float32{{0, 0}, {1, 0}, {3, 0}, {0, 2}}
+	got := GroundTruth(kernels.L2, data, [][]float32{{0.9, 0}}, 2)
+	if !slices.Equal(got[0].Rows, []int{1, 0}) || math.Abs(got[0].KthDistance()-0.9) > 1e-6 {
+		t.Fatalf("got %+v", got[0])
+	}
 }

@@ -1,0 +1,123 @@
+package flat
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"testing"
+
+	"github.com/vecside/vecside/internal/dataset"
+	"github.com/vecside/vecside/kernels"
+)
+
+var metrics = []kernels.Metric{kernels.L2, kernels.Cosine, kernels.IP}
+
+// keyOf names row i of a data set.
+func keyOf(i int) string { return fmt.Sprint(i) }
+
+func TestFloatExactAgainstBruteForce(t *testing.T) {
+	data, queries := dataset.Clustered{Seed: 3, Rows: 3000, Queries: 20, Dims: 24}.Generate()
+	for _, m := range metrics {
+		x := New(m, 24)
+		for i, v := range data {
+			x.Put(keyOf(i), v)
+		}
+		truth := dataset.GroundTruth(m, data, queries, 10)
+		for qi, q := range queries {
+			got, err := x.Search(context.Background(), q, 10)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, h := range got {
+				if h.Key != keyOf(truth[qi].Rows[i]) && math.Abs(h.Distance-truth[qi].Distances[i]) > 1e-9 {
+					t.Fatalf("%s query %d rank %d: got %s at %g, want %d at %g", m, qi, i, h.Key, h.Distance, truth[qi].Rows[i], truth[qi].Distances[i])
+				}
+				if want := m.Distance(q, data[truth[qi].Rows[i]]); math.Abs(h.Distance-want) > 1e-9 {
+					t.Fatalf("%s: distance %g, want %g", m, h.Distance, want)
+				}
+			}
+		}
+	}
+}
+
+func TestFloatDeleteRenameClear(t *testing.T) {
+	x := New(kernels.L2, 2)
+	x.Put("a", []float32{0, 0})
+	x.Put("b", []float32{1, 0})
+	x.Put("c", []float32{2, 0})
+	x.Put("b", []float32{5, 0}) // replace
+	if !x.Delete("a") || x.Delete("a") || x.Len() != 2 {
+		t.Fatalf("delete: len %d", x.Len())
+	}
+	if !x.Rename("c", "b") || x.Has("c") || x.Len() != 1 {
+		t.Fatalf("rename over an existing key: len %d", x.Len())
+	}
+	if v, ok := x.Vector("b"); !ok || !slices.Equal(v, []float32{2, 0}) {
+		t.Fatalf("b after rename: %v %v", v, ok)
+	}
+	if x.Rename("zz", "y") {
+		t.Error("renamed a missing key")
+	}
+	got, _ := x.Search(context.Background(), []float32{0, 0}, 5)
+	if len(got) != 1 || got[0].Key != "b" || got[0].Distance != 2 {
+		t.Fatalf("search after changes: %+v", got)
+	}
+	x.Clear()
+	if x.Len() != 0 || x.Has("b") {
+		t.Fatal("clear left entries")
+	}
+}
+
+func TestFloatCosineZeroVectors(t *testing.T) {
+	x := New(kernels.Cosine, 2)
+	x.Put("zero", []float32{0, 0})
+	x.Put("one", []float32{1, 0})
+	if x.ZeroVectors() != 1 || x.Len() != 2 {
+		t.Fatalf("zeros %d len %d", x.ZeroVectors(), x.Len())
+	}
+	got, _ := x.Search(context.Background(), []float32{1, 1}, 5)
+	if len(got) != 1 || got[0].Key != "one" {
+		t.Fatalf("zero vector returned: %+v", got)
+	}
+	if got, _ := x.Search(context.Background(), []float32{0, 0}, 5); len(got) != 0 {
+		t.Fatalf("zero query returned %+v", got)
+	}
+	x.Put("zero", []float32{0, 1})
+	if x.ZeroVectors() != 0 {
+		t.Fatal("replacing a zero vector kept it counted")
+	}
+}
+
+func TestFloatSnapshotLoad(t *testing.T) {
+	data, queries := dataset.Clustered{Seed: 4, Rows: 500, Queries: 5, Dims: 8}.Generate()
+	x := New(kernels.Cosine, 8)
+	for i, v := range data {
+		x.Put(keyOf(i), v)
+	}
+	write := x.Snapshot()
+	x.Put("later", data[0]) // after the snapshot: not in it
+	var buf bytes.Buffer
+	if err := write(&buf); err != nil {
+		t.Fatal(err)
+	}
+	y, err := Load(&buf, kernels.Cosine, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if y.Len() != len(data) || y.Has("later") {
+		t.Fatalf("loaded %d rows", y.Len())
+	}
+	x.Delete("later")
+	for _, q := range queries {
+		a, _ := x.Search(context.Background(), q, 10)
+		b, _ := y.Search(context.Background(), q, 10)
+		if !slices.Equal(a, b) {
+			t.Fatalf("loaded index answers %v, original %v", b, a)
+		}
+	}
+	if _, err := Load(bytes.NewReader([]byte{5, 1}), kernels.Cosine, 8); err == nil {
+		t.Error("truncated body accepted")
+	}
+}

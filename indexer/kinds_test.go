@@ -1,0 +1,126 @@
+package indexer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestKindOptions(t *testing.T) {
+	for _, def := range []string{
+		"x=t(v) key=id metric=l2 kind=flat store=ext8",
+		"x=t(v) key=id metric=l2 kind=flat bits=4",
+		"x=t(v) key=id metric=cosine kind=ivf",
+		"x=t(v) key=id metric=cosine kind=ivf lists=100 probes=8 store=ext4 bits=4",
+	} {
+		s, err := ParseSpec(def)
+		if err != nil {
+			t.Errorf("%q: %v", def, err)
+			continue
+		}
+		if again, err := ParseSpec(s.String()); err != nil || again.String() != s.String() {
+			t.Errorf("%q does not round-trip: %q, %v", def, s.String(), err)
+		}
+	}
+	for def, wantErr := range map[string]string{
+		"x=t(v) key=id metric=l2 kind=ivf lists=0":           "lists=0",
+		"x=t(v) key=id metric=l2 kind=ivf lists=many":        "lists=many",
+		"x=t(v) key=id metric=l2 kind=ivf probes=-2":         "probes=-2",
+		"x=t(v) key=id metric=l2 kind=ivf store=ext5":        "store=ext5",
+		"x=t(v) key=id metric=l2 kind=ivf bits=3":            "bits=3",
+		"x=t(v) key=id metric=l2 kind=ivf bits=4 store=ext8": "contradicts",
+		"x=t(v) key=id metric=l2 kind=ivf ef_search=40":      "unknown option ef_search=40 for kind=ivf",
+		"x=t(v) key=id metric=l2 kind=flat lists=3":          "unknown option lists=3 for kind=flat",
+	} {
+		_, err := ParseSpec(def)
+		if !errors.Is(err, ErrInvalidArgument) || !strings.Contains(err.Error(), wantErr) {
+			t.Errorf("%q: got %v, want ErrInvalidArgument containing %q", def, err, wantErr)
+		}
+	}
+}
+
+func TestProbesOption(t *testing.T) {
+	o := DefaultSearchOptions()
+	opts, err := ParseOptions("probes=32 oversample=2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := o.Apply(opts); err != nil || o.Probes != 32 || o.Oversample != 2 {
+		t.Fatalf("got %+v, %v", o, err)
+	}
+	if v, _ := o.Get("probes"); v != "32" {
+		t.Errorf("SHOW probes: %q", v)
+	}
+	for _, bad := range []string{"-1", "x", "1.5", "99999999"} {
+		if err := o.Set("probes", bad); !errors.Is(err, ErrInvalidArgument) {
+			t.Errorf("probes=%s: %v", bad, err)
+		}
+	}
+	if err := o.Set("probes", mustGet(t, DefaultSearchOptions(), "probes")); err != nil {
+		t.Errorf("RESET probes: %v", err)
+	}
+}
+
+// Every kind, through an Entry: copy, Finish, search, checkpoint, load,
+// identical answers.
+func TestKindsThroughEntry(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	vecs := make([][]float32, 3000)
+	for i := range vecs {
+		vecs[i] = []float32{rng.Float32(), rng.Float32(), rng.Float32(), rng.Float32(), rng.Float32(), rng.Float32()}
+	}
+	for _, opts := range []string{"kind=flat", "kind=flat store=ext8", "kind=ivf", "kind=ivf store=ext4 lists=12"} {
+		def := "e=t(v) key=id metric=l2 " + opts
+		e := newTestEntry(t, def)
+		for i, v := range vecs {
+			e.Upsert(key(t, fmt.Sprint(i+1)), v)
+		}
+		e.Upsert(key(t, "9999"), nil)
+		e.SetReady()
+		e.Delete(key(t, "5"))
+		e.Move(key(t, "6"), key(t, "60000"))
+		e.SetApplied(0x2000)
+		if !e.Known(key(t, "60000")) || e.Known(key(t, "6")) || !e.Known(key(t, "9999")) {
+			t.Fatalf("%s: Known is wrong after delete and move", opts)
+		}
+		if s := e.Status(); s.Rows != 2999 {
+			t.Fatalf("%s: %d rows", opts, s.Rows)
+		}
+		search := func(e *Entry) []Hit {
+			so := DefaultSearchOptions()
+			so.Oversample = 2
+			hits, err := e.Search(context.Background(), vecs[5], 20, so)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return hits
+		}
+		before := search(e)
+		if len(before) == 0 || before[0].Key != key(t, "60000") {
+			t.Fatalf("%s: the moved row is not nearest to its own vector: %v", opts, before)
+		}
+		dir := t.TempDir()
+		if _, err := e.Checkpoint(dir, testSource); err != nil {
+			t.Fatal(err)
+		}
+		loaded := newTestEntry(t, def)
+		if _, err := loaded.LoadCheckpoint(dir, testSource, nil); err != nil {
+			t.Fatalf("%s: %v", opts, err)
+		}
+		if after := search(loaded); !slices.Equal(before, after) {
+			t.Fatalf("%s: after load %v, before %v", opts, after, before)
+		}
+	}
+}
+
+func mustGet(t *testing.T, o SearchOptions, k string) string {
+	v, err := o.Get(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}

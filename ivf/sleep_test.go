@@ -1,0 +1,5 @@
+package ivf
+
+import "time"
+
+func sleep() { time.Sleep(10 * time.Millisecond) }
