@@ -94,10 +94,11 @@ func (c *Client) Search(ctx context.Context, req Request) ([]Row, error) {
 		if err != nil {
 			return nil, err
 		}
-		asked := int(math.Ceil(float64(req.K) * oversample))
-		// Fewer than k left though the sidecar had more to give: rows were
-		// deleted since it answered. Ask again, wider.
-		if len(rows) >= req.K || len(keys) < asked || attempt == maxWidening {
+		// Fewer than k left though the sidecar gave at least k: rows were
+		// deleted since it answered. Ask again, wider. (Quantized indexes
+		// return fewer than k × oversample when their error bounds allow,
+		// so only k tells whether more were to be had.)
+		if len(rows) >= req.K || len(keys) < req.K || attempt == maxWidening {
 			return rows[:min(req.K, len(rows))], nil
 		}
 		oversample *= 2

@@ -401,6 +401,7 @@ type Status struct {
 	Applied     LSN
 	Covered     LSN    // what durable state reflects
 	CopiedRows  int64  // rows read by the last copy of the table for this index
+	IndexStats  Stats  // the kind's size and shape
 	SlotState   string // the shared slot's wal_status, see SourceHealth
 	LagBytes    int64  // source WAL position − Applied
 	KeyType     KeyType
@@ -439,6 +440,7 @@ func (e *Entry) Status() Status {
 	if e.index != nil {
 		s.Rows = e.index.Len()
 		s.ZeroVectors = e.index.ZeroVectors()
+		s.IndexStats = e.index.Stats()
 	}
 	return s
 }

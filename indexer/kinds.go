@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -61,11 +62,7 @@ func invalid(format string, args ...any) error {
 // checkKeys refuses options the kind does not know.
 func checkKeys(kind string, o Options, known ...string) error {
 	for k := range o {
-		found := false
-		for _, want := range known {
-			found = found || k == want
-		}
-		if !found {
+		if !slices.Contains(known, k) {
 			return invalid("unknown option %s=%s for kind=%s (known: %s)", k, o[k], kind, strings.Join(known, ", "))
 		}
 	}
@@ -249,15 +246,4 @@ func (x ivfIndex) Search(ctx context.Context, q []float32, n int, opts SearchOpt
 		filter = x.Filter(opts.Allow)
 	}
 	return x.Index.Search(ctx, q, wanted(n, opts), n, opts.Probes, filter)
-}
-
-// KindStats reports the size and shape of the entry's index (zero before
-// its first row), for vecside_status(), metrics and benchmarks.
-func (e *Entry) KindStats() Stats {
-	e.mu.RLock()
-	defer e.mu.RUnlock()
-	if e.index == nil {
-		return Stats{}
-	}
-	return e.index.Stats()
 }

@@ -46,6 +46,12 @@ var statusColumns = []column{
 	{name: "lag_bytes", oid: oidInt8, size: 8},
 	{name: "covered_lsn", oid: oidPgLSN, size: 8},
 	{name: "copied_rows", oid: oidInt8, size: 8},
+	{name: "bytes_per_vector", oid: oidFloat8, size: 8},
+	{name: "code_bytes_per_vector", oid: oidFloat8, size: 8},
+	{name: "lists", oid: oidInt8, size: 8},
+	{name: "list_max", oid: oidInt8, size: 8},
+	{name: "tombstones", oid: oidInt8, size: 8},
+	{name: "retrains", oid: oidInt8, size: 8},
 }
 
 func statusRow(s indexer.Status) []any {
@@ -53,13 +59,20 @@ func statusRow(s indexer.Status) []any {
 	if s.Error != "" {
 		failure = s.Error
 	}
+	x := s.IndexStats
+	listMax := 0
+	for _, n := range x.Lists {
+		listMax = max(listMax, n)
+	}
 	var slot any
 	if s.SlotState != "" {
 		slot = s.SlotState
 	}
 	return []any{s.Name, s.Table, s.Column, s.Kind, s.Metric.String(), int64(s.Dims),
 		int64(s.Rows), int64(s.Skipped), string(s.State), s.Applied, failure, int64(s.ZeroVectors),
-		s.KeyColumn, slot, s.LagBytes, s.Covered, s.CopiedRows}
+		s.KeyColumn, slot, s.LagBytes, s.Covered, s.CopiedRows,
+		x.BytesPerVector(true, true), x.BytesPerVector(false, false), int64(len(x.Lists)), int64(listMax),
+		int64(x.Tombstones), int64(x.Retrains)}
 }
 
 func knnColumns(kt indexer.KeyType) []column {

@@ -229,7 +229,7 @@ func (b *bench) measureIndex(ctx context.Context, n int, def string) error {
 	}
 	defer sc.Stop()
 	ready := time.Since(t0)
-	st := entry.KindStats()
+	st := entry.Status().IndexStats
 	fmt.Fprintf(b.out, "%-26s ready in %.1fs; bytes/vector %.0f codes (+keys %.0f, +float store %.0f); lists %d %s; tombstones %d\n",
 		def, ready.Seconds(), st.BytesPerVector(false, false), st.BytesPerVector(true, false), st.BytesPerVector(true, true),
 		len(st.Lists), st.ListHistogram(), st.Tombstones)
