@@ -46,11 +46,18 @@ func (b *BodyWriter) String(s string) {
 
 // Floats writes v, without its length.
 func (b *BodyWriter) Floats(v []float32) {
-	for _, f := range v {
-		b.buf = binary.LittleEndian.AppendUint32(b.buf, math.Float32bits(f))
+	for len(v) > 0 {
+		n := min(len(v), floatChunk)
+		for _, f := range v[:n] {
+			b.buf = binary.LittleEndian.AppendUint32(b.buf, math.Float32bits(f))
+		}
+		b.spill()
+		v = v[n:]
 	}
-	b.spill()
 }
+
+// floatChunk bounds the buffers Floats uses, whatever the slice's length.
+const floatChunk = 16 << 10
 
 // Encoded writes e's codes and factors (the extended ones if ext).
 func (b *BodyWriter) Encoded(e *Encoded, ext bool) {
@@ -146,10 +153,14 @@ func (r *BodyReader) String() string {
 
 // Floats fills v.
 func (r *BodyReader) Floats(v []float32) {
-	r.raw = grow(r.raw, 4*len(v))
-	r.Raw(r.raw)
-	for i := range v {
-		v[i] = math.Float32frombits(binary.LittleEndian.Uint32(r.raw[4*i:]))
+	for len(v) > 0 && r.err == nil {
+		n := min(len(v), floatChunk)
+		r.raw = grow(r.raw, 4*n)
+		r.Raw(r.raw)
+		for i := range v[:n] {
+			v[i] = math.Float32frombits(binary.LittleEndian.Uint32(r.raw[4*i:]))
+		}
+		v = v[n:]
 	}
 }
 

@@ -15,8 +15,9 @@
 // kernels are not preemptible, and small calls keep garbage-collector
 // pauses short.
 //
-// Its Snapshot writes a count, then for each slot its key (uvarint length +
-// bytes) and its vector (little-endian float32).
+// Its Snapshot writes a count, then each slot's key (uvarint length +
+// bytes), then the whole slab of vectors (little-endian float32), which a
+// load reads back in one pass.
 //
 // # The coded index (Coded, kind=flat store=ext4|ext8)
 //

@@ -1,9 +1,7 @@
 package flat
 
 import (
-	"bufio"
 	"context"
-	"encoding/binary"
 	"fmt"
 	"io"
 	"math"
@@ -203,58 +201,46 @@ func (x *Index) Search(ctx context.Context, q []float32, k int) ([]Hit, error) {
 func (x *Index) Snapshot() func(io.Writer) error {
 	keys := slices.Clone(x.keys)
 	vecs := slices.Clone(x.vecs)
-	dims := x.dims
 	return func(w io.Writer) error {
-		bw := bufio.NewWriterSize(w, 1<<20)
-		var buf []byte
-		buf = binary.AppendUvarint(buf, uint64(len(keys)))
-		for slot, key := range keys {
-			buf = binary.AppendUvarint(buf, uint64(len(key)))
-			buf = append(buf, key...)
-			for _, f := range vecs[slot*dims : (slot+1)*dims] {
-				buf = binary.LittleEndian.AppendUint32(buf, math.Float32bits(f))
-			}
-			if _, err := bw.Write(buf); err != nil {
-				return err
-			}
-			buf = buf[:0]
+		b := NewBodyWriter(w)
+		b.Uvarint(uint64(len(keys)))
+		for _, k := range keys {
+			b.String(k)
 		}
-		if _, err := bw.Write(buf); err != nil {
-			return err
-		}
-		return bw.Flush()
+		b.Floats(vecs)
+		return b.Flush()
 	}
 }
 
-// Load reads a body written by a Snapshot into a new index.
+// Load reads a body written by a Snapshot into a new index. The vectors
+// are read in one pass into the slab: loading costs little more than
+// reading the file.
 func Load(r io.Reader, metric kernels.Metric, dims int) (*Index, error) {
-	br := bufio.NewReaderSize(r, 1<<20)
-	n, err := binary.ReadUvarint(br)
-	if err != nil {
-		return nil, fmt.Errorf("flat: reading count: %w", err)
+	b := NewBodyReader(r)
+	n := b.Count(MaxRows)
+	x := &Index{metric: metric, dims: dims, keys: make([]string, 0, n), slots: make(map[string]uint32, n)}
+	for i := 0; i < n && b.Err() == nil; i++ {
+		key := b.String()
+		if _, dup := x.slots[key]; dup {
+			b.Fail(fmt.Errorf("key %x appears twice", key))
+		}
+		x.slots[key] = uint32(i)
+		x.keys = append(x.keys, key)
 	}
-	x := New(metric, dims)
-	vec := make([]float32, dims)
-	raw := make([]byte, 4*dims)
-	for i := uint64(0); i < n; i++ {
-		klen, err := binary.ReadUvarint(br)
-		if err != nil || klen > 1<<20 {
-			return nil, fmt.Errorf("flat: entry %d: bad key length (%v)", i, err)
-		}
-		key := make([]byte, klen)
-		if _, err := io.ReadFull(br, key); err != nil {
-			return nil, fmt.Errorf("flat: entry %d key: %w", i, err)
-		}
-		if _, err := io.ReadFull(br, raw); err != nil {
-			return nil, fmt.Errorf("flat: entry %d vector: %w", i, err)
-		}
-		for j := range vec {
-			vec[j] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*j:]))
-		}
-		x.Put(string(key), vec)
+	if b.Err() == nil { // the keys were there: n is no corrupt count
+		x.vecs = make([]float32, n*dims)
+		b.Floats(x.vecs)
 	}
-	if x.Len() != int(n) {
-		return nil, fmt.Errorf("flat: %d entries read, %d distinct keys", n, x.Len())
+	if err := b.Err(); err != nil {
+		return nil, fmt.Errorf("flat: %w", err)
+	}
+	if metric == kernels.Cosine {
+		x.norms = make([]float32, n)
+		for slot := range x.norms {
+			v := x.row(uint32(slot))
+			x.norms[slot] = float32(math.Sqrt(float64(kernels.Dot(v, v))))
+			x.countZero(uint32(slot), +1)
+		}
 	}
 	return x, nil
 }

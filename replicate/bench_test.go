@@ -110,6 +110,15 @@ func BenchmarkRestart(b *testing.B) {
 		snapshot := timeUntilCaughtUp(b, h, began)
 		searchP99(b, h, queries, 1000) // warm-up
 		steady := searchP99(b, h, queries, 1000)
+		e := h.ix.Entries()[0]
+		for deadline := time.Now().Add(5 * time.Minute); e.Status().Checkpoints == 0; time.Sleep(50 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				b.Fatal("no checkpoint after the copy")
+			}
+		}
+		st := e.Status()
+		b.ReportMetric(float64(st.CheckpointPause.Microseconds())/1000, "checkpoint-pause-ms")
+		b.ReportMetric(st.CheckpointTime.Seconds(), "checkpoint-s")
 
 		for _, mode := range []string{"warm", "cold"} {
 			h.stop()                                                            // a clean stop writes the final checkpoint
