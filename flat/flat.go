@@ -14,7 +14,7 @@ import (
 type Index struct {
 	metric kernels.Metric
 	dims   int
-	vecs   []float32 // slot-major, dims per slot
+	vecs   slab      // slot-major, dims per slot
 	norms  []float32 // per slot, cosine only
 	keys   []string  // slot → key
 	slots  map[string]uint32
@@ -29,7 +29,7 @@ type Hit struct {
 
 // New returns an empty index.
 func New(metric kernels.Metric, dims int) *Index {
-	return &Index{metric: metric, dims: dims, slots: map[string]uint32{}}
+	return &Index{metric: metric, dims: dims, vecs: slab{width: dims}, slots: map[string]uint32{}}
 }
 
 // Dims is the dimension of every vector held.
@@ -42,7 +42,7 @@ func (x *Index) Len() int { return len(x.keys) }
 func (x *Index) ZeroVectors() int { return x.zeros }
 
 // Bytes is the memory held by vectors and norms (not the key map).
-func (x *Index) Bytes() int { return 4 * (cap(x.vecs) + cap(x.norms)) }
+func (x *Index) Bytes() int { return x.vecs.bytes() + 4*cap(x.norms) }
 
 // Put inserts key or replaces its vector. vec must have Dims elements; it
 // is copied.
@@ -55,12 +55,12 @@ func (x *Index) Put(key string, vec []float32) {
 		slot = uint32(len(x.keys))
 		x.slots[key] = slot
 		x.keys = append(x.keys, key)
-		x.vecs = append(x.vecs, vec...)
+		x.vecs.appendRow(vec)
 		if x.metric == kernels.Cosine {
 			x.norms = append(x.norms, 0)
 		}
 	} else {
-		copy(x.row(slot), vec)
+		copy(x.vecs.mutableRow(int(slot)), vec)
 		x.countZero(slot, -1)
 	}
 	if x.metric == kernels.Cosine {
@@ -75,9 +75,7 @@ func (x *Index) countZero(slot uint32, delta int) {
 	}
 }
 
-func (x *Index) row(slot uint32) []float32 {
-	return x.vecs[int(slot)*x.dims : int(slot+1)*x.dims]
-}
+func (x *Index) row(slot uint32) []float32 { return x.vecs.row(int(slot)) }
 
 // Vector returns the stored vector of key (aliasing the index's storage:
 // read it under the owner's lock, copy it to keep it).
@@ -99,7 +97,7 @@ func (x *Index) Delete(key string) bool {
 	last := uint32(len(x.keys) - 1)
 	if slot != last {
 		moved := x.keys[last]
-		copy(x.row(slot), x.row(last))
+		copy(x.vecs.mutableRow(int(slot)), x.row(last))
 		x.keys[slot] = moved
 		x.slots[moved] = slot
 		if x.metric == kernels.Cosine {
@@ -108,7 +106,7 @@ func (x *Index) Delete(key string) bool {
 	}
 	delete(x.slots, key)
 	x.keys = x.keys[:last]
-	x.vecs = x.vecs[:int(last)*x.dims]
+	x.vecs.dropLast()
 	if x.metric == kernels.Cosine {
 		x.norms = x.norms[:last]
 	}
@@ -158,12 +156,14 @@ func (x *Index) Search(ctx context.Context, q []float32, k int) ([]Hit, error) {
 			return nil, nil // no row has a cosine distance to the zero vector
 		}
 	}
-	for start := 0; start < len(x.keys); start += scanBlock {
-		if start%(64*scanBlock) == 0 && ctx.Err() != nil {
-			return nil, ctx.Err()
+	var err error
+	blocks := 0
+	x.vecs.blocks(func(start int, block []float32) bool {
+		if blocks++; blocks%64 == 0 && ctx.Err() != nil {
+			err = ctx.Err()
+			return false
 		}
-		n := min(scanBlock, len(x.keys)-start)
-		block := x.vecs[start*x.dims : (start+n)*x.dims]
+		n := len(block) / x.dims
 		if x.metric == kernels.L2 {
 			kernels.L2SqBlock(q, block, dist[:n])
 		} else {
@@ -185,6 +185,10 @@ func (x *Index) Search(ctx context.Context, q []float32, k int) ([]Hit, error) {
 				top.Push(uint32(slot), d)
 			}
 		}
+		return true
+	})
+	if err != nil {
+		return nil, err
 	}
 	found := top.Sorted()
 	hits := make([]Hit, len(found))
@@ -195,19 +199,22 @@ func (x *Index) Search(ctx context.Context, q []float32, k int) ([]Hit, error) {
 }
 
 // Snapshot returns a function that writes the index as it is now (see the
-// package doc for the format). Taking it copies the vectors and the key
-// list, a memory copy; the returned function may run without the owner's
-// lock while the index changes.
+// package doc for the format). Taking it copies the key list and freezes
+// the vectors (see slab); the returned function may run without the
+// owner's lock while the index changes.
 func (x *Index) Snapshot() func(io.Writer) error {
 	keys := slices.Clone(x.keys)
-	vecs := slices.Clone(x.vecs)
+	vecs := x.vecs.freeze()
 	return func(w io.Writer) error {
 		b := NewBodyWriter(w)
 		b.Uvarint(uint64(len(keys)))
 		for _, k := range keys {
 			b.String(k)
 		}
-		b.Floats(vecs)
+		vecs.blocks(func(_ int, rows []float32) bool {
+			b.Floats(rows)
+			return true
+		})
 		return b.Flush()
 	}
 }
@@ -218,7 +225,7 @@ func (x *Index) Snapshot() func(io.Writer) error {
 func Load(r io.Reader, metric kernels.Metric, dims int) (*Index, error) {
 	b := NewBodyReader(r)
 	n := b.Count(MaxRows)
-	x := &Index{metric: metric, dims: dims, keys: make([]string, 0, n), slots: make(map[string]uint32, n)}
+	x := &Index{metric: metric, dims: dims, vecs: slab{width: dims}, keys: make([]string, 0, n), slots: make(map[string]uint32, n)}
 	for i := 0; i < n && b.Err() == nil; i++ {
 		key := b.String()
 		if _, dup := x.slots[key]; dup {
@@ -227,9 +234,10 @@ func Load(r io.Reader, metric kernels.Metric, dims int) (*Index, error) {
 		x.slots[key] = uint32(i)
 		x.keys = append(x.keys, key)
 	}
-	if b.Err() == nil { // the keys were there: n is no corrupt count
-		x.vecs = make([]float32, n*dims)
-		b.Floats(x.vecs)
+	row := make([]float32, dims)
+	for i := 0; i < n && b.Err() == nil; i++ { // the keys were there: n is no corrupt count
+		b.Floats(row)
+		x.vecs.appendRow(row)
 	}
 	if err := b.Err(); err != nil {
 		return nil, fmt.Errorf("flat: %w", err)

@@ -121,3 +121,45 @@ func TestFloatSnapshotLoad(t *testing.T) {
 		t.Error("truncated body accepted")
 	}
 }
+
+// TestSnapshotIsolatedFromLaterChanges: a snapshot taken before updates,
+// deletes (which move the last row into the hole) and inserts that fill
+// and start chunks still writes the index as it was.
+func TestSnapshotIsolatedFromLaterChanges(t *testing.T) {
+	const dims = 4
+	data, _ := dataset.Clustered{Seed: 9, Rows: 3*chunkRows + 17, Dims: dims}.Generate()
+	x := New(kernels.L2, dims)
+	for i, v := range data {
+		x.Put(keyOf(i), v)
+	}
+	want := map[string][]float32{}
+	x.Each(func(k string, v []float32) { want[k] = slices.Clone(v) })
+	write := x.Snapshot()
+	for i := 0; i < len(data); i += 3 {
+		x.Put(keyOf(i), []float32{-1, -1, -1, -1})
+	}
+	for i := 1; i < len(data); i += 5 {
+		x.Delete(keyOf(i))
+	}
+	for i := 0; i < 2*chunkRows; i++ {
+		x.Put(fmt.Sprint("new", i), data[i])
+	}
+	var buf bytes.Buffer
+	if err := write(&buf); err != nil {
+		t.Fatal(err)
+	}
+	y, err := Load(&buf, kernels.L2, dims)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string][]float32{}
+	y.Each(func(k string, v []float32) { got[k] = slices.Clone(v) })
+	if len(got) != len(want) {
+		t.Fatalf("snapshot holds %d rows, want %d", len(got), len(want))
+	}
+	for k, v := range want {
+		if !slices.Equal(got[k], v) {
+			t.Fatalf("row %s: snapshot has %v, want %v", k, got[k], v)
+		}
+	}
+}
