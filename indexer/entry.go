@@ -426,7 +426,12 @@ func (e *Entry) Status() Status {
 		State:     e.state,
 		Error:     e.failure,
 		Applied:   applied,
+		Covered:   e.covered,
 		KeyType:   e.keyType,
+
+		Checkpoints:     e.checkpoints,
+		CheckpointPause: e.lastPause,
+		CheckpointTime:  e.lastWrite,
 	}
 	if e.index != nil {
 		s.Rows = e.index.Len()
