@@ -176,7 +176,7 @@ func (g *itemsGen) txn() (kind string, sql string) {
 	case r < 93:
 		kind = "fix_vector"
 		add("UPDATE items SET embedding = %s WHERE id = %d", g.valid(), g.pick())
-	case r < 98:
+	case r < 99 || g.rng.IntN(4) > 0: // TRUNCATE is rare: it hides what came before
 		kind = "insert_then_delete"
 		id := g.fresh()
 		add("INSERT INTO items VALUES (%d, 'brief', %s)", id, g.vector())
