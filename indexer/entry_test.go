@@ -141,6 +141,9 @@ func TestCheckpointRoundTrip(t *testing.T) {
 	if e.Covered() != 0x1000 || e.Dirty() != 0 {
 		t.Fatalf("covered %s dirty %d after checkpoint", e.Covered(), e.Dirty())
 	}
+	if st := e.Status(); st.Covered != 0x1000 {
+		t.Fatalf("status covered_lsn %s after checkpoint, want 0/1000", st.Covered)
+	}
 	loaded := newTestEntry(t, "e=t(v) key=id metric=cosine")
 	lsn, err := loaded.LoadCheckpoint(dir, testSource, nil)
 	if err != nil || lsn != 0x1000 {

@@ -395,6 +395,52 @@ func TestReconnectsAfterWalsenderIsKilled(t *testing.T) {
 	}
 }
 
+// TestReconnectConfirmsOnlyDurableState: after a reconnect the stream
+// resumes from what the index has applied, but the slot must not be told
+// more than its checkpoint covers.
+func TestReconnectConfirmsOnlyDurableState(t *testing.T) {
+	h := newHarness(t, `CREATE TABLE r (id int PRIMARY KEY, v real[]);
+		INSERT INTO r SELECT g, ARRAY[g, 1]::real[] FROM generate_series(1, 100) g`)
+	e := h.add("r_v=r(v) key=id metric=l2")
+	h.start(Config{DataDir: t.TempDir(), StatusInterval: 100 * time.Millisecond})
+	waitReady(t, e)
+	for deadline := time.Now().Add(30 * time.Second); e.Covered() == 0; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("no first checkpoint")
+		}
+	}
+	// Applied now moves past covered: the next checkpoint is minutes away.
+	h.exec(`UPDATE r SET v = ARRAY[0, 0]::real[] WHERE id <= 10`)
+	h.catchUp()
+	var oldPID int
+	if err := h.conn.QueryRow(h.ctx, `SELECT active_pid FROM pg_replication_slots WHERE slot_name = 'vecside'`).Scan(&oldPID); err != nil {
+		t.Fatal(err)
+	}
+	h.exec(`SELECT pg_terminate_backend($1)`, oldPID)
+	// Wait until the new walsender has had a status update.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		var replied bool
+		err := h.conn.QueryRow(h.ctx, `SELECT EXISTS (SELECT FROM pg_replication_slots s JOIN pg_stat_replication r ON r.pid = s.active_pid
+			WHERE s.slot_name = 'vecside' AND s.active_pid <> $1 AND r.flush_lsn IS NOT NULL)`, oldPID).Scan(&replied)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if replied {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the replicator did not reconnect")
+		}
+	}
+	var s string
+	if err := h.conn.QueryRow(h.ctx, `SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = 'vecside'`).Scan(&s); err != nil {
+		t.Fatal(err)
+	}
+	if confirmed, _ := indexer.ParseLSN(s); confirmed > e.Covered() {
+		t.Fatalf("after the reconnect the slot confirmed %s; the checkpoint covers %s (applied %s)", confirmed, e.Covered(), e.Applied())
+	}
+}
+
 // TestIdleKeepaliveReleasesWaiters writes only to an unrelated table and
 // waits for pg_current_wal_lsn(): the keepalive's WAL end must release it.
 func TestIdleKeepaliveReleasesWaiters(t *testing.T) {

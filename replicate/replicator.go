@@ -99,7 +99,7 @@ type Replicator struct {
 	stats Stats
 
 	mu       sync.Mutex
-	start    indexer.LSN // the slot's consistent point, or where streaming resumed
+	floor    indexer.LSN // where the slot was when streaming began: its consistent point or confirmed position
 	source   indexer.Source
 	restored bool                    // checkpoints have been looked at
 	pending  map[*indexer.Entry]bool // entries that hold no copy of their table yet
@@ -159,16 +159,18 @@ func (r *Replicator) Source() indexer.Source {
 }
 
 // Covered is the position confirmed to Postgres: what durable state
-// covers, and never less than where streaming started (the slot is there
-// already), so never zero.
+// covers, and never less than where the slot was when streaming began
+// (confirming that again moves nothing), so never zero. Where streaming
+// resumed is no floor: indexes resume from what they have applied, which
+// after a reconnect may be more than their checkpoints hold.
 func (r *Replicator) Covered() indexer.LSN {
 	r.mu.Lock()
-	start := r.start
+	floor := r.floor
 	r.mu.Unlock()
 	if r.cfg.Durable != nil {
-		return max(start, r.cfg.Durable())
+		return max(floor, r.cfg.Durable())
 	}
-	return start
+	return floor
 }
 
 // Run connects, copies the tables if needed, and follows the stream until
@@ -253,7 +255,7 @@ func (r *Replicator) runOnce(ctx context.Context) error {
 	if restore {
 		r.restore(tables, src)
 	}
-	start, syncs, err := r.prepareSlot(ctx, conn, repl, tables)
+	start, floor, syncs, err := r.prepareSlot(ctx, conn, repl, tables)
 	defer func() {
 		for _, s := range syncs {
 			s.repl.Close(context.Background()) // drops the temporary slot
@@ -263,7 +265,7 @@ func (r *Replicator) runOnce(ctx context.Context) error {
 		return err
 	}
 	r.mu.Lock()
-	r.start, r.source = start, src
+	r.floor, r.source = floor, src
 	r.mu.Unlock()
 	repair := func(ctx context.Context, t *table, e *indexer.Entry, key string) error {
 		r.stats.Repairs.Add(1)
@@ -349,8 +351,8 @@ type tableSync struct {
 	job  copyJob
 }
 
-// prepareSlot returns where to stream from, and the table syncs to run
-// beside the stream.
+// prepareSlot returns where to stream from, where the slot is (see
+// Covered), and the table syncs to run beside the stream.
 //
 // When some indexes hold state (restored from checkpoints, or from before
 // a reconnect) and the slot has not confirmed past any of them, the stream
@@ -360,23 +362,23 @@ type tableSync struct {
 // an index means the changes between are gone: then, as when nothing
 // holds state, the slot is dropped and recreated, and every table copied
 // under its snapshot before streaming starts.
-func (r *Replicator) prepareSlot(ctx context.Context, conn *pgx.Conn, repl *pgconn.PgConn, tables []*table) (indexer.LSN, []tableSync, error) {
+func (r *Replicator) prepareSlot(ctx context.Context, conn *pgx.Conn, repl *pgconn.PgConn, tables []*table) (start, floor indexer.LSN, syncs []tableSync, err error) {
 	var confirmed *string
-	err := conn.QueryRow(ctx, `SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1`, r.cfg.Name).Scan(&confirmed)
+	err = conn.QueryRow(ctx, `SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1`, r.cfg.Name).Scan(&confirmed)
 	exists := err == nil
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-		return 0, nil, err
+		return 0, 0, nil, err
 	}
 	holding, pending := r.split(tables)
 	if exists && len(holding) > 0 && confirmed != nil {
 		slotAt, err := indexer.ParseLSN(*confirmed)
 		if err != nil {
-			return 0, nil, err
+			return 0, 0, nil, err
 		}
 		from, behind := oldestApplied(holding, slotAt)
 		if behind == nil {
 			syncs, err := r.startSyncs(ctx, pending)
-			return from, syncs, err
+			return from, slotAt, syncs, err
 		}
 		r.log.Warn("the slot has confirmed past an index's position; copying the tables again",
 			"slot", r.cfg.Name, "confirmed", slotAt.String(), "index", behind.Spec().Name, "applied", behind.Applied().String())
@@ -384,11 +386,11 @@ func (r *Replicator) prepareSlot(ctx context.Context, conn *pgx.Conn, repl *pgco
 	if exists {
 		r.log.Info("dropping the slot to take a fresh snapshot", "slot", r.cfg.Name)
 		if _, err := conn.Exec(ctx, `SELECT pg_drop_replication_slot($1)`, r.cfg.Name); err != nil {
-			return 0, nil, fmt.Errorf("dropping slot %s (is another vecside using it?): %w", r.cfg.Name, err)
+			return 0, 0, nil, fmt.Errorf("dropping slot %s (is another vecside using it?): %w", r.cfg.Name, err)
 		}
 	}
 	point, err := r.snapshot(ctx, repl, tables)
-	return point, nil, err
+	return point, point, nil, err
 }
 
 // oldestApplied is the lowest applied LSN of entries, or the entry that is
