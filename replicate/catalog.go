@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/vecside/vecside/indexer"
 )
 
@@ -52,7 +53,7 @@ func resolveTables(ctx context.Context, conn *pgx.Conn, entries []*indexer.Entry
 			tables = append(tables, t)
 		}
 		if spec.Key != t.key {
-			return nil, fmt.Errorf("index %s: key=%s, but another index reads %s with key=%s", spec.Name, spec.Key, t.qualified(), t.key)
+			return nil, configError{fmt.Errorf("index %s: key=%s, but another index reads %s with key=%s", spec.Name, spec.Key, t.qualified(), t.key)}
 		}
 		vt, typmod, err := t.vectorColumn(ctx, conn, spec.Column)
 		if err != nil {
@@ -76,13 +77,13 @@ func (t *table) resolve(ctx context.Context, conn *pgx.Conn) error {
 		FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 		WHERE n.nspname = $1 AND c.relname = $2`, t.schema, t.name).Scan(&t.oid, &relkind, &replident)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return fmt.Errorf("table %s does not exist", t.qualified())
+		return configError{fmt.Errorf("table %s does not exist", t.qualified())}
 	}
 	if err != nil {
 		return fmt.Errorf("looking up table %s: %w", t.qualified(), err)
 	}
 	if relkind != "r" && relkind != "p" {
-		return fmt.Errorf("%s is not a table (relkind %s)", t.qualified(), relkind)
+		return configError{fmt.Errorf("%s is not a table (relkind %s)", t.qualified(), relkind)}
 	}
 	t.partitioned = relkind == "p"
 	identity, err := replicaIdentity(ctx, conn, t.oid, replident)
@@ -93,11 +94,11 @@ func (t *table) resolve(ctx context.Context, conn *pgx.Conn) error {
 		how := fmt.Sprintf("give it a primary key on %[1]s, or ALTER TABLE %[2]s REPLICA IDENTITY USING INDEX <a unique index on (%[1]s)>", indexer.QuoteIdent(t.key), t.qualified())
 		switch {
 		case replident == "f":
-			return fmt.Errorf("%w: %s has REPLICA IDENTITY FULL, which would put every old vector in the WAL; %s", ErrNoReplicaIdentity, t.qualified(), how)
+			return configError{fmt.Errorf("%w: %s has REPLICA IDENTITY FULL, which would put every old vector in the WAL; %s", ErrNoReplicaIdentity, t.qualified(), how)}
 		case len(identity) == 0:
-			return fmt.Errorf("%w: %s has no replica identity; %s", ErrNoReplicaIdentity, t.qualified(), how)
+			return configError{fmt.Errorf("%w: %s has no replica identity; %s", ErrNoReplicaIdentity, t.qualified(), how)}
 		default:
-			return fmt.Errorf("%w: the replica identity of %s is (%s), not (%s); index by that key, or %s", ErrNoReplicaIdentity, t.qualified(), strings.Join(identity, ", "), t.key, how)
+			return configError{fmt.Errorf("%w: the replica identity of %s is (%s), not (%s); index by that key, or %s", ErrNoReplicaIdentity, t.qualified(), strings.Join(identity, ", "), t.key, how)}
 		}
 	}
 	keyCol, err := lookupColumn(ctx, conn, t.oid, t.key)
@@ -106,7 +107,7 @@ func (t *table) resolve(ctx context.Context, conn *pgx.Conn) error {
 	}
 	t.keyType, err = indexer.KeyTypeForOID(keyCol.oid)
 	if err != nil {
-		return fmt.Errorf("table %s: %w", t.qualified(), err)
+		return configError{fmt.Errorf("table %s: %w", t.qualified(), err)}
 	}
 	t.columns = []string{t.key}
 	t.colTypes = map[string]columnType{t.key: keyCol}
@@ -128,7 +129,7 @@ func lookupColumn(ctx context.Context, conn *pgx.Conn, tableOID uint32, column s
 		FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid
 		WHERE a.attrelid = $1 AND a.attname = $2 AND a.attnum > 0 AND NOT a.attisdropped`, tableOID, column).Scan(&c.oid, &c.name, &c.typmod)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return c, fmt.Errorf("column %s does not exist", indexer.QuoteIdent(column))
+		return c, configError{fmt.Errorf("column %s does not exist", indexer.QuoteIdent(column))}
 	}
 	return c, err
 }
@@ -168,7 +169,7 @@ func (t *table) vectorColumn(ctx context.Context, conn *pgx.Conn, column string)
 	}
 	vt, err := indexer.VectorTypeFor(c.oid, c.name)
 	if err != nil {
-		return 0, 0, fmt.Errorf("column %s: %w", indexer.QuoteIdent(column), err)
+		return 0, 0, configError{fmt.Errorf("column %s: %w", indexer.QuoteIdent(column), err)}
 	}
 	t.colTypes[column] = c
 	return vt, typmodDims(vt, c.typmod), nil
@@ -200,7 +201,7 @@ func ensurePublication(ctx context.Context, conn *pgx.Conn, name string, tables 
 	pub := indexer.QuoteIdent(name)
 	if !exists {
 		if _, err := tx.Exec(ctx, "CREATE PUBLICATION "+pub+" WITH (publish_via_partition_root = true)"); err != nil {
-			return fmt.Errorf("creating publication %s: %w", name, err)
+			return refused(fmt.Errorf("creating publication %s: %w", name, err))
 		}
 	}
 	for _, t := range tables {
@@ -214,7 +215,7 @@ func ensurePublication(ctx context.Context, conn *pgx.Conn, name string, tables 
 			continue
 		default:
 			if _, err := tx.Exec(ctx, "ALTER PUBLICATION "+pub+" DROP TABLE "+t.qualified()); err != nil {
-				return fmt.Errorf("publication %s: %w", name, err)
+				return refused(fmt.Errorf("publication %s: %w", name, err))
 			}
 		}
 		cols := make([]string, len(t.columns))
@@ -222,7 +223,7 @@ func ensurePublication(ctx context.Context, conn *pgx.Conn, name string, tables 
 			cols[i] = indexer.QuoteIdent(c)
 		}
 		if _, err := tx.Exec(ctx, "ALTER PUBLICATION "+pub+" ADD TABLE "+t.qualified()+" ("+strings.Join(cols, ", ")+")"); err != nil {
-			return fmt.Errorf("adding %s to publication %s (needs ownership of the table): %w", t.qualified(), name, err)
+			return refused(fmt.Errorf("adding %s to publication %s (needs ownership of the table): %w", t.qualified(), name, err))
 		}
 	}
 	return tx.Commit(ctx)
@@ -238,4 +239,15 @@ func sameSet(a, b []string) bool {
 		}
 	}
 	return true
+}
+
+// refused marks err as final when Postgres refused the statement for a
+// reason retrying cannot change (class 42: privileges, missing or
+// conflicting objects); connection failures stay retryable.
+func refused(err error) error {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && strings.HasPrefix(pgErr.Code, "42") {
+		return configError{err}
+	}
+	return err
 }

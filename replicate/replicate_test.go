@@ -805,3 +805,28 @@ func TestTeardownDropsOnlyItsSlotAndPublication(t *testing.T) {
 		t.Errorf("after teardown: %d slots, %d publications (want the other one), %d rows", slots, pubs, rows)
 	}
 }
+
+// TestRetriesConnectionErrorsNotConfigErrors: an unreachable database is
+// retried; a missing table ends Run with an error at once.
+func TestRetriesConnectionErrorsNotConfigErrors(t *testing.T) {
+	h := newHarness(t, `SELECT 1`)
+	e := h.add("m=missing(v) key=id metric=l2")
+	down, err := New(Config{Source: "postgres://postgres@127.0.0.1:1/x?sslmode=disable&connect_timeout=1", Entries: []*indexer.Entry{e}, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(h.ctx, 1500*time.Millisecond)
+	defer cancel()
+	if err := down.Run(ctx); err != nil {
+		t.Errorf("Run gave up on an unreachable database: %v", err)
+	}
+	if down.Stats().Reconnects.Load() == 0 {
+		t.Error("no retry against an unreachable database")
+	}
+	missing, _ := New(Config{Source: h.dsn, Entries: []*indexer.Entry{e}, Logger: testLogger(t)})
+	ctx, cancel = context.WithTimeout(h.ctx, 30*time.Second)
+	defer cancel()
+	if err := missing.Run(ctx); err == nil || !strings.Contains(err.Error(), "does not exist") {
+		t.Errorf("a missing table: got %v, want an error at once", err)
+	}
+}

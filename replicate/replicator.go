@@ -102,6 +102,7 @@ type Replicator struct {
 	floor    indexer.LSN // where the slot was when streaming began: its consistent point or confirmed position
 	source   indexer.Source
 	restored bool                    // checkpoints have been looked at
+	streamed atomic.Bool             // the current attempt reached streaming
 	pending  map[*indexer.Entry]bool // entries that hold no copy of their table yet
 }
 
@@ -180,14 +181,12 @@ func (r *Replicator) Covered() indexer.LSN {
 func (r *Replicator) Run(ctx context.Context) error {
 	backoff := time.Second
 	for {
-		started := time.Now()
 		err := r.runOnce(ctx)
 		if ctx.Err() != nil {
 			return nil
 		}
-		var cfgErr configError
-		if errors.As(err, &cfgErr) {
-			return cfgErr.error
+		if errors.As(err, new(configError)) {
+			return err
 		}
 		if isSlotLost(err) {
 			if r.cfg.OnSlotLost == "fail" {
@@ -204,7 +203,9 @@ func (r *Replicator) Run(ctx context.Context) error {
 			}
 			r.mu.Unlock()
 		}
-		if time.Since(started) > time.Minute {
+		// An attempt that got as far as streaming was a success that
+		// ended: start the backoff over.
+		if r.streamed.Swap(false) {
 			backoff = time.Second
 		}
 		r.stats.Reconnects.Add(1)
@@ -221,18 +222,21 @@ func (r *Replicator) Run(ctx context.Context) error {
 // configError marks errors that retrying cannot fix.
 type configError struct{ error }
 
+func (e configError) Unwrap() error { return e.error }
+
 func (r *Replicator) runOnce(ctx context.Context) error {
 	conn, err := pgx.Connect(ctx, r.cfg.Source)
 	if err != nil {
 		return fmt.Errorf("connecting: %w", err)
 	}
 	defer conn.Close(context.Background())
+	// Errors that retrying cannot fix come back as configError.
 	tables, err := resolveTables(ctx, conn, r.cfg.Entries)
 	if err != nil {
-		return configError{err}
+		return err
 	}
 	if err := ensurePublication(ctx, conn, r.cfg.Name, tables); err != nil {
-		return configError{err}
+		return err
 	}
 	statusEvery, err := r.statusInterval(ctx, conn)
 	if err != nil {

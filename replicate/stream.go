@@ -22,6 +22,7 @@ func (r *Replicator) stream(ctx context.Context, repl *pgconn.PgConn, start inde
 	if err != nil {
 		return fmt.Errorf("START_REPLICATION from %s: %w", start, err)
 	}
+	r.streamed.Store(true)
 	r.log.Info("streaming", "slot", r.cfg.Name, "from", start.String())
 	received := start
 	nextStatus := time.Now()

@@ -50,7 +50,7 @@ func TestChaos(t *testing.T) {
 	if *flagSeed != 0 {
 		seeds = append(seeds, *flagSeed)
 	} else {
-		for s := 1; s <= *flagSeeds; s++ {
+		for s := *flagFrom; s < *flagFrom+*flagSeeds; s++ {
 			seeds = append(seeds, int64(s))
 		}
 	}

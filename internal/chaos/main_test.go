@@ -15,7 +15,8 @@ import (
 )
 
 var (
-	flagSeeds = flag.Int("chaos.seeds", 4, "number of seeds to run (seeds 1..N)")
+	flagSeeds = flag.Int("chaos.seeds", 4, "number of seeds to run (seeds F..F+N-1, F from -chaos.from)")
+	flagFrom  = flag.Int("chaos.from", 1, "first seed of a -chaos.seeds run, to continue a long run")
 	flagSeed  = flag.Int64("chaos.seed", 0, "run only this seed (replay); 0 runs -chaos.seeds seeds")
 	flagLong  = flag.Bool("chaos.long", false, "long mode: longer runs with more faults")
 )
