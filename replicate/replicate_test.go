@@ -830,3 +830,18 @@ func TestRetriesConnectionErrorsNotConfigErrors(t *testing.T) {
 		t.Errorf("a missing table: got %v, want an error at once", err)
 	}
 }
+
+// TestPartitionedTable follows a partitioned table through its root.
+func TestPartitionedTable(t *testing.T) {
+	h := newHarness(t, `CREATE TABLE p (id int PRIMARY KEY, v real[]) PARTITION BY RANGE (id);
+		CREATE TABLE p1 PARTITION OF p FOR VALUES FROM (0) TO (1000);
+		CREATE TABLE p2 PARTITION OF p FOR VALUES FROM (1000) TO (2000);
+		INSERT INTO p SELECT g, ARRAY[g, 1]::real[] FROM generate_series(1, 1500) g`)
+	e := h.add("p_v=p(v) key=id metric=l2")
+	h.start(Config{})
+	waitReady(t, e)
+	h.exec(`INSERT INTO p SELECT g, ARRAY[g, 2]::real[] FROM generate_series(1501, 1990) g`)
+	h.exec(`UPDATE p SET id = id + 1980 WHERE id BETWEEN 11 AND 19`) // moves rows across partitions, to free ids
+	h.exec(`DELETE FROM p WHERE id BETWEEN 500 AND 600`)
+	h.assertConverged(e, 2)
+}
