@@ -1,8 +1,6 @@
 package main
 
 import (
-	"os"
-
 	"github.com/urfave/cli/v2"
 	"github.com/vecside/vecside/kernels"
 )
@@ -11,6 +9,6 @@ var cpuCommand = &cli.Command{
 	Name:  "cpu",
 	Usage: "print the CPU features vecside uses and the kernel implementation chosen for each",
 	Action: func(c *cli.Context) error {
-		return kernels.Describe(os.Stdout)
+		return kernels.Describe(c.App.Writer)
 	},
 }

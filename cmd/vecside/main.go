@@ -9,7 +9,14 @@ import (
 )
 
 func main() {
-	app := &cli.App{
+	if err := newApp().Run(os.Args); err != nil {
+		fmt.Fprintln(os.Stderr, "vecside:", err)
+		os.Exit(1)
+	}
+}
+
+func newApp() *cli.App {
+	return &cli.App{
 		Name:  "vecside",
 		Usage: "vector search beside an unmodified PostgreSQL",
 		Flags: []cli.Flag{
@@ -24,9 +31,5 @@ func main() {
 			return nil
 		},
 		Commands: []*cli.Command{serveCommand, searchCommand, checkCommand, teardownCommand, demoCommand, benchCommand, cpuCommand},
-	}
-	if err := app.Run(os.Args); err != nil {
-		fmt.Fprintln(os.Stderr, "vecside:", err)
-		os.Exit(1)
 	}
 }

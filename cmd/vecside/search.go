@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"os"
 	"text/tabwriter"
 
 	"github.com/jackc/pgx/v5"
@@ -42,19 +41,19 @@ re-ranked by exact distance, as an application using heapfetch sees them.`,
 		}
 		defer side.Close(context.Background())
 		req := heapfetch.Request{Index: c.String("index"), Vector: q, K: c.Int("k"), Oversample: c.Float64("oversample")}
-		w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+		w := tabwriter.NewWriter(c.App.Writer, 0, 4, 2, ' ', 0)
 		defer w.Flush()
 		fmt.Fprintln(w, "id\tdistance")
 		if c.String("source") == "" {
 			opts := fmt.Sprintf("oversample=%g", req.Oversample)
-			rows, err := side.Query(ctx, "SELECT id::text, distance FROM knn($1, $2, $3, $4)", req.Index, q, req.K, opts)
+			rows, err := side.Query(ctx, "SELECT id, distance FROM knn($1, $2, $3, $4)", req.Index, q, req.K, opts)
 			if err != nil {
 				return err
 			}
-			var id string
+			var id any
 			var d float64
 			_, err = pgx.ForEachRow(rows, []any{&id, &d}, func() error {
-				_, err := fmt.Fprintf(w, "%s\t%g\n", id, d)
+				_, err := fmt.Fprintf(w, "%s\t%g\n", formatKey(id), d)
 				return err
 			})
 			return err

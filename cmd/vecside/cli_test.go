@@ -1,0 +1,84 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"log/slog"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/urfave/cli/v2"
+	"github.com/vecside/vecside/internal/pgtest"
+	"github.com/vecside/vecside/internal/sidecar"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// run runs the command line with args and returns what it printed.
+func run(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	var out bytes.Buffer
+	app := newApp()
+	app.Writer, app.ErrWriter = &out, &out
+	app.ExitErrHandler = func(*cli.Context, error) {} // return exit codes as errors
+	err := app.Run(append([]string{"vecside", "--log-level", "error"}, args...))
+	return out.String(), err
+}
+
+func TestSearchCheckTeardown(t *testing.T) {
+	ctx := context.Background()
+	dsn := pgtest.Shared(t).NewDatabase(t)
+	db, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close(ctx)
+	if _, err := db.Exec(ctx, `CREATE TABLE t (id int PRIMARY KEY, v real[]);
+		INSERT INTO t VALUES (1, '{1,0}'), (2, '{0,1}'), (3, '{0.9,0.1}'), (4, NULL);
+		CREATE TABLE nokey (v real[])`); err != nil {
+		t.Fatal(err)
+	}
+	index := "t_v=t(v) key=id metric=l2"
+
+	out, err := run(t, "check", "--source", dsn, "--index", index)
+	if err != nil || !strings.Contains(out, "ok    index t_v") {
+		t.Fatalf("check of a good table: %v\n%s", err, out)
+	}
+	out, err = run(t, "check", "--source", dsn, "--index", "n=nokey(v) key=id metric=l2")
+	if err == nil || !strings.Contains(out, "FAIL  index n") || !strings.Contains(out, "fix:") {
+		t.Fatalf("check of a table without key: %v\n%s", err, out)
+	}
+
+	sc, err := sidecar.Start(ctx, sidecar.Config{Source: dsn, Name: "vecside", Listen: "127.0.0.1:0", Auth: "trust",
+		Indexes: []string{index}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, _ := sc.Indexer.Get("t_v")
+	if err := waitReady(ctx, e, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	addr := sc.Addr.String()
+	out, err = run(t, "search", "--addr", addr, "--index", "t_v", "--k", "2", "[1,0]")
+	if err != nil || !regexp.MustCompile(`(?s)id\s+distance\n1\s+0\n3\s+0\.14`).MatchString(out) {
+		t.Fatalf("search: %v\n%s", err, out)
+	}
+	out, err = run(t, "search", "--addr", addr, "--index", "t_v", "--k", "1", "--source", dsn, "{0,1}")
+	if err != nil || !regexp.MustCompile(`(?s)id\s+distance\n2\s+0\n$`).MatchString(out) {
+		t.Fatalf("search with --source: %v\n%s", err, out)
+	}
+	if _, err := run(t, "search", "--addr", addr, "--index", "nope", "[1,0]"); err == nil || !strings.Contains(err.Error(), "42704") {
+		t.Fatalf("search of an unknown index: %v", err)
+	}
+	if err := sc.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	out, err = run(t, "teardown", "--source", dsn)
+	if err != nil || !strings.Contains(out, "dropped replication slot vecside") || !strings.Contains(out, "dropped publication vecside") {
+		t.Fatalf("teardown: %v\n%s", err, out)
+	}
+}
