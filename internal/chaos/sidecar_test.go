@@ -40,7 +40,7 @@ func newProcess(dir, source, name string, indexes []string, ckpt checkpointing) 
 	}
 	addr := l.Addr().String()
 	l.Close()
-	args := []string{"serve", "--source", source, "--name", name, "--listen", addr, "--metrics-listen", "",
+	args := []string{"serve", "--source", source, "--name", name, "--listen", addr, "--metrics-listen", "", "--auth", "trust",
 		"--data-dir", filepath.Join(dir, "data"), "--checkpoint-interval", ckpt.interval.String(), "--checkpoint-changes", fmt.Sprint(ckpt.changes)}
 	for _, ix := range indexes {
 		args = append(args, "--index", ix)
