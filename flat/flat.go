@@ -116,15 +116,14 @@ func (x *Index) Delete(key string) bool {
 // Rename gives the entry of from the key to, replacing any entry of to.
 // It reports whether from was present.
 func (x *Index) Rename(from, to string) bool {
-	slot, ok := x.slots[from]
-	if !ok {
+	if _, ok := x.slots[from]; !ok {
 		return false
 	}
 	if from == to {
 		return true
 	}
 	x.Delete(to)
-	slot = x.slots[from] // Delete may have moved it
+	slot := x.slots[from] // after Delete, which may have moved it
 	delete(x.slots, from)
 	x.slots[to] = slot
 	x.keys[slot] = to

@@ -117,7 +117,7 @@ func (e *Entry) Upsert(key string, vec []float32) {
 }
 
 func (e *Entry) upsertLocked(key string, vec []float32) {
-	if vec == nil || len(vec) == 0 || (e.dims > 0 && len(vec) != e.dims) || CheckFinite(vec) != nil {
+	if len(vec) == 0 || (e.dims > 0 && len(vec) != e.dims) || CheckFinite(vec) != nil {
 		e.skipLocked(key)
 		return
 	}

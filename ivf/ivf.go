@@ -71,8 +71,7 @@ type Index struct {
 
 	retraining atomic.Bool
 	retrains   atomic.Int64
-	retrainErr func(error) // test hook
-	scratch    sync.Pool   // *searchScratch
+	scratch    sync.Pool // *searchScratch
 }
 
 // New returns an empty index.
