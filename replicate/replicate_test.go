@@ -845,3 +845,30 @@ func TestPartitionedTable(t *testing.T) {
 	h.exec(`DELETE FROM p WHERE id BETWEEN 500 AND 600`)
 	h.assertConverged(e, 2)
 }
+
+// TestUnchangedVectorOfUnknownKeyIsRead: an UPDATE that leaves a TOASTed
+// vector alone sends it as 'u'; if the index does not have that key, the
+// row is read from the table.
+func TestUnchangedVectorOfUnknownKeyIsRead(t *testing.T) {
+	const dims = 768
+	h := newHarness(t, workload.CreateTable(10, dims))
+	e := h.add("items_embedding=items(embedding) key=id metric=l2")
+	h.start(Config{})
+	waitReady(t, e)
+	lost := mustKey(t, e, "3")
+	e.Delete(lost) // as if the index had lost the row
+	h.exec(`UPDATE items SET note = 'only the note' WHERE id = 3`)
+	h.assertConverged(e, dims)
+	if n := h.rep.Stats().Repairs.Load(); n != 1 {
+		t.Errorf("%d repair reads, want 1", n)
+	}
+}
+
+func mustKey(t *testing.T, e *indexer.Entry, text string) string {
+	t.Helper()
+	k, err := e.KeyType().DecodeText(text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
