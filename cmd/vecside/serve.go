@@ -1,6 +1,9 @@
 package main
 
 import (
+	"context"
+	"log/slog"
+	"os"
 	"os/signal"
 	"syscall"
 	"time"
@@ -35,7 +38,7 @@ vecside creates one publication and one replication slot, both named
 		&cli.StringSliceFlag{Name: "index", Usage: "an index: 'NAME=SCHEMA.TABLE(COLUMN) key=KEYCOL metric=l2|cosine|ip kind=flat' (repeatable)", EnvVars: []string{"VECSIDE_INDEX"}, Required: true},
 	},
 	Action: func(c *cli.Context) error {
-		ctx, stop := signal.NotifyContext(c.Context, syscall.SIGINT, syscall.SIGTERM)
+		ctx, stop := shutdownOnSignal(c.Context)
 		defer stop()
 		sc, err := sidecar.Start(ctx, sidecar.Config{
 			Source:        c.String("source"),
@@ -62,4 +65,26 @@ var sourceFlag = &cli.StringFlag{
 	Usage:    "the database: a libpq connection string or URL (password from it, PGPASSWORD or a passfile)",
 	EnvVars:  []string{"VECSIDE_SOURCE"},
 	Required: true,
+}
+
+// shutdownOnSignal returns a context that ends at SIGINT or SIGTERM, and
+// logs which signal ended it and where it came from: a clean shutdown
+// writes the final checkpoints, and an operator should be able to tell
+// who asked for it.
+func shutdownOnSignal(parent context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(parent)
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	go func() {
+		select {
+		case sig := <-sigs:
+			slog.Info("shutting down: checkpointing and closing connections", "signal", sig.String(), "parent_pid", os.Getppid())
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, func() {
+		signal.Stop(sigs)
+		cancel()
+	}
 }

@@ -43,6 +43,7 @@ type Sidecar struct {
 	Addr       net.Addr // where pgwire listens
 
 	errs    chan error
+	ctx     context.Context
 	cancel  context.CancelFunc
 	running int
 	log     *slog.Logger
@@ -84,7 +85,7 @@ func Start(parent context.Context, cfg Config) (*Sidecar, error) {
 		return nil, fmt.Errorf("--listen: %w", err)
 	}
 	ctx, cancel := context.WithCancel(parent)
-	sc := &Sidecar{Indexer: ix, Replicator: rep, Addr: ln.Addr(), errs: make(chan error, 4), cancel: cancel, log: log}
+	sc := &Sidecar{Indexer: ix, Replicator: rep, Addr: ln.Addr(), errs: make(chan error, 4), ctx: ctx, cancel: cancel, log: log}
 	sc.goRun("replication", func() error { return rep.Run(ctx) })
 	sc.goRun("pgwire", func() error { return srv.Serve(ctx, ln) })
 	if cfg.DataDir != "" {
@@ -118,8 +119,13 @@ func (sc *Sidecar) goRun(name string, fn func() error) {
 	sc.running++
 	go func() {
 		err := fn()
-		if err != nil {
+		switch {
+		case err != nil:
 			err = fmt.Errorf("%s: %w", name, err)
+		case sc.ctx.Err() == nil:
+			// Every part runs until the sidecar stops: one that ends on its
+			// own is a bug, and must not pass for a clean shutdown.
+			err = fmt.Errorf("%s ended on its own", name)
 		}
 		sc.errs <- err
 	}()
@@ -135,6 +141,9 @@ func (sc *Sidecar) Wait() error {
 			sc.log.Error("stopping", "err", err)
 		}
 		sc.cancel()
+	}
+	if first == nil {
+		sc.log.Info("stopped")
 	}
 	return first
 }
