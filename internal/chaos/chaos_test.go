@@ -58,6 +58,12 @@ func TestChaos(t *testing.T) {
 	var failed []int64
 	for _, seed := range seeds {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
+			// Deferred: a seed that fails with t.Fatal ends here too.
+			defer func() {
+				if t.Failed() {
+					failed = append(failed, seed)
+				}
+			}()
 			r := runSeed(t, m, seed)
 			for k := range total.faults {
 				total.faults[k] += r.faults[k]
@@ -66,9 +72,6 @@ func TestChaos(t *testing.T) {
 			total.retries += r.retries
 			total.took += r.took
 			total.checked += r.checked
-			if t.Failed() {
-				failed = append(failed, seed)
-			}
 		})
 	}
 	t.Logf("%s mode, %d seeds: %s txns=%d retries=%d checked_samples=%d, %.1fs per seed; failed seeds: %v",
