@@ -44,6 +44,6 @@ func TestPsql(t *testing.T) {
 		}
 	}
 	if !ran {
-		t.Skip("psql is not installed")
+		t.Fatal("psql is not installed: install postgresql-client-15 (scripts/install-postgres does)")
 	}
 }
