@@ -49,11 +49,25 @@
 // Status updates carry write, flush and apply explicitly, at least every
 // StatusInterval (shortened to half of wal_sender_timeout) and at once
 // when a keepalive asks for a reply. Flush and apply are the covered LSN:
-// what durable state reflects (Config.Durable), and never less than where
-// streaming started. They are never zero, since pglogrepl would replace a
-// zero with the write position and confirm changes nothing has stored.
+// what durable state reflects (Config.Durable), never less than where the
+// slot already was, and so never zero: pglogrepl would replace a zero
+// with the write position and confirm changes nothing has stored.
 //
-// After a lost connection the replicator reconnects with backoff, resets
-// its relation cache, and streams from the slot's confirmed position,
-// skipping transactions each index has already applied.
+// # Restarts, reconnects and new indexes
+//
+// At start, indexes load their checkpoints (Config.DataDir) and the stream
+// resumes from the oldest position they hold, if the slot has not
+// confirmed past it; otherwise the slot is recreated and every table
+// copied again. After a lost connection the replicator reconnects with
+// backoff, resets its relation cache, and resumes from what the indexes
+// have applied, skipping transactions each has already applied. An index
+// with no checkpoint is synced on its own: a temporary slot exports a
+// snapshot, its table is copied (in parallel ctid ranges when large)
+// while the stream goes on, transactions committed before the snapshot are
+// skipped for it, and keys changed after it win over the copy.
+//
+// The slot and the publication are checked every HealthInterval: an
+// invalidated slot stops the replicator or, with OnSlotLost "resync",
+// copies the tables again; a published column that disappeared fails only
+// its index.
 package replicate
