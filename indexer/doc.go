@@ -5,8 +5,8 @@
 //
 // # Entries
 //
-// Each index is an Entry: a Spec, an index kind holding the vectors (only
-// flat in this build), the set of table rows left out because their vector
+// Each index is an Entry: a Spec, an index kind holding the vectors (flat
+// or ivf, registered in kinds.go), the set of table rows left out because their vector
 // cannot be indexed (NULL, wrong dimension, NaN or infinite: counted,
 // never fatal, indexed again as soon as a change fixes them), a lifecycle
 // State (building → ready, or error), and the applied LSN.
@@ -37,6 +37,14 @@
 // (index, kind, parameters, dimension, metric, the LSN covered, the
 // source's system identifier, timeline and slot) and a CRC-32C trailer,
 // written atomically. A file that fails any check is refused whole.
+//
+// RunCheckpoints writes them by time and by change count. Taking one
+// freezes the index under its read lock (the kinds share their storage
+// copy-on-write) and writes the file after. Each entry's covered LSN is
+// what its last checkpoint reflects, or a later idle position recorded in
+// a small state file when nothing changed since; Indexer.Covered, the
+// minimum over healthy entries, is all the replication layer may confirm
+// to Postgres.
 //
 // Errors a client can cause wrap one of the sentinels in errors.go, which
 // the RPC layer maps to SQLSTATEs.
