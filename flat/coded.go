@@ -21,7 +21,8 @@ type Coded struct {
 	dims     int
 	store    Store
 	rq       *kernels.RaBitQ
-	finished bool
+	copied   bool      // Finish has come: encode once there are minMeanRows rows
+	finished bool      // rows are encoded
 	centroid []float32 // mean of the data at Finish (normalised rows for cosine)
 	cRot     []float32 // its rotation, for PrepareQuery
 	table    *Table
@@ -87,10 +88,8 @@ func (x *Coded) Has(key string) bool {
 // Each calls fn for every key held, with a nil vector: the index keeps
 // codes only.
 func (x *Coded) Each(fn func(key string, vec []float32)) {
-	for id := range uint32(x.table.Slots()) {
-		if live, ok := x.table.Lookup(x.table.Key(id)); ok && live == id {
-			fn(x.table.Key(id), nil)
-		}
+	for _, id := range x.liveIDs(0) {
+		fn(x.table.Key(id), nil)
 	}
 	for k := range x.zeros {
 		fn(k, nil)
@@ -110,6 +109,7 @@ func (x *Coded) Put(key string, vec []float32) {
 	id := x.table.Add(key)
 	if !x.finished {
 		x.pending = append(x.pending, vec...)
+		x.maybeEncodePending()
 		return
 	}
 	x.enc.Encode(x.rq, vec, x.centroid)
@@ -184,33 +184,119 @@ func (x *Coded) Clear() {
 	clear(x.zeros)
 }
 
+// minMeanRows is the fewest rows the mean is taken over: an index whose
+// table was (nearly) empty when Finish came keeps its rows as floats
+// until this many have been put, then encodes them within that Put.
+const minMeanRows = 1024
+
 // Finish encodes the rows put so far against their mean, using every
-// core, and makes later puts encode as they come. Called again, it does
+// core, and makes later puts encode as they come; with fewer than
+// minMeanRows rows it waits for more first. Called again, it does
 // nothing.
-func (x *Coded) Finish() {
-	if x.finished {
+//
+// lock is the owner's write lock. Finish holds it only to list rows and
+// to switch to the codes, so writers keep going meanwhile: it encodes the
+// rows listed, then lists and encodes the rows put since, in a few
+// rounds, and lays out the new table and list. Under the lock it then
+// drops the rows deleted since and encodes the few put since. Puts append
+// to pending and the table's keys and never rewrite them, so the rows
+// listed read safely without the lock.
+func (x *Coded) Finish(lock sync.Locker) {
+	lock.Lock()
+	if x.finished || x.table.Live() < minMeanRows {
+		x.copied = true
+		lock.Unlock()
 		return
 	}
+	old, pending, keys, ids, slots := x.table, x.pending, x.table.Keys(), x.liveIDs(0), x.table.Slots()
+	lock.Unlock()
+	centroid := Mean(x.metric, x.dims, len(ids), func(i int) []float32 { return pendingRow(pending, x.dims, ids[i]) })
+	codes := x.encodeRows(pending, ids, centroid)
+	const rounds, few = 3, 1000
+	for round := 0; round < rounds; round++ {
+		lock.Lock()
+		if x.table != old || x.table.Slots()-slots <= few {
+			lock.Unlock()
+			break
+		}
+		more := x.liveIDs(slots)
+		pending, keys, slots = x.pending, x.table.Keys(), x.table.Slots()
+		lock.Unlock()
+		codes = append(codes, x.encodeRows(pending, more, centroid)...)
+		ids = append(ids, more...)
+	}
+	table, list := NewTable(), NewList(x.rq)
+	for i, id := range ids {
+		list.Append(table.Add(keys[id]), &codes[i])
+	}
+	lock.Lock()
+	defer lock.Unlock()
+	x.copied = true
+	if x.table != old { // cleared meanwhile: what is there came since
+		x.maybeEncodePending()
+		return
+	}
+	// The new ids are the positions in ids. A key put again after it was
+	// listed is listed twice, and only its last listing can be live.
+	for i, id := range ids {
+		if cur, ok := x.table.Lookup(keys[id]); !ok || cur != id {
+			if now, _ := table.Lookup(keys[id]); now == uint32(i) {
+				table.Retire(keys[id])
+			}
+			list.Kill(uint32(i))
+		}
+	}
+	x.install(centroid, table, list, slots)
+}
+
+// maybeEncodePending encodes the pending rows in place once Finish has
+// come and there are enough of them for a mean.
+func (x *Coded) maybeEncodePending() {
+	if x.finished || !x.copied || x.table.Live() < minMeanRows {
+		return
+	}
+	ids := x.liveIDs(0)
+	centroid := Mean(x.metric, x.dims, len(ids), func(i int) []float32 { return x.pendingVec(ids[i]) })
+	x.install(centroid, NewTable(), NewList(x.rq), 0)
+}
+
+// liveIDs lists the ids from from on whose key still maps to them.
+func (x *Coded) liveIDs(from int) []uint32 {
 	var ids []uint32
-	for id := range uint32(x.table.Slots()) {
+	for id := uint32(from); id < uint32(x.table.Slots()); id++ {
 		if live, ok := x.table.Lookup(x.table.Key(id)); ok && live == id {
 			ids = append(ids, id)
 		}
 	}
-	x.centroid = Mean(x.metric, x.dims, len(ids), func(i int) []float32 { return x.pendingVec(ids[i]) })
-	x.cRot = make([]float32, x.dims)
-	x.rq.Rotate(x.cRot, x.centroid)
-	codes := EncodeAll(x.rq, len(ids), func(i int) ([]float32, []float32) { return x.pendingVec(ids[i]), x.centroid })
-	table, list := NewTable(), NewList(x.rq)
-	for i, id := range ids {
+	return ids
+}
+
+// encodeRows encodes the pending rows ids against centroid, on every core.
+func (x *Coded) encodeRows(pending []float32, ids []uint32, centroid []float32) []Encoded {
+	return EncodeAll(x.rq, len(ids), func(i int) ([]float32, []float32) {
+		return pendingRow(pending, x.dims, ids[i]), centroid
+	})
+}
+
+// install switches to the codes in table and list, relative to centroid,
+// after encoding into them the pending rows from id slots on.
+func (x *Coded) install(centroid []float32, table *Table, list *List, slots int) {
+	more := x.liveIDs(slots)
+	codes := x.encodeRows(x.pending, more, centroid)
+	for i, id := range more {
 		list.Append(table.Add(x.table.Key(id)), &codes[i])
 	}
+	x.centroid = centroid
+	x.cRot = make([]float32, x.dims)
+	x.rq.Rotate(x.cRot, centroid)
 	x.table, x.list, x.pending, x.finished = table, list, nil, true
 }
 
-func (x *Coded) pendingVec(id uint32) []float32 {
-	return x.pending[int(id)*x.dims : int(id+1)*x.dims]
+func pendingRow(pending []float32, dims int, id uint32) []float32 {
+	return pending[int(id)*dims : int(id+1)*dims]
 }
+
+func (x *Coded) pendingVec(id uint32) []float32 { return pendingRow(x.pending, x.dims, id) }
 
 // Mean returns the mean of n vectors (normalised first for the cosine
 // metric, as the codec sees them); the zero vector for n = 0.
@@ -377,11 +463,7 @@ func (x *Coded) Snapshot() func(io.Writer) error {
 	var pendingIDs []uint32
 	var pending []float32
 	if !finished {
-		for id := range uint32(x.table.Slots()) {
-			if live, ok := x.table.Lookup(x.table.Key(id)); ok && live == id {
-				pendingIDs = append(pendingIDs, id)
-			}
-		}
+		pendingIDs = x.liveIDs(0)
 		pending = x.pending[:len(x.pending):len(x.pending)]
 	}
 	dims, store := x.dims, x.store

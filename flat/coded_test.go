@@ -3,8 +3,11 @@ package flat
 import (
 	"bytes"
 	"context"
+	"math/rand/v2"
 	"slices"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/vecside/vecside/internal/dataset"
@@ -20,7 +23,7 @@ func buildCoded(t testing.TB, m kernels.Metric, dims int, store Store, data [][]
 	for i, v := range data {
 		x.Put(keyOf(i), v)
 	}
-	x.Finish()
+	x.Finish(new(sync.Mutex))
 	return x
 }
 
@@ -137,7 +140,7 @@ func TestCodedSnapshotLoad(t *testing.T) {
 		x.Put("zero", make([]float32, 40))
 		x.Delete(keyOf(7))
 		if finished {
-			x.Finish()
+			x.Finish(new(sync.Mutex))
 		}
 		write := x.Snapshot()
 		x.Put("later", data[1])
@@ -219,4 +222,78 @@ func BenchmarkCodedSearch(b *testing.B) {
 			f.Search(context.Background(), queries[i%len(queries)], 10)
 		}
 	})
+}
+
+// Finish encodes without holding the owner's lock while writers put,
+// re-put, rename and delete keys, and the finished index holds exactly
+// their result.
+func TestCodedFinishBesideWriters(t *testing.T) {
+	data, _ := dataset.Clustered{Seed: 4, Rows: 30000, Dims: 24}.Generate()
+	x, _ := NewCoded(CodedConfig{Metric: kernels.L2, Dims: 24, Store: StoreExt8, Seed: 5})
+	var mu sync.Mutex
+	want := map[string][]float32{}
+	for i, v := range data[:20000] {
+		x.Put(keyOf(i), v)
+		want[keyOf(i)] = v
+	}
+	var finished atomic.Bool
+	go func() {
+		x.Finish(&mu)
+		finished.Store(true)
+	}()
+	rng := rand.New(rand.NewPCG(6, 7))
+	for n := 0; n < 20000 || !finished.Load(); n++ {
+		k := keyOf(rng.IntN(25000))
+		mu.Lock()
+		switch op := rng.IntN(10); {
+		case op < 6: // insert or re-put, often the same few keys
+			if op < 3 {
+				k = keyOf(rng.IntN(50))
+			}
+			v := data[20000+rng.IntN(10000)]
+			x.Put(k, v)
+			want[k] = v
+		case op < 8:
+			x.Delete(k)
+			delete(want, k)
+		default:
+			to := keyOf(30000 + rng.IntN(5000))
+			if x.Rename(k, to) {
+				want[to] = want[k]
+				delete(want, k)
+			}
+		}
+		mu.Unlock()
+	}
+	if !x.finished || x.pending != nil {
+		t.Fatal("Finish did not encode")
+	}
+	got := map[string]bool{}
+	x.Each(func(k string, _ []float32) {
+		if got[k] {
+			t.Fatalf("key %s held twice", k)
+		}
+		got[k] = true
+	})
+	if len(got) != len(want) || x.Len() != len(want) {
+		t.Fatalf("%d keys held (Len %d), want %d", len(got), x.Len(), len(want))
+	}
+	checked := 0
+	for k, v := range want {
+		if !got[k] {
+			t.Fatalf("key %s lost", k)
+		}
+		if checked++; checked > 500 {
+			continue
+		}
+		hits, _ := x.Search(context.Background(), v, 1, 50, nil)
+		if !slices.ContainsFunc(hits, func(h Hit) bool { return h.Key == k }) {
+			t.Fatalf("key %s is not a candidate for its own vector: %v", k, hits)
+		}
+		for _, h := range hits {
+			if _, ok := want[h.Key]; !ok {
+				t.Fatalf("deleted key %s returned", h.Key)
+			}
+		}
+	}
 }

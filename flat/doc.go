@@ -21,10 +21,14 @@
 //
 // # The coded index (Coded, kind=flat store=ext4|ext8)
 //
-// Vectors are RaBitQ-encoded relative to the mean of the data (computed by
-// Finish from the rows of the initial copy, which wait as floats until
-// then): a 1-bit code in 32-vector fast-scan blocks plus an extended 4- or
-// 8-bit code, with 16 bytes of factors each. A search is two passes over
+// Vectors are RaBitQ-encoded relative to the mean of the data, computed
+// by Finish from the rows of the initial copy, which wait as floats until
+// then (or, if the copy had fewer than 1,024 rows, until that many have
+// come). Finish encodes without holding its owner's lock, in rounds that
+// catch up on the rows put meanwhile, and takes the lock only to list
+// rows and to switch to the codes. Each row has a 1-bit code in 32-vector
+// fast-scan blocks plus an extended 4- or 8-bit code, with 16 bytes of
+// factors each. A search is two passes over
 // one List: the fast scan estimates every vector with an error bound, and
 // each vector whose lower bound can still beat the k-th smallest upper
 // bound seen so far gets the extended code's tighter estimate. The answer
@@ -54,7 +58,8 @@
 // checkpoint bodies.
 //
 // No index here is safe for concurrent use: its owner (the indexer) holds a
-// read lock while searching and a write lock while applying changes. The
+// read lock while searching and a write lock while applying changes, and
+// hands Coded.Finish that lock to take when it needs it. The
 // container around a snapshot (header, checksum, atomic replacement)
 // belongs to the indexer.
 package flat

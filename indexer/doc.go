@@ -18,6 +18,14 @@
 // take the entry's read lock; changes take its write lock one row at a
 // time, so a large transaction never stalls searches for long.
 //
+// Kinds that build from the whole copy (IVF trains its lists, coded flat
+// encodes against the mean) do so when the copy ends (Finisher), without
+// holding the entry's lock through the build: during a table sync the
+// stream keeps applying changes to the entry, and the kind catches up on
+// them before it switches. An index made after the copy, because the
+// table was empty, or loaded from a checkpoint is finished as it is made,
+// and builds once enough rows have come.
+//
 // # Keys and vectors
 //
 // Keys are strings in a canonical binary form per KeyType (integers as

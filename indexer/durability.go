@@ -147,6 +147,7 @@ func (e *Entry) LoadCheckpoint(dir string, src Source, state IdleState) (LSN, er
 	if err != nil {
 		return 0, err
 	}
+	finishNew(loaded) // a checkpoint is of a copied table
 	lsn := h.LSN
 	if idle, ok := state[e.spec.Name]; ok && idle.Version == h.Version && idle.LSN > lsn {
 		lsn = idle.LSN

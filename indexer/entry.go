@@ -124,6 +124,9 @@ func (e *Entry) upsertLocked(key string, vec []float32) {
 	if e.index == nil {
 		e.dims = len(vec)
 		e.index = newIndex(e.spec, e.dims)
+		if e.state != StateBuilding {
+			finishNew(e.index)
+		}
 	}
 	e.index.Put(key, vec)
 	delete(e.skipped, key)
@@ -273,16 +276,44 @@ func (e *Entry) CopyUpsert(key string, vec []float32) {
 // EndSync ends a sync: the entry now reflects everything up to its sync
 // point, is built (see Finisher) and serves searches.
 func (e *Entry) EndSync() {
-	e.mu.Lock()
-	e.touched, e.truncated = nil, false
-	if f, ok := e.index.(Finisher); ok {
-		f.Finish()
-	}
-	e.state, e.failure = StateReady, ""
+	e.finishCopy()
+	e.mu.RLock()
 	from := e.syncFrom
-	e.mu.Unlock()
+	e.mu.RUnlock()
 	e.SetApplied(from)
 }
+
+// finishCopy builds the kinds that build their structure from the whole
+// copy (see Finisher), without holding the lock through the build: the
+// stream keeps applying changes meanwhile, and the kind catches up on
+// them. Then the entry serves searches. An index made after this point
+// (the table was empty) is finished as it is made.
+func (e *Entry) finishCopy() {
+	e.mu.Lock()
+	e.touched, e.truncated = nil, false
+	f, build := e.index.(Finisher)
+	if build {
+		e.mu.Unlock()
+		f.Finish(&e.mu)
+		e.mu.Lock()
+	}
+	e.state, e.failure = StateReady, ""
+	e.mu.Unlock()
+}
+
+// finishNew finishes an index made or loaded after the copy, which no one
+// else can reach yet or whose entry's lock the caller holds.
+func finishNew(x Index) {
+	if f, ok := x.(Finisher); ok {
+		f.Finish(heldLock{})
+	}
+}
+
+// heldLock stands for a lock the caller holds already.
+type heldLock struct{}
+
+func (heldLock) Lock()   {}
+func (heldLock) Unlock() {}
 
 // SkipBelow is the commit position below which the stream's transactions
 // are already reflected in the entry: its applied LSN, or during a sync
@@ -297,14 +328,7 @@ func (e *Entry) SkipBelow() LSN {
 // SetReady marks the initial copy as done. Kinds that build their
 // structure from the whole copy (see Finisher) build it now, before the
 // first search.
-func (e *Entry) SetReady() {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if f, ok := e.index.(Finisher); ok {
-		f.Finish()
-	}
-	e.state, e.failure = StateReady, ""
-}
+func (e *Entry) SetReady() { e.finishCopy() }
 
 // Fail puts the entry into StateError with a message saying what happened
 // and how to recover.

@@ -3,6 +3,7 @@ package indexer
 import (
 	"context"
 	"io"
+	"sync"
 
 	"github.com/vecside/vecside/flat"
 )
@@ -38,8 +39,13 @@ type Index interface {
 
 // Finisher is implemented by kinds that build their structure once the
 // initial copy is in, such as IVF training its lists on the copied rows.
+// The entry calls Finish without holding its lock, so that changes keep
+// being applied during a long build; lock is the entry's write lock, which
+// Finish takes whenever it reads or changes the index, and it catches up
+// on the changes made while it worked. An index made or loaded after the
+// copy is finished at once.
 type Finisher interface {
-	Finish()
+	Finish(lock sync.Locker)
 }
 
 // Hit is one candidate: a key and its distance under the index's metric.

@@ -32,9 +32,12 @@
 // sample of at most 256 rows per centroid, assignment of every row to its
 // nearest centroid, then splitting of any list above ListCap × the mean
 // list size by 2-means until none is, then encoding; assignment, k-means
-// and encoding run on every core. The number of lists follows ListsFor:
-// n/(1000·sqrt(1+n/16e6)), about n/1000 for small tables and 4·sqrt(n)
-// for large ones, continuously.
+// and encoding run on every core. It trains the way a retrain does (see
+// below), so the stream keeps applying changes while it works. The
+// number of lists follows ListsFor: n/(1000·sqrt(1+n/16e6)), about n/1000
+// for small tables and 4·sqrt(n) for large ones, continuously. An index
+// whose table was empty at Finish trains in the background once MinTrain
+// rows have come.
 //
 // Streamed changes: a Put encodes the row against the nearest centroid
 // and appends it to that list; a Delete makes its codes a tombstone. A

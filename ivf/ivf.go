@@ -53,10 +53,11 @@ func (c *Config) defaults() {
 }
 
 // Index is an IVF index on RaBitQ codes; see the package doc. Writers
-// (Put, Delete, Rename, Clear, Finish) must be serialised against readers
+// (Put, Delete, Rename, Clear) must be serialised against readers
 // (Search, Snapshot, Has, Len, Stats) by the owner, as the indexer's Entry
-// does with its RWMutex. Retraining runs on its own goroutine and swaps
-// its result in with no help from the owner.
+// does with its RWMutex. Training (Finish) and retraining swap their
+// result in with no help from the owner, so Finish may run beside
+// writers and readers.
 type Index struct {
 	cfg Config
 	rq  *kernels.RaBitQ
@@ -316,20 +317,22 @@ func (x *Index) Clear() {
 }
 
 // Finish trains the index on the rows put so far (the initial copy of the
-// table), on every core, unless it is trained already. From then on an
-// index that is still untrained (an empty table) trains in the
-// background once MinTrain rows have come.
-func (x *Index) Finish() {
+// table), on every core, unless it is trained already. It trains the way
+// a retrain does, holding the writer lock only to capture the rows and to
+// swap the result in, so writers keep going meanwhile; lock, the owner's
+// write lock, is not needed for that. From then on an index that is still
+// untrained (an empty table) trains in the background once MinTrain rows
+// have come.
+func (x *Index) Finish(sync.Locker) {
 	x.wmu.Lock()
-	defer x.wmu.Unlock()
-	x.finished = true
 	st := x.cur.Load()
-	if len(st.lists) > 0 || st.table.Live() == 0 {
-		return
+	x.finished = true
+	// Unless a background training is under way already.
+	train := len(st.lists) == 0 && st.table.Live() > 0 && x.retraining.CompareAndSwap(false, true)
+	x.wmu.Unlock()
+	if train {
+		x.retrain(st.gen)
 	}
-	next := x.build(st.capture())
-	next.gen = st.gen
-	x.cur.Store(next)
 }
 
 // maybeRetrain starts a background retrain when the data has drifted from

@@ -25,7 +25,7 @@ func build(t testing.TB, cfg Config, data [][]float32) *Index {
 	for i, v := range data {
 		x.Put(keyOf(i), v)
 	}
-	x.Finish()
+	x.Finish(new(sync.Mutex))
 	return x
 }
 
@@ -164,7 +164,7 @@ func TestSnapshotLoad(t *testing.T) {
 func TestPendingThenBackgroundTraining(t *testing.T) {
 	data, _ := dataset.Clustered{Seed: 4, Rows: 3000, Dims: 8}.Generate()
 	x, _ := New(Config{Metric: kernels.L2, Dims: 8, Store: flat.StoreExt8, MinTrain: 1000})
-	x.Finish() // an empty table: nothing to train on
+	x.Finish(new(sync.Mutex)) // an empty table: nothing to train on
 	for i, v := range data {
 		x.Put(keyOf(i), v)
 		if i == 10 {
@@ -265,7 +265,7 @@ func TestRetrainUnderLoad(t *testing.T) {
 	for i, r := range liveKeys {
 		fresh.Put(keyOf(r), live[i])
 	}
-	fresh.Finish()
+	fresh.Finish(new(sync.Mutex))
 	want, _ := recall(t, kernels.L2, data, queries, truth, search(fresh))
 	t.Logf("after %d retrains: recall@%d %.4f, fresh build %.4f (%s)", x.retrains.Load(), k, got, want, x.Stats().ListHistogram())
 	if got < want-0.01 {
