@@ -60,7 +60,11 @@
 // confirmed past it; otherwise the slot is recreated and every table
 // copied again. After a lost connection the replicator reconnects with
 // backoff, resets its relation cache, and resumes from what the indexes
-// have applied, skipping transactions each has already applied. An index
+// have applied, skipping transactions each has already applied. A
+// connection can also die without a word (a network partition): when the
+// stream has been silent for half of ReceiveTimeout, a status update asks
+// the server to answer, and after all of it the connection is presumed
+// dead and made again, as Postgres's own walreceiver does. An index
 // with no checkpoint is synced on its own: a temporary slot exports a
 // snapshot, its table is copied (in parallel ctid ranges when large)
 // while the stream goes on, transactions committed before the snapshot are

@@ -45,17 +45,14 @@ func (r *Replicator) monitor(ctx context.Context, tables []*table, every time.Du
 	tick := time.NewTicker(every)
 	defer tick.Stop()
 	for {
-		h, err := slotHealth(ctx, conn, r.cfg.Name)
+		// Bounded: a partitioned connection answers nothing, ever.
+		cctx, cancel := context.WithTimeout(ctx, r.cfg.ReceiveTimeout)
+		err := r.checkHealth(cctx, conn, tables)
+		cancel()
 		if err != nil {
-			return err
-		}
-		if r.cfg.ReportHealth != nil {
-			r.cfg.ReportHealth(h)
-		}
-		if h.SlotState == "lost" {
-			return fmt.Errorf("%w: slot %s has wal_status lost", errSlotLost, r.cfg.Name)
-		}
-		if err := checkPublication(ctx, conn, r.cfg.Name, tables); err != nil {
+			if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+				err = fmt.Errorf("health check: no answer within %s (--receive-timeout): %w", r.cfg.ReceiveTimeout, err)
+			}
 			return err
 		}
 		select {
@@ -64,6 +61,21 @@ func (r *Replicator) monitor(ctx context.Context, tables []*table, every time.Du
 		case <-tick.C:
 		}
 	}
+}
+
+// checkHealth checks the slot, reports it, and checks the publication.
+func (r *Replicator) checkHealth(ctx context.Context, conn *pgx.Conn, tables []*table) error {
+	h, err := slotHealth(ctx, conn, r.cfg.Name)
+	if err != nil {
+		return err
+	}
+	if r.cfg.ReportHealth != nil {
+		r.cfg.ReportHealth(h)
+	}
+	if h.SlotState == "lost" {
+		return fmt.Errorf("%w: slot %s has wal_status lost", errSlotLost, r.cfg.Name)
+	}
+	return checkPublication(ctx, conn, r.cfg.Name, tables)
 }
 
 func slotHealth(ctx context.Context, conn *pgx.Conn, slot string) (indexer.SourceHealth, error) {

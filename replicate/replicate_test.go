@@ -70,7 +70,10 @@ func (h *harness) add(def string) *indexer.Entry {
 // start runs a replicator over every index added so far.
 func (h *harness) start(cfg Config) {
 	h.t.Helper()
-	cfg.Source, cfg.Entries = h.dsn, h.ix.Entries()
+	if cfg.Source == "" {
+		cfg.Source = h.dsn
+	}
+	cfg.Entries = h.ix.Entries()
 	cfg.Logger = testLogger(h.t)
 	if cfg.DataDir != "" {
 		cfg.Durable = h.ix.Covered
@@ -384,15 +387,88 @@ func TestReconnectsAfterWalsenderIsKilled(t *testing.T) {
 		h.exec(fmt.Sprintf(`UPDATE r SET v = ARRAY[-1, %d]::real[] WHERE id %% 7 = 0`, round))
 	}
 	h.assertConverged(e, 2)
-	if h.rep.Stats().Reconnects.Load() == 0 {
-		t.Error("the replicator never reconnected")
-	}
+	h.assertReconnected()
 	var metrics strings.Builder
 	h.rep.Stats().WriteMetrics(&metrics)
 	want := fmt.Sprintf("vecside_replication_reconnects_total %d\n", h.rep.Stats().Reconnects.Load())
 	if !strings.Contains(metrics.String(), want) || !strings.Contains(metrics.String(), "# TYPE vecside_replication_changes_total counter") {
 		t.Errorf("metrics lack %q:\n%s", want, metrics.String())
 	}
+}
+
+// startBehindProxy starts a replicator that reaches Postgres through a
+// proxy, with a 2 s ReceiveTimeout, and shortens wal_sender_timeout to
+// 3 s while the test runs: a walsender cut off by the proxy holds the slot
+// until then.
+func (h *harness) startBehindProxy() *pgtest.Proxy {
+	h.t.Helper()
+	h.exec(`ALTER SYSTEM SET wal_sender_timeout = '3s'`)
+	h.exec(`SELECT pg_reload_conf()`)
+	h.t.Cleanup(func() {
+		h.exec(`ALTER SYSTEM RESET wal_sender_timeout`)
+		h.exec(`SELECT pg_reload_conf()`)
+	})
+	proxy := pgtest.NewProxy(h.t, fmt.Sprintf("127.0.0.1:%d", pgtest.Shared(h.t).Port))
+	h.start(Config{Source: proxy.Via(h.t, h.dsn), ReceiveTimeout: 2 * time.Second})
+	return proxy
+}
+
+// A network partition leaves the connections open and silent: no error
+// ever comes. The stream asks the server to answer, hears nothing, and
+// reconnects after ReceiveTimeout; the rows written meanwhile arrive. An
+// idle connection that is alive answers and stays.
+func TestReconnectsAfterSilentPartition(t *testing.T) {
+	h := newHarness(t, `CREATE TABLE p (id int PRIMARY KEY, v real[]);
+		INSERT INTO p SELECT g, ARRAY[g, 0]::real[] FROM generate_series(1, 100) g`)
+	e := h.add("p_v=p(v) key=id metric=l2")
+	proxy := h.startBehindProxy()
+	waitReady(t, e)
+	h.exec(`UPDATE p SET v = ARRAY[id, 1]::real[] WHERE id <= 50`)
+	h.catchUp()
+	// Idle but connected, the server answers the stream's pings.
+	time.Sleep(5 * time.Second)
+	if n := h.rep.Stats().Reconnects.Load(); n != 0 {
+		t.Fatalf("a healthy idle connection was dropped %d times", n)
+	}
+	if n := proxy.Partition(); n == 0 {
+		t.Fatal("no connection to cut")
+	}
+	cut := time.Now()
+	h.exec(`INSERT INTO p SELECT g, ARRAY[g, 2]::real[] FROM generate_series(101, 200) g`)
+	h.exec(`DELETE FROM p WHERE id % 10 = 0`)
+	h.catchUp()
+	t.Logf("caught up %v after the partition", time.Since(cut).Round(time.Millisecond))
+	h.assertConverged(e, 2)
+	h.assertReconnected()
+}
+
+func (h *harness) assertReconnected() {
+	h.t.Helper()
+	if h.rep.Stats().Reconnects.Load() == 0 {
+		h.t.Error("the replicator never reconnected")
+	}
+}
+
+// A partition in the middle of the initial copy: no row comes any more
+// and no error either. The copy gives up after ReceiveTimeout and the
+// next attempt copies the table again.
+func TestCopyCutByPartitionStartsOver(t *testing.T) {
+	h := newHarness(t, `CREATE TABLE c (id int PRIMARY KEY, v real[]);
+		INSERT INTO c SELECT g, ARRAY[g, 0]::real[] FROM generate_series(1, 300000) g`)
+	e := h.add("c_v=c(v) key=id metric=l2")
+	proxy := h.startBehindProxy()
+	for deadline := time.Now().Add(time.Minute); e.Status().CopiedRows == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the copy never started")
+		}
+	}
+	if e.Status().State != indexer.StateBuilding {
+		t.Fatal("the copy ended before the partition: make the table larger")
+	}
+	proxy.Partition()
+	h.exec(`UPDATE c SET v = ARRAY[id, 1]::real[] WHERE id % 1000 = 0`)
+	h.assertConverged(e, 2)
+	h.assertReconnected()
 }
 
 // TestReconnectConfirmsOnlyDurableState: after a reconnect the stream
@@ -789,6 +865,19 @@ func TestTeardownDropsOnlyItsSlotAndPublication(t *testing.T) {
 	e := h.add("r_v=r(v) key=id metric=l2")
 	h.start(Config{})
 	waitReady(t, e)
+	// Ready comes when the copy is in; the stream starts just after.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		var streaming bool
+		if err := h.conn.QueryRow(h.ctx, `SELECT EXISTS (SELECT FROM pg_replication_slots WHERE slot_name = 'vecside' AND active)`).Scan(&streaming); err != nil {
+			t.Fatal(err)
+		}
+		if streaming {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the slot never came into use")
+		}
+	}
 	if _, err := Teardown(h.ctx, h.dsn, "vecside"); err == nil || !strings.Contains(err.Error(), "in use") {
 		t.Errorf("teardown of a slot in use: %v", err)
 	}

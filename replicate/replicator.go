@@ -43,6 +43,14 @@ type Config struct {
 	// "fail" (default) stops with an error; "resync" drops the slot and
 	// copies the tables again.
 	OnSlotLost string
+	// ReceiveTimeout is how long the stream may stay silent before the
+	// connection is presumed dead (a network partition, a server gone
+	// without a word) and made again. Halfway through, a status update
+	// asks the server to answer, so an idle but healthy connection always
+	// speaks in time. Default 60 s, as Postgres's wal_receiver_timeout.
+	// It also bounds a copy that stops receiving rows, a read that repairs
+	// a row, and each health check.
+	ReceiveTimeout time.Duration
 	// HealthInterval is how often the slot and the publication are checked.
 	// Default 10 s.
 	HealthInterval time.Duration
@@ -127,6 +135,9 @@ func New(cfg Config) (*Replicator, error) {
 	}
 	if cfg.HealthInterval <= 0 {
 		cfg.HealthInterval = 10 * time.Second
+	}
+	if cfg.ReceiveTimeout <= 0 {
+		cfg.ReceiveTimeout = 60 * time.Second
 	}
 	switch cfg.OnSlotLost {
 	case "":
@@ -273,6 +284,8 @@ func (r *Replicator) runOnce(ctx context.Context) error {
 	r.mu.Unlock()
 	repair := func(ctx context.Context, t *table, e *indexer.Entry, key string) error {
 		r.stats.Repairs.Add(1)
+		ctx, cancel := context.WithTimeout(ctx, r.cfg.ReceiveTimeout)
+		defer cancel()
 		return repairRow(ctx, conn, t, e, key)
 	}
 	dec := newDecoder(tables, repair, r.log, &r.stats)
@@ -442,7 +455,7 @@ func (r *Replicator) snapshot(ctx context.Context, repl *pgconn.PgConn, tables [
 func (r *Replicator) copyJob(snapshot string, t *table, entries []*indexer.Entry) copyJob {
 	began := time.Now()
 	return copyJob{
-		source: r.cfg.Source, snapshot: snapshot, table: t, entries: entries, readers: r.cfg.CopyReaders,
+		source: r.cfg.Source, snapshot: snapshot, table: t, entries: entries, readers: r.cfg.CopyReaders, stall: r.cfg.ReceiveTimeout,
 		progress: func(rows, estimate int64) {
 			r.log.Info("copying", "table", t.qualified(), "rows", rows, "of about", estimate,
 				"elapsed", time.Since(began).Round(time.Millisecond).String())
@@ -459,12 +472,12 @@ func (r *Replicator) copy(ctx context.Context, job copyJob, release func()) erro
 	if err != nil {
 		return err
 	}
-	r.mu.Lock()
 	for _, e := range job.entries {
-		e.EndSync()
+		e.EndSync() // may build for a while: not under r.mu, which status updates take
+		r.mu.Lock()
 		delete(r.pending, e)
+		r.mu.Unlock()
 	}
-	r.mu.Unlock()
 	return nil
 }
 

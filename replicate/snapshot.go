@@ -2,6 +2,7 @@ package replicate
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -41,6 +42,9 @@ type copyJob struct {
 	entries  []*indexer.Entry // the entries being synced; others on the table keep their state
 	readers  int              // parallel ctid ranges for large tables
 	progress func(rows, estimate int64)
+	// stall is how long the copy may go without a row before its
+	// connections are presumed dead (a network partition sends no error).
+	stall time.Duration
 }
 
 // rangePages is the least number of heap pages (8 MB) worth a reader of
@@ -51,35 +55,26 @@ const rangePages = 1024
 // plain table is split into ctid ranges (TID range scans, PG14+), the last
 // one open-ended so that pages added since the estimate are read too.
 func (j copyJob) run(ctx context.Context) (int64, error) {
-	ranges, estimate, err := j.plan(ctx)
+	pctx, cancelPlan := context.WithTimeout(ctx, j.stall)
+	ranges, estimate, err := j.plan(pctx)
+	cancelPlan()
 	if err != nil {
 		return 0, err
 	}
 	var copied atomic.Int64
 	var wg sync.WaitGroup
 	errs := make(chan error, len(ranges))
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
 	stop := make(chan struct{})
-	go func() { // progress
-		tick := time.NewTicker(5 * time.Second)
-		defer tick.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-tick.C:
-				j.progress(copied.Load(), estimate)
-			}
-		}
-	}()
+	go j.watch(stop, &copied, estimate, cancel)
 	for _, where := range ranges {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			if err := j.copyRange(ctx, where, &copied); err != nil {
 				errs <- err
-				cancel()
+				cancel(err)
 			}
 		}()
 	}
@@ -87,10 +82,39 @@ func (j copyJob) run(ctx context.Context) (int64, error) {
 	close(stop)
 	close(errs)
 	if err := <-errs; err != nil {
+		if cause := context.Cause(ctx); errors.Is(err, context.Canceled) && cause != nil {
+			err = cause
+		}
 		return copied.Load(), fmt.Errorf("copying %s: %w", j.table.qualified(), err)
 	}
 	j.progress(copied.Load(), estimate)
 	return copied.Load(), nil
+}
+
+// watch reports progress every 5 s until stop closes, and cancels the
+// copy when no row has come for j.stall.
+func (j copyJob) watch(stop <-chan struct{}, copied *atomic.Int64, estimate int64, cancel context.CancelCauseFunc) {
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	last, moved, reported := int64(0), time.Now(), time.Now()
+	for {
+		select {
+		case <-stop:
+			return
+		case now := <-tick.C:
+			n := copied.Load()
+			if n != last {
+				last, moved = n, now
+			} else if now.Sub(moved) >= j.stall {
+				cancel(fmt.Errorf("no row for %s (--receive-timeout): presuming a connection dead", j.stall))
+				return
+			}
+			if now.Sub(reported) >= 5*time.Second {
+				j.progress(n, estimate)
+				reported = now
+			}
+		}
+	}
 }
 
 // plan splits the table into ctid ranges by its page count.

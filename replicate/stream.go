@@ -26,14 +26,31 @@ func (r *Replicator) stream(ctx context.Context, repl *pgconn.PgConn, start inde
 	r.log.Info("streaming", "slot", r.cfg.Name, "from", start.String())
 	received := start
 	nextStatus := time.Now()
+	// heard is when the last message from the server was handled; pinged,
+	// whether a status update has asked it to answer since.
+	heard, pinged := time.Now(), false
+	timeout := r.cfg.ReceiveTimeout
 	for {
-		if !time.Now().Before(nextStatus) {
-			if err := r.sendStatus(ctx, repl, received); err != nil {
+		now := time.Now()
+		if now.Sub(heard) >= timeout {
+			return fmt.Errorf("receiving from the slot: nothing from the server for %s, even when asked to answer (--receive-timeout): presuming the connection dead", timeout)
+		}
+		ping := !pinged && now.Sub(heard) >= timeout/2
+		if ping || !now.Before(nextStatus) {
+			if err := r.sendStatus(ctx, repl, received, ping); err != nil {
 				return err
 			}
-			nextStatus = time.Now().Add(statusEvery)
+			pinged = pinged || ping
+			nextStatus = now.Add(statusEvery)
 		}
-		rctx, cancel := context.WithDeadline(ctx, nextStatus)
+		wake := heard.Add(timeout)
+		if !pinged {
+			wake = heard.Add(timeout / 2)
+		}
+		if nextStatus.Before(wake) {
+			wake = nextStatus
+		}
+		rctx, cancel := context.WithDeadline(ctx, wake)
 		msg, err := repl.ReceiveMessage(rctx)
 		cancel()
 		if err != nil {
@@ -45,10 +62,11 @@ func (r *Replicator) stream(ctx context.Context, repl *pgconn.PgConn, start inde
 			}
 			return fmt.Errorf("receiving from the slot: %w", err)
 		}
+		pinged = false
 		switch msg := msg.(type) {
 		case *pgproto3.CopyData:
 			if len(msg.Data) == 0 {
-				continue
+				break
 			}
 			switch msg.Data[0] {
 			case pglogrepl.PrimaryKeepaliveMessageByteID:
@@ -81,19 +99,22 @@ func (r *Replicator) stream(ctx context.Context, repl *pgconn.PgConn, start inde
 		case *pgproto3.CopyDone:
 			return fmt.Errorf("replication stream ended by the server")
 		}
+		// After applying: time spent applying is no silence of the server's.
+		heard = time.Now()
 	}
 }
 
-// sendStatus reports positions to the walsender. write is what has been
-// received; flush and apply are the covered LSN, never zero: pglogrepl
-// replaces a zero with the write position, which would confirm changes
-// that are not durable.
-func (r *Replicator) sendStatus(ctx context.Context, repl *pgconn.PgConn, received indexer.LSN) error {
+// sendStatus reports positions to the walsender, asking it to answer at
+// once if ping. write is what has been received; flush and apply are the
+// covered LSN, never zero: pglogrepl replaces a zero with the write
+// position, which would confirm changes that are not durable.
+func (r *Replicator) sendStatus(ctx context.Context, repl *pgconn.PgConn, received indexer.LSN, ping bool) error {
 	covered := r.Covered()
 	err := pglogrepl.SendStandbyStatusUpdate(ctx, repl, pglogrepl.StandbyStatusUpdate{
 		WALWritePosition: pglogrepl.LSN(max(received, covered)),
 		WALFlushPosition: pglogrepl.LSN(covered),
 		WALApplyPosition: pglogrepl.LSN(covered),
+		ReplyRequested:   ping,
 	})
 	if err != nil {
 		return fmt.Errorf("sending status update: %w", err)

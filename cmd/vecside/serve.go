@@ -34,6 +34,7 @@ vecside creates one publication and one replication slot, both named
 		&cli.DurationFlag{Name: "checkpoint-interval", Value: 5 * time.Minute, Usage: "checkpoint an index with changes at least this often", EnvVars: []string{"VECSIDE_CHECKPOINT_INTERVAL"}},
 		&cli.Uint64Flag{Name: "checkpoint-changes", Value: 100000, Usage: "checkpoint an index once this many changes are applied since its last checkpoint", EnvVars: []string{"VECSIDE_CHECKPOINT_CHANGES"}},
 		&cli.StringFlag{Name: "on-slot-lost", Value: "fail", Usage: "when Postgres invalidates the slot: fail (stop with an error) or resync (copy the tables again)", EnvVars: []string{"VECSIDE_ON_SLOT_LOST"}},
+		&cli.DurationFlag{Name: "receive-timeout", Value: time.Minute, Usage: "reconnect when the replication connection has been silent this long, even after asking the server to answer (a network partition or a vanished server)", EnvVars: []string{"VECSIDE_RECEIVE_TIMEOUT"}},
 		&cli.StringFlag{Name: "auth", Usage: "client authentication, asked for explicitly: trust (any client that reaches --listen gets in; the index holds a copy of every vector)", EnvVars: []string{"VECSIDE_AUTH"}, Required: true},
 		&cli.StringSliceFlag{Name: "index", Usage: "an index: 'NAME=SCHEMA.TABLE(COLUMN) key=KEYCOL metric=l2|cosine|ip kind=flat' (repeatable)", EnvVars: []string{"VECSIDE_INDEX"}, Required: true},
 	},
@@ -49,6 +50,7 @@ vecside creates one publication and one replication slot, both named
 			Indexes:       c.StringSlice("index"),
 
 			OnSlotLost:         c.String("on-slot-lost"),
+			ReceiveTimeout:     c.Duration("receive-timeout"),
 			DataDir:            c.String("data-dir"),
 			CheckpointInterval: c.Duration("checkpoint-interval"),
 			CheckpointChanges:  c.Uint64("checkpoint-changes"),

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/vecside/vecside/internal/pgtest"
 )
 
 // mode sizes a seed's run.
@@ -20,7 +22,7 @@ type mode struct {
 	bulkRows    int
 }
 
-// fast runs in CI: about 15 s per seed on two cores.
+// fast runs in CI: about 20 s per seed on two cores.
 var fast = mode{
 	name: "fast", duration: 10 * time.Second, extraFaults: 1, itemsRows: 200, bulkRows: 2000,
 	bigRows: 100_000,
@@ -94,7 +96,8 @@ func runSeed(t *testing.T, m mode, seed int64) (res seedResult) {
 	dir := t.TempDir()
 	slot := fmt.Sprintf("chaos_%d", seed)
 	ckpt := checkpointings[rng.IntN(len(checkpointings))]
-	proc, err := newProcess(dir, dsn, slot, indexDefs, ckpt)
+	proxy := pgtest.NewProxy(t, fmt.Sprintf("127.0.0.1:%d", cluster.Port))
+	proc, err := newProcess(dir, proxy.Via(t, dsn), slot, indexDefs, ckpt)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,7 +142,7 @@ func runSeed(t *testing.T, m mode, seed int64) (res seedResult) {
 	writers := make(chan writerResult, 2)
 	go func() { writers <- writeItems(ctx, dsn, items, stopWriting) }()
 	go func() { writers <- writeBulk(ctx, dsn, bulk, m.bigRows, start.Add(bigAt), stopWriting) }()
-	in := &injector{proc: proc, slot: slot, logf: t.Logf}
+	in := &injector{proc: proc, proxy: proxy, slot: slot, logf: t.Logf}
 	injErr := in.run(ctx, start, faults)
 	if wait := time.Until(start.Add(m.duration)); wait > 0 {
 		time.Sleep(wait) // the workload's length, not a synchronisation

@@ -31,8 +31,11 @@
 //
 // Meanwhile the injector (faults_test.go) fires a schedule of faults:
 // SIGKILL of the sidecar followed by a restart, pg_terminate_backend on
-// the slot's walsender, and Postgres restarts in fast and in immediate
-// mode. Every kind fires once per seed, plus up to extraFaults more of
+// the slot's walsender, Postgres restarts in fast and in immediate mode,
+// and a network partition: the sidecar reaches Postgres through a proxy
+// (pgtest.Proxy) that can turn every open connection into a black hole,
+// open but silent both ways, which the sidecar must notice by itself
+// (--receive-timeout, 2 s here). Every kind fires once per seed, plus up to extraFaults more of
 // random kinds, at least a second apart; a kind that cannot fire fails the
 // seed. A sampler (invariants_test.go) reads the slot's
 // confirmed_flush_lsn and then the sidecar's covered LSN (the lowest
@@ -54,13 +57,13 @@
 //
 // # Modes and replay
 //
-//	go test ./internal/chaos                                  # fast: 4 seeds, ~15 s each
+//	go test ./internal/chaos                                  # fast: 4 seeds, ~20 s each
 //	go test ./internal/chaos -v -chaos.seeds 60 -chaos.long -timeout 3h
 //	go test ./internal/chaos -v -chaos.seed 17 [-chaos.long]  # replay seed 17
 //
 // The fast mode (CI) runs seeds 1 to -chaos.seeds (4) for 10 s of
-// workload each, with 4 or 5 faults and the 100k-row transaction in every
-// seed. The long mode (-chaos.long) runs 20 s of workload with 4 to 8
+// workload each, with 5 or 6 faults and the 100k-row transaction in every
+// seed. The long mode (-chaos.long) runs 20 s of workload with 5 to 9
 // faults per seed. A seed fixes the tables' initial contents, both
 // writers' transactions, the large transaction's moment, the fault
 // schedule and the checkpoint policy, so -chaos.seed replays them; how

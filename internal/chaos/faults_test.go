@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/vecside/vecside/internal/pgtest"
 )
 
 // faultKind is one of the faults the injector knows.
@@ -19,10 +20,11 @@ const (
 	walsender                    // pg_terminate_backend on the slot's walsender
 	pgFast                       // Postgres restarted in fast mode
 	pgImmediate                  // Postgres restarted in immediate mode (crash recovery)
+	partition                    // the sidecar's connections go silent, as in a network partition
 	numFaultKinds
 )
 
-var faultNames = [numFaultKinds]string{"sigkill", "walsender", "pg_fast", "pg_immediate"}
+var faultNames = [numFaultKinds]string{"sigkill", "walsender", "pg_fast", "pg_immediate", "partition"}
 
 func (k faultKind) String() string { return faultNames[k] }
 
@@ -74,6 +76,7 @@ func schedule(rng *rand.Rand, d time.Duration, extra int, gap time.Duration) []f
 // injector fires a schedule of faults at one seed's sidecar and cluster.
 type injector struct {
 	proc   *process
+	proxy  *pgtest.Proxy // between the sidecar and Postgres
 	slot   string
 	counts faultCounts
 	logf   func(format string, args ...any)
@@ -111,8 +114,25 @@ func (in *injector) fire(ctx context.Context, k faultKind) error {
 		return cluster.Restart("fast")
 	case pgImmediate:
 		return cluster.Restart("immediate")
+	case partition:
+		return in.partition(ctx)
 	}
 	return fmt.Errorf("unknown fault %d", k)
+}
+
+// partition waits, bounded, until the sidecar has a connection open, and
+// cuts every one it has.
+func (in *injector) partition(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	for in.proxy.Partition() == 0 {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("the sidecar never connected: %w", ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	return nil
 }
 
 // terminateWalsender waits, bounded, until the slot is in use, and

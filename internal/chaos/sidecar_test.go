@@ -41,12 +41,17 @@ func newProcess(dir, source, name string, indexes []string, ckpt checkpointing) 
 	addr := l.Addr().String()
 	l.Close()
 	args := []string{"serve", "--source", source, "--name", name, "--listen", addr, "--metrics-listen", "", "--auth", "trust",
-		"--data-dir", filepath.Join(dir, "data"), "--checkpoint-interval", ckpt.interval.String(), "--checkpoint-changes", fmt.Sprint(ckpt.changes)}
+		"--data-dir", filepath.Join(dir, "data"), "--checkpoint-interval", ckpt.interval.String(), "--checkpoint-changes", fmt.Sprint(ckpt.changes),
+		"--receive-timeout", receiveTimeout.String()}
 	for _, ix := range indexes {
 		args = append(args, "--index", ix)
 	}
 	return &process{args: args, addr: addr, logPath: filepath.Join(dir, "vecside.log")}, nil
 }
+
+// receiveTimeout is the sidecar's --receive-timeout: short, so that a
+// partition is noticed within the run.
+const receiveTimeout = 2 * time.Second
 
 // checkpointing is a sidecar's checkpoint policy. Frequent checkpoints
 // exercise restarts from recent states and idle positions; rare ones

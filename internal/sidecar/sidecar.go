@@ -28,6 +28,9 @@ type Config struct {
 	Auth          string   // client authentication method
 	Indexes       []string // --index definitions
 	OnSlotLost    string   // fail or resync
+	// ReceiveTimeout is how long the stream may be silent before its
+	// connection is presumed dead; zero takes the replicator's default.
+	ReceiveTimeout time.Duration
 	// DataDir holds checkpoints; empty keeps everything in memory (a
 	// restart copies the tables again).
 	DataDir            string
@@ -67,7 +70,7 @@ func Start(parent context.Context, cfg Config) (*Sidecar, error) {
 	}
 	rcfg := replicate.Config{
 		Source: cfg.Source, Name: cfg.Name, Entries: ix.Entries(), DataDir: cfg.DataDir,
-		OnSlotLost: cfg.OnSlotLost, ReportHealth: ix.SetSourceHealth, Logger: log,
+		OnSlotLost: cfg.OnSlotLost, ReceiveTimeout: cfg.ReceiveTimeout, ReportHealth: ix.SetSourceHealth, Logger: log,
 	}
 	if cfg.DataDir != "" {
 		rcfg.Durable = ix.Covered
