@@ -1,6 +1,7 @@
 package indexer
 
 import (
+	"flag"
 	"fmt"
 	"slices"
 	"testing"
@@ -9,12 +10,15 @@ import (
 	"github.com/vecside/vecside/internal/dataset"
 )
 
-// BenchmarkEndSync builds an index from a copy of 200k × 128 clustered
-// rows while changes arrive at 2,000 per second, as the stream applies
-// them during a table sync, and reports how long the build took and how
-// long the changes waited: their p99 and the longest.
+var benchRows = flag.Int("indexer.rows", 200_000, "rows of the copy BenchmarkEndSync builds from")
+
+// BenchmarkEndSync builds an index from a copy of -indexer.rows × 128
+// clustered rows while changes arrive at 2,000 per second, as the stream
+// applies them during a table sync, and reports how long the build took
+// and how long the changes waited: their p99 and the longest.
 func BenchmarkEndSync(b *testing.B) {
-	const rows, dims, every = 200_000, 128, 500 * time.Microsecond
+	const dims, every = 128, 500 * time.Microsecond
+	rows := *benchRows
 	data, _ := dataset.Clustered{Seed: 3, Rows: rows + 50_000, Dims: dims}.Generate()
 	for _, k := range buildingKinds {
 		b.Run(k.opts, func(b *testing.B) {
