@@ -54,9 +54,11 @@
 // replaced. Writers and the retrain's captures and swap share one mutex.
 //
 // Search: the query is rotated once; the probes lists with the nearest
-// centroids (by L2 in the rotated space, by inner product for ip) are
-// prepared and scanned nearest first, so the k-th upper bound tightens
-// early. A filter (Filter) skips 32-vector blocks without an allowed row,
+// centroids (by L2 in the rotated space) are prepared and scanned nearest
+// first, so the k-th upper bound tightens early. For ip the lists rank by
+// the largest inner product each can be expected to hold: the centroid's,
+// plus the expected maximum of its rows' projections, from the spread of
+// the list (see nearestLists). A filter (Filter) skips 32-vector blocks without an allowed row,
 // widens probes by the inverse of its selectivity, and below
 // flat.DirectFraction of the rows estimates the allowed rows one by one.
 //

@@ -107,6 +107,11 @@ type state struct {
 	listCap   int      // a list over this size asks for a retrain
 	dead      int
 	overfull  bool
+	// spread, for the ip metric only, sums per list the squared distance
+	// of every row appended to it from its centroid: probing ranks lists
+	// by the inner product a query can expect at best in each (see
+	// nearestLists).
+	spread []float64
 }
 
 type loc struct{ list, slot uint32 }
@@ -124,6 +129,9 @@ func newState(x *Index, centroids []float32, trained int) *state {
 	}
 	if k > 0 {
 		st.listCap = int(math.Ceil(x.cfg.ListCap * float64(trained) / float64(k)))
+	}
+	if x.cfg.Metric == kernels.IP {
+		st.spread = make([]float64, k)
 	}
 	return st
 }
@@ -232,6 +240,10 @@ func (st *state) append(key string, vec []float32, c uint32, e *flat.Encoded) {
 		st.pending = append(st.pending, id)
 		st.loc = append(st.loc, loc{noList, 0})
 		return
+	}
+	if st.spread != nil {
+		d := len(vec)
+		st.spread[c] += float64(kernels.L2Sq(vec, st.centroids[int(c)*d:int(c+1)*d]))
 	}
 	slot := st.lists[c].Append(id, e)
 	st.loc = append(st.loc, loc{c, slot})

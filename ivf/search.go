@@ -2,6 +2,7 @@ package ivf
 
 import (
 	"context"
+	"math"
 	"slices"
 
 	"github.com/vecside/vecside/flat"
@@ -97,8 +98,15 @@ func (x *Index) defaultProbes(lists int) int {
 }
 
 // nearestLists returns the n lists whose centroids are nearest to the
-// rotated query, nearest first: by L2 (on the unit sphere for cosine), by
-// inner product for ip.
+// rotated query, nearest first: by L2 (on the unit sphere for cosine).
+// Inner product is no distance, and the rows with the largest one lie at
+// the edges of their lists, not near the centroids; for ip a list ranks
+// by the largest inner product expected in it: ⟨q, c⟩ plus the expected
+// maximum of its n rows' projections on q, ‖q‖·σ·√(2 ln n), where σ² is
+// the list's mean squared distance from c per dimension (the maximum of n
+// Gaussians). Ranked by ⟨q, c⟩ alone, a clustered 150k × 96 set missed a
+// true top-10 row in 22% of queries at the default probes; ranked so, in
+// 1.5%.
 func (x *Index) nearestLists(st *state, sc *searchScratch, n int) []int {
 	k := len(st.lists)
 	if cap(sc.dist) < k {
@@ -107,8 +115,9 @@ func (x *Index) nearestLists(st *state, sc *searchScratch, n int) []int {
 	dist := sc.dist[:k]
 	if x.cfg.Metric == kernels.IP {
 		kernels.DotBlock(sc.qRot, st.cRot, dist)
-		for i := range dist {
-			dist[i] = -dist[i]
+		qn := math.Sqrt(float64(kernels.Dot(sc.qRot, sc.qRot)))
+		for c := range dist {
+			dist[c] = -(dist[c] + float32(qn*st.expectedMax(c, x.cfg.Dims)))
 		}
 	} else {
 		kernels.L2SqBlock(sc.qRot, st.cRot, dist)
@@ -125,6 +134,16 @@ func (x *Index) nearestLists(st *state, sc *searchScratch, n int) []int {
 		out[i] = int(nb.ID)
 	}
 	return out
+}
+
+// expectedMax is σ·√(2 ln n) of list c (see nearestLists), for a query of
+// unit norm.
+func (st *state) expectedMax(c, dims int) float64 {
+	n := float64(st.lists[c].Len())
+	if n < 2 {
+		return 0
+	}
+	return math.Sqrt(st.spread[c]/(n*float64(dims))) * math.Sqrt(2*math.Log(n))
 }
 
 // scanAllowed estimates every allowed row directly, list by list.
