@@ -64,7 +64,10 @@
 // connection can also die without a word (a network partition): when the
 // stream has been silent for half of ReceiveTimeout, a status update asks
 // the server to answer, and after all of it the connection is presumed
-// dead and made again, as Postgres's own walreceiver does. An index
+// dead and made again, as Postgres's own walreceiver does. The same
+// timeout bounds connecting, the queries that start a session, health
+// checks, repair reads and a copy that stops receiving rows, so a session
+// that meets a partition anywhere gives up and tries again. An index
 // with no checkpoint is synced on its own: a temporary slot exports a
 // snapshot, its table is copied (in parallel ctid ranges when large)
 // while the stream goes on, transactions committed before the snapshot are

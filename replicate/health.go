@@ -37,7 +37,9 @@ func isSlotLost(err error) bool {
 // vector column (which silently takes its table out of the publication)
 // puts the affected indexes into the error state.
 func (r *Replicator) monitor(ctx context.Context, tables []*table, every time.Duration) error {
-	conn, err := pgx.Connect(ctx, r.cfg.Source)
+	qctx, cancel := r.bounded(ctx)
+	conn, err := pgx.Connect(qctx, r.cfg.Source)
+	cancel()
 	if err != nil {
 		return fmt.Errorf("connecting for health checks: %w", err)
 	}
@@ -46,7 +48,7 @@ func (r *Replicator) monitor(ctx context.Context, tables []*table, every time.Du
 	defer tick.Stop()
 	for {
 		// Bounded: a partitioned connection answers nothing, ever.
-		cctx, cancel := context.WithTimeout(ctx, r.cfg.ReceiveTimeout)
+		cctx, cancel := r.bounded(ctx)
 		err := r.checkHealth(cctx, conn, tables)
 		cancel()
 		if err != nil {

@@ -449,6 +449,29 @@ func (h *harness) assertReconnected() {
 	}
 }
 
+// A partition that lasts: every reconnect meets it too, in the middle of
+// its first exchanges, which must give up after ReceiveTimeout and try
+// again until the network heals.
+func TestReconnectsThroughLastingPartition(t *testing.T) {
+	h := newHarness(t, `CREATE TABLE l (id int PRIMARY KEY, v real[]);
+		INSERT INTO l SELECT g, ARRAY[g, 0]::real[] FROM generate_series(1, 100) g`)
+	e := h.add("l_v=l(v) key=id metric=l2")
+	proxy := h.startBehindProxy()
+	waitReady(t, e)
+	proxy.Isolate(true)
+	proxy.Partition()
+	h.exec(`UPDATE l SET v = ARRAY[id, 1]::real[] WHERE id <= 50`)
+	// Long enough for attempts to hang in connecting, or in their first
+	// queries, and give up.
+	for deadline := time.Now().Add(time.Minute); h.rep.Stats().Reconnects.Load() < 3; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d reconnects in a minute: an attempt hangs", h.rep.Stats().Reconnects.Load())
+		}
+	}
+	proxy.Isolate(false)
+	h.assertConverged(e, 2)
+}
+
 // A partition in the middle of the initial copy: no row comes any more
 // and no error either. The copy gives up after ReceiveTimeout and the
 // next attempt copies the table again.

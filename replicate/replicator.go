@@ -48,8 +48,9 @@ type Config struct {
 	// without a word) and made again. Halfway through, a status update
 	// asks the server to answer, so an idle but healthy connection always
 	// speaks in time. Default 60 s, as Postgres's wal_receiver_timeout.
-	// It also bounds a copy that stops receiving rows, a read that repairs
-	// a row, and each health check.
+	// It also bounds every quick exchange (connecting, the queries that
+	// start a session, a read that repairs a row, each health check) and a
+	// copy that stops receiving rows.
 	ReceiveTimeout time.Duration
 	// HealthInterval is how often the slot and the publication are checked.
 	// Default 10 s.
@@ -230,35 +231,45 @@ func (r *Replicator) Run(ctx context.Context) error {
 	}
 }
 
+// bounded limits an exchange with the server that should be quick to
+// ReceiveTimeout: over a partitioned connection neither an answer nor an
+// error ever comes.
+func (r *Replicator) bounded(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, r.cfg.ReceiveTimeout)
+}
+
 // configError marks errors that retrying cannot fix.
 type configError struct{ error }
 
 func (e configError) Unwrap() error { return e.error }
 
 func (r *Replicator) runOnce(ctx context.Context) error {
-	conn, err := pgx.Connect(ctx, r.cfg.Source)
+	// The quick exchanges that start a session, bounded together.
+	qctx, cancel := r.bounded(ctx)
+	defer cancel()
+	conn, err := pgx.Connect(qctx, r.cfg.Source)
 	if err != nil {
 		return fmt.Errorf("connecting: %w", err)
 	}
 	defer conn.Close(context.Background())
 	// Errors that retrying cannot fix come back as configError.
-	tables, err := resolveTables(ctx, conn, r.cfg.Entries)
+	tables, err := resolveTables(qctx, conn, r.cfg.Entries)
 	if err != nil {
 		return err
 	}
-	if err := ensurePublication(ctx, conn, r.cfg.Name, tables); err != nil {
+	if err := ensurePublication(qctx, conn, r.cfg.Name, tables); err != nil {
 		return err
 	}
-	statusEvery, err := r.statusInterval(ctx, conn)
+	statusEvery, err := r.statusInterval(qctx, conn)
 	if err != nil {
 		return err
 	}
-	repl, err := connectReplication(ctx, r.cfg.Source)
+	repl, err := connectReplication(qctx, r.cfg.Source)
 	if err != nil {
 		return err
 	}
 	defer repl.Close(context.Background())
-	sys, err := pglogrepl.IdentifySystem(ctx, repl)
+	sys, err := pglogrepl.IdentifySystem(qctx, repl)
 	if err != nil {
 		return fmt.Errorf("IDENTIFY_SYSTEM: %w", err)
 	}
@@ -284,7 +295,7 @@ func (r *Replicator) runOnce(ctx context.Context) error {
 	r.mu.Unlock()
 	repair := func(ctx context.Context, t *table, e *indexer.Entry, key string) error {
 		r.stats.Repairs.Add(1)
-		ctx, cancel := context.WithTimeout(ctx, r.cfg.ReceiveTimeout)
+		ctx, cancel := r.bounded(ctx)
 		defer cancel()
 		return repairRow(ctx, conn, t, e, key)
 	}
@@ -381,7 +392,9 @@ type tableSync struct {
 // under its snapshot before streaming starts.
 func (r *Replicator) prepareSlot(ctx context.Context, conn *pgx.Conn, repl *pgconn.PgConn, tables []*table) (start, floor indexer.LSN, syncs []tableSync, err error) {
 	var confirmed *string
-	err = conn.QueryRow(ctx, `SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1`, r.cfg.Name).Scan(&confirmed)
+	qctx, cancel := r.bounded(ctx)
+	defer cancel()
+	err = conn.QueryRow(qctx, `SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1`, r.cfg.Name).Scan(&confirmed)
 	exists := err == nil
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 		return 0, 0, nil, err
@@ -402,7 +415,9 @@ func (r *Replicator) prepareSlot(ctx context.Context, conn *pgx.Conn, repl *pgco
 	}
 	if exists {
 		r.log.Info("dropping the slot to take a fresh snapshot", "slot", r.cfg.Name)
-		if _, err := conn.Exec(ctx, `SELECT pg_drop_replication_slot($1)`, r.cfg.Name); err != nil {
+		qctx, cancel := r.bounded(ctx)
+		defer cancel()
+		if _, err := conn.Exec(qctx, `SELECT pg_drop_replication_slot($1)`, r.cfg.Name); err != nil {
 			return 0, 0, nil, fmt.Errorf("dropping slot %s (is another vecside using it?): %w", r.cfg.Name, err)
 		}
 	}
@@ -487,7 +502,9 @@ func (r *Replicator) copy(ctx context.Context, job copyJob, release func()) erro
 func (r *Replicator) startSyncs(ctx context.Context, pending map[*table][]*indexer.Entry) ([]tableSync, error) {
 	var syncs []tableSync
 	for t, entries := range pending {
-		repl, err := connectReplication(ctx, r.cfg.Source)
+		qctx, cancel := r.bounded(ctx)
+		repl, err := connectReplication(qctx, r.cfg.Source)
+		cancel()
 		if err != nil {
 			return syncs, err
 		}

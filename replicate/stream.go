@@ -15,7 +15,9 @@ import (
 // ctx ends or the connection fails.
 func (r *Replicator) stream(ctx context.Context, repl *pgconn.PgConn, start indexer.LSN, dec *decoder, statusEvery time.Duration) error {
 	pub := fmt.Sprintf("publication_names '%s'", r.cfg.Name)
-	err := pglogrepl.StartReplication(ctx, repl, r.cfg.Name, pglogrepl.LSN(start), pglogrepl.StartReplicationOptions{
+	qctx, cancel := r.bounded(ctx)
+	defer cancel()
+	err := pglogrepl.StartReplication(qctx, repl, r.cfg.Name, pglogrepl.LSN(start), pglogrepl.StartReplicationOptions{
 		Mode:       pglogrepl.LogicalReplication,
 		PluginArgs: []string{"proto_version '1'", pub, "binary 'true'", "messages 'true'"},
 	})

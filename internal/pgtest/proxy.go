@@ -12,10 +12,11 @@ import (
 // network partition does: Partition makes every open connection a black
 // hole, its bytes read and dropped in both directions while both sockets
 // stay open, so neither end learns anything from the kernel. Connections
-// made afterwards are forwarded as usual.
+// made afterwards are forwarded as usual, unless Isolate says otherwise.
 type Proxy struct {
-	ln     net.Listener
-	target string
+	ln       net.Listener
+	target   string
+	isolated atomic.Bool
 
 	mu    sync.Mutex
 	open  []*link // forwarding
@@ -66,6 +67,10 @@ func (p *Proxy) Partition() int {
 	return n
 }
 
+// Isolate makes the connections made from now on black holes from their
+// start (on), or forwarded again (off), as a partition that lasts.
+func (p *Proxy) Isolate(on bool) { p.isolated.Store(on) }
+
 func (p *Proxy) accept() {
 	for {
 		client, err := p.ln.Accept()
@@ -78,8 +83,11 @@ func (p *Proxy) accept() {
 			continue
 		}
 		l := &link{client: client, server: server}
+		l.cut.Store(p.isolated.Load())
 		p.mu.Lock()
-		p.open = append(p.open, l)
+		if !l.cut.Load() {
+			p.open = append(p.open, l)
+		}
 		p.links = append(p.links, l)
 		p.mu.Unlock()
 		go l.pipe(server, client)
