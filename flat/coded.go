@@ -246,7 +246,7 @@ func (x *Coded) Finish(lock sync.Locker) {
 			list.Kill(uint32(i))
 		}
 	}
-	x.install(centroid, table, list, slots)
+	x.install(centroid, table, list, x.liveIDs(slots))
 }
 
 // maybeEncodePending encodes the pending rows in place once Finish has
@@ -257,7 +257,7 @@ func (x *Coded) maybeEncodePending() {
 	}
 	ids := x.liveIDs(0)
 	centroid := Mean(x.metric, x.dims, len(ids), func(i int) []float32 { return x.pendingVec(ids[i]) })
-	x.install(centroid, NewTable(), NewList(x.rq), 0)
+	x.install(centroid, NewTable(), NewList(x.rq), ids)
 }
 
 // liveIDs lists the ids from from on whose key still maps to them.
@@ -279,9 +279,8 @@ func (x *Coded) encodeRows(pending []float32, ids []uint32, centroid []float32) 
 }
 
 // install switches to the codes in table and list, relative to centroid,
-// after encoding into them the pending rows from id slots on.
-func (x *Coded) install(centroid []float32, table *Table, list *List, slots int) {
-	more := x.liveIDs(slots)
+// after encoding into them the pending rows more.
+func (x *Coded) install(centroid []float32, table *Table, list *List, more []uint32) {
 	codes := x.encodeRows(x.pending, more, centroid)
 	for i, id := range more {
 		list.Append(table.Add(x.table.Key(id)), &codes[i])

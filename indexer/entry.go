@@ -275,20 +275,15 @@ func (e *Entry) CopyUpsert(key string, vec []float32) {
 
 // EndSync ends a sync: the entry now reflects everything up to its sync
 // point, is built (see Finisher) and serves searches.
-func (e *Entry) EndSync() {
-	e.finishCopy()
-	e.mu.RLock()
-	from := e.syncFrom
-	e.mu.RUnlock()
-	e.SetApplied(from)
-}
+func (e *Entry) EndSync() { e.SetApplied(e.finishCopy()) }
 
 // finishCopy builds the kinds that build their structure from the whole
 // copy (see Finisher), without holding the lock through the build: the
 // stream keeps applying changes meanwhile, and the kind catches up on
 // them. Then the entry serves searches. An index made after this point
-// (the table was empty) is finished as it is made.
-func (e *Entry) finishCopy() {
+// (the table was empty) is finished as it is made. It returns the sync
+// point.
+func (e *Entry) finishCopy() LSN {
 	e.mu.Lock()
 	e.touched, e.truncated = nil, false
 	f, build := e.index.(Finisher)
@@ -298,7 +293,9 @@ func (e *Entry) finishCopy() {
 		e.mu.Lock()
 	}
 	e.state, e.failure = StateReady, ""
+	from := e.syncFrom
 	e.mu.Unlock()
+	return from
 }
 
 // finishNew finishes an index made or loaded after the copy, which no one

@@ -58,9 +58,10 @@
 // first, so the k-th upper bound tightens early. For ip the lists rank by
 // the largest inner product each can be expected to hold: the centroid's,
 // plus the expected maximum of its rows' projections, from the spread of
-// the list (see nearestLists). A filter (Filter) skips 32-vector blocks without an allowed row,
-// widens probes by the inverse of its selectivity, and below
-// flat.DirectFraction of the rows estimates the allowed rows one by one.
+// the list (see nearestLists). A filter (Filter) skips 32-vector blocks
+// without an allowed row, widens probes by the inverse of its
+// selectivity, and below flat.DirectFraction of the rows estimates the
+// allowed rows one by one.
 //
 // Parallelism: one goroutine per query, and the server runs queries on
 // every core. Splitting one query's probed lists over two goroutines was

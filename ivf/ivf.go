@@ -107,11 +107,19 @@ type state struct {
 	listCap   int      // a list over this size asks for a retrain
 	dead      int
 	overfull  bool
-	// spread, for the ip metric only, sums per list the squared distance
-	// of every row appended to it from its centroid: probing ranks lists
-	// by the inner product a query can expect at best in each (see
-	// nearestLists).
-	spread []float64
+	// spread, for the ip metric only, is per list what probing needs to
+	// rank lists by the inner product a query can expect at best in each
+	// (see nearestLists).
+	spread []listSpread
+}
+
+// listSpread sums the squared distances from its centroid of the rows
+// appended to a list, and keeps reach, σ·√(2 ln n) for its n rows, up to
+// date with it: the expected largest projection of a row, relative to
+// the centroid, on a unit query.
+type listSpread struct {
+	sum   float64
+	reach float32
 }
 
 type loc struct{ list, slot uint32 }
@@ -131,7 +139,7 @@ func newState(x *Index, centroids []float32, trained int) *state {
 		st.listCap = int(math.Ceil(x.cfg.ListCap * float64(trained) / float64(k)))
 	}
 	if x.cfg.Metric == kernels.IP {
-		st.spread = make([]float64, k)
+		st.spread = make([]listSpread, k)
 	}
 	return st
 }
@@ -241,11 +249,14 @@ func (st *state) append(key string, vec []float32, c uint32, e *flat.Encoded) {
 		st.loc = append(st.loc, loc{noList, 0})
 		return
 	}
-	if st.spread != nil {
-		d := len(vec)
-		st.spread[c] += float64(kernels.L2Sq(vec, st.centroids[int(c)*d:int(c+1)*d]))
-	}
 	slot := st.lists[c].Append(id, e)
+	if st.spread != nil {
+		d, sp := len(vec), &st.spread[c]
+		sp.sum += float64(kernels.L2Sq(vec, st.centroids[int(c)*d:int(c+1)*d]))
+		if n := float64(slot + 1); n >= 2 {
+			sp.reach = float32(math.Sqrt(sp.sum/(n*float64(d))) * math.Sqrt(2*math.Log(n)))
+		}
+	}
 	st.loc = append(st.loc, loc{c, slot})
 	if st.lists[c].Live() > st.listCap {
 		st.overfull = true

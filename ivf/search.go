@@ -115,9 +115,9 @@ func (x *Index) nearestLists(st *state, sc *searchScratch, n int) []int {
 	dist := sc.dist[:k]
 	if x.cfg.Metric == kernels.IP {
 		kernels.DotBlock(sc.qRot, st.cRot, dist)
-		qn := math.Sqrt(float64(kernels.Dot(sc.qRot, sc.qRot)))
+		qn := float32(math.Sqrt(float64(kernels.Dot(sc.qRot, sc.qRot))))
 		for c := range dist {
-			dist[c] = -(dist[c] + float32(qn*st.expectedMax(c, x.cfg.Dims)))
+			dist[c] = -(dist[c] + qn*st.spread[c].reach)
 		}
 	} else {
 		kernels.L2SqBlock(sc.qRot, st.cRot, dist)
@@ -134,16 +134,6 @@ func (x *Index) nearestLists(st *state, sc *searchScratch, n int) []int {
 		out[i] = int(nb.ID)
 	}
 	return out
-}
-
-// expectedMax is σ·√(2 ln n) of list c (see nearestLists), for a query of
-// unit norm.
-func (st *state) expectedMax(c, dims int) float64 {
-	n := float64(st.lists[c].Len())
-	if n < 2 {
-		return 0
-	}
-	return math.Sqrt(st.spread[c]/(n*float64(dims))) * math.Sqrt(2*math.Log(n))
 }
 
 // scanAllowed estimates every allowed row directly, list by list.
