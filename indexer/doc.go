@@ -28,7 +28,7 @@
 //
 // # Keys and vectors
 //
-// Keys are strings in a canonical binary form per KeyType (integers as
+// Keys are strings in a canonical binary form per pgvalue.KeyType (integers as
 // 8-byte big-endian, UUIDs as 16 bytes, text as itself), so index kinds
 // treat them as opaque. Vectors are float32: pgvector's vector natively,
 // real[] as is, double precision[] rounded to float32.

@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"slices"
 	"time"
+
+	"github.com/vecside/vecside/internal/pgvalue"
 )
 
 // Source identifies the replication stream an index follows; a checkpoint
@@ -154,7 +156,7 @@ func (e *Entry) LoadCheckpoint(dir string, src Source, state IdleState) (LSN, er
 	}
 	e.mu.Lock()
 	e.index, e.dims = loaded, h.Dims
-	e.keyType, e.vecType = KeyType(h.KeyType), VectorType(h.VectorType)
+	e.keyType, e.vecType = pgvalue.KeyType(h.KeyType), pgvalue.VectorType(h.VectorType)
 	clear(e.skipped)
 	for _, k := range skipped {
 		e.skipped[k] = struct{}{}

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/vecside/vecside/internal/pgvalue"
 	"github.com/vecside/vecside/kernels"
 )
 
@@ -32,8 +33,8 @@ type Entry struct {
 
 	mu      sync.RWMutex
 	index   Index // nil until the dimension is known
-	keyType KeyType
-	vecType VectorType
+	keyType pgvalue.KeyType
+	vecType pgvalue.VectorType
 	dims    int
 	skipped map[string]struct{} // keys in the table whose vector is not indexable
 	state   State
@@ -79,7 +80,7 @@ func (e *Entry) Spec() Spec { return e.spec }
 // catalog or a Relation message. typmodDims is vector(n)'s n, 0 if the
 // column has none. A dimension that contradicts the one already fixed is
 // an error: the caller puts the entry into StateError.
-func (e *Entry) Configure(kt KeyType, vt VectorType, typmodDims int) error {
+func (e *Entry) Configure(kt pgvalue.KeyType, vt pgvalue.VectorType, typmodDims int) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if typmodDims > 0 && e.dims > 0 && typmodDims != e.dims {
@@ -93,14 +94,14 @@ func (e *Entry) Configure(kt KeyType, vt VectorType, typmodDims int) error {
 }
 
 // KeyType is the key column's type, set by Configure.
-func (e *Entry) KeyType() KeyType {
+func (e *Entry) KeyType() pgvalue.KeyType {
 	e.mu.RLock()
 	defer e.mu.RUnlock()
 	return e.keyType
 }
 
 // VectorType is the vector column's type, set by Configure.
-func (e *Entry) VectorType() VectorType {
+func (e *Entry) VectorType() pgvalue.VectorType {
 	e.mu.RLock()
 	defer e.mu.RUnlock()
 	return e.vecType
@@ -117,7 +118,7 @@ func (e *Entry) Upsert(key string, vec []float32) {
 }
 
 func (e *Entry) upsertLocked(key string, vec []float32) {
-	if len(vec) == 0 || (e.dims > 0 && len(vec) != e.dims) || CheckFinite(vec) != nil {
+	if len(vec) == 0 || (e.dims > 0 && len(vec) != e.dims) || pgvalue.CheckFinite(vec) != nil {
 		e.skipLocked(key)
 		return
 	}
@@ -392,7 +393,7 @@ func (e *Entry) Search(ctx context.Context, q []float32, n int, opts SearchOptio
 	case StateError:
 		return nil, fmt.Errorf("%w: index %s is in error: %s", ErrNotReady, e.spec.Name, e.failure)
 	}
-	if err := CheckFinite(q); err != nil {
+	if err := pgvalue.CheckFinite(q); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalidVector, err)
 	}
 	if e.dims > 0 && len(q) != e.dims {
@@ -425,7 +426,7 @@ type Status struct {
 	IndexStats  Stats  // the kind's size and shape
 	SlotState   string // the shared slot's wal_status, see SourceHealth
 	LagBytes    int64  // source WAL position − Applied
-	KeyType     KeyType
+	KeyType     pgvalue.KeyType
 	// Checkpoints written, and the last one's pause of changes and total
 	// time.
 	Checkpoints     int64

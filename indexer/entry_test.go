@@ -10,6 +10,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/vecside/vecside/internal/pgvalue"
 )
 
 func newTestEntry(t *testing.T, def string) *Entry {
@@ -19,14 +21,14 @@ func newTestEntry(t *testing.T, def string) *Entry {
 		t.Fatal(err)
 	}
 	e := newEntry(spec)
-	if err := e.Configure(KeyInt8, VectorFloat4Array, 0); err != nil {
+	if err := e.Configure(pgvalue.KeyInt8, pgvalue.VectorFloat4Array, 0); err != nil {
 		t.Fatal(err)
 	}
 	return e
 }
 
 func key(t *testing.T, s string) string {
-	k, err := KeyInt8.DecodeText(s)
+	k, err := pgvalue.KeyInt8.DecodeText(s)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -217,7 +219,7 @@ func TestIdlePositionCovers(t *testing.T) {
 	ix := New()
 	spec, _ := ParseSpec("e=t(v) key=id metric=l2")
 	e, _ := ix.Add(spec)
-	e.Configure(KeyInt8, VectorFloat4Array, 0)
+	e.Configure(pgvalue.KeyInt8, pgvalue.VectorFloat4Array, 0)
 	e.Upsert(key(t, "1"), []float32{1, 2})
 	e.SetReady()
 	e.SetApplied(0x100)

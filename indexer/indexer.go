@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/vecside/vecside/internal/pgvalue"
 )
 
 // Indexer is the set of live indexes of one sidecar, by name.
@@ -70,7 +72,7 @@ func (ix *Indexer) Status() []Status {
 }
 
 // KeyType is the key type of the named index, 0 while it is unknown.
-func (ix *Indexer) KeyType(name string) (KeyType, error) {
+func (ix *Indexer) KeyType(name string) (pgvalue.KeyType, error) {
 	e, err := ix.Get(name)
 	if err != nil {
 		return 0, err
@@ -81,7 +83,7 @@ func (ix *Indexer) KeyType(name string) (KeyType, error) {
 // Result is the answer to a search: candidates nearest first, and the type
 // their keys have.
 type Result struct {
-	KeyType KeyType
+	KeyType pgvalue.KeyType
 	Hits    []Hit
 }
 

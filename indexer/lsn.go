@@ -2,25 +2,18 @@ package indexer
 
 import (
 	"fmt"
-	"strconv"
-	"strings"
+
+	"github.com/jackc/pglogrepl"
 )
 
 // LSN is a position in Postgres's write-ahead log.
-type LSN uint64
+type LSN = pglogrepl.LSN
 
-// String formats the LSN as Postgres does: high/low 32 bits in hex.
-func (l LSN) String() string { return fmt.Sprintf("%X/%X", uint32(l>>32), uint32(l)) }
-
-// ParseLSN reads the X/Y form.
+// ParseLSN reads the X/Y form, with an error that says what to pass.
 func ParseLSN(s string) (LSN, error) {
-	hi, lo, ok := strings.Cut(strings.TrimSpace(s), "/")
-	if ok {
-		h, err1 := strconv.ParseUint(hi, 16, 32)
-		l, err2 := strconv.ParseUint(lo, 16, 32)
-		if err1 == nil && err2 == nil {
-			return LSN(h<<32 | l), nil
-		}
+	lsn, err := pglogrepl.ParseLSN(s)
+	if err != nil {
+		return 0, fmt.Errorf("%w: LSN %q: want the form 16/B374D848", ErrInvalidArgument, s)
 	}
-	return 0, fmt.Errorf("%w: LSN %q: want the form 16/B374D848", ErrInvalidArgument, s)
+	return lsn, nil
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/vecside/vecside/indexer"
+	"github.com/vecside/vecside/internal/pgvalue"
 )
 
 // table is one source table and the indexes it feeds. Several indexes may
@@ -20,7 +21,7 @@ type table struct {
 	oid          uint32
 	partitioned  bool
 	key          string // the replica-identity column
-	keyType      indexer.KeyType
+	keyType      pgvalue.KeyType
 	colTypes     map[string]columnType // published columns as last seen
 	entries      []*indexer.Entry
 	columns      []string // published: the key, then each distinct vector column
@@ -105,7 +106,7 @@ func (t *table) resolve(ctx context.Context, conn *pgx.Conn) error {
 	if err != nil {
 		return fmt.Errorf("table %s: key column: %w", t.qualified(), err)
 	}
-	t.keyType, err = indexer.KeyTypeForOID(keyCol.oid)
+	t.keyType, err = pgvalue.KeyTypeForOID(keyCol.oid)
 	if err != nil {
 		return configError{fmt.Errorf("table %s: %w", t.qualified(), err)}
 	}
@@ -162,12 +163,12 @@ func replicaIdentity(ctx context.Context, conn *pgx.Conn, oid uint32, replident 
 
 // vectorColumn returns the type of an indexed column and the dimension its
 // type modifier fixes (vector(n)), or 0, and records it in t.colTypes.
-func (t *table) vectorColumn(ctx context.Context, conn *pgx.Conn, column string) (indexer.VectorType, int, error) {
+func (t *table) vectorColumn(ctx context.Context, conn *pgx.Conn, column string) (pgvalue.VectorType, int, error) {
 	c, err := lookupColumn(ctx, conn, t.oid, column)
 	if err != nil {
 		return 0, 0, err
 	}
-	vt, err := indexer.VectorTypeFor(c.oid, c.name)
+	vt, err := pgvalue.VectorTypeFor(c.oid, c.name)
 	if err != nil {
 		return 0, 0, configError{fmt.Errorf("column %s: %w", indexer.QuoteIdent(column), err)}
 	}
@@ -177,8 +178,8 @@ func (t *table) vectorColumn(ctx context.Context, conn *pgx.Conn, column string)
 
 // typmodDims is the dimension a column's type modifier fixes: n for
 // vector(n); arrays carry none.
-func typmodDims(vt indexer.VectorType, typmod int32) int {
-	if vt == indexer.VectorPgvector && typmod > 0 {
+func typmodDims(vt pgvalue.VectorType, typmod int32) int {
+	if vt == pgvalue.VectorPgvector && typmod > 0 {
 		return int(typmod)
 	}
 	return 0

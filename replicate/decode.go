@@ -59,7 +59,7 @@ func (d *decoder) handle(ctx context.Context, data []byte) (err error) {
 				// A reconnect replays from the confirmed position, and a
 				// table sync's copy holds what committed before its
 				// snapshot: either is skipped.
-				d.applyTo[e] = m.FinalLSN >= pglogrepl.LSN(e.SkipBelow())
+				d.applyTo[e] = m.FinalLSN >= e.SkipBelow()
 			}
 		}
 	case *pglogrepl.CommitMessage:
@@ -72,7 +72,7 @@ func (d *decoder) handle(ctx context.Context, data []byte) (err error) {
 		d.inTx = false
 		for _, t := range d.tables {
 			for _, e := range t.entries {
-				e.SetApplied(indexer.LSN(m.TransactionEndLSN))
+				e.SetApplied(m.TransactionEndLSN)
 			}
 		}
 		d.stats.Transactions.Add(1)

@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/vecside/vecside/indexer"
 	"github.com/vecside/vecside/internal/pgtest"
+	"github.com/vecside/vecside/internal/pgvalue"
 	"github.com/vecside/vecside/internal/workload"
 )
 
@@ -142,7 +143,7 @@ func (h *harness) tableVectors(e *indexer.Entry, dims int) map[string][]float32 
 		if err := rows.Scan(&k, &v); err != nil {
 			h.t.Fatal(err)
 		}
-		if len(v) != dims || indexer.CheckFinite(v) != nil {
+		if len(v) != dims || pgvalue.CheckFinite(v) != nil {
 			continue
 		}
 		key, err := e.KeyType().DecodeText(k)

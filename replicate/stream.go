@@ -17,7 +17,7 @@ func (r *Replicator) stream(ctx context.Context, repl *pgconn.PgConn, start inde
 	pub := fmt.Sprintf("publication_names '%s'", r.cfg.Name)
 	qctx, cancel := r.bounded(ctx)
 	defer cancel()
-	err := pglogrepl.StartReplication(qctx, repl, r.cfg.Name, pglogrepl.LSN(start), pglogrepl.StartReplicationOptions{
+	err := pglogrepl.StartReplication(qctx, repl, r.cfg.Name, start, pglogrepl.StartReplicationOptions{
 		Mode:       pglogrepl.LogicalReplication,
 		PluginArgs: []string{"proto_version '1'", pub, "binary 'true'", "messages 'true'"},
 	})
@@ -76,7 +76,7 @@ func (r *Replicator) stream(ctx context.Context, repl *pgconn.PgConn, start inde
 				if err != nil {
 					return fmt.Errorf("keepalive: %w", err)
 				}
-				end := indexer.LSN(ka.ServerWALEnd)
+				end := ka.ServerWALEnd
 				received = max(received, end)
 				if !dec.inTx {
 					// Everything before the sender's position has been sent:
@@ -91,7 +91,7 @@ func (r *Replicator) stream(ctx context.Context, repl *pgconn.PgConn, start inde
 				if err != nil {
 					return fmt.Errorf("XLogData: %w", err)
 				}
-				received = max(received, indexer.LSN(xld.WALStart)+indexer.LSN(len(xld.WALData)))
+				received = max(received, xld.WALStart+indexer.LSN(len(xld.WALData)))
 				if err := dec.handle(ctx, xld.WALData); err != nil {
 					return err
 				}
@@ -113,9 +113,9 @@ func (r *Replicator) stream(ctx context.Context, repl *pgconn.PgConn, start inde
 func (r *Replicator) sendStatus(ctx context.Context, repl *pgconn.PgConn, received indexer.LSN, ping bool) error {
 	covered := r.Covered()
 	err := pglogrepl.SendStandbyStatusUpdate(ctx, repl, pglogrepl.StandbyStatusUpdate{
-		WALWritePosition: pglogrepl.LSN(max(received, covered)),
-		WALFlushPosition: pglogrepl.LSN(covered),
-		WALApplyPosition: pglogrepl.LSN(covered),
+		WALWritePosition: max(received, covered),
+		WALFlushPosition: covered,
+		WALApplyPosition: covered,
 		ReplyRequested:   ping,
 	})
 	if err != nil {

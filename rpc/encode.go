@@ -7,22 +7,10 @@ import (
 	"strconv"
 
 	"github.com/jackc/pgx/v5/pgproto3"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/vecside/vecside/indexer"
-)
-
-// Type OIDs, fixed in PostgreSQL's catalog.
-const (
-	oidInt8        = 20
-	oidInt2        = 21
-	oidInt4        = 23
-	oidText        = 25
-	oidFloat8      = 701
-	oidUnknown     = 705
-	oidFloat4Array = indexer.OIDFloat4Array
-	oidFloat8Array = 1022
-	oidVarchar     = 1043
-	oidPgLSN       = 3220
+	"github.com/vecside/vecside/internal/pgvalue"
 )
 
 // Format codes of parameters and result columns.
@@ -38,13 +26,13 @@ type column struct {
 	name    string
 	oid     uint32
 	size    int16 // fixed binary width, -1 if variable
-	keyType indexer.KeyType
+	keyType pgvalue.KeyType
 }
 
-func textColumn(name string) column { return column{name: name, oid: oidText, size: -1} }
+func textColumn(name string) column { return column{name: name, oid: pgtype.TextOID, size: -1} }
 
 // keyColumn is a column of index keys, typed as the key column.
-func keyColumn(name string, kt indexer.KeyType) column {
+func keyColumn(name string, kt pgvalue.KeyType) column {
 	return column{name: name, oid: kt.OID(), size: kt.Size(), keyType: kt}
 }
 
@@ -176,3 +164,6 @@ func appendFloat8(dst []byte, f float64) []byte {
 	}
 	return strconv.AppendFloat(dst, f, 'g', -1, 64)
 }
+
+// oidPgLSN is pg_lsn's type OID, which pgtype has no constant for.
+const oidPgLSN = 3220

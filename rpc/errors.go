@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5/pgproto3"
 
 	"github.com/vecside/vecside/indexer"
+	"github.com/vecside/vecside/internal/pgvalue"
 )
 
 // SQLSTATEs sent by the server, named as in PostgreSQL's errcodes.txt.
@@ -84,7 +85,7 @@ func toPgError(err error) *pgError {
 	case errors.Is(err, indexer.ErrUnknownIndex):
 		code = codeUndefinedObject
 	case errors.Is(err, indexer.ErrInvalidVector),
-		errors.Is(err, indexer.ErrMalformedVector),
+		errors.Is(err, pgvalue.ErrMalformedVector),
 		errors.Is(err, indexer.ErrInvalidArgument):
 		code = codeInvalidParameterValue
 	case errors.Is(err, indexer.ErrNotReady):

@@ -6,8 +6,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-
-	"github.com/vecside/vecside/indexer"
+	"github.com/vecside/vecside/internal/pgvalue"
 )
 
 func sqlstate(err error) string {
@@ -23,7 +22,7 @@ func sqlstate(err error) string {
 // answers.
 func TestErrorSQLSTATEs(t *testing.T) {
 	ix, _ := newTestIndexer(t)
-	addIndex(t, ix, "building", indexer.KeyInt8) // never ready
+	addIndex(t, ix, "building", pgvalue.KeyInt8) // never ready
 	_, addr := startServer(t, ix)
 	v := "'[1,2,3,4,5,6,7,8]'"
 	cases := []struct {

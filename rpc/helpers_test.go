@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/vecside/vecside/indexer"
+	"github.com/vecside/vecside/internal/pgvalue"
 	"github.com/vecside/vecside/kernels"
 )
 
@@ -22,19 +23,19 @@ const testDims = 8
 // index named after each.
 var testKeyTypes = []struct {
 	index string
-	kt    indexer.KeyType
+	kt    pgvalue.KeyType
 	key   func(i int) string // text form of the i-th key
 }{
-	{"items_int8", indexer.KeyInt8, func(i int) string { return strconv.Itoa(i*1000003 - 5000000) }},
-	{"items_int4", indexer.KeyInt4, func(i int) string { return strconv.Itoa(i*7 - 300) }},
-	{"items_int2", indexer.KeyInt2, func(i int) string { return strconv.Itoa(i - 50) }},
-	{"items_uuid", indexer.KeyUUID, func(i int) string { return fmt.Sprintf("0000abcd-0000-4000-8000-%012x", i*977) }},
-	{"items_text", indexer.KeyText, func(i int) string { return fmt.Sprintf("doc-%d ü'\"", i) }},
+	{"items_int8", pgvalue.KeyInt8, func(i int) string { return strconv.Itoa(i*1000003 - 5000000) }},
+	{"items_int4", pgvalue.KeyInt4, func(i int) string { return strconv.Itoa(i*7 - 300) }},
+	{"items_int2", pgvalue.KeyInt2, func(i int) string { return strconv.Itoa(i - 50) }},
+	{"items_uuid", pgvalue.KeyUUID, func(i int) string { return fmt.Sprintf("0000abcd-0000-4000-8000-%012x", i*977) }},
+	{"items_text", pgvalue.KeyText, func(i int) string { return fmt.Sprintf("doc-%d ü'\"", i) }},
 }
 
 // testData is what was inserted into one test index, for brute force.
 type testData struct {
-	kt   indexer.KeyType
+	kt   pgvalue.KeyType
 	keys []string // canonical keys
 	vecs [][]float32
 }
@@ -68,7 +69,7 @@ func newTestIndexer(t testing.TB) (*indexer.Indexer, map[string]*testData) {
 	return ix, data
 }
 
-func addIndex(t testing.TB, ix *indexer.Indexer, name string, kt indexer.KeyType) *indexer.Entry {
+func addIndex(t testing.TB, ix *indexer.Indexer, name string, kt pgvalue.KeyType) *indexer.Entry {
 	t.Helper()
 	spec, err := indexer.ParseSpec(name + "=public.items(embedding) key=id metric=l2")
 	if err != nil {
@@ -78,7 +79,7 @@ func addIndex(t testing.TB, ix *indexer.Indexer, name string, kt indexer.KeyType
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := e.Configure(kt, indexer.VectorFloat4Array, 0); err != nil {
+	if err := e.Configure(kt, pgvalue.VectorFloat4Array, 0); err != nil {
 		t.Fatal(err)
 	}
 	return e

@@ -8,8 +8,7 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
-
-	"github.com/vecside/vecside/indexer"
+	"github.com/vecside/vecside/internal/pgvalue"
 )
 
 func TestMetricsAndHealth(t *testing.T) {
@@ -54,7 +53,7 @@ func TestMetricsAndHealth(t *testing.T) {
 	if code, body := get("/healthz"); code != http.StatusOK || !strings.Contains(body, "items_int8 ready\n") {
 		t.Errorf("/healthz all ready: %d %q", code, body)
 	}
-	e := addIndex(t, ix, "late", indexer.KeyInt8)
+	e := addIndex(t, ix, "late", pgvalue.KeyInt8)
 	if code, body := get("/healthz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "late building\n") {
 		t.Errorf("/healthz with a building index: %d %q", code, body)
 	}

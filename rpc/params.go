@@ -5,7 +5,8 @@ import (
 	"slices"
 	"strconv"
 
-	"github.com/vecside/vecside/indexer"
+	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/vecside/vecside/internal/pgvalue"
 )
 
 // knnParam describes one of knn's arguments: the type a $n in its place
@@ -17,23 +18,23 @@ type knnParam struct {
 }
 
 var knnParams = [...]knnParam{
-	{"index", oidText, []uint32{oidText, oidVarchar}},
-	{"vector", oidFloat4Array, []uint32{oidFloat4Array, oidFloat8Array, oidText, oidVarchar}},
-	{"k", oidInt4, []uint32{oidInt4, oidInt8, oidInt2, oidText, oidVarchar}},
-	{"options", oidText, []uint32{oidText, oidVarchar}},
+	{"index", pgtype.TextOID, []uint32{pgtype.TextOID, pgtype.VarcharOID}},
+	{"vector", pgtype.Float4ArrayOID, []uint32{pgtype.Float4ArrayOID, pgtype.Float8ArrayOID, pgtype.TextOID, pgtype.VarcharOID}},
+	{"k", pgtype.Int4OID, []uint32{pgtype.Int4OID, pgtype.Int8OID, pgtype.Int2OID, pgtype.TextOID, pgtype.VarcharOID}},
+	{"options", pgtype.TextOID, []uint32{pgtype.TextOID, pgtype.VarcharOID}},
 }
 
 // castOIDs maps a cast's type to the type of the value it stands for.
 // pgvector's vector has no fixed OID: its values travel as text.
 var castOIDs = map[string]uint32{
-	"real[]": oidFloat4Array, "double precision[]": oidFloat8Array,
-	"text": oidText, "varchar": oidVarchar, "vector": oidText,
-	"integer": oidInt4, "bigint": oidInt8, "smallint": oidInt2,
+	"real[]": pgtype.Float4ArrayOID, "double precision[]": pgtype.Float8ArrayOID,
+	"text": pgtype.TextOID, "varchar": pgtype.VarcharOID, "vector": pgtype.TextOID,
+	"integer": pgtype.Int4OID, "bigint": pgtype.Int8OID, "smallint": pgtype.Int2OID,
 }
 
 var typeNames = map[uint32]string{
-	oidInt2: "smallint", oidInt4: "integer", oidInt8: "bigint", oidText: "text",
-	oidVarchar: "varchar", oidFloat4Array: "real[]", oidFloat8Array: "double precision[]",
+	pgtype.Int2OID: "smallint", pgtype.Int4OID: "integer", pgtype.Int8OID: "bigint", pgtype.TextOID: "text",
+	pgtype.VarcharOID: "varchar", pgtype.Float4ArrayOID: "real[]", pgtype.Float8ArrayOID: "double precision[]",
 }
 
 func typeName(oid uint32) string {
@@ -72,7 +73,7 @@ func paramTypes(s statement, declared []uint32) ([]uint32, error) {
 		}
 		used[j] = true
 		switch {
-		case types[j] != 0 && types[j] != oidUnknown:
+		case types[j] != 0 && types[j] != pgtype.UnknownOID:
 		case cast != 0:
 			types[j] = cast
 		default:
@@ -84,7 +85,7 @@ func paramTypes(s statement, declared []uint32) ([]uint32, error) {
 		}
 	}
 	for j, t := range types {
-		if t == 0 || t == oidUnknown && !used[j] {
+		if t == 0 || t == pgtype.UnknownOID && !used[j] {
 			return nil, errorf(codeIndeterminateDatatype, "could not determine data type of parameter $%d", j+1)
 		}
 	}
@@ -126,21 +127,21 @@ func decodeParams(types []uint32, formatCodes []int16, values [][]byte) ([]any, 
 
 func decodeParam(oid uint32, format int16, v []byte) (any, error) {
 	switch oid {
-	case oidFloat4Array, oidFloat8Array:
+	case pgtype.Float4ArrayOID, pgtype.Float8ArrayOID:
 		if format == formatBinary {
-			return indexer.DecodeFloatArray(v)
+			return pgvalue.DecodeFloatArray(v)
 		}
-		return indexer.ParseVector(string(v))
-	case oidInt2, oidInt4, oidInt8:
+		return pgvalue.ParseVector(string(v))
+	case pgtype.Int2OID, pgtype.Int4OID, pgtype.Int8OID:
 		if format == formatText {
 			return parseInt(string(v), typeName(oid))
 		}
 		switch {
-		case oid == oidInt2 && len(v) == 2:
+		case oid == pgtype.Int2OID && len(v) == 2:
 			return int64(int16(binary.BigEndian.Uint16(v))), nil
-		case oid == oidInt4 && len(v) == 4:
+		case oid == pgtype.Int4OID && len(v) == 4:
 			return int64(int32(binary.BigEndian.Uint32(v))), nil
-		case oid == oidInt8 && len(v) == 8:
+		case oid == pgtype.Int8OID && len(v) == 8:
 			return int64(binary.BigEndian.Uint64(v)), nil
 		}
 		return nil, errorf(codeInvalidBinaryRepresent, "incorrect binary data format: %d bytes for %s", len(v), typeName(oid))

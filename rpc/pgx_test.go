@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/vecside/vecside/indexer"
+	"github.com/vecside/vecside/internal/pgvalue"
 )
 
 var execModes = []pgx.QueryExecMode{
@@ -28,7 +29,7 @@ func idText(v any) string {
 	case int16:
 		return strconv.FormatInt(int64(v), 10)
 	case [16]byte:
-		return indexer.KeyUUID.FormatKey(string(v[:]))
+		return pgvalue.KeyUUID.FormatKey(string(v[:]))
 	case string:
 		return v
 	}
@@ -99,8 +100,8 @@ func TestPgxModes(t *testing.T) {
 // pgx recovers by preparing it again.
 func TestDescribedKeyTypeChanges(t *testing.T) {
 	ix := indexer.New()
-	e := addIndex(t, ix, "a", indexer.KeyInt8)
-	key, _ := indexer.KeyInt8.DecodeText("42")
+	e := addIndex(t, ix, "a", pgvalue.KeyInt8)
+	key, _ := pgvalue.KeyInt8.DecodeText("42")
 	e.Upsert(key, []float32{1, 2})
 	e.SetReady()
 	_, addr := startServer(t, ix)
@@ -110,8 +111,8 @@ func TestDescribedKeyTypeChanges(t *testing.T) {
 	if err := conn.QueryRow(testContext(t), sql, "a", []float32{1, 2}).Scan(&id); err != nil || id != int64(42) {
 		t.Fatalf("got %v, %v; want 42", id, err)
 	}
-	u := addIndex(t, ix, "b", indexer.KeyUUID)
-	ukey, _ := indexer.KeyUUID.DecodeText("00000000-0000-0000-0000-000000000001")
+	u := addIndex(t, ix, "b", pgvalue.KeyUUID)
+	ukey, _ := pgvalue.KeyUUID.DecodeText("00000000-0000-0000-0000-000000000001")
 	u.Upsert(ukey, []float32{1, 2})
 	u.SetReady()
 	err := conn.QueryRow(testContext(t), sql, "b", []float32{1, 2}).Scan(&id)

@@ -4,7 +4,10 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/jackc/pgx/v5/pgtype"
+
 	"github.com/vecside/vecside/indexer"
+	"github.com/vecside/vecside/internal/pgvalue"
 )
 
 // prepared is a parsed statement with its parameter types: what Parse
@@ -15,7 +18,7 @@ type prepared struct {
 	// described is the id column's type as Describe reported it, so that a
 	// portal of an index with another key type is refused instead of
 	// decoded wrongly by a client that cached the description.
-	described indexer.KeyType
+	described pgvalue.KeyType
 }
 
 // knnCall is knn's arguments, evaluated.
@@ -34,24 +37,24 @@ var statusColumns = []column{
 	textColumn("column_name"),
 	textColumn("kind"),
 	textColumn("metric"),
-	{name: "dims", oid: oidInt4, size: 4},
-	{name: "rows", oid: oidInt8, size: 8},
-	{name: "skipped_rows", oid: oidInt8, size: 8},
+	{name: "dims", oid: pgtype.Int4OID, size: 4},
+	{name: "rows", oid: pgtype.Int8OID, size: 8},
+	{name: "skipped_rows", oid: pgtype.Int8OID, size: 8},
 	textColumn("state"),
 	{name: "applied_lsn", oid: oidPgLSN, size: 8},
 	textColumn("error"),
-	{name: "zero_vectors", oid: oidInt8, size: 8},
+	{name: "zero_vectors", oid: pgtype.Int8OID, size: 8},
 	textColumn("key_column"),
 	textColumn("slot_state"),
-	{name: "lag_bytes", oid: oidInt8, size: 8},
+	{name: "lag_bytes", oid: pgtype.Int8OID, size: 8},
 	{name: "covered_lsn", oid: oidPgLSN, size: 8},
-	{name: "copied_rows", oid: oidInt8, size: 8},
-	{name: "bytes_per_vector", oid: oidFloat8, size: 8},
-	{name: "code_bytes_per_vector", oid: oidFloat8, size: 8},
-	{name: "lists", oid: oidInt8, size: 8},
-	{name: "list_max", oid: oidInt8, size: 8},
-	{name: "tombstones", oid: oidInt8, size: 8},
-	{name: "retrains", oid: oidInt8, size: 8},
+	{name: "copied_rows", oid: pgtype.Int8OID, size: 8},
+	{name: "bytes_per_vector", oid: pgtype.Float8OID, size: 8},
+	{name: "code_bytes_per_vector", oid: pgtype.Float8OID, size: 8},
+	{name: "lists", oid: pgtype.Int8OID, size: 8},
+	{name: "list_max", oid: pgtype.Int8OID, size: 8},
+	{name: "tombstones", oid: pgtype.Int8OID, size: 8},
+	{name: "retrains", oid: pgtype.Int8OID, size: 8},
 }
 
 func statusRow(s indexer.Status) []any {
@@ -75,8 +78,8 @@ func statusRow(s indexer.Status) []any {
 		int64(x.Tombstones), int64(x.Retrains)}
 }
 
-func knnColumns(kt indexer.KeyType) []column {
-	return []column{keyColumn("id", kt), {name: "distance", oid: oidFloat8, size: 8}}
+func knnColumns(kt pgvalue.KeyType) []column {
+	return []column{keyColumn("id", kt), {name: "distance", oid: pgtype.Float8OID, size: 8}}
 }
 
 // project picks the selected columns of a table function's columns by
@@ -141,7 +144,7 @@ func evalKNN(s statement, params []any) (knnCall, error) {
 			c.index = v.(string)
 		case 1:
 			if c.vec, _ = v.([]float32); c.vec == nil {
-				c.vec, err = indexer.ParseVector(v.(string))
+				c.vec, err = pgvalue.ParseVector(v.(string))
 			}
 		case 2:
 			var ok bool
@@ -172,7 +175,7 @@ func (c knnCall) searchOptions(session indexer.SearchOptions) (indexer.SearchOpt
 }
 
 // keyTypeOf is the key type of the named index.
-func keyTypeOf(cat Catalog, name string) (indexer.KeyType, error) {
+func keyTypeOf(cat Catalog, name string) (pgvalue.KeyType, error) {
 	kt, err := cat.KeyType(name)
 	if err == nil && kt == 0 {
 		return 0, fmt.Errorf("%w: index %s does not know its key type yet", indexer.ErrNotReady, name)
@@ -182,8 +185,8 @@ func keyTypeOf(cat Catalog, name string) (indexer.KeyType, error) {
 
 // commonKeyType is the key type every index shares, or 0 if they differ:
 // what Describe can promise when the index is a parameter.
-func commonKeyType(cat Catalog) indexer.KeyType {
-	var kt indexer.KeyType
+func commonKeyType(cat Catalog) pgvalue.KeyType {
+	var kt pgvalue.KeyType
 	for _, s := range cat.Status() {
 		switch {
 		case s.KeyType == 0: // not configured yet: Bind checks it
@@ -210,7 +213,7 @@ type shape struct {
 func (c *conn) describeStatement(p *prepared) (shape, error) {
 	s := p.stmt
 	if s.kind == stmtSelectFunc && s.fn == fnKNN {
-		var kt indexer.KeyType
+		var kt pgvalue.KeyType
 		if s.args[0].param > 0 {
 			kt = commonKeyType(c.srv.cfg.Catalog)
 		} else {
@@ -228,7 +231,7 @@ func (c *conn) describeStatement(p *prepared) (shape, error) {
 	return c.fixedShape(s)
 }
 
-func knnShape(kt indexer.KeyType, names []string) (shape, error) {
+func knnShape(kt pgvalue.KeyType, names []string) (shape, error) {
 	cols, idx, err := project(knnColumns(kt), names)
 	return shape{cols, idx}, err
 }
@@ -241,9 +244,9 @@ func (c *conn) fixedShape(s statement) (shape, error) {
 		cols, idx, err := project(statusColumns, s.cols)
 		return shape{cols, idx}, err
 	case stmtSelectInt:
-		col := column{name: "?column?", oid: oidInt4, size: 4}
+		col := column{name: "?column?", oid: pgtype.Int4OID, size: 4}
 		if n, _ := strconv.ParseInt(s.value, 10, 64); int64(int32(n)) != n {
-			col.oid, col.size = oidInt8, 8
+			col.oid, col.size = pgtype.Int8OID, 8
 		}
 		return shape{[]column{col}, []int{0}}, nil
 	case stmtVersion:
@@ -259,7 +262,7 @@ func (c *conn) fixedShape(s statement) (shape, error) {
 type portal struct {
 	stmt    statement
 	call    knnCall         // for knn
-	keyType indexer.KeyType // for knn: the type the id column was bound with
+	keyType pgvalue.KeyType // for knn: the type the id column was bound with
 	shape   shape
 	formats []int16 // per result column
 	rows    [][]any // the full rows, computed by the first Execute

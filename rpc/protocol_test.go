@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgproto3"
 
 	"github.com/vecside/vecside/indexer"
+	"github.com/vecside/vecside/internal/pgvalue"
 )
 
 // rawConn is a hand-driven frontend, for what drivers never send.
@@ -425,7 +426,7 @@ func TestResultFormats(t *testing.T) {
 		id, d := res.Rows[0][0], res.Rows[0][1]
 		wantID := []byte(want.id)
 		if c.idBinary {
-			key, _ := indexer.KeyInt8.DecodeText(want.id)
+			key, _ := pgvalue.KeyInt8.DecodeText(want.id)
 			wantID = []byte(key)
 		}
 		if string(id) != string(wantID) {
@@ -503,7 +504,7 @@ func (s *slowCatalog) Search(ctx context.Context, name string, q []float32, k in
 
 func newSlowCatalog(t *testing.T) *slowCatalog {
 	ix, _ := newTestIndexer(t)
-	e := addIndex(t, ix, "slow", indexer.KeyInt8)
+	e := addIndex(t, ix, "slow", pgvalue.KeyInt8)
 	e.SetReady()
 	s := &slowCatalog{ix, make(chan struct{}, 16), make(chan struct{})}
 	t.Cleanup(func() { close(s.release) })

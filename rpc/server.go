@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/vecside/vecside/indexer"
+	"github.com/vecside/vecside/internal/pgvalue"
 )
 
 // Catalog is what the server needs from the indexes; *indexer.Indexer
@@ -19,7 +20,7 @@ import (
 type Catalog interface {
 	Search(ctx context.Context, name string, q []float32, k int, opts indexer.SearchOptions) (indexer.Result, error)
 	Status() []indexer.Status
-	KeyType(name string) (indexer.KeyType, error)
+	KeyType(name string) (pgvalue.KeyType, error)
 	SourceHealth() indexer.SourceHealth
 }
 

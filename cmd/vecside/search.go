@@ -9,7 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/urfave/cli/v2"
 	"github.com/vecside/vecside/heapfetch"
-	"github.com/vecside/vecside/indexer"
+	"github.com/vecside/vecside/internal/pgvalue"
 )
 
 var searchCommand = &cli.Command{
@@ -30,7 +30,7 @@ re-ranked by exact distance, as an application using heapfetch sees them.`,
 		if c.NArg() != 1 {
 			return fmt.Errorf("want one VECTOR argument, such as '[0.1,0.2,0.3]'")
 		}
-		q, err := indexer.ParseVector(c.Args().First())
+		q, err := pgvalue.ParseVector(c.Args().First())
 		if err != nil {
 			return err
 		}

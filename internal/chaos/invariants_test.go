@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/vecside/vecside/indexer"
+	"github.com/vecside/vecside/internal/pgvalue"
 )
 
 // slotPosition reads the slot's confirmed_flush_lsn and restart_lsn.
@@ -169,14 +170,14 @@ func readTable(ctx context.Context, db *pgClient, table string, dims int) (table
 			if err := rows.Scan(&id, &vec); err != nil {
 				return err
 			}
-			key, err := indexer.KeyInt8.DecodeText(strconv.FormatInt(id, 10))
+			key, err := pgvalue.KeyInt8.DecodeText(strconv.FormatInt(id, 10))
 			if err != nil {
 				return err
 			}
 			if _, dup := ts.valid[key]; dup {
 				return fmt.Errorf("%s: key %d twice", table, id)
 			}
-			if vec == nil || len(vec) != dims || indexer.CheckFinite(vec) != nil {
+			if vec == nil || len(vec) != dims || pgvalue.CheckFinite(vec) != nil {
 				ts.invalid++
 				continue
 			}
@@ -229,7 +230,7 @@ func compareIndex(e *indexer.Entry, want tableState) []string {
 	if seen != len(got) {
 		report("index holds %d entries for %d distinct keys", seen, len(got))
 	}
-	name := func(key string) string { return indexer.KeyInt8.FormatKey(key) }
+	name := func(key string) string { return pgvalue.KeyInt8.FormatKey(key) }
 	for key, w := range want.valid {
 		g, ok := got[key]
 		switch {

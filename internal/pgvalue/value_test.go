@@ -1,4 +1,4 @@
-package indexer
+package pgvalue
 
 import (
 	"encoding/hex"

@@ -1,4 +1,4 @@
-package indexer
+package pgvalue
 
 import (
 	"encoding/binary"
@@ -7,6 +7,8 @@ import (
 	"math"
 	"strconv"
 	"strings"
+
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 // VectorType is the Postgres type of an indexed column. real[] and double
@@ -24,22 +26,13 @@ const (
 	VectorFloat8Array
 )
 
-// Array type OIDs, fixed in Postgres's catalog. pgvector's vector has an
-// OID assigned at CREATE EXTENSION and is recognised by its type name.
-const (
-	oidFloat4      = 700
-	oidFloat8      = 701
-	OIDFloat4Array = 1021
-	oidFloat8Array = 1022
-)
-
 // VectorTypeFor maps a column's type to a VectorType: by OID for the
 // arrays, by name for pgvector's vector.
 func VectorTypeFor(oid uint32, typeName string) (VectorType, error) {
 	switch {
-	case oid == OIDFloat4Array:
+	case oid == pgtype.Float4ArrayOID:
 		return VectorFloat4Array, nil
-	case oid == oidFloat8Array:
+	case oid == pgtype.Float8ArrayOID:
 		return VectorFloat8Array, nil
 	case typeName == "vector":
 		return VectorPgvector, nil
@@ -121,9 +114,9 @@ func DecodeFloatArray(b []byte) ([]float32, error) {
 	n := int(int32(binary.BigEndian.Uint32(b[12:])))
 	var width int
 	switch elem {
-	case oidFloat4:
+	case pgtype.Float4OID:
 		width = 4
-	case oidFloat8:
+	case pgtype.Float8OID:
 		width = 8
 	default:
 		return nil, fmt.Errorf("%w: array element type OID %d, want real or double precision", ErrMalformedVector, elem)

@@ -1,10 +1,12 @@
-package indexer
+package pgvalue
 
 import (
 	"encoding/binary"
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 // KeyType is the Postgres type of an index's key column. Keys are held as
@@ -23,30 +25,20 @@ const (
 	KeyVarchar
 )
 
-// Type OIDs of the key types, fixed in Postgres's catalog.
-const (
-	oidInt2    = 21
-	oidInt4    = 23
-	oidInt8    = 20
-	oidText    = 25
-	oidVarchar = 1043
-	oidUUID    = 2950
-)
-
 // KeyTypeForOID maps a key column's type OID to a KeyType.
 func KeyTypeForOID(oid uint32) (KeyType, error) {
 	switch oid {
-	case oidInt2:
+	case pgtype.Int2OID:
 		return KeyInt2, nil
-	case oidInt4:
+	case pgtype.Int4OID:
 		return KeyInt4, nil
-	case oidInt8:
+	case pgtype.Int8OID:
 		return KeyInt8, nil
-	case oidUUID:
+	case pgtype.UUIDOID:
 		return KeyUUID, nil
-	case oidText:
+	case pgtype.TextOID:
 		return KeyText, nil
-	case oidVarchar:
+	case pgtype.VarcharOID:
 		return KeyVarchar, nil
 	}
 	return 0, fmt.Errorf("key column type OID %d is not supported (use smallint, integer, bigint, uuid, text or varchar)", oid)
@@ -57,17 +49,17 @@ func KeyTypeForOID(oid uint32) (KeyType, error) {
 func (t KeyType) OID() uint32 {
 	switch t {
 	case KeyInt2:
-		return oidInt2
+		return pgtype.Int2OID
 	case KeyInt4:
-		return oidInt4
+		return pgtype.Int4OID
 	case KeyInt8:
-		return oidInt8
+		return pgtype.Int8OID
 	case KeyUUID:
-		return oidUUID
+		return pgtype.UUIDOID
 	case KeyVarchar:
-		return oidVarchar
+		return pgtype.VarcharOID
 	}
-	return oidText
+	return pgtype.TextOID
 }
 
 // Size is the type's fixed binary width for RowDescription, -1 if variable.
