@@ -25,8 +25,8 @@ import (
 // All integers little-endian. The header is JSON because it is small,
 // read once, and worth being able to inspect; the body is binary.
 // Trailing length and checksum let the body be streamed out without
-// knowing its size in advance; a reader checks both before it trusts the
-// file, so a torn or corrupt file is refused, never half-loaded.
+// knowing its size in advance; a reader checks both before it parses the
+// body, so a torn or corrupt file is refused, never half-loaded.
 const (
 	checkpointMagic   = "VECSIDE\x00"
 	checkpointVersion = 1
@@ -138,10 +138,11 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 	return n, err
 }
 
-// ReadCheckpoint opens path, checks its framing, and hands the header and
-// body to load. The checksum covers the whole file and is verified after
-// load has consumed the body, so load must build a new object and the
-// caller must use it only if ReadCheckpoint returns nil.
+// ReadCheckpoint opens path, checks its framing and its checksum, and
+// only then hands the header and body to load: no count or length read
+// from a corrupt body is ever trusted, so a damaged file is refused whole
+// instead of making the loader allocate from garbage. Checking costs one
+// extra sequential read of the file, from the page cache the second time.
 func ReadCheckpoint(path string, load func(CheckpointHeader, io.Reader) error) (CheckpointHeader, error) {
 	var h CheckpointHeader
 	f, err := os.Open(path)
@@ -156,8 +157,13 @@ func ReadCheckpoint(path string, load func(CheckpointHeader, io.Reader) error) (
 	corrupt := func(format string, args ...any) error {
 		return fmt.Errorf("%w: %s: %s", ErrCorruptCheckpoint, path, fmt.Sprintf(format, args...))
 	}
-	crc := crc32.New(castagnoli)
-	r := io.TeeReader(bufio.NewReaderSize(f, 1<<20), crc)
+	if err := verifyTrailer(f, fi.Size()); err != nil {
+		return h, corrupt("%v", err)
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return h, err
+	}
+	r := bufio.NewReaderSize(f, 1<<20)
 	var pre [14]byte
 	if _, err := io.ReadFull(r, pre[:]); err != nil {
 		return h, corrupt("short file")
@@ -187,19 +193,34 @@ func ReadCheckpoint(path string, load func(CheckpointHeader, io.Reader) error) (
 	if body.N != 0 {
 		return h, corrupt("%d body bytes left unread", body.N)
 	}
-	var trailer [trailerLen]byte
-	if _, err := io.ReadFull(r, trailer[:8]); err != nil {
-		return h, corrupt("short trailer")
-	}
-	want := crc.Sum32() // everything before the checksum itself
-	if _, err := io.ReadFull(r, trailer[8:]); err != nil {
-		return h, corrupt("short trailer")
-	}
-	if got := binary.LittleEndian.Uint64(trailer[:8]); got != uint64(bodyLen) {
-		return h, corrupt("body length %d, trailer says %d", bodyLen, got)
-	}
-	if got := binary.LittleEndian.Uint32(trailer[8:]); got != want {
-		return h, corrupt("checksum %08x, computed %08x", got, want)
-	}
 	return h, nil
+}
+
+// verifyTrailer reads the whole file once and checks the trailer: the body
+// length it records against the file's size, and the CRC-32C of
+// everything before the checksum.
+func verifyTrailer(f *os.File, size int64) error {
+	if size < 14+trailerLen {
+		return errors.New("short file")
+	}
+	crc := crc32.New(castagnoli)
+	if _, err := io.Copy(crc, io.NewSectionReader(f, 0, size-4)); err != nil {
+		return err
+	}
+	var trailer [trailerLen]byte
+	if _, err := f.ReadAt(trailer[:], size-trailerLen); err != nil {
+		return err
+	}
+	var pre [14]byte
+	if _, err := f.ReadAt(pre[:], 0); err != nil {
+		return err
+	}
+	bodyLen := size - 14 - int64(binary.LittleEndian.Uint32(pre[10:])) - trailerLen
+	if got := binary.LittleEndian.Uint64(trailer[:8]); got != uint64(bodyLen) {
+		return fmt.Errorf("body length %d, trailer says %d", bodyLen, got)
+	}
+	if got, want := binary.LittleEndian.Uint32(trailer[8:]), crc.Sum32(); got != want {
+		return fmt.Errorf("checksum %08x, computed %08x", got, want)
+	}
+	return nil
 }

@@ -204,6 +204,19 @@ func TestCheckpointRefusals(t *testing.T) {
 	if _, err := ReadCheckpoint(path, drain); !errors.Is(err, ErrCorruptCheckpoint) {
 		t.Errorf("flipped byte: got %v, want ErrCorruptCheckpoint", err)
 	}
+	// A corrupt body never reaches the loader: a count read from it could
+	// make the loader allocate without bound before the checksum refused
+	// the file.
+	for _, at := range []int{len(good) / 3, len(good) / 2, len(good) - 20} {
+		bad := slices.Clone(good)
+		bad[at] ^= 0xff
+		os.WriteFile(path, bad, 0o600)
+		loaded := false
+		_, err := ReadCheckpoint(path, func(CheckpointHeader, io.Reader) error { loaded = true; return nil })
+		if loaded || !errors.Is(err, ErrCorruptCheckpoint) {
+			t.Errorf("byte %d of %d flipped: loader called %v, err %v", at, len(good), loaded, err)
+		}
+	}
 	if entries, _ := filepath.Glob(filepath.Join(dir, "*.tmp-*")); len(entries) != 0 {
 		t.Errorf("temporary files left behind: %v", entries)
 	}

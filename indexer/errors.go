@@ -15,4 +15,7 @@ var (
 	ErrNotReady = errors.New("index not ready")
 	// ErrTimeout: the request's deadline passed (57014).
 	ErrTimeout = errors.New("deadline exceeded")
+	// ErrOverloaded: more searches are running and queued than the
+	// sidecar admits (53000); retrying after a pause is safe.
+	ErrOverloaded = errors.New("too many searches at once")
 )
