@@ -3,27 +3,24 @@ package flat
 import (
 	"bytes"
 	"context"
-	"math/rand/v2"
 	"slices"
 	"strconv"
-	"sync"
-	"sync/atomic"
 	"testing"
 
 	"github.com/vecside/vecside/internal/dataset"
+	"github.com/vecside/vecside/internal/store"
 	"github.com/vecside/vecside/kernels"
 )
 
-func buildCoded(t testing.TB, m kernels.Metric, dims int, store Store, data [][]float32) *Coded {
+func buildCoded(t testing.TB, m kernels.Metric, dims int, kind store.Kind, data [][]float32) *Coded {
 	t.Helper()
-	x, err := NewCoded(CodedConfig{Metric: m, Dims: dims, Store: store, Seed: 11})
+	x, err := NewCoded(store.CodedConfig{Metric: m, Dims: dims, Store: kind, Seed: 11}, data)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i, v := range data {
 		x.Put(keyOf(i), v)
 	}
-	x.Finish(new(sync.Mutex))
 	return x
 }
 
@@ -52,7 +49,7 @@ func TestCodedHoldsTopK(t *testing.T) {
 	for _, m := range metrics {
 		data, queries := dataset.Clustered{Seed: 5, Rows: 20000, Queries: 200, Dims: 64, Normalize: m == kernels.Cosine}.Generate()
 		truth := dataset.GroundTruth(m, data, queries, k)
-		x := buildCoded(t, m, 64, StoreExt8, data)
+		x := buildCoded(t, m, 64, store.Ext8, data)
 		miss, cands := missRate(t, truth, func(qi int) []Hit {
 			got, err := x.Search(context.Background(), queries[qi], k, 2*k, nil)
 			if err != nil {
@@ -69,8 +66,8 @@ func TestCodedHoldsTopK(t *testing.T) {
 
 func TestCodedChanges(t *testing.T) {
 	data, queries := dataset.Clustered{Seed: 6, Rows: 3000, Queries: 10, Dims: 32}.Generate()
-	x := buildCoded(t, kernels.L2, 32, StoreExt8, data)
-	// Delete most rows (compacting on the way), rename some, replace some.
+	x := buildCoded(t, kernels.L2, 32, store.Ext8, data)
+	// Delete most rows, rename some, replace some.
 	for i := range 2500 {
 		if !x.Delete(keyOf(i)) {
 			t.Fatalf("delete %d", i)
@@ -90,8 +87,8 @@ func TestCodedChanges(t *testing.T) {
 		live[k] = data[i]
 	}
 	live[keyOf(2999)] = data[0]
-	if x.Len() != len(live) || x.list.Dead() > max(1024, x.list.Live()/4) {
-		t.Fatalf("len %d, want %d; %d tombstones", x.Len(), len(live), x.list.Dead())
+	if x.Len() != len(live) {
+		t.Fatalf("len %d, want %d", x.Len(), len(live))
 	}
 	var keys []string
 	var vecs [][]float32
@@ -116,7 +113,7 @@ func TestCodedChanges(t *testing.T) {
 }
 
 func TestCodedCosineZeroVectors(t *testing.T) {
-	x := buildCoded(t, kernels.Cosine, 4, StoreExt4, [][]float32{{1, 0, 0, 0}, {0, 0, 0, 0}})
+	x := buildCoded(t, kernels.Cosine, 4, store.Ext4, [][]float32{{1, 0, 0, 0}, {0, 0, 0, 0}})
 	x.Put("z", make([]float32, 4))
 	if x.ZeroVectors() != 2 || x.Len() != 3 || !x.Has("z") {
 		t.Fatalf("zeros %d len %d", x.ZeroVectors(), x.Len())
@@ -132,45 +129,44 @@ func TestCodedCosineZeroVectors(t *testing.T) {
 
 func TestCodedSnapshotLoad(t *testing.T) {
 	data, queries := dataset.Clustered{Seed: 7, Rows: 2000, Queries: 20, Dims: 40, Normalize: true}.Generate()
-	for _, finished := range []bool{false, true} {
-		x, _ := NewCoded(CodedConfig{Metric: kernels.Cosine, Dims: 40, Store: StoreExt4, Seed: 3})
-		for i, v := range data {
-			x.Put(keyOf(i), v)
+	cfg := store.CodedConfig{Metric: kernels.Cosine, Dims: 40, Store: store.Ext4, Seed: 3}
+	x, _ := NewCoded(cfg, data)
+	for i, v := range data {
+		x.Put(keyOf(i), v)
+	}
+	x.Put("zero", make([]float32, 40))
+	x.Delete(keyOf(7))
+	write, release := x.Snapshot()
+	x.Put("later", data[1])
+	var buf bytes.Buffer
+	if err := write(&buf); err != nil {
+		t.Fatal(err)
+	}
+	release()
+	y, err := LoadCoded(bytes.NewReader(buf.Bytes()), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x.Delete("later")
+	if y.Len() != x.Len() || y.ZeroVectors() != 1 || y.Has(keyOf(7)) {
+		t.Fatalf("loaded %d rows (want %d)", y.Len(), x.Len())
+	}
+	for _, q := range queries {
+		a, _ := x.Search(context.Background(), q, 10, 20, nil)
+		b, _ := y.Search(context.Background(), q, 10, 20, nil)
+		if !slices.Equal(a, b) {
+			t.Fatalf("loaded index answers %v, original %v", b, a)
 		}
-		x.Put("zero", make([]float32, 40))
-		x.Delete(keyOf(7))
-		if finished {
-			x.Finish(new(sync.Mutex))
+	}
+	for _, cut := range []int{3, len(buf.Bytes()) / 2, len(buf.Bytes()) - 1} {
+		if _, err := LoadCoded(bytes.NewReader(buf.Bytes()[:cut]), cfg); err == nil {
+			t.Errorf("body cut at %d accepted", cut)
 		}
-		write := x.Snapshot()
-		x.Put("later", data[1])
-		var buf bytes.Buffer
-		if err := write(&buf); err != nil {
-			t.Fatal(err)
-		}
-		y, err := LoadCoded(bytes.NewReader(buf.Bytes()), kernels.Cosine, 40)
-		if err != nil {
-			t.Fatal(err)
-		}
-		x.Delete("later")
-		if y.Len() != x.Len() || y.ZeroVectors() != 1 || y.Has(keyOf(7)) {
-			t.Fatalf("loaded %d rows (want %d)", y.Len(), x.Len())
-		}
-		for _, q := range queries {
-			a, _ := x.Search(context.Background(), q, 10, 20, nil)
-			b, _ := y.Search(context.Background(), q, 10, 20, nil)
-			if !slices.Equal(a, b) {
-				t.Fatalf("finished=%v: loaded index answers %v, original %v", finished, b, a)
-			}
-		}
-		for _, cut := range []int{3, len(buf.Bytes()) / 2, len(buf.Bytes()) - 1} {
-			if _, err := LoadCoded(bytes.NewReader(buf.Bytes()[:cut]), kernels.Cosine, 40); err == nil {
-				t.Errorf("body cut at %d accepted", cut)
-			}
-		}
-		if _, err := LoadCoded(bytes.NewReader(buf.Bytes()), kernels.L2, 40); err == nil {
-			t.Error("body loaded under another metric")
-		}
+	}
+	l2 := cfg
+	l2.Metric = kernels.L2
+	if _, err := LoadCoded(bytes.NewReader(buf.Bytes()), l2); err == nil {
+		t.Error("body loaded under another metric")
 	}
 }
 
@@ -179,14 +175,15 @@ func TestCodedSnapshotLoad(t *testing.T) {
 // one).
 func TestCodedFilter(t *testing.T) {
 	data, queries := dataset.Clustered{Seed: 8, Rows: 10000, Queries: 20, Dims: 32}.Generate()
-	x := buildCoded(t, kernels.L2, 32, StoreExt8, data)
+	x := buildCoded(t, kernels.L2, 32, store.Ext8, data)
 	for _, every := range []int{3, 97} { // a third of the rows; about 1%
 		var keys []string
 		var vecs [][]float32
 		for i := 0; i < len(data); i += every {
 			keys, vecs = append(keys, keyOf(i)), append(vecs, data[i])
 		}
-		allow := x.AllowKeys(keys)
+		allow, release := x.Allow(keys)
+		defer release()
 		truth := dataset.GroundTruth(kernels.L2, vecs, queries, 1)
 		for qi, q := range queries {
 			got, _ := x.Search(context.Background(), q, 5, 10, allow)
@@ -204,96 +201,22 @@ func TestCodedFilter(t *testing.T) {
 
 func BenchmarkCodedSearch(b *testing.B) {
 	data, queries := dataset.Clustered{Seed: 1, Rows: 100000, Queries: 100, Dims: 128, Normalize: true}.Generate()
-	for _, store := range []Store{StoreExt4, StoreExt8} {
-		x := buildCoded(b, kernels.Cosine, 128, store, data)
-		b.Run(store.String(), func(b *testing.B) {
+	for _, kind := range []store.Kind{store.Ext4, store.Ext8} {
+		x := buildCoded(b, kernels.Cosine, 128, kind, data)
+		b.Run(kind.String(), func(b *testing.B) {
 			b.ReportAllocs()
 			for i := 0; b.Loop(); i++ {
 				x.Search(context.Background(), queries[i%len(queries)], 10, 20, nil)
 			}
 		})
 	}
-	f := New(kernels.Cosine, 128)
+	f := New(kernels.Cosine, 128, 0)
 	for i, v := range data {
 		f.Put(keyOf(i), v)
 	}
 	b.Run("float", func(b *testing.B) {
 		for i := 0; b.Loop(); i++ {
-			f.Search(context.Background(), queries[i%len(queries)], 10)
+			f.Search(context.Background(), queries[i%len(queries)], 10, nil)
 		}
 	})
-}
-
-// Finish encodes without holding the owner's lock while writers put,
-// re-put, rename and delete keys, and the finished index holds exactly
-// their result.
-func TestCodedFinishBesideWriters(t *testing.T) {
-	data, _ := dataset.Clustered{Seed: 4, Rows: 30000, Dims: 24}.Generate()
-	x, _ := NewCoded(CodedConfig{Metric: kernels.L2, Dims: 24, Store: StoreExt8, Seed: 5})
-	var mu sync.Mutex
-	want := map[string][]float32{}
-	for i, v := range data[:20000] {
-		x.Put(keyOf(i), v)
-		want[keyOf(i)] = v
-	}
-	var finished atomic.Bool
-	go func() {
-		x.Finish(&mu)
-		finished.Store(true)
-	}()
-	rng := rand.New(rand.NewPCG(6, 7))
-	for n := 0; n < 20000 || !finished.Load(); n++ {
-		k := keyOf(rng.IntN(25000))
-		mu.Lock()
-		switch op := rng.IntN(10); {
-		case op < 6: // insert or re-put, often the same few keys
-			if op < 3 {
-				k = keyOf(rng.IntN(50))
-			}
-			v := data[20000+rng.IntN(10000)]
-			x.Put(k, v)
-			want[k] = v
-		case op < 8:
-			x.Delete(k)
-			delete(want, k)
-		default:
-			to := keyOf(30000 + rng.IntN(5000))
-			if x.Rename(k, to) {
-				want[to] = want[k]
-				delete(want, k)
-			}
-		}
-		mu.Unlock()
-	}
-	if !x.finished || x.pending != nil {
-		t.Fatal("Finish did not encode")
-	}
-	got := map[string]bool{}
-	x.Each(func(k string, _ []float32) {
-		if got[k] {
-			t.Fatalf("key %s held twice", k)
-		}
-		got[k] = true
-	})
-	if len(got) != len(want) || x.Len() != len(want) {
-		t.Fatalf("%d keys held (Len %d), want %d", len(got), x.Len(), len(want))
-	}
-	checked := 0
-	for k, v := range want {
-		if !got[k] {
-			t.Fatalf("key %s lost", k)
-		}
-		if checked++; checked > 500 {
-			continue
-		}
-		hits, _ := x.Search(context.Background(), v, 1, 50, nil)
-		if !slices.ContainsFunc(hits, func(h Hit) bool { return h.Key == k }) {
-			t.Fatalf("key %s is not a candidate for its own vector: %v", k, hits)
-		}
-		for _, h := range hits {
-			if _, ok := want[h.Key]; !ok {
-				t.Fatalf("deleted key %s returned", h.Key)
-			}
-		}
-	}
 }

@@ -29,7 +29,7 @@ import (
 // body, so a torn or corrupt file is refused, never half-loaded.
 const (
 	checkpointMagic   = "VECSIDE\x00"
-	checkpointVersion = 1
+	checkpointVersion = 2
 	trailerLen        = 12
 )
 
@@ -45,6 +45,7 @@ type CheckpointHeader struct {
 	Kind       string `json:"kind"`
 	Params     string `json:"params"` // the spec in --index grammar
 	Dims       int    `json:"dims"`
+	HasIndex   bool   `json:"has_index"` // false: the table had no valid row yet
 	Metric     string `json:"metric"`
 	KeyType    uint8  `json:"key_type"`
 	VectorType uint8  `json:"vector_type"`

@@ -28,9 +28,12 @@ func (e *Entry) CheckpointPath(dir string) string {
 }
 
 // Checkpoint writes the entry to its checkpoint file in dir, covering its
-// applied LSN, and returns how long changes were held up. Only the copy of
-// the index is taken under the read lock (searches go on, changes wait);
-// the file is written after the lock is released.
+// applied LSN, and returns how long changes were held up: the apply path
+// pauses while the index captures its live rows (see Index.Snapshot), and
+// the file is written after, while changes and searches go on. An entry
+// whose index does not exist yet (its table is empty, or every vector in
+// it is NULL) writes a checkpoint without one, so that its position is
+// covered like any other's.
 //
 // Changes of a transaction still being applied may be in the copy while
 // the applied LSN is that of the previous commit: replaying from there
@@ -38,22 +41,28 @@ func (e *Entry) CheckpointPath(dir string) string {
 // a delete by key.
 func (e *Entry) Checkpoint(dir string, src Source) (pause time.Duration, err error) {
 	began := time.Now()
-	e.mu.RLock()
-	if e.index == nil || e.state != StateReady {
-		e.mu.RUnlock()
+	e.wmu.Lock()
+	if state, _ := e.State(); state != StateReady {
+		e.wmu.Unlock()
 		return 0, nil
 	}
-	body := e.index.Snapshot()
+	write, release := func(io.Writer) error { return nil }, func() {}
+	if e.index != nil {
+		write, release = e.index.Snapshot()
+	}
+	defer release()
 	skipped := make([]string, 0, len(e.skipped))
 	for k := range e.skipped {
 		skipped = append(skipped, k)
 	}
-	version := e.version
+	version := e.version.Load()
+	e.mu.Lock()
 	h := CheckpointHeader{
 		Index:      e.spec.Name,
 		Kind:       e.spec.Kind,
 		Params:     e.spec.String(),
 		Dims:       e.dims,
+		HasIndex:   e.index != nil,
 		Metric:     e.spec.Metric.String(),
 		KeyType:    uint8(e.keyType),
 		VectorType: uint8(e.vecType),
@@ -63,14 +72,15 @@ func (e *Entry) Checkpoint(dir string, src Source) (pause time.Duration, err err
 		Timeline:   src.Timeline,
 		Slot:       src.Slot,
 	}
-	e.mu.RUnlock()
+	e.mu.Unlock()
+	e.wmu.Unlock()
 	pause = time.Since(began)
 	slices.Sort(skipped)
 	err = WriteCheckpoint(e.CheckpointPath(dir), h, func(w io.Writer) error {
 		if err := writeKeys(w, skipped); err != nil {
 			return err
 		}
-		return body(w)
+		return write(w)
 	})
 	if err != nil {
 		return pause, err
@@ -96,17 +106,17 @@ func (e *Entry) setCovered(lsn LSN, version uint64) {
 
 // Covered is the LSN that the entry's durable state reflects; 0 if none.
 func (e *Entry) Covered() LSN {
-	e.mu.RLock()
-	defer e.mu.RUnlock()
+	e.mu.Lock()
+	defer e.mu.Unlock()
 	return e.covered
 }
 
 // Dirty reports how many changes have been applied since the last
 // checkpoint.
 func (e *Entry) Dirty() uint64 {
-	e.mu.RLock()
-	defer e.mu.RUnlock()
-	return e.version - e.coveredVersion
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.version.Load() - e.coveredVersion
 }
 
 // idlePosition is the applied LSN if nothing has changed since the last
@@ -114,12 +124,12 @@ func (e *Entry) Dirty() uint64 {
 // transactions on other tables); ok is false otherwise.
 func (e *Entry) idlePosition() (lsn LSN, version uint64, ok bool) {
 	applied := e.Applied()
-	e.mu.RLock()
-	defer e.mu.RUnlock()
-	if e.covered == 0 || e.version != e.coveredVersion || applied <= e.covered {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.covered == 0 || e.version.Load() != e.coveredVersion || applied <= e.covered {
 		return 0, 0, false
 	}
-	return applied, e.version, true
+	return applied, e.coveredVersion, true
 }
 
 // LoadCheckpoint replaces the entry's contents with its checkpoint in dir,
@@ -143,27 +153,33 @@ func (e *Entry) LoadCheckpoint(dir string, src Source, state IdleState) (LSN, er
 		if skipped, err = readKeys(br); err != nil {
 			return err
 		}
-		loaded, err = loadIndex(e.spec, h.Dims, br)
+		if h.HasIndex {
+			loaded, err = loadIndex(e.spec, pgvalue.KeyType(h.KeyType), h.Dims, br)
+		}
 		return err
 	})
 	if err != nil {
 		return 0, err
 	}
-	finishNew(loaded) // a checkpoint is of a copied table
 	lsn := h.LSN
 	if idle, ok := state[e.spec.Name]; ok && idle.Version == h.Version && idle.LSN > lsn {
 		lsn = idle.LSN
 	}
-	e.mu.Lock()
-	e.index, e.dims = loaded, h.Dims
-	e.keyType, e.vecType = pgvalue.KeyType(h.KeyType), pgvalue.VectorType(h.VectorType)
+	e.wmu.Lock()
+	e.index, e.sync = loaded, nil
 	clear(e.skipped)
 	for _, k := range skipped {
 		e.skipped[k] = struct{}{}
 	}
-	e.version, e.covered, e.coveredVersion = h.Version, lsn, h.Version
+	e.version.Store(h.Version)
+	e.mu.Lock()
+	e.dims = h.Dims
+	e.keyType, e.vecType = pgvalue.KeyType(h.KeyType), pgvalue.VectorType(h.VectorType)
+	e.covered, e.coveredVersion = lsn, h.Version
 	e.state, e.failure = StateReady, ""
 	e.mu.Unlock()
+	e.publish()
+	e.wmu.Unlock()
 	e.SetApplied(lsn)
 	return lsn, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/vecside/vecside/internal/pgvalue"
@@ -25,52 +26,76 @@ const (
 
 // Entry is one live index: its spec, the index kind holding the vectors,
 // the rows left out for bad vectors, and how far the stream has been
-// applied. Changes and searches may come from different goroutines: the
-// index itself is guarded by mu, the applied LSN by its own lock so that
-// waiting for it never blocks a search.
+// applied. See the package doc for who takes which lock.
 type Entry struct {
 	spec Spec
 
-	mu      sync.RWMutex
-	index   Index // nil until the dimension is known
-	keyType pgvalue.KeyType
-	vecType pgvalue.VectorType
-	dims    int
-	skipped map[string]struct{} // keys in the table whose vector is not indexable
-	state   State
-	failure string
-	// version counts the changes applied; a checkpoint records it, so an
-	// unchanged version later proves that only the LSN has moved since.
-	version uint64
-	// covered is what durable state reflects: the LSN of the last
-	// checkpoint, or a later idle position recorded in the state file.
-	covered        LSN
+	// serving is all a search reads: one atomic load, no lock.
+	serving atomic.Pointer[serving]
+
+	// mu guards the lifecycle and bookkeeping fields below; it is held for
+	// a few field reads or writes at a time, never across a search, a
+	// build or a file write.
+	mu             sync.Mutex
+	keyType        pgvalue.KeyType
+	vecType        pgvalue.VectorType
+	dims           int
+	state          State
+	failure        string
+	covered        LSN // what durable state reflects
 	coveredVersion uint64
 	checkpoints    int64
-	// A sync copies the table under a snapshot taken at syncFrom while the
-	// stream goes on: changes at or after syncFrom are applied and their
-	// keys recorded in touched, so that the copy's older rows never
-	// overwrite them.
-	syncFrom  LSN
-	touched   map[string]struct{} // nil outside a sync
-	truncated bool                // a TRUNCATE during the sync voids the copy
-	copied    int64               // rows read by the last sync's copy
-	lastPause time.Duration       // changes held up by the last checkpoint
-	lastWrite time.Duration       // the last checkpoint's total time
+	lastPause      time.Duration // changes held up by the last checkpoint
+	lastWrite      time.Duration // the last checkpoint's total time
+	copied         int64         // rows read by the last sync's copy
+	rebuilds       int64         // syncs that replaced a serving index
+
+	// wmu serialises the apply path: every change, and the copy's rows.
+	wmu     sync.Mutex
+	index   Index               // nil until the dimension is known
+	skipped map[string]struct{} // keys in the table whose vector is not indexable
+	sync    *syncState          // a copy of the table under way
+	// syncFrom is the last sync's point: transactions that committed
+	// before it are in the copy (see SkipBelow).
+	syncFrom LSN
+	txLSN    LSN // commit LSN of the transaction being applied
+	// version counts the changes applied; a checkpoint records it, so an
+	// unchanged version later proves that only the LSN has moved since.
+	version atomic.Uint64
 
 	lsnMu    sync.Mutex
 	applied  LSN
 	advanced chan struct{} // closed and replaced whenever applied moves
 }
 
+// serving is what searches see of an entry, replaced whole on every
+// change of state or index.
+type serving struct {
+	state   State
+	failure string
+	index   Index
+	dims    int
+	keyType pgvalue.KeyType
+}
+
 func newEntry(spec Spec) *Entry {
-	return &Entry{
+	e := &Entry{
 		spec:     spec,
 		dims:     spec.Dims,
 		skipped:  map[string]struct{}{},
 		state:    StateBuilding,
 		advanced: make(chan struct{}),
 	}
+	e.publish()
+	return e
+}
+
+// publish makes the current state and index what searches see. The caller
+// holds wmu or has no one else to race with; it takes mu.
+func (e *Entry) publish() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.serving.Store(&serving{state: e.state, failure: e.failure, index: e.index, dims: e.dims, keyType: e.keyType})
 }
 
 // Spec is the definition the entry was created from.
@@ -81,268 +106,341 @@ func (e *Entry) Spec() Spec { return e.spec }
 // column has none. A dimension that contradicts the one already fixed is
 // an error: the caller puts the entry into StateError.
 func (e *Entry) Configure(kt pgvalue.KeyType, vt pgvalue.VectorType, typmodDims int) error {
+	e.wmu.Lock()
+	defer e.wmu.Unlock()
 	e.mu.Lock()
-	defer e.mu.Unlock()
 	if typmodDims > 0 && e.dims > 0 && typmodDims != e.dims {
+		e.mu.Unlock()
 		return fmt.Errorf("index %s: column %s is vector(%d), the index has %d dimensions", e.spec.Name, e.spec.Column, typmodDims, e.dims)
 	}
 	e.keyType, e.vecType = kt, vt
 	if e.dims == 0 && typmodDims > 0 {
 		e.dims = typmodDims
 	}
+	e.mu.Unlock()
+	e.publish()
 	return nil
 }
 
 // KeyType is the key column's type, set by Configure.
-func (e *Entry) KeyType() pgvalue.KeyType {
-	e.mu.RLock()
-	defer e.mu.RUnlock()
-	return e.keyType
-}
+func (e *Entry) KeyType() pgvalue.KeyType { return e.serving.Load().keyType }
 
 // VectorType is the vector column's type, set by Configure.
 func (e *Entry) VectorType() pgvalue.VectorType {
-	e.mu.RLock()
-	defer e.mu.RUnlock()
+	e.mu.Lock()
+	defer e.mu.Unlock()
 	return e.vecType
+}
+
+// Dims is the dimension of the index, 0 while unknown.
+func (e *Entry) Dims() int { return e.serving.Load().dims }
+
+// indexable reports whether vec can go into an index of dims dimensions.
+func indexable(vec []float32, dims int) bool {
+	return len(vec) > 0 && (dims == 0 || len(vec) == dims) && pgvalue.CheckFinite(vec) == nil
+}
+
+// Begin starts applying a transaction that commits at final, and reports
+// whether the entry wants its changes: not if they are already reflected
+// (see SkipBelow).
+func (e *Entry) Begin(final LSN) bool {
+	e.wmu.Lock()
+	defer e.wmu.Unlock()
+	e.txLSN = final
+	return final >= e.skipBelowLocked()
+}
+
+// SkipBelow is the commit position below which the stream's transactions
+// are already reflected in the entry: its applied LSN, or, after a copy,
+// the copy's snapshot point if that is later. While a copy rebuilds a
+// serving index, the serving index still wants everything after its
+// applied LSN.
+func (e *Entry) SkipBelow() LSN {
+	e.wmu.Lock()
+	defer e.wmu.Unlock()
+	return e.skipBelowLocked()
+}
+
+func (e *Entry) skipBelowLocked() LSN {
+	applied := e.Applied()
+	if e.sync != nil && e.sync.rebuild {
+		return applied
+	}
+	if e.sync != nil {
+		return max(applied, e.sync.point)
+	}
+	return max(applied, e.syncFrom)
 }
 
 // Upsert stores key's vector, or, if vec is not indexable (nil for NULL or
 // undecodable, wrong dimension, NaN or infinite), removes key from the
-// index and counts it as skipped until a later change fixes it.
+// index and counts it as skipped until a later change fixes it. The
+// encoding is done before the apply lock is taken, so that the copy's
+// readers encode in parallel with the stream.
 func (e *Entry) Upsert(key string, vec []float32) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.changed(key)
-	e.upsertLocked(key, vec)
-}
-
-func (e *Entry) upsertLocked(key string, vec []float32) {
-	if len(vec) == 0 || (e.dims > 0 && len(vec) != e.dims) || pgvalue.CheckFinite(vec) != nil {
-		e.skipLocked(key)
+	dims := e.Dims()
+	if !indexable(vec, dims) {
+		e.Skip(key)
 		return
 	}
-	if e.index == nil {
-		e.dims = len(vec)
-		e.index = newIndex(e.spec, e.dims)
-		if e.state != StateBuilding {
-			finishNew(e.index)
+	main, shadow := e.targets()
+	var mainRow, shadowRow Row
+	if main != nil {
+		mainRow = main.Prepare(vec)
+	}
+	if shadow != nil {
+		shadowRow = shadow.Prepare(vec)
+	}
+	e.wmu.Lock()
+	defer e.wmu.Unlock()
+	e.changed()
+	if toMain, toShadow := e.routes(key); toMain || toShadow {
+		if toMain {
+			e.insertLocked(&e.index, e.skipped, main, mainRow, key, vec)
+		}
+		if toShadow {
+			s := e.sync
+			e.insertLocked(&s.index, s.skipped, shadow, shadowRow, key, vec)
 		}
 	}
-	e.index.Put(key, vec)
-	delete(e.skipped, key)
+}
+
+// targets returns the indexes a change is prepared for: the serving one,
+// and the one a copy is building.
+func (e *Entry) targets() (main, shadow Index) {
+	e.wmu.Lock()
+	defer e.wmu.Unlock()
+	if e.sync != nil {
+		shadow = e.sync.index
+		if !e.sync.rebuild {
+			return nil, shadow
+		}
+	}
+	return e.index, shadow
+}
+
+// routes says where the change being applied to key goes, and records it
+// against the copy: to the serving index unless a first copy is building
+// it; to the index a copy builds unless the change is older than the
+// copy's snapshot (which holds it already). Changes met before the
+// snapshot point is known go to both and are sorted out when it is (see
+// SetSyncPoint).
+func (e *Entry) routes(key string) (toMain, toShadow bool) {
+	toMain, toShadow = e.route()
+	if toShadow {
+		e.sync.touched[key] = e.txLSN
+	}
+	return toMain, toShadow
+}
+
+// route is routes for a change of no one key.
+func (e *Entry) route() (toMain, toShadow bool) {
+	s := e.sync
+	if s == nil {
+		return true, false
+	}
+	return s.rebuild, s.point == 0 || e.txLSN >= s.point
+}
+
+// insertLocked puts a prepared row into *slot's index, making the index
+// first if it is the first valid row (the table was empty when it was
+// made); x and row are what was prepared, and are redone if the index
+// changed since.
+func (e *Entry) insertLocked(slot *Index, skipped map[string]struct{}, x Index, row Row, key string, vec []float32) {
+	if *slot == nil {
+		e.mu.Lock()
+		if e.dims == 0 {
+			e.dims = len(vec)
+		}
+		dims := e.dims
+		e.mu.Unlock()
+		if len(vec) != dims {
+			e.skipIn(*slot, skipped, key)
+			return
+		}
+		made, err := newIndex(e.spec, e.keyType, dims, nil, 0)
+		if err != nil {
+			panic(fmt.Sprintf("indexer: index %s: %v", e.spec.Name, err)) // options were checked by ParseSpec
+		}
+		*slot = made
+		if slot == &e.index {
+			defer e.publish()
+		}
+	}
+	if x != *slot || row == nil {
+		row = (*slot).Prepare(vec)
+	}
+	(*slot).Insert(key, row)
+	delete(skipped, key)
 }
 
 // Skip removes key from the index and counts it as skipped.
 func (e *Entry) Skip(key string) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.changed(key)
-	e.skipLocked(key)
+	e.wmu.Lock()
+	defer e.wmu.Unlock()
+	e.changed()
+	toMain, toShadow := e.routes(key)
+	if toMain {
+		e.skipIn(e.index, e.skipped, key)
+	}
+	if toShadow {
+		e.skipIn(e.sync.index, e.sync.skipped, key)
+	}
 }
 
-func (e *Entry) skipLocked(key string) {
-	if e.index != nil {
-		e.index.Delete(key)
+func (e *Entry) skipIn(x Index, skipped map[string]struct{}, key string) {
+	if x != nil {
+		x.Delete(key)
 	}
-	e.skipped[key] = struct{}{}
+	skipped[key] = struct{}{}
 }
 
 // Delete forgets key.
 func (e *Entry) Delete(key string) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.changed(key)
-	if e.index != nil {
-		e.index.Delete(key)
+	e.wmu.Lock()
+	defer e.wmu.Unlock()
+	e.changed()
+	toMain, toShadow := e.routes(key)
+	if toMain {
+		deleteIn(e.index, e.skipped, key)
 	}
-	delete(e.skipped, key)
+	if toShadow {
+		deleteIn(e.sync.index, e.sync.skipped, key)
+	}
+}
+
+func deleteIn(x Index, skipped map[string]struct{}, key string) {
+	if x != nil {
+		x.Delete(key)
+	}
+	delete(skipped, key)
 }
 
 // Move gives key from's entry (indexed or skipped) to key to, for a key
-// change whose vector did not change. It reports whether from was known;
-// if not, the caller must read the row to learn its vector.
+// change whose vector did not change. It reports whether from was known
+// to every index the change goes to; if not, the caller must read the row
+// and Upsert it.
 func (e *Entry) Move(from, to string) bool {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.changed(from)
-	e.changed(to)
-	if e.index != nil && e.index.Rename(from, to) {
-		delete(e.skipped, to)
+	e.wmu.Lock()
+	defer e.wmu.Unlock()
+	e.changed()
+	e.routes(from)
+	toMain, toShadow := e.routes(to)
+	ok := true
+	if toMain {
+		ok = moveIn(e.index, e.skipped, from, to)
+	}
+	if toShadow {
+		ok = moveIn(e.sync.index, e.sync.skipped, from, to) && ok
+	}
+	return ok
+}
+
+func moveIn(x Index, skipped map[string]struct{}, from, to string) bool {
+	if x != nil && x.Rename(from, to) {
+		delete(skipped, to)
 		return true
 	}
-	if _, ok := e.skipped[from]; ok {
-		delete(e.skipped, from)
-		if e.index != nil {
-			e.index.Delete(to)
+	if _, ok := skipped[from]; ok {
+		delete(skipped, from)
+		if x != nil {
+			x.Delete(to)
 		}
-		e.skipped[to] = struct{}{}
+		skipped[to] = struct{}{}
 		return true
 	}
 	return false
 }
 
-// Known reports whether key is indexed or counted as skipped.
+// Known reports whether key is indexed or counted as skipped, in the
+// serving index and in the one a copy builds.
+//
+// A copy under way knows a key that no change since its snapshot has
+// touched: its snapshot holds the key's current vector, and the copy
+// brings it if it has not yet.
 func (e *Entry) Known(key string) bool {
-	e.mu.RLock()
-	defer e.mu.RUnlock()
-	if _, ok := e.skipped[key]; ok {
-		return true
+	e.wmu.Lock()
+	defer e.wmu.Unlock()
+	known := func(x Index, skipped map[string]struct{}) bool {
+		_, ok := skipped[key]
+		return ok || x != nil && x.Has(key)
 	}
-	if e.index == nil {
-		return false
+	if s := e.sync; s != nil {
+		if !known(s.index, s.skipped) && s.newer(key) {
+			return false
+		}
+		if !s.rebuild {
+			return true
+		}
 	}
-	return e.index.Has(key)
-}
-
-// Vector returns a copy of key's stored vector.
-func (e *Entry) Vector(key string) ([]float32, bool) {
-	e.mu.RLock()
-	defer e.mu.RUnlock()
-	if e.index == nil {
-		return nil, false
-	}
-	v, ok := e.index.Vector(key)
-	if !ok {
-		return nil, false
-	}
-	return append([]float32(nil), v...), true
+	return known(e.index, e.skipped)
 }
 
 // Truncate forgets every key.
 func (e *Entry) Truncate() {
+	e.wmu.Lock()
+	defer e.wmu.Unlock()
+	e.changed()
+	toMain, toShadow := e.route()
+	if s := e.sync; s != nil {
+		if toShadow {
+			s.truncated = max(s.truncated, e.txLSN)
+			if s.index != nil {
+				s.index.Clear()
+			}
+			clear(s.skipped)
+		}
+	}
+	if toMain {
+		if e.index != nil {
+			e.index.Clear()
+		}
+		clear(e.skipped)
+	}
+}
+
+// Keys calls fn for every indexed key of the serving index.
+func (e *Entry) Keys(fn func(key string)) {
+	if x := e.serving.Load().index; x != nil {
+		x.Each(fn)
+	}
+}
+
+// Vector returns a copy of key's stored vector, for the kinds that keep
+// one (store=float).
+func (e *Entry) Vector(key string) ([]float32, bool) {
+	if x := e.serving.Load().index; x != nil {
+		return x.Vector(key)
+	}
+	return nil, false
+}
+
+// changed counts a change.
+func (e *Entry) changed() { e.version.Add(1) }
+
+// SetReady marks an entry filled without a copy (by Upsert) as serving.
+func (e *Entry) SetReady() {
 	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.version++
-	if e.touched != nil {
-		e.truncated = true
+	if e.state == StateBuilding {
+		e.state = StateReady
 	}
-	if e.index != nil {
-		e.index.Clear()
-	}
-	clear(e.skipped)
-}
-
-// Keys calls fn for every indexed key with its vector (aliased: copy to
-// keep), under the read lock.
-func (e *Entry) Keys(fn func(key string, vec []float32)) {
-	e.mu.RLock()
-	defer e.mu.RUnlock()
-	if e.index != nil {
-		e.index.Each(fn)
-	}
-}
-
-// changed counts a change to key, and during a sync records it as newer
-// than the copy.
-func (e *Entry) changed(key string) {
-	e.version++
-	if e.touched != nil {
-		e.touched[key] = struct{}{}
-	}
-}
-
-// BeginSync empties the entry for a copy of its table under a snapshot
-// taken at lsn, and puts it into StateBuilding: searches get ErrNotReady
-// until EndSync. Meanwhile the stream may go on: transactions that
-// committed before lsn are in the copy and skipped (see SkipBelow), later
-// ones are applied and win over the copy's rows (see CopyUpsert).
-func (e *Entry) BeginSync(lsn LSN) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.version++
-	if e.index != nil {
-		e.index.Clear()
-	}
-	clear(e.skipped)
-	e.state, e.failure = StateBuilding, ""
-	e.covered, e.coveredVersion = 0, 0
-	e.syncFrom, e.touched, e.truncated, e.copied = lsn, map[string]struct{}{}, false, 0
-}
-
-// CopyUpsert stores a row read by the copy of a sync, unless the stream
-// has already changed that key (or truncated the table) since the
-// snapshot.
-func (e *Entry) CopyUpsert(key string, vec []float32) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.copied++
-	if _, newer := e.touched[key]; newer || e.truncated {
-		return
-	}
-	e.version++
-	e.upsertLocked(key, vec)
-}
-
-// EndSync ends a sync: the entry now reflects everything up to its sync
-// point, is built (see Finisher) and serves searches.
-func (e *Entry) EndSync() { e.SetApplied(e.finishCopy()) }
-
-// finishCopy builds the kinds that build their structure from the whole
-// copy (see Finisher), without holding the lock through the build: the
-// stream keeps applying changes meanwhile, and the kind catches up on
-// them. Then the entry serves searches. An index made after this point
-// (the table was empty) is finished as it is made. It returns the sync
-// point.
-func (e *Entry) finishCopy() LSN {
-	e.mu.Lock()
-	e.touched, e.truncated = nil, false
-	f, build := e.index.(Finisher)
-	if build {
-		e.mu.Unlock()
-		f.Finish(&e.mu)
-		e.mu.Lock()
-	}
-	e.state, e.failure = StateReady, ""
-	from := e.syncFrom
 	e.mu.Unlock()
-	return from
+	e.publish()
 }
-
-// finishNew finishes an index made or loaded after the copy, which no one
-// else can reach yet or whose entry's lock the caller holds.
-func finishNew(x Index) {
-	if f, ok := x.(Finisher); ok {
-		f.Finish(heldLock{})
-	}
-}
-
-// heldLock stands for a lock the caller holds already.
-type heldLock struct{}
-
-func (heldLock) Lock()   {}
-func (heldLock) Unlock() {}
-
-// SkipBelow is the commit position below which the stream's transactions
-// are already reflected in the entry: its applied LSN, or during a sync
-// the snapshot's position.
-func (e *Entry) SkipBelow() LSN {
-	applied := e.Applied()
-	e.mu.RLock()
-	defer e.mu.RUnlock()
-	return max(applied, e.syncFrom)
-}
-
-// SetReady marks the initial copy as done. Kinds that build their
-// structure from the whole copy (see Finisher) build it now, before the
-// first search.
-func (e *Entry) SetReady() { e.finishCopy() }
 
 // Fail puts the entry into StateError with a message saying what happened
 // and how to recover.
-func (e *Entry) Fail(err error) { e.setState(StateError, err.Error()) }
-
-func (e *Entry) setState(s State, failure string) {
+func (e *Entry) Fail(err error) {
 	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.state, e.failure = s, failure
+	e.state, e.failure = StateError, err.Error()
+	e.mu.Unlock()
+	e.publish()
 }
 
 // State returns the lifecycle state and, in StateError, the reason.
 func (e *Entry) State() (State, string) {
-	e.mu.RLock()
-	defer e.mu.RUnlock()
-	return e.state, e.failure
+	s := e.serving.Load()
+	return s.state, s.failure
 }
 
 // Applied is the LSN up to which the stream has been applied.
@@ -384,25 +482,26 @@ func (e *Entry) WaitApplied(ctx context.Context, lsn LSN) error {
 }
 
 // Search returns up to n candidates nearest to q, with their distances.
+// It takes no lock: it reads the serving index, which each kind keeps
+// searchable while changes are applied (see the package doc).
 func (e *Entry) Search(ctx context.Context, q []float32, n int, opts SearchOptions) ([]Hit, error) {
-	e.mu.RLock()
-	defer e.mu.RUnlock()
-	switch e.state {
+	s := e.serving.Load()
+	switch s.state {
 	case StateBuilding:
 		return nil, fmt.Errorf("%w: index %s is still copying its table", ErrNotReady, e.spec.Name)
 	case StateError:
-		return nil, fmt.Errorf("%w: index %s is in error: %s", ErrNotReady, e.spec.Name, e.failure)
+		return nil, fmt.Errorf("%w: index %s is in error: %s", ErrNotReady, e.spec.Name, s.failure)
 	}
 	if err := pgvalue.CheckFinite(q); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalidVector, err)
 	}
-	if e.dims > 0 && len(q) != e.dims {
-		return nil, fmt.Errorf("%w: query has %d dimensions, index %s has %d", ErrInvalidVector, len(q), e.spec.Name, e.dims)
+	if s.dims > 0 && len(q) != s.dims {
+		return nil, fmt.Errorf("%w: query has %d dimensions, index %s has %d", ErrInvalidVector, len(q), e.spec.Name, s.dims)
 	}
-	if e.index == nil {
+	if s.index == nil {
 		return nil, nil
 	}
-	return e.index.Search(ctx, q, n, opts)
+	return s.index.Search(ctx, q, n, opts)
 }
 
 // Status is a snapshot of an index's state, for vecside_status() and
@@ -422,7 +521,9 @@ type Status struct {
 	Error       string
 	Applied     LSN
 	Covered     LSN    // what durable state reflects
-	CopiedRows  int64  // rows read by the last copy of the table for this index
+	CopiedRows  int64  // rows read by the copy under way, or by the last one
+	Rebuilding  bool   // a copy is building a new index beside the serving one
+	Rebuilds    int64  // serving indexes replaced by a rebuild since start
 	IndexStats  Stats  // the kind's size and shape
 	SlotState   string // the shared slot's wal_status, see SourceHealth
 	LagBytes    int64  // source WAL position − Applied
@@ -437,8 +538,18 @@ type Status struct {
 // Status reports the entry's current state.
 func (e *Entry) Status() Status {
 	applied := e.Applied()
-	e.mu.RLock()
-	defer e.mu.RUnlock()
+	e.wmu.Lock()
+	skipped, rebuilding, copying := len(e.skipped), e.sync != nil && e.sync.rebuild, int64(-1)
+	if e.sync != nil {
+		copying = e.sync.copied
+		if !e.sync.rebuild {
+			skipped = len(e.sync.skipped)
+		}
+	}
+	e.wmu.Unlock()
+	sv := e.serving.Load()
+	e.mu.Lock()
+	defer e.mu.Unlock()
 	s := Status{
 		Name:      e.spec.Name,
 		Table:     e.spec.Schema + "." + e.spec.Table,
@@ -447,7 +558,7 @@ func (e *Entry) Status() Status {
 		Kind:      e.spec.Kind,
 		Metric:    e.spec.Metric,
 		Dims:      e.dims,
-		Skipped:   len(e.skipped),
+		Skipped:   skipped,
 		State:     e.state,
 		Error:     e.failure,
 		Applied:   applied,
@@ -455,14 +566,19 @@ func (e *Entry) Status() Status {
 		KeyType:   e.keyType,
 
 		CopiedRows:      e.copied,
+		Rebuilding:      rebuilding,
+		Rebuilds:        e.rebuilds,
 		Checkpoints:     e.checkpoints,
 		CheckpointPause: e.lastPause,
 		CheckpointTime:  e.lastWrite,
 	}
-	if e.index != nil {
-		s.Rows = e.index.Len()
-		s.ZeroVectors = e.index.ZeroVectors()
-		s.IndexStats = e.index.Stats()
+	if copying >= 0 {
+		s.CopiedRows = copying
+	}
+	if sv.index != nil {
+		s.Rows = sv.index.Len()
+		s.ZeroVectors = sv.index.ZeroVectors()
+		s.IndexStats = sv.index.Stats()
 	}
 	return s
 }

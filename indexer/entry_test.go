@@ -14,7 +14,7 @@ import (
 	"github.com/vecside/vecside/internal/pgvalue"
 )
 
-func newTestEntry(t *testing.T, def string) *Entry {
+func newTestEntry(t testing.TB, def string) *Entry {
 	t.Helper()
 	spec, err := ParseSpec(def)
 	if err != nil {
@@ -130,7 +130,7 @@ func filledEntry(t *testing.T) *Entry {
 
 func contents(e *Entry) map[string][]float32 {
 	out := map[string][]float32{}
-	e.Keys(func(k string, v []float32) { out[k] = slices.Clone(v) })
+	e.Keys(func(k string) { out[k], _ = e.Vector(k) })
 	return out
 }
 
@@ -286,8 +286,10 @@ func TestStatusReportsDurability(t *testing.T) {
 	if st := e.Status(); st.Checkpoints != 1 || st.CheckpointPause != 3*time.Millisecond || st.CheckpointTime != 9*time.Millisecond {
 		t.Fatalf("status after a recorded checkpoint: %+v", st)
 	}
-	e.BeginSync(0x2000)
+	e.BeginSync(nil, 0)
+	e.SetSyncPoint(0x2000)
 	e.CopyUpsert(key(t, "7"), []float32{1, 1})
+	e.Begin(0x2100)
 	e.Delete(key(t, "8"))
 	e.CopyUpsert(key(t, "8"), []float32{2, 2}) // older than the delete: ignored
 	e.EndSync()

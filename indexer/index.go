@@ -3,53 +3,56 @@ package indexer
 import (
 	"context"
 	"io"
-	"sync"
 
-	"github.com/vecside/vecside/flat"
+	"github.com/vecside/vecside/internal/store"
 )
 
-// Index is what every index kind provides to an Entry. Implementations
-// need not be safe for concurrent use: the Entry serialises writers
-// against readers. The kinds themselves live in kinds.go.
+// Index is what every index kind provides to an Entry (the kinds live in
+// kinds.go). Each kind owns its concurrency: Search, Snapshot, Len, Stats
+// and Each run beside the writers without waiting for them, and the
+// writers (Insert, Delete, Rename, Clear) serialise among themselves
+// inside the kind. A search sees every change that returned before it
+// started, and returns no key deleted before it started.
 type Index interface {
 	Len() int
 	ZeroVectors() int
 	Has(key string) bool
-	Put(key string, vec []float32)
+	// Prepare does the work of storing vec that needs no lock (finding its
+	// list, encoding it), for Insert; rows prepared by one index go into
+	// that index only.
+	Prepare(vec []float32) Row
+	// Insert stores a prepared row under key, replacing any row of key.
+	Insert(key string, row Row)
 	Delete(key string) bool
 	Rename(from, to string) bool
-	// Vector returns key's float32 vector; kinds that keep only codes
-	// (flat store=ext4|ext8) have none and report false.
+	// Vector returns a copy of key's float32 vector; kinds that keep only
+	// codes have none and report false.
 	Vector(key string) ([]float32, bool)
-	// Each calls fn for every key; vec is nil for kinds that keep only
-	// codes.
-	Each(fn func(key string, vec []float32))
+	// Each calls fn for every key held.
+	Each(fn func(key string))
 	Clear()
 	// Search returns up to n candidates nearest to q: for the quantized
 	// kinds, the smallest set that holds the k nearest by their error
 	// bounds, where n = k × opts.Oversample. It gives up with ctx's error
-	// once ctx ends.
+	// once ctx ends, within about a millisecond of work.
 	Search(ctx context.Context, q []float32, n int, opts SearchOptions) ([]Hit, error)
-	// Snapshot captures the index as it is now, for a checkpoint written
-	// without the lock (see flat.Index.Snapshot).
-	Snapshot() func(io.Writer) error
+	// Snapshot captures the index as it is now, pausing writers only for
+	// as long as copying its set of live rows takes, and returns the
+	// function that writes it; release must be called once done.
+	Snapshot() (write func(io.Writer) error, release func())
 	// Stats reports size and shape, for vecside_status() and metrics.
 	Stats() Stats
+	// NeedsRebuild reports whether the structure has drifted from the
+	// data (lists trained for far fewer rows, a mean taken over too few),
+	// so that the index should be built again from a copy of the table.
+	NeedsRebuild() bool
 }
 
-// Finisher is implemented by kinds that build their structure once the
-// initial copy is in, such as IVF training its lists on the copied rows.
-// The entry calls Finish without holding its lock, so that changes keep
-// being applied during a long build; lock is the entry's write lock, which
-// Finish takes whenever it reads or changes the index, and it catches up
-// on the changes made while it worked. An index made or loaded after the
-// copy is finished at once.
-type Finisher interface {
-	Finish(lock sync.Locker)
-}
+// Row is a row prepared by an Index for its Insert.
+type Row any
 
 // Hit is one candidate: a key and its distance under the index's metric.
-type Hit = flat.Hit
+type Hit = store.Hit
 
-// Stats describe an index kind's size and shape (see flat.Stats).
-type Stats = flat.Stats
+// Stats describe an index kind's size and shape (see store.Stats).
+type Stats = store.Stats

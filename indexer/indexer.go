@@ -15,10 +15,16 @@ type Indexer struct {
 	entries map[string]*Entry
 	order   []*Entry
 	health  healthBox
+	admit   *admission
 }
 
-// New returns an empty set.
-func New() *Indexer { return &Indexer{entries: map[string]*Entry{}} }
+// New returns an empty set that admits searches by DefaultLimits.
+func New() *Indexer { return NewWithLimits(Limits{}) }
+
+// NewWithLimits returns an empty set that admits searches by limits.
+func NewWithLimits(limits Limits) *Indexer {
+	return &Indexer{entries: map[string]*Entry{}, admit: newAdmission(limits)}
+}
 
 // Add registers a new index. Names are unique.
 func (ix *Indexer) Add(spec Spec) (*Entry, error) {
@@ -106,6 +112,11 @@ func (ix *Indexer) Search(ctx context.Context, name string, q []float32, k int, 
 	if err := ctx.Err(); err != nil {
 		return Result{}, fmt.Errorf("%w: %v", ErrTimeout, err)
 	}
+	done, err := ix.admit.enter(ctx)
+	if err != nil {
+		return Result{}, err
+	}
+	defer done()
 	hits, err := e.Search(ctx, q, n, opts)
 	if err != nil {
 		return Result{}, err

@@ -10,23 +10,29 @@ import (
 	"strings"
 
 	"github.com/vecside/vecside/flat"
+	"github.com/vecside/vecside/internal/pgvalue"
+	"github.com/vecside/vecside/internal/store"
 	"github.com/vecside/vecside/ivf"
 )
 
-// kind is one index kind: its build options, and how to make, load and
-// search one.
+// kind is one index kind: its build options, and how to make and load
+// one.
 type kind struct {
 	// options validates the kind's build options (Spec.Options), returning
 	// errors that wrap ErrInvalidArgument.
 	options func(o Options) error
-	new     func(spec Spec, dims int) (Index, error)
-	load    func(spec Spec, dims int, r io.Reader) (Index, error)
+	// new builds an empty index, trained on sample (rows of a table of
+	// about tableRows rows; empty when the table is) where the kind trains.
+	new  func(spec Spec, cfg store.CodedConfig, sample [][]float32, tableRows int) (Index, error)
+	load func(spec Spec, cfg store.CodedConfig, r io.Reader) (Index, error)
+	// sample is how many rows of a table of n rows the kind trains on.
+	sample func(n, dims int) int
 }
 
 // kinds is the registry of index kinds, by the name kind= takes.
 var kinds = map[string]kind{
-	"flat": {options: flatOptions, new: newFlat, load: loadFlat},
-	"ivf":  {options: ivfOptions, new: newIVF, load: loadIVF},
+	"flat": {options: flatOptions, new: newFlat, load: loadFlat, sample: flatSample},
+	"ivf":  {options: ivfOptions, new: newIVF, load: loadIVF, sample: ivf.SampleFor},
 }
 
 // Kinds lists the index kinds this build knows.
@@ -36,23 +42,47 @@ var Kinds = []string{"flat", "ivf"}
 // so that a checkpoint's codes stay valid across restarts.
 const codecSeed = 0x7665637369646531
 
-// newIndex builds an empty index of spec's kind. The spec's options were
-// validated by ParseSpec.
-func newIndex(spec Spec, dims int) Index {
-	x, err := kinds[spec.Kind].new(spec, dims)
-	if err != nil {
-		panic(fmt.Sprintf("indexer: index %s: %v", spec.Name, err)) // options were checked by ParseSpec
+// codedConfig is what every kind is made with: the spec's metric, the
+// dimension, the width of the key type's canonical form, the store.
+func codedConfig(spec Spec, kt pgvalue.KeyType, dims int, s store.Kind) store.CodedConfig {
+	width := 0
+	switch kt {
+	case pgvalue.KeyInt2, pgvalue.KeyInt4, pgvalue.KeyInt8:
+		width = 8
+	case pgvalue.KeyUUID:
+		width = 16
 	}
-	return x
+	return store.CodedConfig{Metric: spec.Metric, Dims: dims, Store: s, Seed: codecSeed, KeyWidth: width}
+}
+
+// newIndex builds an empty index of spec's kind (see kind.new). The
+// spec's options were validated by ParseSpec.
+func newIndex(spec Spec, kt pgvalue.KeyType, dims int, sample [][]float32, tableRows int) (Index, error) {
+	k := kinds[spec.Kind]
+	s, err := storeOf(spec)
+	if err != nil {
+		return nil, err
+	}
+	return k.new(spec, codedConfig(spec, kt, dims, s), sample, tableRows)
 }
 
 // loadIndex reads a checkpoint body of spec's kind.
-func loadIndex(spec Spec, dims int, r io.Reader) (Index, error) {
+func loadIndex(spec Spec, kt pgvalue.KeyType, dims int, r io.Reader) (Index, error) {
 	k, ok := kinds[spec.Kind]
 	if !ok {
 		return nil, fmt.Errorf("unknown index kind %q", spec.Kind)
 	}
-	return k.load(spec, dims, r)
+	s, err := storeOf(spec)
+	if err != nil {
+		return nil, err
+	}
+	return k.load(spec, codedConfig(spec, kt, dims, s), r)
+}
+
+// SampleSize is how many rows of a table of about tableRows rows the
+// entry's kind trains on before its copy: read them, then BeginSync.
+func (e *Entry) SampleSize(tableRows int) int {
+	return kinds[e.spec.Kind].sample(tableRows, max(e.Dims(), 1))
 }
 
 func invalid(format string, args ...any) error {
@@ -69,23 +99,33 @@ func checkKeys(kind string, o Options, known ...string) error {
 	return nil
 }
 
-// store reads store= (and bits=, which picks the extended code width), with
-// def when neither is given.
-func store(o Options, def flat.Store) (flat.Store, error) {
+// storeOf is the spec's store: store= (and bits=, which picks the
+// extended code width), else the kind's default.
+func storeOf(spec Spec) (store.Kind, error) {
+	def := store.Ext4
+	if spec.Kind == "flat" {
+		def = store.Float
+	}
+	return storeOption(spec.Options, def)
+}
+
+// storeOption reads store= (and bits=, which picks the extended code
+// width), with def when neither is given.
+func storeOption(o Options, def store.Kind) (store.Kind, error) {
 	s := def
 	if v, ok := o["store"]; ok {
 		var err error
-		if s, err = flat.ParseStore(v); err != nil {
+		if s, err = store.ParseKind(v); err != nil {
 			return 0, invalid("%v", err)
 		}
 	}
 	if v, ok := o["bits"]; ok {
-		var b flat.Store
+		var b store.Kind
 		switch v {
 		case "4":
-			b = flat.StoreExt4
+			b = store.Ext4
 		case "8":
-			b = flat.StoreExt8
+			b = store.Ext8
 		default:
 			return 0, invalid("bits=%s: want 4 or 8 (bits per dimension of the extended code)", v)
 		}
@@ -116,38 +156,34 @@ func flatOptions(o Options) error {
 	if err := checkKeys("flat", o, "store", "bits"); err != nil {
 		return err
 	}
-	_, err := store(o, flat.StoreFloat)
+	_, err := storeOption(o, store.Float)
 	return err
 }
 
-func newFlat(spec Spec, dims int) (Index, error) {
-	s, err := store(spec.Options, flat.StoreFloat)
-	if err != nil {
-		return nil, err
+// flatSample: the coded flat index takes the mean of this many rows; the
+// float index needs none.
+func flatSample(n, _ int) int { return min(n, 10*flat.MinMeanRows) }
+
+func newFlat(_ Spec, cfg store.CodedConfig, sample [][]float32, _ int) (Index, error) {
+	if cfg.Store == store.Float {
+		return floatFlat{flat.New(cfg.Metric, cfg.Dims, cfg.KeyWidth)}, nil
 	}
-	if s == flat.StoreFloat {
-		return floatFlat{flat.New(spec.Metric, dims)}, nil
-	}
-	x, err := flat.NewCoded(flat.CodedConfig{Metric: spec.Metric, Dims: dims, Store: s, Seed: codecSeed})
+	x, err := flat.NewCoded(cfg, sample)
 	if err != nil {
 		return nil, err
 	}
 	return codedFlat{x}, nil
 }
 
-func loadFlat(spec Spec, dims int, r io.Reader) (Index, error) {
-	s, err := store(spec.Options, flat.StoreFloat)
-	if err != nil {
-		return nil, err
-	}
-	if s == flat.StoreFloat {
-		x, err := flat.Load(r, spec.Metric, dims)
+func loadFlat(_ Spec, cfg store.CodedConfig, r io.Reader) (Index, error) {
+	if cfg.Store == store.Float {
+		x, err := flat.Load(r, cfg.Metric, cfg.Dims, cfg.KeyWidth)
 		if err != nil {
 			return nil, err
 		}
 		return floatFlat{x}, nil
 	}
-	x, err := flat.LoadCoded(r, spec.Metric, dims)
+	x, err := flat.LoadCoded(r, cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -157,19 +193,19 @@ func loadFlat(spec Spec, dims int, r io.Reader) (Index, error) {
 // MaxLists bounds lists= and probes=.
 const MaxLists = MaxProbes
 
-// ivf: lists=N (default by ivf.ListsFor), probes=N (the default per
-// query), store=float (default) or ext4|ext8, bits=4|8.
+// ivf: lists=N (default by ivf.ListsFor), probes=N (a fixed default per
+// query; without it, adaptive), store=ext4 (default) or ext8|float,
+// bits=4|8.
 func ivfOptions(o Options) error {
-	_, err := ivfConfig(o, 0)
+	_, err := ivfConfig(o, store.CodedConfig{})
 	return err
 }
 
-func ivfConfig(o Options, dims int) (ivf.Config, error) {
+func ivfConfig(o Options, cfg store.CodedConfig) (ivf.Config, error) {
 	if err := checkKeys("ivf", o, "lists", "probes", "store", "bits"); err != nil {
 		return ivf.Config{}, err
 	}
-	s, err := store(o, flat.StoreFloat)
-	if err != nil {
+	if _, err := storeOption(o, store.Ext4); err != nil {
 		return ivf.Config{}, err
 	}
 	lists, err := positive(o, "lists", MaxLists)
@@ -180,29 +216,27 @@ func ivfConfig(o Options, dims int) (ivf.Config, error) {
 	if err != nil {
 		return ivf.Config{}, err
 	}
-	return ivf.Config{Dims: dims, Store: s, Lists: lists, Probes: probes, Seed: codecSeed}, nil
+	return ivf.Config{CodedConfig: cfg, Lists: lists, Probes: probes}, nil
 }
 
-func newIVF(spec Spec, dims int) (Index, error) {
-	cfg, err := ivfConfig(spec.Options, dims)
+func newIVF(spec Spec, cfg store.CodedConfig, sample [][]float32, tableRows int) (Index, error) {
+	c, err := ivfConfig(spec.Options, cfg)
 	if err != nil {
 		return nil, err
 	}
-	cfg.Metric = spec.Metric
-	x, err := ivf.New(cfg)
+	x, err := ivf.New(c, sample, tableRows)
 	if err != nil {
 		return nil, err
 	}
 	return ivfIndex{x}, nil
 }
 
-func loadIVF(spec Spec, dims int, r io.Reader) (Index, error) {
-	cfg, err := ivfConfig(spec.Options, dims)
+func loadIVF(spec Spec, cfg store.CodedConfig, r io.Reader) (Index, error) {
+	c, err := ivfConfig(spec.Options, cfg)
 	if err != nil {
 		return nil, err
 	}
-	cfg.Metric = spec.Metric
-	x, err := ivf.Load(r, cfg)
+	x, err := ivf.Load(r, c)
 	if err != nil {
 		return nil, err
 	}
@@ -219,31 +253,54 @@ func wanted(n int, opts SearchOptions) (k int) {
 // floatFlat is the exact float32 index; it returns k × oversample rows.
 type floatFlat struct{ *flat.Index }
 
+func (f floatFlat) Prepare(vec []float32) Row  { return slices.Clone(vec) }
+func (f floatFlat) Insert(key string, row Row) { f.Put(key, row.([]float32)) }
+func (f floatFlat) NeedsRebuild() bool         { return false }
+func (f floatFlat) Each(fn func(key string))   { f.Index.Each(func(k string, _ []float32) { fn(k) }) }
+
 func (f floatFlat) Search(ctx context.Context, q []float32, n int, opts SearchOptions) ([]Hit, error) {
-	if opts.Allow != nil {
-		return nil, fmt.Errorf("%w: kind=flat store=float has no filtered search", ErrInvalidArgument)
+	if opts.Allow == nil {
+		return f.Index.Search(ctx, q, n, nil)
 	}
-	return f.Index.Search(ctx, q, n)
+	allow, release := f.Allow(opts.Allow)
+	defer release()
+	return f.Index.Search(ctx, q, n, allow)
+}
+
+// coded is what the coded kinds share: rows in a store.Coded.
+type coded struct{ *store.Coded }
+
+func (c coded) Prepare(vec []float32) Row  { return c.Coded.Prepare(vec) }
+func (c coded) Insert(key string, row Row) { c.Coded.Insert(key, row.(*store.Prepared)) }
+
+// search runs fn with the allow-set of opts's keys, if any.
+func (c coded) search(opts SearchOptions, fn func(allow *store.Allow) ([]Hit, error)) ([]Hit, error) {
+	if opts.Allow == nil {
+		return fn(nil)
+	}
+	allow, release := c.Allow(opts.Allow)
+	defer release()
+	return fn(allow)
 }
 
 type codedFlat struct{ *flat.Coded }
 
-func (f codedFlat) Vector(string) ([]float32, bool) { return nil, false }
+func (f codedFlat) Prepare(vec []float32) Row  { return coded{f.Coded.Coded}.Prepare(vec) }
+func (f codedFlat) Insert(key string, row Row) { coded{f.Coded.Coded}.Insert(key, row) }
 
 func (f codedFlat) Search(ctx context.Context, q []float32, n int, opts SearchOptions) ([]Hit, error) {
-	var allow *flat.Allow
-	if opts.Allow != nil {
-		allow = f.AllowKeys(opts.Allow)
-	}
-	return f.Coded.Search(ctx, q, wanted(n, opts), n, allow)
+	return coded{f.Coded.Coded}.search(opts, func(allow *store.Allow) ([]Hit, error) {
+		return f.Coded.Search(ctx, q, wanted(n, opts), n, allow)
+	})
 }
 
 type ivfIndex struct{ *ivf.Index }
 
+func (x ivfIndex) Prepare(vec []float32) Row  { return coded{x.Index.Coded}.Prepare(vec) }
+func (x ivfIndex) Insert(key string, row Row) { coded{x.Index.Coded}.Insert(key, row) }
+
 func (x ivfIndex) Search(ctx context.Context, q []float32, n int, opts SearchOptions) ([]Hit, error) {
-	var filter *ivf.Filter
-	if opts.Allow != nil {
-		filter = x.Filter(opts.Allow)
-	}
-	return x.Index.Search(ctx, q, wanted(n, opts), n, opts.Probes, filter)
+	return coded{x.Index.Coded}.search(opts, func(allow *store.Allow) ([]Hit, error) {
+		return x.Index.Search(ctx, q, wanted(n, opts), n, opts.Probes, allow)
+	})
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/vecside/vecside/flat"
 	"github.com/vecside/vecside/internal/dataset"
+	"github.com/vecside/vecside/internal/store"
 	"github.com/vecside/vecside/kernels"
 )
 
@@ -31,11 +32,11 @@ func benchSet() ([][]float32, [][]float32) {
 // scan of the same data (flat).
 func BenchmarkIVFSearch(b *testing.B) {
 	data, queries := benchSet()
-	for _, store := range []flat.Store{flat.StoreFloat, flat.StoreExt8} {
-		x := build(b, Config{Metric: kernels.Cosine, Dims: 128, Store: store, Seed: 1}, data)
-		for _, probes := range []int{8, 32} {
+	for _, kind := range []store.Kind{store.Ext4, store.Float} {
+		x := build(b, config(kernels.Cosine, 128, kind), data)
+		for _, probes := range []int{0, 8, 32} {
 			{
-				name := fmt.Sprintf("store=%s/probes=%d", store, probes)
+				name := fmt.Sprintf("store=%s/probes=%d", kind, probes)
 				b.Run(name+"/c1", func(b *testing.B) {
 					b.ReportAllocs()
 					for i := 0; b.Loop(); i++ {
@@ -53,13 +54,13 @@ func BenchmarkIVFSearch(b *testing.B) {
 			}
 		}
 	}
-	f := flat.New(kernels.Cosine, 128)
+	f := flat.New(kernels.Cosine, 128, 0)
 	for i, v := range data {
 		f.Put(keyOf(i), v)
 	}
 	b.Run("flat/c1", func(b *testing.B) {
 		for i := 0; b.Loop(); i++ {
-			f.Search(context.Background(), queries[i%len(queries)], 10)
+			f.Search(context.Background(), queries[i%len(queries)], 10, nil)
 		}
 	})
 }

@@ -6,33 +6,37 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"sync"
 	"testing"
 
-	"github.com/vecside/vecside/flat"
 	"github.com/vecside/vecside/internal/dataset"
+	"github.com/vecside/vecside/internal/store"
 	"github.com/vecside/vecside/kernels"
 )
 
 func keyOf(i int) string { return fmt.Sprint(i) }
 
+// build trains an index on data (all of it: a table small enough to be
+// read whole) and puts every row.
 func build(t testing.TB, cfg Config, data [][]float32) *Index {
 	t.Helper()
-	x, err := New(cfg)
+	x, err := New(cfg, data, len(data))
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i, v := range data {
 		x.Put(keyOf(i), v)
 	}
-	x.Finish(new(sync.Mutex))
 	return x
+}
+
+func config(m kernels.Metric, dims int, kind store.Kind) Config {
+	return Config{CodedConfig: store.CodedConfig{Metric: m, Dims: dims, Store: kind, Seed: 1}}
 }
 
 // recall is recall@k after an exact re-rank of the candidates (a row is a
 // hit when its distance is within the true k-th), and the share of
 // queries whose candidates lack a row strictly nearer than the true k-th.
-func recall(t testing.TB, m kernels.Metric, data, queries [][]float32, truth []dataset.Truth, search func(q []float32) []flat.Hit) (rec, miss float64) {
+func recall(t testing.TB, m kernels.Metric, data, queries [][]float32, truth []dataset.Truth, search func(q []float32) []store.Hit) (rec, miss float64) {
 	t.Helper()
 	var hits, misses int
 	k := len(truth[0].Rows)
@@ -62,28 +66,28 @@ func recall(t testing.TB, m kernels.Metric, data, queries [][]float32, truth []d
 	return float64(hits) / float64(k*len(queries)), float64(misses) / float64(len(queries))
 }
 
-// At default settings (store=float, default probes, a cap of k) the
-// candidates hold the true top k in at least 99% of queries on clustered
-// data; with ext8 codes a cap of 2k does the same.
+// At default settings (adaptive probes; a cap of k with store=float, 2k
+// with extended codes) the candidates hold the true top k in at least 99%
+// of queries on clustered data.
 func TestHoldsTopK(t *testing.T) {
 	const k = 10
 	for _, m := range []kernels.Metric{kernels.L2, kernels.Cosine, kernels.IP} {
 		data, queries := dataset.Clustered{Seed: 2, Rows: 30000, Queries: 200, Dims: 64, Normalize: m == kernels.Cosine}.Generate()
 		truth := dataset.GroundTruth(m, data, queries, k)
 		for _, c := range []struct {
-			store flat.Store
+			store store.Kind
 			limit int
-		}{{flat.StoreFloat, k}, {flat.StoreExt8, 2 * k}} {
-			x := build(t, Config{Metric: m, Dims: 64, Store: c.store, Seed: 1}, data)
-			rec, miss := recall(t, m, data, queries, truth, func(q []float32) []flat.Hit {
+		}{{store.Float, k}, {store.Ext4, 2 * k}, {store.Ext8, 2 * k}} {
+			x := build(t, config(m, 64, c.store), data)
+			rec, miss := recall(t, m, data, queries, truth, func(q []float32) []store.Hit {
 				got, err := x.Search(context.Background(), q, k, c.limit, 0, nil)
 				if err != nil {
 					t.Fatal(err)
 				}
 				return got
 			})
-			t.Logf("%s store=%s lists=%d probes=%d: recall@%d %.4f, candidate set misses a true top-%d row in %.1f%% of queries",
-				m, c.store, len(x.cur.Load().lists), x.defaultProbes(len(x.cur.Load().lists)), k, rec, k, 100*miss)
+			t.Logf("%s store=%s lists=%d: recall@%d %.4f, candidate set misses a true top-%d row in %.1f%% of queries",
+				m, c.store, x.Lists(), k, rec, k, 100*miss)
 			if miss > 0.01 {
 				t.Errorf("%s store=%s: miss rate %.3f, want ≤ 0.01", m, c.store, miss)
 			}
@@ -98,15 +102,17 @@ func TestInnerProductProbing(t *testing.T) {
 	const k = 10
 	data, queries := dataset.Clustered{Seed: 5, Rows: 60000, Queries: 300, Dims: 96}.Generate()
 	truth := dataset.GroundTruth(kernels.IP, data, queries, k)
-	x := build(t, Config{Metric: kernels.IP, Dims: 96, Store: flat.StoreFloat, Seed: 1, Lists: 150}, data)
-	rec, miss := recall(t, kernels.IP, data, queries, truth, func(q []float32) []flat.Hit {
+	cfg := config(kernels.IP, 96, store.Float)
+	cfg.Lists = 150
+	x := build(t, cfg, data)
+	rec, miss := recall(t, kernels.IP, data, queries, truth, func(q []float32) []store.Hit {
 		got, err := x.Search(context.Background(), q, k, k, 0, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return got
 	})
-	t.Logf("ip, 150 lists, probes %d: recall@%d %.4f, misses a true top-%d row in %.1f%% of queries", x.defaultProbes(150), k, rec, k, 100*miss)
+	t.Logf("ip, 150 lists, probes %d: recall@%d %.4f, misses a true top-%d row in %.1f%% of queries", ProbesFor(150), k, rec, k, 100*miss)
 	if miss > 0.02 {
 		t.Errorf("miss rate %.3f, want ≤ 0.02", miss)
 	}
@@ -133,7 +139,9 @@ func TestListsFor(t *testing.T) {
 func TestSplitsOversizedLists(t *testing.T) {
 	big, _ := dataset.Clustered{Seed: 9, Rows: 6000, Dims: 16, Clusters: 1}.Generate()
 	small, _ := dataset.Clustered{Seed: 10, Rows: 600, Dims: 16, Clusters: 6}.Generate()
-	x := build(t, Config{Metric: kernels.L2, Dims: 16, Store: flat.StoreFloat, Lists: 8, ListCap: 2}, append(big, small...))
+	cfg := config(kernels.L2, 16, store.Float)
+	cfg.Lists, cfg.ListCap = 8, 2
+	x := build(t, cfg, append(big, small...))
 	s := x.Stats()
 	limit := int(math.Ceil(2 * 6600.0 / 8))
 	if slices.Max(s.Lists) > limit {
@@ -143,20 +151,21 @@ func TestSplitsOversizedLists(t *testing.T) {
 
 func TestSnapshotLoad(t *testing.T) {
 	data, queries := dataset.Clustered{Seed: 3, Rows: 5000, Queries: 20, Dims: 32, Normalize: true}.Generate()
-	for _, store := range []flat.Store{flat.StoreFloat, flat.StoreExt4} {
-		cfg := Config{Metric: kernels.Cosine, Dims: 32, Store: store, Seed: 5}
+	for _, kind := range []store.Kind{store.Float, store.Ext4} {
+		cfg := config(kernels.Cosine, 32, kind)
 		x := build(t, cfg, data[:4000])
 		for i := 4000; i < 5000; i++ {
 			x.Put(keyOf(i), data[i])
 		}
 		x.Delete(keyOf(3))
 		x.Put("zero", make([]float32, 32))
-		write := x.Snapshot()
+		write, release := x.Snapshot()
 		x.Put("later", data[0])
 		var buf bytes.Buffer
 		if err := write(&buf); err != nil {
 			t.Fatal(err)
 		}
+		release()
 		y, err := Load(bytes.NewReader(buf.Bytes()), cfg)
 		if err != nil {
 			t.Fatal(err)
@@ -169,7 +178,7 @@ func TestSnapshotLoad(t *testing.T) {
 			a, _ := x.Search(context.Background(), q, 10, 20, 3, nil)
 			b, _ := y.Search(context.Background(), q, 10, 20, 3, nil)
 			if !slices.Equal(a, b) {
-				t.Fatalf("store=%s: loaded index answers %v, original %v", store, b, a)
+				t.Fatalf("store=%s: loaded index answers %v, original %v", kind, b, a)
 			}
 		}
 		for _, cut := range []int{5, buf.Len() / 2, buf.Len() - 1} {
@@ -180,130 +189,60 @@ func TestSnapshotLoad(t *testing.T) {
 	}
 }
 
-// Before Finish, and while an empty index waits for MinTrain rows, rows
-// are pending and searched exactly.
-func TestPendingThenBackgroundTraining(t *testing.T) {
-	data, _ := dataset.Clustered{Seed: 4, Rows: 3000, Dims: 8}.Generate()
-	x, _ := New(Config{Metric: kernels.L2, Dims: 8, Store: flat.StoreExt8, MinTrain: 1000})
-	x.Finish(new(sync.Mutex)) // an empty table: nothing to train on
-	for i, v := range data {
+// An index made without a sample (its table was empty) has one list around
+// the origin, answers exactly what it holds, and asks for a rebuild once
+// MinTrain rows have come; a trained one asks once its rows outgrow the
+// training by Growth, or a list outgrows its cap.
+func TestNeedsRebuild(t *testing.T) {
+	data, _ := dataset.Clustered{Seed: 4, Rows: 6000, Dims: 8}.Generate()
+	cfg := config(kernels.L2, 8, store.Ext8)
+	cfg.MinTrain = 1000
+	x, _ := New(cfg, nil, 0)
+	for i, v := range data[:999] {
 		x.Put(keyOf(i), v)
-		if i == 10 {
-			got, _ := x.Search(context.Background(), data[5], 1, 1, 0, nil)
-			if len(got) != 1 || got[0].Key != keyOf(5) || got[0].Distance != 0 {
-				t.Fatalf("pending search: %v", got)
-			}
-		}
 	}
-	waitRetrains(t, x, 1)
-	if s := x.Stats(); s.Pending != 0 || len(s.Lists) == 0 || s.Rows != 3000 {
-		t.Fatalf("after background training: %+v", s)
+	got, _ := x.Search(context.Background(), data[5], 1, 4, 0, nil)
+	if x.Lists() != 1 || len(got) == 0 || got[0].Key != keyOf(5) || x.NeedsRebuild() {
+		t.Fatalf("untrained: %d lists, nearest %v, needs rebuild %v", x.Lists(), got, x.NeedsRebuild())
 	}
-}
+	x.Put(keyOf(999), data[999])
+	if !x.NeedsRebuild() {
+		t.Fatal("untrained index with MinTrain rows does not ask for a rebuild")
+	}
 
-func waitRetrains(t *testing.T, x *Index, n int64) {
-	t.Helper()
-	for i := 0; x.retrains.Load() < n || x.retraining.Load(); i++ {
-		if i > 3000 {
-			t.Fatalf("%d retrains, want %d", x.retrains.Load(), n)
-		}
-		sleep()
+	y := build(t, cfg, data[:2000])
+	if y.NeedsRebuild() {
+		t.Fatal("a fresh build asks for a rebuild")
 	}
-}
+	for i := 2000; i <= 3000; i++ {
+		y.Put(keyOf(i), data[i])
+	}
+	if !y.NeedsRebuild() {
+		t.Fatalf("%d rows after training for 2000: no rebuild asked", y.Len())
+	}
 
-// Streamed changes trigger retrains, which swap in while searches and
-// writes go on (run with -race): no search fails or sees a broken index,
-// nothing is lost, and recall stays near a fresh build's.
-func TestRetrainUnderLoad(t *testing.T) {
-	const k = 10
-	data, queries := dataset.Clustered{Seed: 5, Rows: 24000, Queries: 100, Dims: 32}.Generate()
-	cfg := Config{Metric: kernels.L2, Dims: 32, Store: flat.StoreFloat, Growth: 1.3, MaxDead: 0.1}
-	x := build(t, cfg, data[:10000])
-	var mu sync.RWMutex // the Entry's lock
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	errs := make(chan error, 4)
-	for range 2 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := 0; ; i++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				mu.RLock()
-				got, err := x.Search(context.Background(), queries[i%len(queries)], k, k, 0, nil)
-				mu.RUnlock()
-				if err != nil || len(got) == 0 {
-					errs <- fmt.Errorf("search: %v, %d hits", err, len(got))
-					return
-				}
-			}
-		}()
+	cfg.Growth = 10 // only the list's size may ask
+	z := build(t, cfg, data[:2000])
+	far := make([]float32, 8)
+	for i := range 4000 { // all into one list
+		far[0] = 50 + float32(i)*1e-3
+		z.Put(fmt.Sprint("far", i), far)
 	}
-	// 14,000 inserts and 5,000 deletes, as replication would apply them.
-	for i := 10000; i < 24000; i++ {
-		mu.Lock()
-		x.Put(keyOf(i), data[i])
-		if i%3 == 0 {
-			x.Delete(keyOf(i - 10000))
-		}
-		mu.Unlock()
-	}
-	waitRetrains(t, x, 1)
-	close(stop)
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
-	var live [][]float32
-	var liveKeys []int
-	for i := range data {
-		if !(i < 14000 && (i+10000)%3 == 0) {
-			live, liveKeys = append(live, data[i]), append(liveKeys, i)
-		}
-	}
-	if x.Len() != len(live) {
-		t.Fatalf("len %d, want %d", x.Len(), len(live))
-	}
-	truth := dataset.GroundTruth(kernels.L2, live, queries, k)
-	for i := range truth {
-		for j, r := range truth[i].Rows {
-			truth[i].Rows[j] = liveKeys[r]
-		}
-	}
-	search := func(x *Index) func(q []float32) []flat.Hit {
-		return func(q []float32) []flat.Hit {
-			got, _ := x.Search(context.Background(), q, k, k, 0, nil)
-			return got
-		}
-	}
-	got, _ := recall(t, kernels.L2, data, queries, truth, search(x))
-	fresh := build(t, cfg, nil)
-	for i, r := range liveKeys {
-		fresh.Put(keyOf(r), live[i])
-	}
-	fresh.Finish(new(sync.Mutex))
-	want, _ := recall(t, kernels.L2, data, queries, truth, search(fresh))
-	t.Logf("after %d retrains: recall@%d %.4f, fresh build %.4f (%s)", x.retrains.Load(), k, got, want, x.Stats().ListHistogram())
-	if got < want-0.01 {
-		t.Errorf("recall %.4f after changes, fresh build %.4f", got, want)
+	if !z.NeedsRebuild() {
+		t.Fatalf("a list of %d rows (cap %d) does not ask for a rebuild", slices.Max(z.Lives()), z.listCap)
 	}
 }
 
 func TestFilter(t *testing.T) {
 	data, queries := dataset.Clustered{Seed: 6, Rows: 20000, Queries: 20, Dims: 16}.Generate()
-	x := build(t, Config{Metric: kernels.L2, Dims: 16, Store: flat.StoreExt8}, data)
+	x := build(t, config(kernels.L2, 16, store.Ext8), data)
 	for _, every := range []int{2, 101} {
 		var keys []string
 		var vecs [][]float32
 		for i := 0; i < len(data); i += every {
 			keys, vecs = append(keys, keyOf(i)), append(vecs, data[i])
 		}
-		f := x.Filter(keys)
+		f, release := x.Allow(keys)
 		truth := dataset.GroundTruth(kernels.L2, vecs, queries, 1)
 		for qi, q := range queries {
 			got, _ := x.Search(context.Background(), q, 5, 10, 0, f)
@@ -314,9 +253,10 @@ func TestFilter(t *testing.T) {
 					t.Fatalf("every=%d: disallowed row %s returned", every, h.Key)
 				}
 			}
-			if !slices.ContainsFunc(got, func(h flat.Hit) bool { return h.Key == keys[truth[qi].Rows[0]] }) {
+			if !slices.ContainsFunc(got, func(h store.Hit) bool { return h.Key == keys[truth[qi].Rows[0]] }) {
 				t.Errorf("every=%d query %d: nearest allowed row missing", every, qi)
 			}
 		}
+		release()
 	}
 }

@@ -6,8 +6,7 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/vecside/vecside/flat"
-	"github.com/vecside/vecside/kernels"
+	"github.com/vecside/vecside/internal/store"
 )
 
 // ListsFor is the number of lists for a table of n rows:
@@ -23,13 +22,22 @@ func ListsFor(n int) int {
 	return max(1, int(math.Round(l)))
 }
 
-// ProbesFor is the default number of lists a query probes: 2% of them,
-// at least 8 (all of them when there are fewer).
-func ProbesFor(lists int) int {
-	return min(lists, max(8, int(math.Ceil(0.02*float64(lists)))))
+// SampleFor is how many rows training wants from a table of n rows, to
+// be read before the copy: samplePerList per list, at most maxSampleBytes
+// of vectors of dims dimensions, and never fewer than the table's rows up
+// to MinSample (small tables are read whole).
+func SampleFor(n, dims int) int {
+	want := max(min(n, MinSample), samplePerList*ListsFor(n))
+	return min(want, max(MinSample, maxSampleBytes/(4*dims)))
 }
 
 const (
+	// MinSample: tables up to this many rows train on every row.
+	MinSample = 20000
+	// maxSampleBytes bounds the training sample: it is held, with the
+	// k-means state, before the copy starts, so it sets the build's peak
+	// memory for large tables.
+	maxSampleBytes = 64 << 20
 	// samplePerList bounds the k-means training sample per centroid.
 	samplePerList = 256
 	// iterations of Lloyd's algorithm on the sample, at most: training
@@ -43,6 +51,24 @@ const (
 type vectors struct {
 	n   int
 	get func(i int, dst []float32)
+}
+
+// train returns k centroids for sample (converted to the codec's space):
+// k-means, then every list of the sample over listCap times the mean split
+// in two until none is.
+func train(cfg store.CodedConfig, sample [][]float32, k int, listCap float64, seed uint64) []float32 {
+	n, d := len(sample), cfg.Dims
+	space := make([]float32, n*d)
+	for i, v := range sample {
+		store.ToCodecSpace(cfg.Metric, space[i*d:i*d], v) // in place
+	}
+	in := vectors{n: n, get: func(i int, dst []float32) { copy(dst, space[i*d:(i+1)*d]) }}
+	k = max(1, min(k, n))
+	cent := trainCentroids(in, d, k, seed)
+	assign := assignAll(in, d, cent)
+	limit := int(math.Ceil(listCap * float64(n) / float64(k)))
+	cent, _ = splitOversized(in, d, cent, assign, limit, seed)
+	return cent
 }
 
 // trainCentroids runs k-means with k centroids on a seeded sample of at
@@ -68,14 +94,14 @@ func trainCentroids(in vectors, dims, k int, seed uint64) []float32 {
 		counts := make([]int, k)
 		moved := 0
 		var mu sync.Mutex
-		flat.Parallel(m, func(lo, hi int) {
+		store.Parallel(m, func(lo, hi int) {
 			ps := make([]float64, k*dims)
 			pc := make([]int, k)
 			dist := make([]float32, k)
 			pm := 0
 			for i := lo; i < hi; i++ {
 				v := sample[i*dims : (i+1)*dims]
-				c := nearest(v, cent, dist)
+				c := store.Nearest(v, cent, dist)
 				if assign[i] != int32(c) || it == 0 {
 					pm++
 				}
@@ -115,29 +141,16 @@ func trainCentroids(in vectors, dims, k int, seed uint64) []float32 {
 	return cent
 }
 
-// nearest returns the index of the centroid nearest to v by L2, using
-// dist (len = number of centroids) as scratch.
-func nearest(v, cent, dist []float32) int {
-	kernels.L2SqBlock(v, cent, dist)
-	best := 0
-	for c, d := range dist {
-		if d < dist[best] {
-			best = c
-		}
-	}
-	return best
-}
-
 // assignAll returns the nearest centroid of every vector, on every core.
 func assignAll(in vectors, dims int, cent []float32) []int32 {
 	out := make([]int32, in.n)
 	k := len(cent) / dims
-	flat.Parallel(in.n, func(lo, hi int) {
+	store.Parallel(in.n, func(lo, hi int) {
 		v := make([]float32, dims)
 		dist := make([]float32, k)
 		for i := lo; i < hi; i++ {
 			in.get(i, v)
-			out[i] = int32(nearest(v, cent, dist))
+			out[i] = int32(store.Nearest(v, cent, dist))
 		}
 	})
 	return out
@@ -171,7 +184,7 @@ func splitOversized(in vectors, dims int, cent []float32, assign []int32, limit 
 		dist := make([]float32, 2)
 		for _, i := range m {
 			in.get(i, v)
-			h := nearest(v, two, dist)
+			h := store.Nearest(v, two, dist)
 			halves[h] = append(halves[h], i)
 		}
 		if len(halves[0]) == 0 || len(halves[1]) == 0 {

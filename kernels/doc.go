@@ -90,9 +90,11 @@
 // error of standard deviation step*|y|/sqrt(12); the bound combines the two
 // in quadrature, eps*sqrt((|t| Err)^2 + (step QErr)^2), with Err and QErr
 // stored per vector in Factors. Distances follow: L2 (squared) =
-// |r|^2 + |t|^2 - 2<r,t> with t = P(q - c) and twice the bound; inner
-// product = -(<r,t> + <c,q>) and cosine = 1 - (<r,t> + <c,q>) with t = Pq
-// (vectors normalised first for cosine). The default eps = 3 keeps the true
+// |r|^2 + |t|^2 - 2<r,t> with t = P(q - c) and twice the bound; cosine =
+// half of that on vectors normalised first (the squared distance on the
+// unit sphere, so that the error grows with |q - c|, small near a list's
+// centroid, rather than with |q| = 1); inner product = -(<r,t> + <c,q>)
+// with t = Pq. The default eps = 3 keeps the true
 // distance inside the bound for about 99.8% of pairs on clustered test data
 // (TestRaBitQBounds asserts >= 99%).
 //

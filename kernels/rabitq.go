@@ -216,7 +216,7 @@ type Query struct {
 	metric         Metric
 	eps            float32
 	tNorm, tNormSq float32
-	add            float32 // <centroid, query> for inner product and cosine
+	add            float32 // <centroid, query> for inner product
 	step           float32 // fast-scan quantization step
 	absSum         int32   // sum |t'_i| of the fast-scan query
 	scan           scanQuery
@@ -230,8 +230,11 @@ type Query struct {
 
 // PrepareQuery prepares dst for scanning codes encoded against a centroid.
 // qRot is RotateQuery's output, cRot the rotated centroid (nil for the
-// origin). For L2 the query residual is t = qRot - cRot; for inner product
-// and cosine it is qRot itself and <cRot, qRot> is added back, since
+// origin). For L2 the query residual is t = qRot - cRot; so it is for
+// cosine, whose distance on the unit sphere is half the squared L2
+// distance: the estimate's error grows with ‖t‖, and a query near a list's
+// centroid has a small residual but a unit norm. For inner product t is
+// qRot itself and <cRot, qRot> is added back, since
 // <o,q> = <o-c,q> + <c,q>.
 func (rq *RaBitQ) PrepareQuery(dst *Query, qRot, cRot []float32) {
 	dim := rq.cfg.Dim
@@ -243,7 +246,7 @@ func (rq *RaBitQ) PrepareQuery(dst *Query, qRot, cRot []float32) {
 	dst.add = 0
 	if cRot != nil {
 		checkLen(len(cRot), dim)
-		if rq.cfg.Metric == L2 {
+		if rq.cfg.Metric != IP {
 			for i, c := range cRot {
 				dst.t[i] -= c
 			}
@@ -280,7 +283,7 @@ func (q *Query) finish(f *Factors, yt, step float32) (est, bound float32) {
 	case IP:
 		return -(ip + q.add), e
 	}
-	return 1 - (ip + q.add), e
+	return (f.NormSq + q.tNormSq - 2*ip) / 2, e
 }
 
 // FastScan estimates the distances from the query to the 32 vectors of a

@@ -59,7 +59,7 @@ func (d *decoder) handle(ctx context.Context, data []byte) (err error) {
 				// A reconnect replays from the confirmed position, and a
 				// table sync's copy holds what committed before its
 				// snapshot: either is skipped.
-				d.applyTo[e] = m.FinalLSN >= e.SkipBelow()
+				d.applyTo[e] = e.Begin(m.FinalLSN)
 			}
 		}
 	case *pglogrepl.CommitMessage:

@@ -7,7 +7,6 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -165,7 +164,7 @@ func (h *harness) assertConverged(e *indexer.Entry, dims int) {
 	h.catchUp()
 	want := h.tableVectors(e, dims)
 	got := map[string][]float32{}
-	e.Keys(func(k string, v []float32) { got[k] = slices.Clone(v) })
+	e.Keys(func(k string) { got[k], _ = e.Vector(k) })
 	kt := e.KeyType()
 	for k, v := range want {
 		g, ok := got[k]

@@ -302,15 +302,16 @@ func (r *Replicator) runOnce(ctx context.Context) error {
 	dec := newDecoder(tables, repair, r.log, &r.stats)
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	background := make(chan error, 1+len(syncs))
+	background := make(chan error, 2+len(syncs))
 	go func() { background <- r.monitor(sctx, tables, r.cfg.HealthInterval) }()
+	go func() { background <- r.rebuilds(sctx, tables) }()
 	for _, s := range syncs {
 		go func() { background <- r.copy(sctx, s.job, func() { s.repl.Close(context.Background()) }) }()
 	}
 	streamDone := make(chan error, 1)
 	go func() { streamDone <- r.stream(sctx, repl, start, dec, statusEvery) }()
 	// The first failure stops the rest; a sync or the monitor may be it.
-	for waiting := 1 + len(syncs); ; {
+	for waiting := 2 + len(syncs); ; {
 		select {
 		case err := <-streamDone:
 			cancel()
@@ -442,6 +443,11 @@ func oldestApplied(entries []*indexer.Entry, slotAt indexer.LSN) (indexer.LSN, *
 // snapshot creates the slot and copies every table under its snapshot
 // before anything is streamed.
 func (r *Replicator) snapshot(ctx context.Context, repl *pgconn.PgConn, tables []*table) (indexer.LSN, error) {
+	for _, t := range tables {
+		if err := r.beginSyncs(ctx, t, t.entries, false); err != nil {
+			return 0, err
+		}
+	}
 	slot, err := createSlot(ctx, repl, r.cfg.Name, false, r.cfg.SlotTimeout)
 	if err != nil {
 		return 0, err
@@ -456,7 +462,7 @@ func (r *Replicator) snapshot(ctx context.Context, repl *pgconn.PgConn, tables [
 	}
 	for _, t := range tables {
 		for _, e := range t.entries {
-			e.BeginSync(point)
+			e.SetSyncPoint(point)
 		}
 	}
 	for _, t := range tables {
@@ -476,6 +482,14 @@ func (r *Replicator) copyJob(snapshot string, t *table, entries []*indexer.Entry
 				"elapsed", time.Since(began).Round(time.Millisecond).String())
 		},
 	}
+}
+
+// besideStream leaves a core to the stream: a copy that runs while
+// changes are applied reads with one reader fewer than there are cores, so
+// that encoding the copy's rows does not hold up the stream's.
+func (r *Replicator) besideStream(job copyJob) copyJob {
+	job.readers = max(1, min(job.readers, runtime.NumCPU()-1))
+	return job
 }
 
 // copy runs a copy job, calls release (the snapshot is no longer
@@ -502,6 +516,9 @@ func (r *Replicator) copy(ctx context.Context, job copyJob, release func()) erro
 func (r *Replicator) startSyncs(ctx context.Context, pending map[*table][]*indexer.Entry) ([]tableSync, error) {
 	var syncs []tableSync
 	for t, entries := range pending {
+		if err := r.beginSyncs(ctx, t, entries, false); err != nil {
+			return syncs, err
+		}
 		qctx, cancel := r.bounded(ctx)
 		repl, err := connectReplication(qctx, r.cfg.Source)
 		cancel()
@@ -518,10 +535,10 @@ func (r *Replicator) startSyncs(ctx context.Context, pending map[*table][]*index
 			return syncs, err
 		}
 		for _, e := range entries {
-			e.BeginSync(point)
+			e.SetSyncPoint(point)
 		}
 		r.log.Info("copying a table for new indexes while the others stream", "table", t.qualified(), "sync_point", point.String())
-		syncs[len(syncs)-1].job = r.copyJob(slot.SnapshotName, t, entries)
+		syncs[len(syncs)-1].job = r.besideStream(r.copyJob(slot.SnapshotName, t, entries))
 	}
 	if len(syncs) > 0 && r.cfg.BeforeCopy != nil {
 		r.cfg.BeforeCopy()

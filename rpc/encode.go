@@ -20,7 +20,7 @@ const (
 )
 
 // column describes one result column. Values of a column are nil (NULL),
-// int64 (int2/int4/int8), float64 (float8), indexer.LSN (pg_lsn), or
+// int64 (int2/int4/int8), float64 (float8), bool, indexer.LSN (pg_lsn), or
 // string: text, or a key in the canonical form of keyType.
 type column struct {
 	name    string
@@ -147,6 +147,16 @@ func appendValue(dst []byte, col column, v any, binaryFormat bool) []byte {
 			return binary.BigEndian.AppendUint64(dst, uint64(v))
 		}
 		return append(dst, v.String()...)
+	case bool:
+		switch {
+		case binaryFormat && v:
+			return append(dst, 1)
+		case binaryFormat:
+			return append(dst, 0)
+		case v:
+			return append(dst, 't')
+		}
+		return append(dst, 'f')
 	}
 	panic(fmt.Sprintf("rpc: column %s cannot hold a %T", col.name, v))
 }

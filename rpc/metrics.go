@@ -126,6 +126,13 @@ func (m *metrics) write(b *strings.Builder) {
 	}
 }
 
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
 func writeIndexMetrics(b *strings.Builder, statuses []indexer.Status) {
 	gauges := []struct {
 		name, help string
@@ -140,10 +147,11 @@ func writeIndexMetrics(b *strings.Builder, statuses []indexer.Status) {
 		{"vecside_index_copied_rows", "Rows read by the last copy of the index's table.", func(s indexer.Status) float64 { return float64(s.CopiedRows) }},
 		{"vecside_index_checkpoints_total", "Checkpoints written.", func(s indexer.Status) float64 { return float64(s.Checkpoints) }},
 		{"vecside_index_checkpoint_pause_seconds", "How long changes waited for the last checkpoint's copy of the index.", func(s indexer.Status) float64 { return s.CheckpointPause.Seconds() }},
-		{"vecside_index_bytes_per_vector", "Index memory per vector, with the key map and any float store.", func(s indexer.Status) float64 { return s.IndexStats.BytesPerVector(true, true) }},
-		{"vecside_index_code_bytes_per_vector", "Memory of the codes (or float vectors) alone, per vector.", func(s indexer.Status) float64 { return s.IndexStats.BytesPerVector(false, false) }},
-		{"vecside_index_tombstones", "Deleted vectors awaiting compaction.", func(s indexer.Status) float64 { return float64(s.IndexStats.Tombstones) }},
-		{"vecside_index_retrains_total", "Retrains swapped in since start or load.", func(s indexer.Status) float64 { return float64(s.IndexStats.Retrains) }},
+		{"vecside_index_bytes", "Memory the index holds: codes, factors, second-pass codes or vectors, keys and their index, structure.", func(s indexer.Status) float64 { return float64(s.IndexStats.Bytes()) }},
+		{"vecside_index_code_bytes", "Memory of the codes and their factors (or the vectors, for the exact index).", func(s indexer.Status) float64 { return float64(s.IndexStats.CodeBytes) }},
+		{"vecside_index_key_bytes", "Memory of the keys, their index and the row locations.", func(s indexer.Status) float64 { return float64(s.IndexStats.KeyBytes) }},
+		{"vecside_index_rebuilds_total", "Indexes built again from the table and swapped in since start.", func(s indexer.Status) float64 { return float64(s.Rebuilds) }},
+		{"vecside_index_rebuilding", "1 while a rebuild copies the table beside the serving index.", func(s indexer.Status) float64 { return b2f(s.Rebuilding) }},
 		{"vecside_index_checkpoint_seconds", "How long the last checkpoint took in all.", func(s indexer.Status) float64 { return s.CheckpointTime.Seconds() }},
 	}
 	for _, g := range gauges {

@@ -49,12 +49,12 @@ var statusColumns = []column{
 	{name: "lag_bytes", oid: pgtype.Int8OID, size: 8},
 	{name: "covered_lsn", oid: oidPgLSN, size: 8},
 	{name: "copied_rows", oid: pgtype.Int8OID, size: 8},
-	{name: "bytes_per_vector", oid: pgtype.Float8OID, size: 8},
-	{name: "code_bytes_per_vector", oid: pgtype.Float8OID, size: 8},
+	{name: "index_bytes", oid: pgtype.Int8OID, size: 8},
+	{name: "bytes_per_row", oid: pgtype.Float8OID, size: 8},
 	{name: "lists", oid: pgtype.Int8OID, size: 8},
 	{name: "list_max", oid: pgtype.Int8OID, size: 8},
-	{name: "tombstones", oid: pgtype.Int8OID, size: 8},
-	{name: "retrains", oid: pgtype.Int8OID, size: 8},
+	{name: "rebuilds", oid: pgtype.Int8OID, size: 8},
+	{name: "rebuilding", oid: pgtype.BoolOID, size: 1},
 }
 
 func statusRow(s indexer.Status) []any {
@@ -74,8 +74,7 @@ func statusRow(s indexer.Status) []any {
 	return []any{s.Name, s.Table, s.Column, s.Kind, s.Metric.String(), int64(s.Dims),
 		int64(s.Rows), int64(s.Skipped), string(s.State), s.Applied, failure, int64(s.ZeroVectors),
 		s.KeyColumn, slot, s.LagBytes, s.Covered, s.CopiedRows,
-		x.BytesPerVector(true, true), x.BytesPerVector(false, false), int64(len(x.Lists)), int64(listMax),
-		int64(x.Tombstones), int64(x.Retrains)}
+		x.Bytes(), x.BytesPerRow(), int64(len(x.Lists)), int64(listMax), s.Rebuilds, s.Rebuilding}
 }
 
 func knnColumns(kt pgvalue.KeyType) []column {

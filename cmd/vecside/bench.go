@@ -219,6 +219,8 @@ func (b *bench) copyRows(ctx context.Context, lo, hi int) error {
 	return err
 }
 
+func perRow(b int64, rows int) float64 { return float64(b) / float64(max(rows, 1)) }
+
 // measureIndex starts a sidecar with one index and sweeps its settings.
 func (b *bench) measureIndex(ctx context.Context, n int, def string) error {
 	name := fmt.Sprintf("bench_%d", n)
@@ -230,9 +232,9 @@ func (b *bench) measureIndex(ctx context.Context, n int, def string) error {
 	defer sc.Stop()
 	ready := time.Since(t0)
 	st := entry.Status().IndexStats
-	fmt.Fprintf(b.out, "%-26s ready in %.1fs; bytes/vector %.0f codes (+keys %.0f, +float store %.0f); lists %d %s; tombstones %d\n",
-		def, ready.Seconds(), st.BytesPerVector(false, false), st.BytesPerVector(true, false), st.BytesPerVector(true, true),
-		len(st.Lists), st.ListHistogram(), st.Tombstones)
+	fmt.Fprintf(b.out, "%-26s ready in %.1fs; %.0f bytes/row (codes %.0f, floats %.0f, keys %.0f); lists %d %s\n",
+		def, ready.Seconds(), st.BytesPerRow(), perRow(st.CodeBytes, st.Rows), perRow(st.FloatBytes, st.Rows), perRow(st.KeyBytes, st.Rows),
+		len(st.Lists), st.ListHistogram())
 
 	conns := make([]*pgx.Conn, b.p.clients)
 	heaps := make([]*pgx.Conn, b.p.clients)

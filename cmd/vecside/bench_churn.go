@@ -85,16 +85,17 @@ func (b *bench) churn(ctx context.Context, def string) error {
 		return err
 	}
 	applied := time.Since(t0)
-	b.say("churn: %d inserts and %d deletes applied in %.1fs; waiting for retrains", b.p.inserts, b.p.deletes, applied.Seconds())
-	for entry.Status().IndexStats.Retraining {
+	b.say("churn: %d inserts and %d deletes applied in %.1fs; waiting for rebuilds", b.p.inserts, b.p.deletes, applied.Seconds())
+	for entry.Status().Rebuilding || entry.WantsRebuild() {
 		time.Sleep(100 * time.Millisecond)
 	}
 	time.Sleep(time.Second) // keep searching across the swap
 	close(stop)
 	wg.Wait()
-	st := entry.Status().IndexStats
-	fmt.Fprintf(b.out, "churn %s: %d inserts + %d deletes applied in %.1fs under search load: %d queries, %d failed%s; %d retrains, %d rows, lists %d %s, tombstones %d\n",
-		def, b.p.inserts, b.p.deletes, applied.Seconds(), queries.Load(), failures.Load(), errSuffix(firstErr), st.Retrains, st.Rows, len(st.Lists), st.ListHistogram(), st.Tombstones)
+	status := entry.Status()
+	st := status.IndexStats
+	fmt.Fprintf(b.out, "churn %s: %d inserts + %d deletes applied in %.1fs under search load: %d queries, %d failed%s; %d rebuilds, %d rows, lists %d %s\n",
+		def, b.p.inserts, b.p.deletes, applied.Seconds(), queries.Load(), failures.Load(), errSuffix(firstErr), status.Rebuilds, st.Rows, len(st.Lists), st.ListHistogram())
 
 	var live []int
 	for id := range b.rows + b.p.inserts {

@@ -223,9 +223,9 @@ func compareIndex(e *indexer.Entry, want tableState) []string {
 	}
 	got := map[string][]float32{}
 	seen := 0
-	e.Keys(func(key string, vec []float32) {
+	e.Keys(func(key string) {
 		seen++
-		got[key] = append([]float32(nil), vec...)
+		got[key], _ = e.Vector(key)
 	})
 	if seen != len(got) {
 		report("index holds %d entries for %d distinct keys", seen, len(got))

@@ -1,4 +1,4 @@
-package flat
+package store
 
 import (
 	"math"
@@ -8,10 +8,10 @@ import (
 	"github.com/vecside/vecside/kernels"
 )
 
-// Searcher collects the candidates of one coded search (see the package
-// doc): every vector offered comes with an estimate and an error bound, and
-// the searcher keeps those whose lower bound can still beat the k-th
-// smallest upper bound seen. One Searcher serves one query at a time.
+// Searcher collects the candidates of one coded search: every row offered
+// comes with an estimate and an error bound, and the searcher keeps those
+// whose lower bound can still beat the k-th smallest upper bound seen.
+// One Searcher serves one query at a time.
 type Searcher struct {
 	rq      *kernels.RaBitQ
 	k       int
@@ -22,8 +22,8 @@ type Searcher struct {
 	est, bound [kernels.BlockVectors]float32
 }
 
-// Candidate is a vector that may be among the k nearest: its owner's id,
-// its estimated distance (squared for L2) and the lower end of its bound.
+// Candidate is a row that may be among the k nearest: its id, its
+// estimated distance (squared for L2) and the lower end of its bound.
 type Candidate struct {
 	ID       uint32
 	Est, Low float32
@@ -34,12 +34,20 @@ func NewSearcher(rq *kernels.RaBitQ, k int) *Searcher {
 	return &Searcher{rq: rq, k: k, upper: kernels.NewTopK(k)}
 }
 
-// Threshold is the k-th smallest upper bound offered so far: a vector
-// whose lower bound exceeds it is (with the codec's confidence) not among
-// the k nearest. Before k offers it is the largest float32.
+// Reset empties s for a new query for the k nearest.
+func (s *Searcher) Reset(k int) {
+	s.k = k
+	s.upper.Reset(k)
+	s.cands = s.cands[:0]
+	s.scanned = 0
+}
+
+// Threshold is the k-th smallest upper bound offered so far: a row whose
+// lower bound exceeds it is (with the codec's confidence) not among the k
+// nearest. Before k offers it is the largest float32.
 func (s *Searcher) Threshold() float32 { return s.upper.Worst() }
 
-// Scanned counts the vectors estimated so far.
+// Scanned counts the rows estimated so far.
 func (s *Searcher) Scanned() int { return s.scanned }
 
 // Offer considers id at distance est ± bound.
@@ -63,7 +71,8 @@ func (s *Searcher) prune() {
 
 // Result returns the smallest set of candidates that, with the codec's
 // confidence, holds the k nearest: those whose lower bound does not exceed
-// the final k-th upper bound, nearest estimate first, at most limit.
+// the final k-th upper bound, nearest estimate first, at most limit. The
+// slice is the searcher's own, valid until its next use.
 func (s *Searcher) Result(limit int) []Candidate {
 	s.prune()
 	slices.SortFunc(s.cands, func(a, b Candidate) int {
@@ -87,11 +96,24 @@ func Distance(m kernels.Metric, est float32) float64 {
 	return float64(est)
 }
 
-// Allow is a set of an index's internal ids, for a filtered search: a
-// search reads only allowed rows and skips whole blocks that hold none.
+// ExactEstimate is the exact distance in the codec's terms: squared for
+// L2, 1-cos for cosine, the negative inner product for ip.
+func ExactEstimate(m kernels.Metric, q, v []float32) float32 {
+	switch m {
+	case kernels.L2:
+		return kernels.L2Sq(q, v)
+	case kernels.Cosine:
+		return kernels.CosineDistance(q, v)
+	}
+	return -kernels.Dot(q, v)
+}
+
+// Allow is a set of row ids, for a filtered search: a search reads only
+// allowed rows and skips whole blocks that hold none.
 type Allow struct {
 	bits []uint64
 	n    int
+	r    *rows // the rows whose ids these are, when made by Coded.Allow
 }
 
 // NewAllow returns an empty set.
@@ -127,15 +149,16 @@ func (a *Allow) Each(fn func(id uint32)) {
 // Len is the number of ids in the set.
 func (a *Allow) Len() int { return a.n }
 
-// block returns the mask of allowed ids among those of one block.
-func (a *Allow) block(ids []uint32) uint32 {
-	var m uint32
-	for v, id := range ids {
-		if a.Has(id) {
-			m |= 1 << v
+// block returns the slots of mask whose ids are allowed.
+func (a *Allow) block(ids *[kernels.BlockVectors]uint32, mask uint32) uint32 {
+	var out uint32
+	for m := mask; m != 0; m &= m - 1 {
+		v := bits.TrailingZeros32(m)
+		if a.Has(ids[v]) {
+			out |= 1 << v
 		}
 	}
-	return m
+	return out
 }
 
 // DirectFraction is the selectivity below which a filtered search gives up
@@ -143,13 +166,3 @@ func (a *Allow) block(ids []uint32) uint32 {
 // costs about a twentieth of an extended-code estimate per row, so with
 // fewer than that share of rows allowed, visiting them directly is cheaper.
 const DirectFraction = 0.05
-
-// Reset empties s for a new query for the k nearest.
-func (s *Searcher) Reset(k int) {
-	s.k = k
-	s.upper.Reset(k)
-	s.cands = s.cands[:0]
-	s.scanned = 0
-}
-
-func sqrt64(x float64) float64 { return math.Sqrt(x) }

@@ -1,0 +1,212 @@
+package indexer
+
+import (
+	"fmt"
+	"runtime/debug"
+)
+
+// syncState is a copy of the table under way, building a new index beside
+// the serving one (a rebuild) or in place of none (the first copy).
+//
+// The copy reads the table under a snapshot taken at point, while the
+// stream goes on. A change that commits at or after point wins over the
+// copy's row for its key (touched records it); one that committed before
+// point is in the snapshot already. Changes applied before the point is
+// known (the snapshot is taken while the stream runs) go into the new
+// index too, and SetSyncPoint takes back those that turn out older.
+type syncState struct {
+	index   Index // nil while the dimension is unknown
+	skipped map[string]struct{}
+	rebuild bool
+	point   LSN            // 0 until SetSyncPoint
+	touched map[string]LSN // key → commit LSN of its last change since BeginSync
+	// truncated is the commit LSN of the last TRUNCATE since BeginSync: the
+	// copy's rows are void if it is at or after point.
+	truncated LSN
+	copied    int64
+}
+
+// newer reports whether key was changed at or after the snapshot point
+// (or at all, while it is unknown): the copy's row for it is stale.
+func (s *syncState) newer(key string) bool {
+	lsn, ok := s.touched[key]
+	return ok && (s.point == 0 || lsn >= s.point)
+}
+
+// BeginSync starts a first copy of the entry's table (or one that replaces
+// an index found stale or in error): it builds an empty index of the
+// entry's kind from sample (rows of the table, for the kinds that train;
+// tableRows is the table's size, or an estimate), and from now on applies
+// the stream's changes to it. What the entry held is dropped, and it waits
+// in StateBuilding until EndSync. Training runs before any lock is taken.
+//
+// Each BeginSync (or BeginRebuild) is followed by SetSyncPoint, the copy's
+// rows through CopyUpsert, and EndSync, or by AbortSync.
+func (e *Entry) BeginSync(sample [][]float32, tableRows int) error {
+	return e.beginSync(sample, tableRows, false)
+}
+
+// BeginRebuild is BeginSync for an entry that keeps serving: searches use
+// the current index, which keeps following the stream, until EndSync swaps
+// the new one in. An entry that is not ready gets a first copy instead.
+func (e *Entry) BeginRebuild(sample [][]float32, tableRows int) error {
+	state, _ := e.State()
+	return e.beginSync(sample, tableRows, state == StateReady)
+}
+
+func (e *Entry) beginSync(sample [][]float32, tableRows int, rebuild bool) error {
+	var x Index
+	if dims := e.Dims(); dims > 0 || len(sample) > 0 {
+		if dims == 0 {
+			dims = len(sample[0])
+		}
+		good := sample[:0:0]
+		for _, v := range sample {
+			if indexable(v, dims) {
+				good = append(good, v)
+			}
+		}
+		var err error
+		if x, err = newIndex(e.spec, e.KeyType(), dims, good, tableRows); err != nil {
+			return fmt.Errorf("index %s: %w", e.spec.Name, err)
+		}
+		e.mu.Lock()
+		if e.dims == 0 {
+			e.dims = dims
+		}
+		e.mu.Unlock()
+	}
+	e.wmu.Lock()
+	defer e.wmu.Unlock()
+	e.sync = &syncState{index: x, skipped: map[string]struct{}{}, rebuild: rebuild, touched: map[string]LSN{}}
+	if !e.sync.rebuild {
+		// A first copy (or one after an error) starts from nothing: what
+		// the entry held is of no use, and searches wait for the copy.
+		e.index = nil
+		clear(e.skipped)
+		e.mu.Lock()
+		e.state, e.failure = StateBuilding, ""
+		e.covered, e.coveredVersion = 0, 0
+		e.mu.Unlock()
+		e.version.Add(1)
+		e.publish()
+	}
+	return nil
+}
+
+// SetSyncPoint tells the copy under way the LSN of its snapshot. Changes
+// applied to the new index since BeginSync that committed before it are
+// taken back: the copy holds them, in the state they had at the snapshot.
+func (e *Entry) SetSyncPoint(point LSN) {
+	e.wmu.Lock()
+	defer e.wmu.Unlock()
+	s := e.sync
+	if s == nil {
+		return
+	}
+	s.point = point
+	for key, lsn := range s.touched {
+		if lsn < point {
+			deleteIn(s.index, s.skipped, key)
+			delete(s.touched, key)
+		}
+	}
+	if s.truncated < point {
+		s.truncated = 0
+	}
+}
+
+// CopyUpsert stores a row read by the copy, unless the stream has changed
+// that key (or truncated the table) since the snapshot. The row is encoded
+// before the apply lock is taken.
+func (e *Entry) CopyUpsert(key string, vec []float32) {
+	e.wmu.Lock()
+	s := e.sync
+	var x Index
+	if s != nil {
+		x = s.index
+	}
+	e.wmu.Unlock()
+	var row Row
+	if x != nil && indexable(vec, e.Dims()) {
+		row = x.Prepare(vec)
+	}
+	e.wmu.Lock()
+	defer e.wmu.Unlock()
+	if e.sync == nil || e.sync != s {
+		return // aborted or replaced meanwhile
+	}
+	s.copied++
+	if s.newer(key) || s.truncated != 0 {
+		return
+	}
+	e.changed()
+	if !indexable(vec, e.Dims()) {
+		e.skipIn(s.index, s.skipped, key)
+		return
+	}
+	e.insertLocked(&s.index, s.skipped, x, row, key, vec)
+}
+
+// EndSync ends the copy: the new index serves from now on, reflecting the
+// snapshot and every change since. An entry that failed meanwhile stays
+// in error. The entry's applied position moves to the snapshot point if
+// the stream was behind it, and transactions that committed before it
+// are skipped from now on.
+func (e *Entry) EndSync() {
+	e.wmu.Lock()
+	s := e.sync
+	if s == nil {
+		e.wmu.Unlock()
+		return
+	}
+	e.sync = nil
+	e.syncFrom = s.point
+	e.index, e.skipped = s.index, s.skipped
+	e.version.Add(1)
+	e.mu.Lock()
+	e.copied = s.copied
+	if s.rebuild {
+		e.rebuilds++
+	}
+	if e.state != StateError {
+		e.state, e.failure = StateReady, ""
+	}
+	e.mu.Unlock()
+	e.publish()
+	e.wmu.Unlock()
+	e.SetApplied(s.point)
+	if s.copied >= bigCopy {
+		// The copy's garbage (buffers, the training sample, a replaced
+		// index) is gone: give it back to the system now rather than over
+		// minutes, so that the process's size is the index's.
+		debug.FreeOSMemory()
+	}
+}
+
+// bigCopy is the size of copy after which the memory it freed is handed
+// back to the system at once.
+const bigCopy = 100_000
+
+// AbortSync drops a copy that failed: a rebuild leaves the serving index
+// as it was; a first copy leaves the entry building, for the next try.
+func (e *Entry) AbortSync() {
+	e.wmu.Lock()
+	defer e.wmu.Unlock()
+	e.sync = nil
+}
+
+// Syncing reports whether a copy is under way.
+func (e *Entry) Syncing() bool {
+	e.wmu.Lock()
+	defer e.wmu.Unlock()
+	return e.sync != nil
+}
+
+// WantsRebuild reports whether the serving index asks to be built again
+// from the table (its structure has drifted from the data, see the kinds'
+// NeedsRebuild), and no copy is under way.
+func (e *Entry) WantsRebuild() bool {
+	s := e.serving.Load()
+	return s.state == StateReady && s.index != nil && !e.Syncing() && s.index.NeedsRebuild()
+}

@@ -1,0 +1,303 @@
+package indexer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/vecside/vecside/internal/dataset"
+	"github.com/vecside/vecside/internal/pgvalue"
+)
+
+// textEntry is an entry keyed by text, so that tests may name keys freely.
+func textEntry(t testing.TB, def string) *Entry {
+	t.Helper()
+	e := newTestEntry(t, def)
+	if err := e.Configure(pgvalue.KeyText, pgvalue.VectorFloat4Array, 0); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// copyInto runs a whole sync of rows into e, as the replication layer
+// does: train on them, take the snapshot point, copy, end.
+func copyInto(t testing.TB, e *Entry, rows [][]float32, point LSN) {
+	t.Helper()
+	if err := e.BeginSync(rows, len(rows)); err != nil {
+		t.Fatal(err)
+	}
+	e.SetSyncPoint(point)
+	for i, v := range rows {
+		e.CopyUpsert(fmt.Sprint(i), v)
+	}
+	e.EndSync()
+}
+
+// search returns the keys of e's candidates for q.
+func searchKeys(t testing.TB, e *Entry, q []float32, n int) []string {
+	t.Helper()
+	hits, err := e.Search(context.Background(), q, n, DefaultSearchOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for _, h := range hits {
+		keys = append(keys, h.Key)
+	}
+	return keys
+}
+
+// TestRebuildRoutesChanges walks a rebuild through each kind of change:
+// before the snapshot point is known, after it but older than it (the
+// stream lagging), newer than it, and the copy's rows for keys changed
+// since; the serving index keeps answering throughout, and the rebuilt one
+// holds exactly the table's state.
+func TestRebuildRoutesChanges(t *testing.T) {
+	for _, kind := range []string{"kind=flat", "kind=flat store=ext8", "kind=ivf"} {
+		e := textEntry(t, "e=t(v) key=id metric=l2 "+kind)
+		v := func(x float32) []float32 { return []float32{x, 1} }
+		e.Upsert("a", v(1))
+		e.Upsert("b", v(2))
+		e.Upsert("c", v(3))
+		e.SetReady()
+		e.SetApplied(0x50)
+		if err := e.BeginRebuild([][]float32{v(1), v(2), v(3)}, 3); err != nil {
+			t.Fatal(err)
+		}
+		// Before the point is known: into both, sorted out later.
+		if !e.Begin(0x60) {
+			t.Fatal("the stream's next transaction skipped during a rebuild")
+		}
+		e.Upsert("a", v(10)) // 0x60: older than the snapshot, which has it
+		e.SetApplied(0x61)
+		e.SetSyncPoint(0x100)
+		e.Begin(0x80) // still older: serving index only
+		e.Delete("b")
+		e.SetApplied(0x81)
+		e.Begin(0x120) // newer: both, and the copy's row loses
+		e.Upsert("c", v(30))
+		e.Upsert("d", v(40))
+		e.SetApplied(0x121)
+		// The table as of 0x100: a=10, c=3, no b (deleted at 0x80), e=5.
+		e.CopyUpsert("a", v(10))
+		e.CopyUpsert("c", v(3))
+		e.CopyUpsert("e", v(5))
+		if got := searchKeys(t, e, v(5), 10); slices.Contains(got, "e") || slices.Contains(got, "b") {
+			t.Fatalf("%s: the serving index answered from the copy, or kept a deleted key: %v", kind, got)
+		}
+		e.EndSync()
+		want := map[string][]float32{"a": v(10), "c": v(30), "d": v(40), "e": v(5)}
+		if st := e.Status(); st.Rows != len(want) || st.Rebuilds != 1 || st.State != StateReady {
+			t.Fatalf("%s: after the rebuild: %+v", kind, st)
+		}
+		for k, vec := range want {
+			if got := searchKeys(t, e, vec, 1); len(got) != 1 || got[0] != k {
+				t.Fatalf("%s: %s is not nearest to its own vector %v: %v", kind, k, vec, got)
+			}
+		}
+		if e.Known("b") {
+			t.Fatalf("%s: deleted key b is back", kind)
+		}
+	}
+}
+
+// A first copy with the stream behind its snapshot point: the entry
+// applies nothing older than the point once the copy is in.
+func TestSyncSkipsOlderTransactions(t *testing.T) {
+	e := textEntry(t, "e=t(v) key=id metric=l2")
+	copyInto(t, e, [][]float32{{1, 1}, {2, 2}}, 0x200)
+	if e.Applied() != 0x200 || e.Begin(0x150) || !e.Begin(0x200) {
+		t.Fatalf("applied %s; a transaction committed before the snapshot point is not skipped", e.Applied())
+	}
+}
+
+// A failure met while a copy runs is kept when the copy ends: an index in
+// error must not be put back to ready (and serve stale data that is never
+// updated again).
+func TestEndSyncKeepsAFailure(t *testing.T) {
+	e := textEntry(t, "e=t(v) key=id metric=l2 kind=ivf")
+	if err := e.BeginSync([][]float32{{1, 1}}, 1); err != nil {
+		t.Fatal(err)
+	}
+	e.SetSyncPoint(0x10)
+	e.CopyUpsert("a", []float32{1, 1})
+	e.Fail(errors.New("column v changed type"))
+	e.EndSync()
+	if state, why := e.State(); state != StateError || why != "column v changed type" {
+		t.Fatalf("state %s (%s) after a copy that ended in error", state, why)
+	}
+	if _, err := e.Search(context.Background(), []float32{1, 1}, 1, DefaultSearchOptions()); !errors.Is(err, ErrNotReady) {
+		t.Fatalf("search of an index in error: %v", err)
+	}
+}
+
+// An index made from no sample (its table was empty at the copy) asks to
+// be rebuilt once enough rows have come.
+func TestIndexMadeAfterCopyAsksForRebuild(t *testing.T) {
+	data, _ := dataset.Clustered{Seed: 5, Rows: 3000, Dims: 16}.Generate()
+	for _, kind := range []string{"kind=ivf", "kind=flat store=ext4"} {
+		e := textEntry(t, "e=t(v) key=id metric=l2 "+kind)
+		copyInto(t, e, nil, 0x10)
+		for i, v := range data {
+			if i == 500 && e.WantsRebuild() {
+				t.Fatalf("%s: a rebuild asked for at 500 rows", kind)
+			}
+			e.Upsert(fmt.Sprint(i), v)
+		}
+		if !e.WantsRebuild() {
+			t.Fatalf("%s: %d rows in an index made from nothing, no rebuild asked for", kind, e.Status().Rows)
+		}
+		copyInto(t, e, data, 0x20)
+		if e.WantsRebuild() {
+			t.Fatalf("%s: still asks for a rebuild after one", kind)
+		}
+	}
+}
+
+// The copy's readers and the stream write at once while searches run
+// (run it with -race): every change lands, none waits for a search, and
+// the result is the table's state.
+func TestSyncBesideChangesAndSearches(t *testing.T) {
+	const rows, dims = 20000, 16
+	data, queries := dataset.Clustered{Seed: 9, Rows: rows + 5000, Queries: 50, Dims: dims}.Generate()
+	for _, kind := range []string{"kind=flat", "kind=ivf", "kind=flat store=ext4"} {
+		e := textEntry(t, "e=t(v) key=id metric=l2 "+kind)
+		copyInto(t, e, data[:5000], 0x10)
+		stop := make(chan struct{})
+		var wg sync.WaitGroup
+		for range 2 {
+			wg.Go(func() {
+				for i := 0; ; i++ {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					if _, err := e.Search(context.Background(), queries[i%len(queries)], 10, DefaultSearchOptions()); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			})
+		}
+		if err := e.BeginRebuild(data[:rows], rows); err != nil {
+			t.Fatal(err)
+		}
+		e.SetSyncPoint(0x100)
+		want := map[string][]float32{}
+		for i, v := range data[:rows] {
+			want[fmt.Sprint(i)] = v
+		}
+		var copiers sync.WaitGroup
+		for part := range 2 {
+			copiers.Go(func() {
+				for i := part; i < rows; i += 2 {
+					e.CopyUpsert(fmt.Sprint(i), data[i])
+				}
+			})
+		}
+		rng := rand.New(rand.NewPCG(1, 2))
+		for n := range 3000 {
+			e.Begin(LSN(0x200 + n))
+			k := fmt.Sprint(rng.IntN(rows + 5000))
+			if rng.IntN(3) == 0 {
+				e.Delete(k)
+				delete(want, k)
+			} else {
+				v := data[rows+rng.IntN(5000)]
+				e.Upsert(k, v)
+				want[k] = v
+			}
+			e.SetApplied(LSN(0x200 + n + 1))
+		}
+		copiers.Wait()
+		e.EndSync()
+		close(stop)
+		wg.Wait()
+		if n := e.Status().Rows; n != len(want) {
+			t.Fatalf("%s: %d rows, want %d", kind, n, len(want))
+		}
+		got := map[string]bool{}
+		e.Keys(func(k string) { got[k] = true })
+		for k := range want {
+			if !got[k] {
+				t.Fatalf("%s: key %s lost", kind, k)
+			}
+		}
+		if v, ok := e.Vector("7"); ok && !slices.Equal(v, want["7"]) {
+			t.Fatalf("%s: key 7 holds %v, want %v", kind, v, want["7"])
+		}
+	}
+}
+
+// An entry whose table has no valid row yet still writes a checkpoint, so
+// that its position is covered by construction, not only by the idle
+// record's timing; it loads back as an entry with no index.
+func TestCheckpointWithoutIndex(t *testing.T) {
+	dir := t.TempDir()
+	e := textEntry(t, "e=t(v) key=id metric=l2")
+	copyInto(t, e, nil, 0x30)
+	e.Upsert("n", nil) // a row whose vector is NULL
+	e.SetApplied(0x40)
+	if _, err := e.Checkpoint(dir, testSource); err != nil {
+		t.Fatal(err)
+	}
+	if e.Covered() != 0x40 {
+		t.Fatalf("covered %s after a checkpoint at 0/40 of an entry with no index", e.Covered())
+	}
+	loaded := textEntry(t, "e=t(v) key=id metric=l2")
+	if lsn, err := loaded.LoadCheckpoint(dir, testSource, nil); err != nil || lsn != 0x40 {
+		t.Fatalf("load: %s, %v", lsn, err)
+	}
+	if st := loaded.Status(); st.Skipped != 1 || st.Rows != 0 || st.State != StateReady {
+		t.Fatalf("loaded: %+v", st)
+	}
+	loaded.Upsert("a", []float32{1, 2})
+	if got := searchKeys(t, loaded, []float32{1, 2}, 1); len(got) != 1 || got[0] != "a" {
+		t.Fatalf("after the first row: %v", got)
+	}
+}
+
+// The number of searches running at once is bounded: beyond the running
+// and queued limits a search is turned away at once with ErrOverloaded,
+// and a queued one runs when a turn comes.
+func TestAdmission(t *testing.T) {
+	a := newAdmission(Limits{Running: 1, Queued: 1})
+	leave, err := a.enter(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	queued := make(chan error, 1)
+	go func() {
+		done, err := a.enter(context.Background())
+		if err == nil {
+			done()
+		}
+		queued <- err
+	}()
+	for a.waiting.Load() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	if _, err := a.enter(context.Background()); !errors.Is(err, ErrOverloaded) {
+		t.Fatalf("a third search: %v, want ErrOverloaded", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Millisecond)
+	defer cancel()
+	leave()
+	if err := <-queued; err != nil {
+		t.Fatalf("the queued search: %v", err)
+	}
+	leave2, err := a.enter(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leave2()
+	if a.rejected.Load() != 1 || a.admitted.Load() != 3 {
+		t.Fatalf("rejected %d admitted %d", a.rejected.Load(), a.admitted.Load())
+	}
+}

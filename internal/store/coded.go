@@ -1,0 +1,716 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"github.com/vecside/vecside/kernels"
+)
+
+// Hit is a search result: a key and its distance under the index's metric.
+type Hit struct {
+	Key      string
+	Distance float64
+}
+
+// Coded holds the rows of a quantized index: a fixed set of centroids, one
+// List of 1-bit codes per centroid, and per row id its key, where its code
+// sits, and its second-pass data (an extended code, or the float32 vector
+// with store=float). The ivf kind has many centroids; the coded flat kind
+// has one, the mean.
+//
+// Writers (Put, Delete, Rename) serialise on a mutex, and encode outside
+// it, so rows copied in parallel encode in parallel. Searches and
+// snapshots take no lock: they pin an epoch (see Epochs), and every row
+// they can reach stays as it was until they unpin. A search sees every
+// change published before it started; a change made while it runs may or
+// may not be seen, and a key updated meanwhile is returned at most once.
+type Coded struct {
+	cfg       CodedConfig
+	rq        *kernels.RaBitQ
+	centroids []float32 // row-major, in the codec's space
+	cRot      []float32 // the centroids rotated, for PrepareQuery
+	// cur is the rows; Clear replaces them whole, and a search keeps the
+	// ones it loaded.
+	cur atomic.Pointer[rows]
+
+	mu    sync.Mutex // writers
+	prep  sync.Pool  // *prepared
+	query sync.Pool  // *query
+}
+
+// rows is one generation of a Coded's rows.
+type rows struct {
+	lists  []*List
+	spread []listSpread
+	ep     *Epochs
+	keys   *Keys
+	loc    *Slab[uint64] // id → list<<32 | slot
+	ext    *Slab[byte]   // id → extended code
+	extF   *Slab[kernels.Factors]
+	floats *Slab[float32]      // id → vector, store=float
+	zeros  map[string]struct{} // cosine zero vectors: held, never returned
+	nzeros atomic.Int64
+}
+
+// CodedConfig configures a Coded.
+type CodedConfig struct {
+	Metric kernels.Metric
+	Dims   int
+	Store  Kind   // Ext4, Ext8 or Float
+	Seed   uint64 // of the random rotation
+	// KeyWidth is the bytes of a fixed-width key, 0 for variable.
+	KeyWidth int
+}
+
+// Codec returns the RaBitQ codec of cfg.
+func (cfg CodedConfig) Codec() (*kernels.RaBitQ, error) {
+	return kernels.NewRaBitQ(kernels.RaBitQConfig{Dim: cfg.Dims, Metric: cfg.Metric, ExBits: cfg.Store.ExBits(), Seed: cfg.Seed})
+}
+
+// listSpread is what probing needs to know of a list's spread around its
+// centroid (see ivf's probing): kept by writers as rows are appended,
+// read by searches.
+type listSpread struct {
+	sum   float64       // squared distances of the rows appended from the centroid
+	n     int           // rows appended
+	rms   atomic.Uint32 // √(sum/n), float32 bits
+	reach atomic.Uint32 // σ·√(2 ln n) with σ² = sum/(n·dims): ip's expected largest projection
+}
+
+// NewCoded returns an empty Coded with the given centroids (row-major, in
+// the codec's space: normalised for cosine); nil centroids mean one list
+// around the origin.
+func NewCoded(cfg CodedConfig, centroids []float32) (*Coded, error) {
+	rq, err := cfg.Codec()
+	if err != nil {
+		return nil, err
+	}
+	if len(centroids) == 0 {
+		centroids = make([]float32, cfg.Dims)
+	}
+	if len(centroids)%cfg.Dims != 0 {
+		return nil, fmt.Errorf("store: %d centroid values for %d dimensions", len(centroids), cfg.Dims)
+	}
+	x := &Coded{cfg: cfg, rq: rq, centroids: centroids, cRot: make([]float32, len(centroids))}
+	for c := range x.Lists() {
+		rq.Rotate(x.cRot[c*cfg.Dims:(c+1)*cfg.Dims], x.Centroid(c))
+	}
+	x.cur.Store(x.newRows())
+	return x, nil
+}
+
+func (x *Coded) newRows() *rows {
+	k := x.Lists()
+	ep := NewEpochs()
+	r := &rows{lists: make([]*List, k), ep: ep, keys: NewKeys(x.cfg.KeyWidth, ep), loc: NewSlab[uint64](1), zeros: map[string]struct{}{}}
+	for c := range r.lists {
+		r.lists[c] = NewList(x.rq.CodeBytes())
+	}
+	r.spread = make([]listSpread, k)
+	if x.cfg.Store == Float {
+		r.floats = NewSlab[float32](x.cfg.Dims)
+	} else {
+		r.ext, r.extF = NewSlab[byte](x.rq.ExtBytes()), NewSlab[kernels.Factors](1)
+	}
+	r.keys.OnReclaim(func(id uint32) {
+		l := *r.loc.At(id)
+		r.lists[l>>32].Free(uint32(l))
+	})
+	return r
+}
+
+// Clear removes every row; the centroids stay. Searches under way finish
+// on the rows they started with.
+func (x *Coded) Clear() {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.cur.Store(x.newRows())
+}
+
+// Config is the configuration the rows were made with.
+func (x *Coded) Config() CodedConfig { return x.cfg }
+
+// Codec is the RaBitQ codec of the rows.
+func (x *Coded) Codec() *kernels.RaBitQ { return x.rq }
+
+// Lists is the number of lists (centroids).
+func (x *Coded) Lists() int { return len(x.centroids) / x.cfg.Dims }
+
+// Centroid returns centroid c (do not modify).
+func (x *Coded) Centroid(c int) []float32 { return x.centroids[c*x.cfg.Dims : (c+1)*x.cfg.Dims] }
+
+// Centroids returns every centroid, row-major (do not modify).
+func (x *Coded) Centroids() []float32 { return x.centroids }
+
+// RotatedCentroids returns the rotated centroids, row-major (do not
+// modify), for ranking lists against a rotated query.
+func (x *Coded) RotatedCentroids() []float32 { return x.cRot }
+
+// Reach is list c's expected largest projection of a row on a unit query
+// direction, relative to its centroid.
+func (x *Coded) Reach(c int) float32 {
+	return math.Float32frombits(x.cur.Load().spread[c].reach.Load())
+}
+
+// Radius is the root mean square distance of list c's rows from its
+// centroid.
+func (x *Coded) Radius(c int) float32 {
+	return math.Float32frombits(x.cur.Load().spread[c].rms.Load())
+}
+
+// ListLive is the number of live rows in list c.
+func (x *Coded) ListLive(c int) int { return x.cur.Load().lists[c].Live() }
+
+// Len is the number of keys held, zero vectors included.
+func (x *Coded) Len() int {
+	r := x.cur.Load()
+	return r.keys.Len() + int(r.nzeros.Load())
+}
+
+// ZeroVectors counts held vectors that have no cosine distance.
+func (x *Coded) ZeroVectors() int { return int(x.cur.Load().nzeros.Load()) }
+
+// Has reports whether key is held.
+func (x *Coded) Has(key string) bool {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	r := x.cur.Load()
+	if _, ok := r.zeros[key]; ok {
+		return true
+	}
+	_, ok := r.keys.Lookup(key)
+	return ok
+}
+
+// prepared is a row encoded outside the writers' lock.
+type prepared struct {
+	list  int
+	enc   Encoded
+	space []float32
+	dist  []float32
+}
+
+// ToCodecSpace copies v into dst, normalised for the cosine metric: the
+// space the centroids live in.
+func ToCodecSpace(m kernels.Metric, dst, v []float32) []float32 {
+	dst = append(dst[:0], v...)
+	if m == kernels.Cosine {
+		if n := kernels.Dot(dst, dst); n > 0 {
+			s := float32(1 / math.Sqrt(float64(n)))
+			for i := range dst {
+				dst[i] *= s
+			}
+		}
+	}
+	return dst
+}
+
+// Nearest returns the centroid nearest to v (in the codec's space) by L2,
+// using dist (one per centroid) as scratch.
+func Nearest(v, centroids, dist []float32) int {
+	kernels.L2SqBlock(v, centroids, dist)
+	best := 0
+	for c, d := range dist {
+		if d < dist[best] {
+			best = c
+		}
+	}
+	return best
+}
+
+func (x *Coded) prepare(vec []float32) *prepared {
+	p, _ := x.prep.Get().(*prepared)
+	if p == nil {
+		p = &prepared{enc: NewEncoded(x.rq), dist: make([]float32, x.Lists())}
+	}
+	p.list = 0
+	if x.Lists() > 1 {
+		p.space = ToCodecSpace(x.cfg.Metric, p.space, vec)
+		p.list = Nearest(p.space, x.centroids, p.dist)
+	}
+	p.enc.Encode(x.rq, vec, x.Centroid(p.list))
+	return p
+}
+
+// Put inserts key or replaces its vector, encoded against its nearest
+// centroid. vec must have Dims elements; it is not kept.
+func (x *Coded) Put(key string, vec []float32) { x.Insert(key, x.Prepare(vec)) }
+
+// insertLocked stores a new row: everything under its id first, then its
+// slot in the list, which publishes it to searches.
+func (x *rows) insert(dims int, key string, list int, e *Encoded, vec []float32) {
+	id := x.keys.Alloc(key)
+	x.loc.Grow(int(id) + 1)
+	if x.floats != nil {
+		x.floats.Grow(int(id) + 1)
+		copy(x.floats.Row(id), vec)
+	} else {
+		x.ext.Grow(int(id) + 1)
+		x.extF.Grow(int(id) + 1)
+		copy(x.ext.Row(id), e.Ext)
+		*x.extF.At(id) = e.XF
+	}
+	sp := &x.spread[list]
+	sp.sum += float64(e.F.NormSq)
+	sp.n++
+	n := float64(sp.n)
+	sp.rms.Store(math.Float32bits(float32(math.Sqrt(sp.sum / n))))
+	if n >= 2 {
+		reach := math.Sqrt(sp.sum/(n*float64(dims))) * math.Sqrt(2*math.Log(n))
+		sp.reach.Store(math.Float32bits(float32(reach)))
+	}
+	slot := x.lists[list].Insert(id, e.Code, e.F)
+	*x.loc.At(id) = uint64(list)<<32 | uint64(slot)
+	x.keys.Publish(id)
+}
+
+// Delete removes key, reporting whether it was present.
+func (x *Coded) Delete(key string) bool {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.cur.Load().delete(key)
+}
+
+func (x *rows) delete(key string) bool {
+	if _, ok := x.zeros[key]; ok {
+		delete(x.zeros, key)
+		x.nzeros.Add(-1)
+		return true
+	}
+	id, ok := x.keys.Remove(key)
+	if !ok {
+		return false
+	}
+	l := *x.loc.At(id)
+	x.lists[l>>32].Kill(uint32(l))
+	return true
+}
+
+// Rename gives the row of from the key to, replacing any row of to. It
+// reports whether from was present.
+func (x *Coded) Rename(from, to string) bool {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	r := x.cur.Load()
+	if _, ok := r.zeros[from]; ok {
+		r.delete(to)
+		delete(r.zeros, from)
+		r.zeros[to] = struct{}{}
+		return true
+	}
+	id, ok := r.keys.Lookup(from)
+	if !ok {
+		return false
+	}
+	if from == to {
+		return true
+	}
+	r.delete(to)
+	e, list := r.rowCodes(x.rq, id)
+	var vec []float32
+	if r.floats != nil {
+		vec = slices.Clone(r.floats.Row(id))
+	}
+	r.delete(from)
+	r.insert(x.cfg.Dims, to, list, &e, vec)
+	return true
+}
+
+// rowCodes reads back id's codes and list.
+func (x *rows) rowCodes(rq *kernels.RaBitQ, id uint32) (Encoded, int) {
+	e := NewEncoded(rq)
+	l := *x.loc.At(id)
+	e.F = x.lists[l>>32].Code(uint32(l), e.Code)
+	if x.ext != nil {
+		copy(e.Ext, x.ext.Row(id))
+		e.XF = *x.extF.At(id)
+	}
+	return e, int(l >> 32)
+}
+
+// Vector returns key's float32 vector (store=float only).
+func (x *Coded) Vector(key string) ([]float32, bool) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	r := x.cur.Load()
+	if r.floats == nil {
+		return nil, false
+	}
+	if _, ok := r.zeros[key]; ok {
+		return make([]float32, x.cfg.Dims), true
+	}
+	id, ok := r.keys.Lookup(key)
+	if !ok {
+		return nil, false
+	}
+	return slices.Clone(r.floats.Row(id)), true
+}
+
+// Each calls fn for every key held when it was called.
+func (x *Coded) Each(fn func(key string)) {
+	x.mu.Lock()
+	r := x.cur.Load()
+	var keys []string
+	r.keys.Each(func(id uint32) { keys = append(keys, r.keys.Key(id)) })
+	for k := range r.zeros {
+		keys = append(keys, k)
+	}
+	x.mu.Unlock()
+	for _, k := range keys {
+		fn(k)
+	}
+}
+
+// query is one search's scratch.
+type query struct {
+	x     *Coded
+	r     *rows
+	q     []float32
+	qRot  []float32
+	pq    kernels.Query
+	s     *Searcher
+	order []int
+	done  <-chan struct{}
+}
+
+func (x *Coded) getQuery(k int) *query {
+	qs, _ := x.query.Get().(*query)
+	if qs == nil {
+		qs = &query{x: x, qRot: make([]float32, x.cfg.Dims), s: NewSearcher(x.rq, k)}
+	}
+	qs.s.Reset(k)
+	return qs
+}
+
+// second is the precise estimate of a row that survived the fast scan.
+func (qs *query) second(id uint32, f *kernels.Factors) (float32, float32) {
+	if r := qs.r; r.floats != nil {
+		return ExactEstimate(qs.x.cfg.Metric, qs.q, r.floats.Row(id)), 0
+	}
+	return qs.x.rq.ExtEstimate(&qs.pq, qs.r.ext.Row(id), qs.r.extF.At(id))
+}
+
+func (qs *query) stopped() bool { return Closed(qs.done) }
+
+// Closed reports whether done (a context's Done channel) is closed: a
+// channel check, cheap enough for a search to make every few blocks.
+func Closed(done <-chan struct{}) bool {
+	select {
+	case <-done:
+		return true
+	default:
+		return false
+	}
+}
+
+// Probe chooses the lists a search scans. Order gets the rotated query and
+// returns list numbers nearest first; More is asked before each list after
+// the first whether to go on, given how many lists were scanned and the
+// searcher's current k-th upper bound.
+type Probe struct {
+	Order func(qRot []float32, dst []int) []int
+	More  func(scanned int, threshold float32) bool
+}
+
+// Search returns the smallest set of candidates that, with the codec's
+// confidence, holds the k nearest to q among the rows of the lists probe
+// picks, at most limit of them, nearest estimate first. A non-nil allow
+// restricts the search to its ids (see Allow, taken under the same Pin):
+// below DirectFraction of the rows it estimates the allowed rows one by
+// one instead. It gives up with ctx's error once ctx ends.
+func (x *Coded) Search(ctx context.Context, q []float32, k, limit int, probe Probe, allow *Allow) ([]Hit, error) {
+	if len(q) != x.cfg.Dims {
+		panic(fmt.Sprintf("store: %d-d query against %d-d index", len(q), x.cfg.Dims))
+	}
+	if x.cfg.Metric == kernels.Cosine && kernels.Dot(q, q) == 0 {
+		return nil, nil // no row has a cosine distance to the zero vector
+	}
+	r := x.cur.Load()
+	if allow != nil && allow.r != nil {
+		r = allow.r
+	}
+	g := r.ep.Pin()
+	defer g.Unpin()
+	qs := x.getQuery(k)
+	defer x.query.Put(qs)
+	qs.q, qs.r, qs.done = q, r, ctx.Done()
+	defer func() { qs.q, qs.r, qs.done = nil, nil, nil }()
+	x.rq.RotateQuery(qs.qRot, q)
+	if allow != nil && float64(allow.Len()) < DirectFraction*float64(r.keys.Len()) {
+		x.scanAllowed(qs, allow)
+	} else {
+		qs.order = probe.Order(qs.qRot, qs.order[:0])
+		d := x.cfg.Dims
+		for i, c := range qs.order {
+			if qs.stopped() {
+				break
+			}
+			if i > 0 && probe.More != nil && !probe.More(i, qs.s.Threshold()) {
+				break
+			}
+			x.rq.PrepareQuery(&qs.pq, qs.qRot, x.cRot[c*d:(c+1)*d])
+			if !r.lists[c].Scan(qs.s, &qs.pq, qs.second, allow, qs.stopped) {
+				break
+			}
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return r.hits(x.cfg.Metric, qs.s.Result(limit)), nil
+}
+
+// hits turns candidates into keys and distances; a key updated while the
+// search ran may have been seen under its old and its new id, and is
+// returned once, at its nearer estimate.
+func (x *rows) hits(m kernels.Metric, found []Candidate) []Hit {
+	hits := make([]Hit, 0, len(found))
+	seen := make(map[string]struct{}, len(found))
+	for _, c := range found {
+		key := x.keys.Key(c.ID)
+		if _, dup := seen[key]; dup {
+			continue
+		}
+		seen[key] = struct{}{}
+		hits = append(hits, Hit{Key: key, Distance: Distance(m, c.Est)})
+	}
+	return hits
+}
+
+// scanAllowed estimates every allowed row directly, list by list.
+func (x *Coded) scanAllowed(qs *query, allow *Allow) {
+	type at struct{ list, slot uint32 }
+	var found []at
+	allow.Each(func(id uint32) {
+		if qs.r.keys.Live(id) {
+			l := *qs.r.loc.At(id)
+			found = append(found, at{uint32(l >> 32), uint32(l)})
+		}
+	})
+	slices.SortFunc(found, func(a, b at) int { return int(a.list) - int(b.list) })
+	d := x.cfg.Dims
+	var slots []uint32
+	for i := 0; i < len(found) && !qs.stopped(); {
+		c := found[i].list
+		slots = slots[:0]
+		for ; i < len(found) && found[i].list == c; i++ {
+			slots = append(slots, found[i].slot)
+		}
+		x.rq.PrepareQuery(&qs.pq, qs.qRot, x.cRot[int(c)*d:int(c+1)*d])
+		qs.r.lists[c].ScanSlots(qs.s, slots, qs.second)
+	}
+}
+
+// Allow turns keys into the set of their ids, for a Search that must
+// follow before release is called; unknown keys are ignored. The ids stay
+// valid, and the search uses the rows they name, until then.
+func (x *Coded) Allow(keys []string) (a *Allow, release func()) {
+	r := x.cur.Load()
+	g := r.ep.Pin()
+	a = NewAllow()
+	a.r = r
+	for _, k := range keys {
+		if id, ok := r.keys.Lookup(k); ok && r.keys.Live(id) {
+			a.Add(id)
+		}
+	}
+	return a, g.Unpin
+}
+
+// Bytes is the memory the rows hold: codes, factors, second-pass data,
+// keys and their index, locations, centroids.
+func (x *Coded) Bytes() (codes, floats, keys int64) {
+	r := x.cur.Load()
+	codes = int64(8 * len(x.centroids))
+	for _, l := range r.lists {
+		codes += l.Bytes()
+	}
+	if r.floats != nil {
+		floats = r.floats.Bytes()
+	} else {
+		codes += r.ext.Bytes() + r.extF.Bytes()
+	}
+	keys = r.keys.Bytes() + r.loc.Bytes()
+	return codes, floats, keys
+}
+
+// Lives returns the live rows of each list.
+func (x *Coded) Lives() []int {
+	r := x.cur.Load()
+	out := make([]int, len(r.lists))
+	for c, l := range r.lists {
+		out[c] = l.Live()
+	}
+	return out
+}
+
+const (
+	codedMagic   = "VSCD"
+	codedVersion = 1
+)
+
+// Snapshot captures the rows as they are now, under the writers' lock for
+// as long as copying the live set and the zero vectors takes (a bit per
+// row), and returns the function that writes them, which may run while
+// writers go on: the rows it writes stay as they were until release,
+// which the caller must call once done with write.
+//
+// Format: "VSCD" version store, codec state, zero-vector keys, centroids,
+// then each live row: key, list, 1-bit code and factors, then its
+// extended code and factors or its float32 vector.
+func (x *Coded) Snapshot() (write func(io.Writer) error, release func()) {
+	x.mu.Lock()
+	r := x.cur.Load()
+	g := r.ep.Pin()
+	live := r.keys.LiveCopy()
+	zeros := make([]string, 0, len(r.zeros))
+	for k := range r.zeros {
+		zeros = append(zeros, k)
+	}
+	x.mu.Unlock()
+	slices.Sort(zeros)
+	write = func(w io.Writer) error {
+		b := NewBodyWriter(w)
+		b.Raw([]byte(codedMagic))
+		b.Raw([]byte{codedVersion, byte(x.cfg.Store)})
+		state, _ := x.rq.MarshalBinary()
+		b.String(string(state))
+		b.Uvarint(uint64(len(zeros)))
+		for _, k := range zeros {
+			b.String(k)
+		}
+		b.Uvarint(uint64(x.Lists()))
+		b.Floats(x.centroids)
+		n := 0
+		for _, w := range live {
+			n += popcount(w)
+		}
+		b.Uvarint(uint64(n))
+		for w, word := range live {
+			for ; word != 0; word &= word - 1 {
+				id := uint32(w*64 + trailingZeros(word))
+				e, list := r.rowCodes(x.rq, id)
+				b.String(r.keys.Key(id))
+				b.Uvarint(uint64(list))
+				b.Encoded(&e, r.ext != nil)
+				if r.floats != nil {
+					b.Floats(r.floats.Row(id))
+				}
+			}
+		}
+		return b.Flush()
+	}
+	return write, g.Unpin
+}
+
+// LoadCoded reads a body written by a Coded's Snapshot; cfg's Seed is
+// taken from the body.
+func LoadCoded(in io.Reader, cfg CodedConfig) (*Coded, error) {
+	br := NewBodyReader(in)
+	var head [6]byte
+	br.Raw(head[:])
+	if br.Err() == nil && (string(head[:4]) != codedMagic || head[4] != codedVersion) {
+		return nil, fmt.Errorf("store: not a coded body of version %d", codedVersion)
+	}
+	var rq kernels.RaBitQ
+	if err := rq.UnmarshalBinary([]byte(br.String())); br.Err() == nil && err != nil {
+		return nil, fmt.Errorf("store: %w", err)
+	}
+	if br.Err() != nil {
+		return nil, fmt.Errorf("store: %w", br.Err())
+	}
+	if c := rq.Config(); c.Dim != cfg.Dims || c.Metric != cfg.Metric || Kind(head[5]) != cfg.Store || c.ExBits != cfg.Store.ExBits() {
+		return nil, fmt.Errorf("store: body holds a %d-d %s store=%s index, want %d-d %s store=%s", c.Dim, c.Metric, Kind(head[5]), cfg.Dims, cfg.Metric, cfg.Store)
+	}
+	cfg.Seed = rq.Config().Seed
+	var zeros []string
+	for range br.Count(MaxRows) {
+		zeros = append(zeros, br.String())
+	}
+	k := br.Count(MaxRows / uint64(cfg.Dims))
+	centroids := make([]float32, k*cfg.Dims)
+	br.Floats(centroids)
+	if br.Err() != nil {
+		return nil, fmt.Errorf("store: %w", br.Err())
+	}
+	x, err := NewCoded(cfg, centroids)
+	if err != nil {
+		return nil, err
+	}
+	r := x.cur.Load()
+	for _, z := range zeros {
+		r.zeros[z] = struct{}{}
+	}
+	r.nzeros.Store(int64(len(zeros)))
+	e := NewEncoded(x.rq)
+	vec := make([]float32, cfg.Dims)
+	for range br.Count(MaxRows) {
+		key := br.String()
+		list := br.Count(uint64(k - 1))
+		br.Encoded(&e, r.ext != nil)
+		if r.floats != nil {
+			br.Floats(vec)
+		}
+		if br.Err() != nil {
+			break
+		}
+		if _, dup := r.keys.Lookup(key); dup {
+			return nil, fmt.Errorf("store: key %x stored twice", key)
+		}
+		r.insert(cfg.Dims, key, list, &e, vec)
+	}
+	if br.Err() != nil {
+		return nil, fmt.Errorf("store: %w", br.Err())
+	}
+	return x, nil
+}
+
+// Stats reports the rows' size and shape.
+func (x *Coded) Stats() Stats {
+	codes, floats, keys := x.Bytes()
+	return Stats{Rows: x.Len(), CodeBytes: codes, FloatBytes: floats, KeyBytes: keys, Lists: x.Lives()}
+}
+
+// Prepared is a row encoded for Insert, outside the writers' lock.
+type Prepared struct {
+	p    *prepared
+	vec  []float32 // store=float
+	zero bool      // a cosine zero vector
+}
+
+// Prepare encodes vec against its nearest centroid, for Insert.
+func (x *Coded) Prepare(vec []float32) *Prepared {
+	if len(vec) != x.cfg.Dims {
+		panic(fmt.Sprintf("store: put of %d-d vector into %d-d index", len(vec), x.cfg.Dims))
+	}
+	if x.cfg.Metric == kernels.Cosine && kernels.Dot(vec, vec) == 0 {
+		return &Prepared{zero: true}
+	}
+	p := &Prepared{p: x.prepare(vec)}
+	if x.cfg.Store == Float {
+		p.vec = slices.Clone(vec)
+	}
+	return p
+}
+
+// Insert stores a prepared row under key, replacing any row of key.
+func (x *Coded) Insert(key string, p *Prepared) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	r := x.cur.Load()
+	r.delete(key)
+	if p.zero {
+		r.zeros[key] = struct{}{}
+		r.nzeros.Add(1)
+		return
+	}
+	r.insert(x.cfg.Dims, key, p.p.list, &p.p.enc, p.vec)
+	x.prep.Put(p.p)
+	p.p = nil
+}

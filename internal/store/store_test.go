@@ -1,0 +1,273 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/vecside/vecside/kernels"
+)
+
+func intKey(i int) string { return string(binary.BigEndian.AppendUint64(nil, uint64(i))) }
+
+// A removed id is not handed out again while a reader pinned before its
+// removal is still pinned; once it unpins, it is.
+func TestEpochsHoldRemovedIDs(t *testing.T) {
+	ep := NewEpochs()
+	k := NewKeys(8, ep)
+	a := k.Alloc(intKey(1))
+	k.Publish(a)
+	g := ep.Pin()
+	if _, ok := k.Remove(intKey(1)); !ok {
+		t.Fatal("remove")
+	}
+	if b := k.Alloc(intKey(2)); b == a {
+		t.Fatalf("id %d reused while a reader that saw it is pinned", a)
+	}
+	late := ep.Pin() // pinned after the removal: it cannot see the old row
+	g.Unpin()
+	if c := k.Alloc(intKey(3)); c != a {
+		t.Fatalf("id %d not reused once its readers left (got %d)", a, c)
+	}
+	late.Unpin()
+	if k.Key(a) != intKey(3) || k.Len() != 0 {
+		t.Fatalf("key of the reused id %x, %d live", k.Key(a), k.Len())
+	}
+}
+
+// Keys of both widths: lookups after many inserts and removals (which
+// rebuild the open-addressed index), reuse of ids, and their live bits.
+func TestKeys(t *testing.T) {
+	for _, width := range []int{8, 0} {
+		k := NewKeys(width, NewEpochs())
+		name := func(i int) string {
+			if width == 8 {
+				return intKey(i)
+			}
+			return fmt.Sprint("key-", i)
+		}
+		live := map[string]uint32{}
+		rng := rand.New(rand.NewPCG(1, uint64(width)))
+		for range 50000 {
+			i := rng.IntN(5000)
+			if id, ok := live[name(i)]; ok {
+				got, removed := k.Remove(name(i))
+				if !removed || got != id {
+					t.Fatalf("width %d: remove %d: %d %v, want %d", width, i, got, removed, id)
+				}
+				delete(live, name(i))
+				continue
+			}
+			id := k.Alloc(name(i))
+			k.Publish(id)
+			live[name(i)] = id
+		}
+		if k.Len() != len(live) {
+			t.Fatalf("width %d: len %d, want %d", width, k.Len(), len(live))
+		}
+		seen := map[uint32]bool{}
+		for key, id := range live {
+			got, ok := k.Lookup(key)
+			if !ok || got != id || !k.Live(id) || k.Key(id) != key || seen[id] {
+				t.Fatalf("width %d: lookup %q: %d %v, want %d", width, key, got, ok, id)
+			}
+			seen[id] = true
+		}
+		if int(k.High()) > 2*5000 {
+			t.Fatalf("width %d: %d ids given out for at most 5000 keys: ids are not reused", width, k.High())
+		}
+		if _, ok := k.Lookup(name(99999)); ok {
+			t.Fatal("found a key never added")
+		}
+	}
+}
+
+// oneHot is a vector that no other row shares, so a search for it has one
+// right answer at distance 0.
+func oneHot(dims, i int) []float32 {
+	v := make([]float32, dims)
+	v[i%dims] = 1 + float32(i/dims)
+	return v
+}
+
+// Writers insert, update and delete while readers search (run it with
+// -race). Each row's key never changes its vector, so a hit pairing a key
+// with another row's distance (an id reused too early) is caught, and so
+// is a key returned after it was deleted before the search began.
+func TestCodedRowsUnderConcurrentChanges(t *testing.T) {
+	const dims, keys = 16, 2000
+	for _, kind := range []Kind{Float, Ext8} {
+		x, err := NewCoded(CodedConfig{Metric: kernels.L2, Dims: dims, Store: kind, Seed: 1, KeyWidth: 8}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		vec := func(i int) []float32 { return oneHot(dims, i) }
+		var gone sync.Map // key index → deleted for good
+		var inserted atomic.Int64
+		stop := make(chan struct{})
+		var readers sync.WaitGroup
+		var bad atomic.Value
+		for r := range 3 {
+			readers.Go(func() {
+				rng := rand.New(rand.NewPCG(uint64(r), 9))
+				for {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					i := rng.IntN(max(1, int(inserted.Load())))
+					_, deleted := gone.Load(i)
+					hits, err := x.Search(context.Background(), vec(i), 1, 4, Probe{Order: func(_ []float32, d []int) []int { return append(d, 0) }}, nil)
+					if err != nil {
+						bad.Store(err)
+						return
+					}
+					for _, h := range hits {
+						j := int(binary.BigEndian.Uint64([]byte(h.Key)))
+						if deleted && j == i {
+							bad.Store(fmt.Errorf("key %d returned after its delete", i))
+						}
+						if want := math.Sqrt(float64(kernels.L2Sq(vec(i), vec(j)))); kind == Float && math.Abs(h.Distance-want) > 1e-4 {
+							bad.Store(fmt.Errorf("key %d returned at %g, its vector is at %g", j, h.Distance, want))
+						}
+					}
+				}
+			})
+		}
+		rng := rand.New(rand.NewPCG(3, 4))
+		for i := range keys {
+			x.Put(intKey(i), vec(i))
+			inserted.Store(int64(i + 1))
+			if i > 100 && rng.IntN(2) == 0 {
+				j := rng.IntN(i)
+				if _, dup := gone.Load(j); !dup {
+					x.Delete(intKey(j))
+					gone.Store(j, true) // searches from now on must not see it
+				}
+			}
+			if rng.IntN(4) == 0 { // an update: a new row for the same vector
+				x.Put(intKey(i), vec(i))
+			}
+		}
+		close(stop)
+		readers.Wait()
+		if err := bad.Load(); err != nil {
+			t.Fatalf("store=%s: %v", kind, err)
+		}
+		n := 0
+		gone.Range(func(any, any) bool { n++; return true })
+		if x.Len() != keys-n {
+			t.Fatalf("store=%s: %d rows, want %d", kind, x.Len(), keys-n)
+		}
+	}
+}
+
+// A snapshot written while writers go on (deleting, updating, inserting,
+// reusing the ids of removed rows) holds exactly the rows of the moment it
+// was taken.
+func TestCodedSnapshotBesideWriters(t *testing.T) {
+	const dims = 8
+	cfg := CodedConfig{Metric: kernels.L2, Dims: dims, Store: Float, Seed: 2, KeyWidth: 8}
+	x, _ := NewCoded(cfg, nil)
+	for i := range 2000 {
+		x.Put(intKey(i), oneHot(dims, i))
+	}
+	want := map[string]bool{}
+	x.Each(func(k string) { want[k] = true })
+	write, release := x.Snapshot()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := range 2000 {
+			x.Delete(intKey(i))
+			x.Put(intKey(10000+i), oneHot(dims, 10000+i))
+		}
+	}()
+	var buf bytes.Buffer
+	if err := write(&buf); err != nil {
+		t.Fatal(err)
+	}
+	release()
+	<-done
+	y, err := LoadCoded(&buf, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]bool{}
+	y.Each(func(k string) { got[k] = true })
+	if len(got) != len(want) {
+		t.Fatalf("snapshot holds %d rows, want %d", len(got), len(want))
+	}
+	for k := range want {
+		if !got[k] {
+			t.Fatalf("row %x missing from the snapshot", k)
+		}
+	}
+	for i := 0; i < 2000; i += 37 {
+		hits, _ := y.Search(context.Background(), oneHot(dims, i), 1, 2, Probe{Order: func(_ []float32, d []int) []int { return append(d, 0) }}, nil)
+		if len(hits) == 0 || hits[0].Key != intKey(i) {
+			t.Fatalf("row %d of the snapshot is not nearest to its own vector: %v", i, hits)
+		}
+	}
+}
+
+// A list's blocks are copied on write: a block a reader holds never
+// changes, masks say which slots are live, and freed slots are refilled.
+func TestListCopyOnWrite(t *testing.T) {
+	l := NewList(8)
+	code := make([]byte, 8)
+	for i := range 40 {
+		code[0] = byte(i)
+		if slot := l.Insert(uint32(i), code, kernels.Factors{NormSq: float32(i)}); slot != uint32(i) {
+			t.Fatalf("insert %d went to slot %d", i, slot)
+		}
+	}
+	held := (*l.refs.Load())[0].b.Load()
+	l.Kill(3)
+	l.Free(3)
+	code[0] = 99
+	if slot := l.Insert(100, code, kernels.Factors{}); slot != 3 {
+		t.Fatalf("a freed slot was not refilled: %d", slot)
+	}
+	got := make([]byte, 8)
+	if f := l.Code(3, got); got[0] != 99 || f.NormSq != 0 {
+		t.Fatalf("slot 3 holds %d", got[0])
+	}
+	kernels.BlockCode(got, held.codes, 3)
+	if got[0] != 3 || held.ids[3] != 3 {
+		t.Fatal("a block a reader held changed under it")
+	}
+	if l.Live() != 40 || l.Len() != 64 {
+		t.Fatalf("live %d, slots %d", l.Live(), l.Len())
+	}
+}
+
+// Sequential integer keys, the common case, spread over the index: no
+// probe sequence grows long (a hash that left the low bits constant made
+// every lookup walk the whole table).
+func TestKeysSpreadSequentialIntegers(t *testing.T) {
+	k := NewKeys(8, NewEpochs())
+	for i := range 100000 {
+		k.Publish(k.Alloc(intKey(i)))
+	}
+	ix := k.index.Load()
+	longest, run := 0, 0
+	for i := range 2 * len(ix.slots) { // runs may wrap around
+		if ix.slots[i%len(ix.slots)].Load() == slotEmpty {
+			run = 0
+			continue
+		}
+		run++
+		longest = max(longest, run)
+	}
+	if longest > 64 {
+		t.Fatalf("a run of %d taken slots in an index of %d for %d keys", longest, len(ix.slots), k.Len())
+	}
+}

@@ -1,5 +1,0 @@
-package ivf
-
-import "time"
-
-func sleep() { time.Sleep(10 * time.Millisecond) }

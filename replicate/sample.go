@@ -1,0 +1,82 @@
+package replicate
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/vecside/vecside/indexer"
+)
+
+// beginSyncs starts the copy of t for entries (see indexer.Entry.BeginSync):
+// the kinds that train (IVF's lists, coded flat's mean) do so on a random
+// sample of the table read now, before the snapshot is taken, so that the
+// copy encodes each row as it arrives and never holds the table twice. A
+// rebuild keeps the entries serving until their copy ends.
+func (r *Replicator) beginSyncs(ctx context.Context, t *table, entries []*indexer.Entry, rebuild bool) error {
+	samples, rows, err := r.sample(ctx, t, entries)
+	if err != nil {
+		return fmt.Errorf("sampling %s for training: %w", t.qualified(), err)
+	}
+	for i, e := range entries {
+		begin := e.BeginSync
+		if rebuild {
+			begin = e.BeginRebuild
+		}
+		if err := begin(samples[i], rows); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// sample reads about as many random rows of t as the entries' kinds train
+// on, and returns each entry's vectors and the table's estimated size.
+// The sample is drawn by Bernoulli sampling at the rate that yields about
+// that many rows, and capped.
+func (r *Replicator) sample(ctx context.Context, t *table, entries []*indexer.Entry) ([][][]float32, int, error) {
+	ctx, cancel := r.bounded(ctx)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, r.cfg.Source)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer conn.Close(context.Background())
+	var rows int64
+	if err := conn.QueryRow(ctx, `SELECT reltuples::bigint FROM pg_class WHERE oid = $1`, t.oid).Scan(&rows); err != nil {
+		return nil, 0, err
+	}
+	if rows < 1 { // never analyzed (or empty): count, once
+		if err := conn.QueryRow(ctx, "SELECT count(*) FROM "+t.qualified()).Scan(&rows); err != nil {
+			return nil, 0, err
+		}
+	}
+	want := 0
+	for _, e := range entries {
+		want = max(want, e.SampleSize(int(rows)))
+	}
+	samples := make([][][]float32, len(entries))
+	if want == 0 || rows == 0 {
+		return samples, int(rows), nil
+	}
+	cols := make([]string, len(entries))
+	for i, e := range entries {
+		cols[i] = indexer.QuoteIdent(e.Spec().Column)
+	}
+	rate := min(100, 100*1.1*float64(want)/float64(rows))
+	sql := fmt.Sprintf("SELECT %s FROM %s TABLESAMPLE BERNOULLI (%g) REPEATABLE (1) LIMIT %d", strings.Join(cols, ", "), t.qualified(), rate, want)
+	res := conn.PgConn().ExecParams(ctx, sql, nil, nil, nil, []int16{1}).Read()
+	if res.Err != nil {
+		return nil, 0, res.Err
+	}
+	for _, row := range res.Rows {
+		for i, e := range entries {
+			if v := decodeVector(e, row[i], true); v != nil {
+				samples[i] = append(samples[i], v)
+			}
+		}
+	}
+	r.log.Info("sampled a table to train its indexes", "table", t.qualified(), "rows", len(res.Rows), "of about", rows)
+	return samples, int(rows), nil
+}
