@@ -135,7 +135,8 @@ func commitAtRate(b *testing.B, h *harness, e *indexer.Entry, vecs [][]float32, 
 	go func() {
 		defer close(observed)
 		for c := range pending {
-			ctx, cancel := context.WithTimeout(h.ctx, time.Minute)
+			// Under search load the backlog can reach tens of seconds.
+			ctx, cancel := context.WithTimeout(h.ctx, 5*time.Minute)
 			err := e.WaitApplied(ctx, c.lsn)
 			cancel()
 			if err != nil {
