@@ -1,9 +1,3 @@
-// Package dataset generates seeded synthetic vector sets for the demo,
-// benchmarks and tests. Uniform random vectors are the worst case of every
-// index and unlike real embeddings, so the generator draws clustered data:
-// cluster centres uniform in [-1, 1]^d, members Gaussian around a centre
-// with a per-cluster spread, cluster sizes uneven. Queries are drawn from
-// the same distribution and never appear in the data (held out).
 package dataset
 
 import (
@@ -38,23 +32,17 @@ func (c Clustered) Generate() (data, queries [][]float32) {
 	rng := rand.New(rand.NewPCG(c.Seed, 0x7665637369646521))
 	centres := make([][]float64, clusters)
 	sigma := make([]float64, clusters)
-	weight := make([]float64, clusters)
-	var total float64
+	sizes := unevenSizes(clusters)
 	for i := range centres {
 		centres[i] = make([]float64, c.Dims)
 		for j := range centres[i] {
 			centres[i][j] = rng.Float64()*2 - 1
 		}
 		sigma[i] = spread * (0.5 + rng.Float64())
-		weight[i] = 0.2 + rng.ExpFloat64() // uneven sizes
-		total += weight[i]
+		sizes.draw(rng, i)
 	}
-	draw := func() []float32 {
-		r := rng.Float64() * total
-		k := 0
-		for ; k < clusters-1 && r >= weight[k]; k++ {
-			r -= weight[k]
-		}
+	return drawSet(c.Rows, c.Queries, func() []float32 {
+		k := sizes.pick(rng)
 		v := make([]float32, c.Dims)
 		var norm float64
 		for j := range v {
@@ -69,14 +57,43 @@ func (c Clustered) Generate() (data, queries [][]float32) {
 			}
 		}
 		return v
+	})
+}
+
+// weights gives groups (clusters, topics) uneven sizes: each is picked
+// with a probability proportional to its weight.
+type weights struct {
+	w     []float64
+	total float64
+}
+
+func unevenSizes(n int) *weights { return &weights{w: make([]float64, n)} }
+
+// draw gives group i its weight.
+func (s *weights) draw(rng *rand.Rand, i int) {
+	s.w[i] = 0.2 + rng.ExpFloat64()
+	s.total += s.w[i]
+}
+
+// pick draws a group.
+func (s *weights) pick(rng *rand.Rand) int {
+	r := rng.Float64() * s.total
+	k := 0
+	for ; k < len(s.w)-1 && r >= s.w[k]; k++ {
+		r -= s.w[k]
 	}
-	data = make([][]float32, c.Rows)
+	return k
+}
+
+// drawSet draws the rows, then the queries, from one distribution.
+func drawSet(rows, queries int, draw func() []float32) (data, held [][]float32) {
+	data = make([][]float32, rows)
 	for i := range data {
 		data[i] = draw()
 	}
-	queries = make([][]float32, c.Queries)
-	for i := range queries {
-		queries[i] = draw()
+	held = make([][]float32, queries)
+	for i := range held {
+		held[i] = draw()
 	}
-	return data, queries
+	return data, held
 }

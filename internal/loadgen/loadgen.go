@@ -1,0 +1,81 @@
+// Package loadgen drives the background load of benchmarks that measure
+// one thing while another runs (changes applied while clients search):
+// workers that repeat a call without pause, and the latencies they saw.
+// It does not pace calls, and it does not measure what it loads: the
+// benchmark does both.
+package loadgen
+
+import (
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Latencies are measured durations, in no particular order.
+type Latencies []time.Duration
+
+// Ms is the q-quantile (0 ≤ q < 1) in milliseconds, 0 if there is
+// none. It sorts l.
+func (l Latencies) Ms(q float64) float64 {
+	if len(l) == 0 {
+		return 0
+	}
+	slices.Sort(l)
+	return float64(l[int(q*float64(len(l)))]) / float64(time.Millisecond)
+}
+
+// Workers are goroutines calling a function again and again.
+type Workers struct {
+	stop  atomic.Bool
+	wg    sync.WaitGroup
+	began time.Time
+	lat   []Latencies
+	errs  []error
+}
+
+// Result is what the workers did between Start and Stop.
+type Result struct {
+	Latencies Latencies // of every call that succeeded
+	PerSecond float64   // calls that succeeded, per second
+	// Err is the first error a call returned; a worker whose call failed
+	// stopped calling.
+	Err error
+}
+
+// Start runs call on n goroutines, each calling it again as soon as it
+// returns, until Stop. worker is the goroutine's number, i counts its
+// calls.
+func Start(n int, call func(worker, i int) error) *Workers {
+	w := &Workers{began: time.Now(), lat: make([]Latencies, n), errs: make([]error, n)}
+	for worker := range n {
+		w.wg.Go(func() {
+			for i := 0; !w.stop.Load(); i++ {
+				t0 := time.Now()
+				if err := call(worker, i); err != nil {
+					w.errs[worker] = err
+					return
+				}
+				w.lat[worker] = append(w.lat[worker], time.Since(t0))
+			}
+		})
+	}
+	return w
+}
+
+// Stop asks the workers to stop, waits for the calls under way to end,
+// and reports.
+func (w *Workers) Stop() Result {
+	w.stop.Store(true)
+	w.wg.Wait()
+	elapsed := time.Since(w.began)
+	r := Result{Latencies: slices.Concat(w.lat...)}
+	r.PerSecond = float64(len(r.Latencies)) / elapsed.Seconds()
+	for _, err := range w.errs {
+		if err != nil {
+			r.Err = err
+			break
+		}
+	}
+	return r
+}

@@ -1,0 +1,188 @@
+package replicate
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/vecside/vecside/indexer"
+	"github.com/vecside/vecside/internal/dataset"
+	"github.com/vecside/vecside/internal/loadgen"
+	"github.com/vecside/vecside/internal/pgvalue"
+	"github.com/vecside/vecside/rpc"
+)
+
+var loadRows = flag.Int("replicate.rows", 0, "rows of the table BenchmarkLagUnderSearch copies first; 0 for 200,000 (flat) and 1,000,000 (ivf)")
+
+// BenchmarkLagUnderSearch: replication lag while clients search. Single-row
+// commits at 2,000 rows/s of 128-d clustered vectors, first with no
+// searches, then while 8 pgwire clients search without pause through a
+// real rpc server (SELECT * FROM knn($1, $2, $3), k = 10); for each commit
+// the time from COMMIT returning to the index having applied it. It
+// reports the lag's p50 and p99 in both phases, the rows per second the
+// writer achieved, and the searches' throughput and p99 during the second
+// phase. The table holds 200,000 rows for flat store=float and 1,000,000
+// for ivf before the phases; -replicate.rows sizes both, for a quick run:
+//
+//	go test ./replicate -run '^$' -bench LagUnderSearch -benchtime 1x -timeout 1h
+//	go test ./replicate -run '^$' -bench LagUnderSearch -benchtime 1x -replicate.rows 20000
+func BenchmarkLagUnderSearch(b *testing.B) {
+	const dims, rate, phase, clients = 128, 2000, 20 * time.Second, 8
+	perPhase := rate * int(phase/time.Second)
+	for _, c := range []struct {
+		name, opts string
+		rows       int
+	}{
+		{"flat-float", "kind=flat store=float", 200_000},
+		{"ivf", "kind=ivf", 1_000_000},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			rows := c.rows
+			if *loadRows > 0 {
+				rows = *loadRows
+			}
+			for range b.N {
+				h := benchHarness(b)
+				queries := loadClustered(b, h, rows, dims)
+				// Held-out draws beyond loadClustered's 1,000 queries: new
+				// rows from the table's distribution.
+				_, more := dataset.Clustered{Seed: 42, Rows: rows, Queries: len(queries) + 2*perPhase, Dims: dims, Normalize: true}.Generate()
+				inserts := more[len(queries):]
+				e := h.add("items_embedding=items(embedding) key=id metric=cosine " + c.opts)
+				h.start(Config{DataDir: b.TempDir()})
+				timeUntilCaughtUp(b, h, time.Now())
+				conns := searchClients(b, h, clients)
+
+				idleLag, idleRate := commitAtRate(b, h, e, inserts[:perPhase], rows+1, rate, phase)
+				h.catchUp()
+				searches := loadgen.Start(clients, func(client, i int) error {
+					r, err := conns[client].Query(h.ctx, "SELECT * FROM knn($1, $2, $3)", "items_embedding", queries[(client*len(queries)/clients+i)%len(queries)], 10)
+					if err != nil {
+						return err
+					}
+					r.Close()
+					return r.Err()
+				})
+				lag, loadedRate := commitAtRate(b, h, e, inserts[perPhase:], rows+1+perPhase, rate, phase)
+				searched := searches.Stop()
+				h.stop()
+				if searched.Err != nil {
+					b.Fatal(searched.Err)
+				}
+				b.ReportMetric(idleLag.Ms(0.5), "lag-p50-ms-idle")
+				b.ReportMetric(idleLag.Ms(0.99), "lag-p99-ms-idle")
+				b.ReportMetric(idleRate, "rows/s-idle")
+				b.ReportMetric(lag.Ms(0.5), "lag-p50-ms-loaded")
+				b.ReportMetric(lag.Ms(0.99), "lag-p99-ms-loaded")
+				b.ReportMetric(loadedRate, "rows/s-loaded")
+				b.ReportMetric(searched.PerSecond, "searches/s")
+				b.ReportMetric(searched.Latencies.Ms(0.99), "search-p99-ms")
+				b.ReportMetric(0, "ns/op")
+			}
+		})
+	}
+}
+
+// searchClients serves h's indexes over pgwire on a loopback port until
+// the benchmark ends, and opens n client connections to it.
+func searchClients(b *testing.B, h *harness, n int) []*pgx.Conn {
+	b.Helper()
+	srv, err := rpc.NewServer(rpc.Config{Catalog: h.ix, Auth: "trust"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(h.ctx)
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ctx, ln) }()
+	b.Cleanup(func() {
+		cancel()
+		if err := <-served; err != nil {
+			b.Error(err)
+		}
+	})
+	conns := make([]*pgx.Conn, n)
+	for i := range conns {
+		if conns[i], err = pgx.Connect(h.ctx, "postgres://bench@"+ln.Addr().String()+"/bench?sslmode=disable"); err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { conns[i].Close(h.ctx) })
+	}
+	return conns
+}
+
+// commitAtRate inserts vecs one row per transaction, with ids from
+// firstID, at rate rows per second (back to back while behind) for d,
+// and measures each commit's lag: from COMMIT returning to e having
+// applied it. It returns the lags and the rows per second achieved.
+func commitAtRate(b *testing.B, h *harness, e *indexer.Entry, vecs [][]float32, firstID, rate int, d time.Duration) (loadgen.Latencies, float64) {
+	b.Helper()
+	type commit struct {
+		lsn indexer.LSN
+		at  time.Time
+	}
+	pending := make(chan commit, 1<<16)
+	var lags loadgen.Latencies
+	observed := make(chan struct{})
+	go func() {
+		defer close(observed)
+		for c := range pending {
+			// Under search load the backlog can reach tens of seconds.
+			ctx, cancel := context.WithTimeout(h.ctx, 5*time.Minute)
+			err := e.WaitApplied(ctx, c.lsn)
+			cancel()
+			if err != nil {
+				b.Error(err)
+				continue
+			}
+			lags = append(lags, time.Since(c.at))
+		}
+	}()
+	every := time.Second / time.Duration(rate)
+	began := time.Now()
+	n := 0
+	err := func() error {
+		var sql []byte
+		for ; time.Since(began) < d && n < len(vecs); n++ {
+			time.Sleep(time.Until(began.Add(time.Duration(n) * every)))
+			// One round trip: the SELECT runs after the COMMIT, in a
+			// transaction of its own, so it returns a position at or past
+			// the commit's end.
+			sql = fmt.Appendf(sql[:0], "BEGIN; INSERT INTO items VALUES (%d, '", firstID+n)
+			open := len(sql)
+			sql = pgvalue.AppendVectorText(sql, vecs[n]) // [1,2,3] → {1,2,3}
+			sql[open], sql[len(sql)-1] = '{', '}'
+			sql = append(sql, "'); COMMIT; SELECT pg_current_wal_lsn()::text"...)
+			res, err := h.conn.PgConn().Exec(h.ctx, string(sql)).ReadAll()
+			at := time.Now()
+			if err != nil {
+				return err
+			}
+			last := res[len(res)-1]
+			if len(last.Rows) != 1 {
+				return errors.New("no position returned after the commit")
+			}
+			lsn, err := indexer.ParseLSN(string(last.Rows[0][0]))
+			if err != nil {
+				return err
+			}
+			pending <- commit{lsn, at}
+		}
+		return nil
+	}()
+	achieved := float64(n) / time.Since(began).Seconds()
+	close(pending)
+	<-observed
+	if err != nil {
+		b.Fatal(err)
+	}
+	return lags, achieved
+}
