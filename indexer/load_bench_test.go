@@ -124,7 +124,11 @@ func copiedIndexer(b *testing.B, def string, rows [][]float32) (*Indexer, *Entry
 		b.Fatal(err)
 	}
 	keys := make([]string, len(rows))
-	e.BeginSync(0x100)
+	sample := rows[:min(len(rows), e.SampleSize(len(rows)))]
+	if err := e.BeginSync(sample, len(rows)); err != nil {
+		b.Fatal(err)
+	}
+	e.SetSyncPoint(0x100)
 	for i, v := range rows {
 		if keys[i], err = pgvalue.KeyInt8.DecodeText(strconv.Itoa(i)); err != nil {
 			b.Fatal(err)
