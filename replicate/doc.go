@@ -51,14 +51,18 @@
 // when a keepalive asks for a reply. Flush and apply are the covered LSN:
 // what durable state reflects (Config.Durable), never less than where the
 // slot already was, and so never zero: pglogrepl would replace a zero
-// with the write position and confirm changes nothing has stored.
+// with the write position and confirm changes nothing has stored. An
+// index in error holds nothing back; when every index is in error, what
+// has been received is confirmed, so the slot retains no WAL for them.
 //
 // # Restarts, reconnects and new indexes
 //
 // At start, indexes load their checkpoints (Config.DataDir) and the stream
-// resumes from the oldest position they hold, if the slot has not
-// confirmed past it; otherwise the slot is recreated and every table
-// copied again. After a lost connection the replicator reconnects with
+// resumes from the oldest position they hold. An index whose position the
+// slot has confirmed past (Postgres silently starts later than asked: the
+// changes between are gone) has its table copied again, on its own, as a
+// new index's is; only when no index holds state is the slot recreated
+// and every table copied under its snapshot. After a lost connection the replicator reconnects with
 // backoff, resets its relation cache, and resumes from what the indexes
 // have applied, skipping transactions each has already applied. A
 // connection can also die without a word (a network partition): when the

@@ -1,0 +1,132 @@
+package replicate
+
+import (
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/vecside/vecside/indexer"
+)
+
+// waitFailed waits, bounded by d, until e is in the error state, and
+// returns why.
+func waitFailed(t testing.TB, e *indexer.Entry, d time.Duration) string {
+	t.Helper()
+	for deadline := time.Now().Add(d); ; time.Sleep(20 * time.Millisecond) {
+		state, msg := e.State()
+		if state == indexer.StateError {
+			return msg
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("index %s still %s after %s, want error", e.Spec().Name, state, d)
+		}
+	}
+}
+
+// waitCopied waits, bounded, until e is ready after a copy of rows rows:
+// an index restored from a checkpoint is ready for a moment before it is
+// found stale.
+func waitCopied(t testing.TB, e *indexer.Entry, rows int64) {
+	t.Helper()
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		st := e.Status()
+		if st.State == indexer.StateReady && st.CopiedRows == rows {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("index %s: %s with %d rows copied, want ready after copying %d", e.Spec().Name, st.State, st.CopiedRows, rows)
+		}
+	}
+}
+
+// waitCheckpointed waits, bounded, for e's first checkpoint.
+func waitCheckpointed(t testing.TB, e *indexer.Entry) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); e.Covered() == 0; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("index %s: no checkpoint after 10s", e.Spec().Name)
+		}
+	}
+}
+
+// twoTables creates a and b with rows each, and unrelated, indexes both,
+// and starts a replicator that checkpoints after every change.
+func twoTables(t *testing.T, rows int, cfg Config) (h *harness, ea, eb *indexer.Entry) {
+	t.Helper()
+	h = newHarness(t, fmt.Sprintf(`CREATE TABLE a (id int PRIMARY KEY, v real[]);
+		CREATE TABLE b (id int PRIMARY KEY, v real[]);
+		CREATE TABLE unrelated (x int);
+		INSERT INTO a SELECT g, ARRAY[g, 1]::real[] FROM generate_series(1, %[1]d) g;
+		INSERT INTO b SELECT g, ARRAY[g, 2]::real[] FROM generate_series(1, %[1]d) g`, rows))
+	ea = h.add("a_v=a(v) key=id metric=l2")
+	eb = h.add("b_v=b(v) key=id metric=l2")
+	h.checkpointChanges = 1
+	h.start(cfg)
+	waitReady(t, ea)
+	waitReady(t, eb)
+	return h, ea, eb
+}
+
+// TestIndexInErrorDoesNotHoldTheSlot: with one index in error, the slot
+// follows the other's checkpoints and the idle WAL; with every index in
+// error, it still follows the WAL.
+func TestIndexInErrorDoesNotHoldTheSlot(t *testing.T) {
+	h, ea, eb := twoTables(t, 10, Config{DataDir: t.TempDir(), StatusInterval: 100 * time.Millisecond, HealthInterval: 100 * time.Millisecond})
+	h.exec(`ALTER TABLE a DROP COLUMN v CASCADE`)
+	waitFailed(t, ea, 10*time.Second)
+	h.exec(`INSERT INTO b VALUES (11, ARRAY[11, 2]::real[])`)
+	h.exec(`UPDATE b SET v = ARRAY[0, 0]::real[] WHERE id <= 3`)
+	h.assertConverged(eb, 2)
+	h.assertSlotFollowsIdleWAL(15 * time.Second)
+
+	h.exec(`ALTER TABLE b DROP COLUMN v CASCADE`)
+	waitFailed(t, eb, 10*time.Second)
+	h.assertSlotFollowsIdleWAL(15 * time.Second)
+}
+
+// TestStaleCheckpointCopiesOnlyItsTable: an index restored from a
+// checkpoint that the slot has confirmed past (here an older copy of its
+// file) has lost the changes between: only its table is copied again,
+// while the other index resumes streaming, and both converge.
+func TestStaleCheckpointCopiesOnlyItsTable(t *testing.T) {
+	const rows = 300
+	dir := t.TempDir()
+	cfg := Config{DataDir: dir, StatusInterval: 100 * time.Millisecond}
+	h, ea, eb := twoTables(t, rows, cfg)
+	waitCheckpointed(t, ea)
+	waitCheckpointed(t, eb)
+	stale, staleLSN := eb.CheckpointPath(dir), eb.Covered()
+	old, err := os.ReadFile(stale)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.exec(`INSERT INTO a VALUES (301, ARRAY[301, 1]::real[])`)
+	h.exec(`UPDATE b SET v = ARRAY[0, 0]::real[] WHERE id <= 10`)
+	h.exec(`DELETE FROM b WHERE id BETWEEN 11 AND 20`)
+	h.catchUp()
+	h.assertSlotFollowsIdleWAL(15 * time.Second)
+	if h.confirmed() <= staleLSN {
+		t.Fatalf("the slot is at %s, not past the stale checkpoint's %s", h.confirmed(), staleLSN)
+	}
+	h.stop()
+	if err := os.WriteFile(stale, old, 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	h.restart(cfg)
+	ea, eb = h.ix.Entries()[0], h.ix.Entries()[1]
+	waitReady(t, ea)
+	waitCopied(t, eb, rows-10)
+	h.exec(`UPDATE a SET v = ARRAY[-1, -1]::real[] WHERE id <= 5`)
+	h.exec(`INSERT INTO b VALUES (301, ARRAY[301, 2]::real[])`)
+	h.exec(`DELETE FROM b WHERE id BETWEEN 21 AND 30`)
+	h.assertConverged(ea, 2)
+	h.assertConverged(eb, 2)
+	if a, b := ea.Status().CopiedRows, eb.Status().CopiedRows; a != 0 || b != rows-10 {
+		t.Errorf("copied_rows a=%d b=%d, want 0 (resumed) and %d (copied again)", a, b, rows-10)
+	}
+	if n := h.rep.Stats().CopiedRows.Load(); n != rows-10 {
+		t.Errorf("copied %d rows, want only b's %d", n, rows-10)
+	}
+}
