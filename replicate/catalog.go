@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 
@@ -37,9 +38,11 @@ var ErrNoReplicaIdentity = errors.New("key is not the table's replica identity")
 
 // resolveTables groups the entries by table and checks each table against
 // the catalog: it exists, the key column is its replica identity, the
-// column types are supported. It configures every entry with its types.
-// Nothing is changed in the database.
-func resolveTables(ctx context.Context, conn *pgx.Conn, entries []*indexer.Entry) ([]*table, error) {
+// column types are supported. It configures every entry with its types;
+// an entry whose definition contradicts its column (dims=N on a
+// vector(M)) is put into the error state and left out, and the others are
+// served. Nothing is changed in the database.
+func resolveTables(ctx context.Context, conn *pgx.Conn, entries []*indexer.Entry, log *slog.Logger) ([]*table, error) {
 	var tables []*table
 	byName := map[string]*table{}
 	for _, e := range entries {
@@ -60,15 +63,35 @@ func resolveTables(ctx context.Context, conn *pgx.Conn, entries []*indexer.Entry
 		if err != nil {
 			return nil, fmt.Errorf("index %s: %w", spec.Name, err)
 		}
-		if err := e.Configure(t.keyType, vt, typmod); err != nil {
-			return nil, err
+		if err := configure(e, t, vt, typmod); err != nil {
+			failOnly(log, e, err)
+			continue
 		}
 		t.entries = append(t.entries, e)
 		if !slices.Contains(t.columns, spec.Column) {
 			t.columns = append(t.columns, spec.Column)
 		}
 	}
-	return tables, nil
+	return slices.DeleteFunc(tables, func(t *table) bool { return len(t.entries) == 0 }), nil
+}
+
+// configure gives e the types of its columns. A dimension in its
+// definition that contradicts the column's vector(n) is refused with what
+// to change.
+func configure(e *indexer.Entry, t *table, vt pgvalue.VectorType, dims int) error {
+	spec := e.Spec()
+	if spec.Dims > 0 && dims > 0 && spec.Dims != dims {
+		return fmt.Errorf("index %s: dims=%d, but column %s of %s is vector(%d); set dims=%d or leave dims out, then restart vecside",
+			spec.Name, spec.Dims, indexer.QuoteIdent(spec.Column), t.qualified(), dims, dims)
+	}
+	return e.Configure(t.keyType, vt, dims)
+}
+
+// failOnly puts e into the error state, and says so: the other indexes
+// are served.
+func failOnly(log *slog.Logger, e *indexer.Entry, err error) {
+	e.Fail(err)
+	log.Error("index cannot be served; the others are", "index", e.Spec().Name, "err", err)
 }
 
 func (t *table) resolve(ctx context.Context, conn *pgx.Conn) error {

@@ -8,11 +8,13 @@
 // created: it must exist, its key column must be its replica identity (a
 // primary key or REPLICA IDENTITY USING INDEX; FULL is refused because it
 // would put every old vector in the WAL), and its columns must have
-// supported types. Then the publication is created, or its table list
-// brought up to date, before the slot: a slot that decodes with a missing
-// publication fails or loses changes. Its column list is the key plus the
-// indexed vector columns: never less (the application's UPDATEs would
-// fail), never more (documents and JSON would pass through the decoder for
+// supported types. An index whose definition contradicts its column
+// (dims=N on a vector(M)) goes into the error state alone; the others are
+// served. Then the publication is created, or its table list brought up
+// to date, before the slot: a slot that decodes with a missing publication
+// fails or loses changes. Its column list is the key plus the indexed
+// vector columns: never less (the application's UPDATEs would fail),
+// never more (documents and JSON would pass through the decoder for
 // nothing).
 //
 // # Initial copy

@@ -255,7 +255,7 @@ func (r *Replicator) runOnce(ctx context.Context) error {
 	}
 	defer conn.Close(context.Background())
 	// Errors that retrying cannot fix come back as configError.
-	tables, err := resolveTables(qctx, conn, r.cfg.Entries)
+	tables, err := resolveTables(qctx, conn, r.cfg.Entries, r.log)
 	if err != nil {
 		return err
 	}

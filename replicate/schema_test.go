@@ -3,6 +3,7 @@ package replicate
 import (
 	"fmt"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -50,6 +51,16 @@ func waitCheckpointed(t testing.TB, e *indexer.Entry) {
 	}
 }
 
+// assertMentions checks that an error message says each of words.
+func assertMentions(t testing.TB, msg string, words ...string) {
+	t.Helper()
+	for _, w := range words {
+		if !strings.Contains(msg, w) {
+			t.Errorf("error %q does not say %q", msg, w)
+		}
+	}
+}
+
 // twoTables creates a and b with rows each, and unrelated, indexes both,
 // and starts a replicator that checkpoints after every change.
 func twoTables(t *testing.T, rows int, cfg Config) (h *harness, ea, eb *indexer.Entry) {
@@ -66,6 +77,39 @@ func twoTables(t *testing.T, rows int, cfg Config) (h *harness, ea, eb *indexer.
 	waitReady(t, ea)
 	waitReady(t, eb)
 	return h, ea, eb
+}
+
+// standInVector creates a type named vector whose type modifier is its
+// dimension and whose binary form is pgvector's, as pgvector's vector(n)
+// has: the test machines have no pgvector package. Values are written as
+// that binary form in bytea's text syntax.
+const standInVector = `CREATE TYPE vector;
+	CREATE FUNCTION vector_in(cstring) RETURNS vector IMMUTABLE STRICT LANGUAGE internal AS 'byteain';
+	CREATE FUNCTION vector_out(vector) RETURNS cstring IMMUTABLE STRICT LANGUAGE internal AS 'byteaout';
+	CREATE FUNCTION vector_recv(internal) RETURNS vector IMMUTABLE STRICT LANGUAGE internal AS 'bytearecv';
+	CREATE FUNCTION vector_send(vector) RETURNS bytea IMMUTABLE STRICT LANGUAGE internal AS 'byteasend';
+	CREATE TYPE vector (INPUT = vector_in, OUTPUT = vector_out, RECEIVE = vector_recv, SEND = vector_send,
+		TYPMOD_IN = bittypmodin, INTERNALLENGTH = variable, STORAGE = extended);`
+
+// TestDimsContradictingTypmodFailsOnlyItsIndex: dims=4 on a vector(3)
+// column fails that index with both dimensions and the fix; the other
+// index is served, and the slot follows the WAL.
+func TestDimsContradictingTypmodFailsOnlyItsIndex(t *testing.T) {
+	h := newHarness(t, standInVector+`CREATE TABLE a (id int PRIMARY KEY, embedding vector(3));
+		INSERT INTO a VALUES (1, '\x000300003f800000c02000003e000000');
+		CREATE TABLE b (id int PRIMARY KEY, v real[]);
+		CREATE TABLE unrelated (x int);
+		INSERT INTO b SELECT g, ARRAY[g, 1]::real[] FROM generate_series(1, 20) g`)
+	ea := h.add("a_e=a(embedding) key=id metric=l2 dims=4")
+	eb := h.add("b_v=b(v) key=id metric=l2")
+	h.checkpointChanges = 1
+	h.start(Config{DataDir: t.TempDir(), StatusInterval: 100 * time.Millisecond})
+	assertMentions(t, waitFailed(t, ea, 10*time.Second), "dims=4", "vector(3)", "dims=3")
+	waitReady(t, eb)
+	h.exec(`UPDATE b SET v = ARRAY[0, 0]::real[] WHERE id <= 5`)
+	h.exec(`DELETE FROM b WHERE id > 15`)
+	h.assertConverged(eb, 2)
+	h.assertSlotFollowsIdleWAL(15 * time.Second)
 }
 
 // TestIndexInErrorDoesNotHoldTheSlot: with one index in error, the slot
