@@ -23,6 +23,7 @@ type relation struct {
 type decoder struct {
 	tables  []*table
 	rels    map[uint32]*relation
+	names   map[*column]string // as last seen in a Relation message
 	repair  func(ctx context.Context, t *table, e *indexer.Entry, key string) error
 	log     *slog.Logger
 	stats   *Stats
@@ -32,7 +33,7 @@ type decoder struct {
 }
 
 func newDecoder(tables []*table, repair func(context.Context, *table, *indexer.Entry, string) error, log *slog.Logger, stats *Stats) *decoder {
-	return &decoder{tables: tables, rels: map[uint32]*relation{}, repair: repair, log: log, stats: stats, applyTo: map[*indexer.Entry]bool{}}
+	return &decoder{tables: tables, rels: map[uint32]*relation{}, names: map[*column]string{}, repair: repair, log: log, stats: stats, applyTo: map[*indexer.Entry]bool{}}
 }
 
 // handle applies one pgoutput message. A message it cannot parse is
@@ -128,11 +129,11 @@ func (d *decoder) rel(id uint32) *relation {
 // relation caches a Relation message and checks that every index on the
 // table can still read it: a vector column that is gone or has changed
 // type or dimension puts that index into the error state, and the others
-// go on.
+// go on. Renamed columns are followed.
 func (d *decoder) relation(m *pglogrepl.RelationMessage) {
 	var t *table
 	for _, cand := range d.tables {
-		if cand.schema == m.Namespace && cand.name == m.RelationName {
+		if cand.oid == m.RelationID {
 			t = cand
 		}
 	}
@@ -141,32 +142,80 @@ func (d *decoder) relation(m *pglogrepl.RelationMessage) {
 	if t == nil {
 		return
 	}
-	pos := map[string]*pglogrepl.RelationMessageColumn{}
-	index := map[string]int{}
-	for i, c := range m.Columns {
-		pos[c.Name], index[c.Name] = c, i
-	}
-	if c, ok := pos[t.key]; ok && c.DataType == t.colTypes[t.key].oid {
-		r.keyPos = index[t.key]
+	pos := d.locate(t, m.Columns)
+	keyErr := d.fits(t, t.key, m.Columns, pos[t.key])
+	if keyErr == nil {
+		r.keyPos = pos[t.key]
 	}
 	for _, e := range t.entries {
 		if state, _ := e.State(); state == indexer.StateError {
 			continue
 		}
-		col := e.Spec().Column
-		c, ok := pos[col]
-		want := t.colTypes[col]
-		switch {
-		case r.keyPos < 0:
-			e.Fail(fmt.Errorf("key column %s of %s was dropped or changed type; fix the table, then restart vecside to rebuild the index", t.key, t.qualified()))
-		case !ok:
-			e.Fail(fmt.Errorf("column %s of %s is no longer published (dropped?); restart vecside with a new index definition", col, t.qualified()))
-		case c.DataType != want.oid || c.TypeModifier != want.typmod:
-			e.Fail(fmt.Errorf("column %s of %s changed type (OID %d typmod %d, was %s typmod %d); restart vecside to rebuild the index", col, t.qualified(), c.DataType, c.TypeModifier, want.name, want.typmod))
-		default:
-			r.vecPos[e] = index[col]
+		c := t.vectors[e.Spec().Column]
+		err := keyErr
+		if err == nil {
+			err = d.fits(t, c, m.Columns, pos[c])
+		}
+		if err != nil {
+			e.Fail(err)
+			continue
+		}
+		r.vecPos[e] = pos[c]
+	}
+}
+
+// locate finds the table's published columns in a Relation message, which
+// lists the published columns in attribute-number order, without their
+// numbers. While it lists as many as the table publishes, a column's place
+// is its rank among their attribute numbers, whatever it is called now. A
+// list of another length means that the publication's column list changed:
+// then columns are found by the names they were last seen under. -1: not
+// in the message.
+func (d *decoder) locate(t *table, cols []*pglogrepl.RelationMessageColumn) map[*column]int {
+	pos := make(map[*column]int, len(t.published))
+	for i, c := range t.published {
+		pos[c] = -1
+		if len(cols) == len(t.published) {
+			pos[c] = i
+			continue
+		}
+		for j, mc := range cols {
+			if mc.Name == d.name(c) {
+				pos[c] = j
+			}
 		}
 	}
+	return pos
+}
+
+// name is what c was called in the last Relation message.
+func (d *decoder) name(c *column) string {
+	if n, ok := d.names[c]; ok {
+		return n
+	}
+	return c.name
+}
+
+// fits reports whether the column at pos of a Relation message can still
+// be read as c, and if not, what changed. A new name is logged and
+// followed.
+func (d *decoder) fits(t *table, c *column, cols []*pglogrepl.RelationMessageColumn, pos int) error {
+	if c == t.key && (pos < 0 || cols[pos].DataType != c.typ.oid) {
+		return fmt.Errorf("key column %s of %s was dropped or changed type; fix the table, then restart vecside to rebuild the index", indexer.QuoteIdent(d.name(c)), t.qualified())
+	}
+	if pos < 0 {
+		return fmt.Errorf("column %s of %s is no longer published (dropped?); restart vecside with a new index definition", indexer.QuoteIdent(d.name(c)), t.qualified())
+	}
+	mc := cols[pos]
+	if mc.DataType != c.typ.oid || (c != t.key && mc.TypeModifier != c.typ.typmod) {
+		return fmt.Errorf("column %s of %s changed type (OID %d typmod %d, was %s typmod %d); restart vecside to rebuild the index",
+			indexer.QuoteIdent(mc.Name), t.qualified(), mc.DataType, mc.TypeModifier, c.typ.name, c.typ.typmod)
+	}
+	if was := d.name(c); mc.Name != was {
+		d.log.Info("following a renamed column", "table", t.qualified(), "attnum", c.attnum, "was", was, "now", mc.Name)
+		d.names[c] = mc.Name
+	}
+	return nil
 }
 
 // key decodes the key column of a tuple; ok is false (and the change is

@@ -17,6 +17,17 @@
 // never more (documents and JSON would pass through the decoder for
 // nothing).
 //
+// Columns are known by their attribute numbers, which a rename keeps, so
+// indexes follow renamed columns. A Relation message carries no numbers,
+// but lists the published columns in attribute-number order: a column's
+// place in it is its rank among the published columns, whatever it is
+// called now (a new name is logged). SQL issued later (a repair read)
+// asks the catalog for the current names. After a restart, a definition
+// that still names a renamed column finds it through the publication's
+// column list, which holds attribute numbers too: the key as the table's
+// replica identity, a vector column as the one listed column no other
+// definition accounts for.
+//
 // # Initial copy
 //
 // The slot is created with EXPORT_SNAPSHOT. While the replication

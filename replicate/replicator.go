@@ -255,7 +255,7 @@ func (r *Replicator) runOnce(ctx context.Context) error {
 	}
 	defer conn.Close(context.Background())
 	// Errors that retrying cannot fix come back as configError.
-	tables, err := resolveTables(qctx, conn, r.cfg.Entries, r.log)
+	tables, err := resolveTables(qctx, conn, r.cfg.Name, r.cfg.Entries, r.log)
 	if err != nil {
 		return err
 	}
@@ -594,10 +594,18 @@ func parseSystemID(s string) uint64 {
 // repairRow reads one row's vector from the table, for a change that
 // referred to a vector the index does not have. The read sees a newer
 // state than the stream position; later changes in the stream overwrite
-// it, so the index still converges.
+// it, so the index still converges. It names the columns as the catalog
+// calls them now: the stream may not have reached a later rename yet.
 func repairRow(ctx context.Context, conn *pgx.Conn, t *table, e *indexer.Entry, key string) error {
+	var keyName, colName string
+	err := conn.QueryRow(ctx, `SELECT k.attname, v.attname FROM pg_attribute k, pg_attribute v
+		WHERE k.attrelid = $1 AND k.attnum = $2 AND NOT k.attisdropped AND v.attrelid = $1 AND v.attnum = $3 AND NOT v.attisdropped`,
+		t.oid, t.key.attnum, t.vectors[e.Spec().Column].attnum).Scan(&keyName, &colName)
+	if err != nil {
+		return fmt.Errorf("naming the key and vector columns of %s: %w", t.qualified(), err)
+	}
 	sql := fmt.Sprintf("SELECT %s FROM %s WHERE %s = $1::text::%s",
-		indexer.QuoteIdent(e.Spec().Column), t.qualified(), indexer.QuoteIdent(t.key), t.keyType)
+		indexer.QuoteIdent(colName), t.qualified(), indexer.QuoteIdent(keyName), t.keyType)
 	res := conn.PgConn().ExecParams(ctx, sql, [][]byte{[]byte(t.keyType.FormatKey(key))}, nil, nil, []int16{1}).Read()
 	if res.Err != nil {
 		return fmt.Errorf("reading row %s of %s: %w", t.keyType.FormatKey(key), t.qualified(), res.Err)

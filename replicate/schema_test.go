@@ -2,12 +2,16 @@ package replicate
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/vecside/vecside/indexer"
+	"github.com/vecside/vecside/internal/workload"
 )
 
 // waitFailed waits, bounded by d, until e is in the error state, and
@@ -110,6 +114,69 @@ func TestDimsContradictingTypmodFailsOnlyItsIndex(t *testing.T) {
 	h.exec(`DELETE FROM b WHERE id > 15`)
 	h.assertConverged(eb, 2)
 	h.assertSlotFollowsIdleWAL(15 * time.Second)
+}
+
+// TestRenamedColumnsAreFollowed renames the vector column and then the
+// key column while rows are inserted: the index stays ready, and the
+// changes after each rename arrive, a row read back by key (under the new
+// names) included. A restart from the checkpoint, with the definition
+// still naming the old columns, follows the renames too.
+func TestRenamedColumnsAreFollowed(t *testing.T) {
+	const dims, rows = 768, 50
+	h := newHarness(t, workload.CreateTable(rows, dims))
+	e := h.add("items_embedding=items(embedding) key=id metric=l2")
+	cfg := Config{DataDir: t.TempDir(), StatusInterval: 100 * time.Millisecond, HealthInterval: 100 * time.Millisecond}
+	h.start(cfg)
+	waitReady(t, e)
+
+	writer, err := pgx.Connect(h.ctx, h.dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer writer.Close(h.ctx)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { // names no column: it goes on through the renames
+		defer wg.Done()
+		rng := rand.New(rand.NewPCG(5, 6))
+		for id := 1000; id < 1100; id++ {
+			if _, err := writer.Exec(h.ctx, `INSERT INTO items VALUES ($1, 'w', $2)`, id, workload.Vector(rng, dims)); err != nil {
+				t.Errorf("insert %d: %v", id, err)
+				return
+			}
+		}
+	}()
+	rng := rand.New(rand.NewPCG(3, 4))
+	v := func() string { return workload.Vector(rng, dims) }
+	h.exec(`ALTER TABLE items RENAME COLUMN embedding TO emb_old`)
+	h.exec(`UPDATE items SET emb_old = $1 WHERE id = 1`, v())
+	h.exec(`DELETE FROM items WHERE id = 2`)
+	h.exec(`ALTER TABLE items RENAME COLUMN id TO item_id`)
+	h.exec(`UPDATE items SET emb_old = $1 WHERE item_id = 3`, v())
+	h.exec(`UPDATE items SET item_id = 20004 WHERE item_id = 4`)
+	h.exec(`DELETE FROM items WHERE item_id = 5`)
+	h.catchUp()
+	e.Delete(mustKey(t, e, "6")) // as if the index had lost the row: it is read back
+	h.exec(`UPDATE items SET note = 'only the note' WHERE item_id = 6`)
+	wg.Wait()
+	h.assertConvergedAs(e, dims, "item_id", "emb_old")
+	if state, msg := e.State(); state != indexer.StateReady {
+		t.Fatalf("after the renames the index is %s: %s", state, msg)
+	}
+	if n := h.rep.Stats().Repairs.Load(); n != 1 {
+		t.Errorf("%d repair reads, want 1", n)
+	}
+
+	h.restart(cfg)
+	e = h.ix.Entries()[0]
+	waitReady(t, e)
+	h.exec(`INSERT INTO items VALUES (30001, 'after', $1)`, v())
+	h.exec(`UPDATE items SET emb_old = $1 WHERE item_id = 7`, v())
+	h.exec(`DELETE FROM items WHERE item_id = 8`)
+	h.assertConvergedAs(e, dims, "item_id", "emb_old")
+	if n := h.rep.Stats().CopiedRows.Load(); n != 0 {
+		t.Errorf("the restart copied %d rows; it should resume from the checkpoint", n)
+	}
 }
 
 // TestIndexInErrorDoesNotHoldTheSlot: with one index in error, the slot
