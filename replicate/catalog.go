@@ -274,6 +274,19 @@ func (t *table) columnIndex(column string) int {
 	return slices.Index(t.columns, t.vectors[column].name)
 }
 
+// unpublished lists the entries whose key or vector column the publication
+// did not list when the table was resolved: their changes since may never
+// have been sent.
+func (t *table) unpublished() []*indexer.Entry {
+	var out []*indexer.Entry
+	for _, e := range t.entries {
+		if !t.listed.has(t.key.attnum) || !t.listed.has(t.vectors[e.Spec().Column].attnum) {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
 // columnType is a column's type OID, name and modifier: what a Relation
 // message must still show for the index to remain valid.
 type columnType struct {

@@ -15,8 +15,9 @@ import (
 // after its schema changes; the cache is reset on every reconnect.
 type relation struct {
 	table  *table
-	keyPos int
-	vecPos map[*indexer.Entry]int // entries still valid, by column position
+	keyPos int                      // -1: the key cannot be read
+	vecPos map[*indexer.Entry]int   // entries still valid, by column position
+	broken map[*indexer.Entry]error // entries it cannot feed, failed once a change reaches them
 }
 
 // decoder applies one connection's pgoutput stream to the indexes.
@@ -117,19 +118,33 @@ func (d *decoder) handle(ctx context.Context, data []byte) (err error) {
 	return nil
 }
 
-// rel returns the cached relation if it is one of ours.
+// rel returns the cached relation if it feeds an index. A change has
+// come: the indexes that the relation can no longer feed and that this
+// transaction reaches go into the error state. Those it does not reach
+// (a table sync's copy holds it, or they applied it before a reconnect)
+// are left alone: the schema may have changed back by the time a change
+// reaches them.
 func (d *decoder) rel(id uint32) *relation {
 	r := d.rels[id]
 	if r == nil || r.table == nil {
+		return nil
+	}
+	for e, err := range r.broken {
+		if d.applyTo[e] {
+			delete(r.broken, e)
+			failOnly(d.log, e, err)
+		}
+	}
+	if len(r.vecPos) == 0 {
 		return nil
 	}
 	return r
 }
 
 // relation caches a Relation message and checks that every index on the
-// table can still read it: a vector column that is gone or has changed
-// type or dimension puts that index into the error state, and the others
-// go on. Renamed columns are followed.
+// table can still read it. A key or vector column that is no longer
+// published, or whose type changed, breaks the indexes that read it;
+// the others go on. Renamed columns are followed.
 func (d *decoder) relation(m *pglogrepl.RelationMessage) {
 	var t *table
 	for _, cand := range d.tables {
@@ -137,7 +152,7 @@ func (d *decoder) relation(m *pglogrepl.RelationMessage) {
 			t = cand
 		}
 	}
-	r := &relation{table: t, keyPos: -1, vecPos: map[*indexer.Entry]int{}}
+	r := &relation{table: t, keyPos: -1, vecPos: map[*indexer.Entry]int{}, broken: map[*indexer.Entry]error{}}
 	d.rels[m.RelationID] = r
 	if t == nil {
 		return
@@ -157,7 +172,7 @@ func (d *decoder) relation(m *pglogrepl.RelationMessage) {
 			err = d.fits(t, c, m.Columns, pos[c])
 		}
 		if err != nil {
-			e.Fail(err)
+			r.broken[e] = err
 			continue
 		}
 		r.vecPos[e] = pos[c]
@@ -197,19 +212,22 @@ func (d *decoder) name(c *column) string {
 }
 
 // fits reports whether the column at pos of a Relation message can still
-// be read as c, and if not, what changed. A new name is logged and
-// followed.
+// be read as c, and if not, what changed and how to recover. A new name is
+// logged and followed.
 func (d *decoder) fits(t *table, c *column, cols []*pglogrepl.RelationMessageColumn, pos int) error {
-	if c == t.key && (pos < 0 || cols[pos].DataType != c.typ.oid) {
-		return fmt.Errorf("key column %s of %s was dropped or changed type; fix the table, then restart vecside to rebuild the index", indexer.QuoteIdent(d.name(c)), t.qualified())
+	what := "column"
+	if c == t.key {
+		what = "key column"
 	}
 	if pos < 0 {
-		return fmt.Errorf("column %s of %s is no longer published (dropped?); restart vecside with a new index definition", indexer.QuoteIdent(d.name(c)), t.qualified())
+		return fmt.Errorf("%s %s of %s is no longer published (was the publication's column list changed?); restart vecside: it publishes the column again and copies the table",
+			what, indexer.QuoteIdent(d.name(c)), t.qualified())
 	}
 	mc := cols[pos]
+	// A key's modifier (varchar(n)) does not change how it is read.
 	if mc.DataType != c.typ.oid || (c != t.key && mc.TypeModifier != c.typ.typmod) {
-		return fmt.Errorf("column %s of %s changed type (OID %d typmod %d, was %s typmod %d); restart vecside to rebuild the index",
-			indexer.QuoteIdent(mc.Name), t.qualified(), mc.DataType, mc.TypeModifier, c.typ.name, c.typ.typmod)
+		return fmt.Errorf("%s %s of %s changed type (type OID %d, typmod %d; was %s, typmod %d); restart vecside: it copies the table again with the new type",
+			what, indexer.QuoteIdent(mc.Name), t.qualified(), mc.DataType, mc.TypeModifier, c.typ.name, c.typ.typmod)
 	}
 	if was := d.name(c); mc.Name != was {
 		d.log.Info("following a renamed column", "table", t.qualified(), "attnum", c.attnum, "was", was, "now", mc.Name)
@@ -221,7 +239,7 @@ func (d *decoder) fits(t *table, c *column, cols []*pglogrepl.RelationMessageCol
 // key decodes the key column of a tuple; ok is false (and the change is
 // counted as dropped) when it cannot be read.
 func (d *decoder) key(r *relation, tuple *pglogrepl.TupleData) (string, bool) {
-	if tuple == nil || r.keyPos >= len(tuple.Columns) {
+	if tuple == nil || r.keyPos < 0 || r.keyPos >= len(tuple.Columns) {
 		d.stats.BadKeys.Add(1)
 		return "", false
 	}

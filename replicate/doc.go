@@ -57,6 +57,11 @@
 // multi-dimensional array) are left out and counted until a change makes
 // them valid.
 //
+// A Relation message whose key or vector column is no longer published,
+// or has another type, puts the indexes it can no longer feed into the
+// error state, with what changed and how to recover, as soon as a change
+// reaches them; the stream and the other indexes go on.
+//
 // # Positions
 //
 // Status updates carry write, flush and apply explicitly, at least every
@@ -73,22 +78,24 @@
 // At start, indexes load their checkpoints (Config.DataDir) and the stream
 // resumes from the oldest position they hold. An index whose position the
 // slot has confirmed past (Postgres silently starts later than asked: the
-// changes between are gone) has its table copied again, on its own, as a
-// new index's is; only when no index holds state is the slot recreated
-// and every table copied under its snapshot. After a lost connection the replicator reconnects with
-// backoff, resets its relation cache, and resumes from what the indexes
-// have applied, skipping transactions each has already applied. A
-// connection can also die without a word (a network partition): when the
-// stream has been silent for half of ReceiveTimeout, a status update asks
-// the server to answer, and after all of it the connection is presumed
-// dead and made again, as Postgres's own walreceiver does. The same
-// timeout bounds connecting, the queries that start a session, health
-// checks, repair reads and a copy that stops receiving rows, so a session
-// that meets a partition anywhere gives up and tries again. An index
-// with no checkpoint is synced on its own: a temporary slot exports a
-// snapshot, its table is copied (in parallel ctid ranges when large)
-// while the stream goes on, transactions committed before the snapshot are
-// skipped for it, and keys changed after it win over the copy.
+// changes between are gone), whose checkpoint was written for other column
+// types, or whose columns the publication did not list, has its table
+// copied again, on its own, as a new index's is; only when no index holds
+// state is the slot recreated and every table copied under its snapshot.
+// After a lost connection the replicator reconnects with backoff, resets
+// its relation cache, and resumes from what the indexes have applied,
+// skipping transactions each has already applied. A connection can also
+// die without a word (a network partition): when the stream has been
+// silent for half of ReceiveTimeout, a status update asks the server to
+// answer, and after all of it the connection is presumed dead and made
+// again, as Postgres's own walreceiver does. The same timeout bounds
+// connecting, the queries that start a session, health checks, repair
+// reads and a copy that stops receiving rows, so a session that meets a
+// partition anywhere gives up and tries again. An index with no checkpoint
+// is synced on its own: a temporary slot exports a snapshot, its table is
+// copied (in parallel ctid ranges when large) while the stream goes on,
+// transactions committed before the snapshot are skipped for it, and keys
+// changed after it win over the copy.
 //
 // The slot and the publication are checked every HealthInterval: an
 // invalidated slot stops the replicator or, with OnSlotLost "resync",

@@ -133,7 +133,7 @@ func checkPublication(ctx context.Context, conn *pgx.Conn, pub string, tables []
 			case !listed.found:
 				e.Fail(fmt.Errorf("table %s left publication %s (was column %s dropped?); fix the table, then restart vecside to rebuild the index", t.qualified(), pub, indexer.QuoteIdent(col.name)))
 			case !listed.has(col.attnum) || !listed.has(t.key.attnum):
-				e.Fail(fmt.Errorf("the column list of publication %s no longer holds columns %s and %s of %s; restart vecside with a new index definition", pub, indexer.QuoteIdent(t.key.name), indexer.QuoteIdent(col.name), t.qualified()))
+				e.Fail(fmt.Errorf("the column list of publication %s no longer holds columns %s and %s of %s; restart vecside: it publishes them again and copies the table", pub, indexer.QuoteIdent(t.key.name), indexer.QuoteIdent(col.name), t.qualified()))
 			}
 		}
 	}

@@ -283,6 +283,11 @@ func (r *Replicator) runOnce(ctx context.Context) error {
 	if restore {
 		r.restore(tables, src)
 	}
+	for _, t := range tables {
+		for _, e := range t.unpublished() {
+			r.recopy(e, "the publication did not list the index's columns, so changes may be missing")
+		}
+	}
 	start, floor, syncs, err := r.prepareSlot(ctx, conn, repl, tables)
 	defer func() {
 		for _, s := range syncs {
@@ -338,11 +343,12 @@ func (r *Replicator) runOnce(ctx context.Context) error {
 
 // restore loads the indexes that have a checkpoint of this source; the
 // others stay pending and are copied, each table on its own, while the
-// loaded ones stream from where they left off.
+// loaded ones stream from where they left off. A checkpoint written for
+// other column types (the key's type was changed) is no use either.
 func (r *Replicator) restore(tables []*table, src indexer.Source) {
 	state := indexer.ReadIdleState(r.cfg.DataDir)
 	for _, t := range tables {
-		for _, e := range t.entries {
+		for _, e := range slices.Clone(t.entries) {
 			lsn, err := e.LoadCheckpoint(r.cfg.DataDir, src, state)
 			if err != nil {
 				r.log.Warn("index has no usable checkpoint; its table will be copied", "index", e.Spec().Name, "err", err)
@@ -352,6 +358,19 @@ func (r *Replicator) restore(tables []*table, src indexer.Source) {
 			delete(r.pending, e)
 			r.mu.Unlock()
 			r.log.Info("index loaded from its checkpoint", "index", e.Spec().Name, "lsn", lsn.String(), "rows", e.Status().Rows)
+			// Loading took the checkpoint's types: give the entry its
+			// table's again.
+			kt, vt := e.KeyType(), e.VectorType()
+			if err := t.configure(e); err != nil {
+				err = fmt.Errorf("%w; its checkpoint holds vectors of another dimension: remove %s to copy the table again", err, e.CheckpointPath(r.cfg.DataDir))
+				failOnly(r.log, e, err)
+				t.entries = slices.DeleteFunc(t.entries, func(x *indexer.Entry) bool { return x == e })
+				continue
+			}
+			if kt != t.keyType || vt != e.VectorType() {
+				r.recopy(e, "the checkpoint was written for other column types", "checkpoint_key_type", kt.String(), "key_type", t.keyType.String(),
+					"checkpoint_vector_type", vt.String(), "vector_type", e.VectorType().String())
+			}
 		}
 	}
 }

@@ -83,6 +83,56 @@ func twoTables(t *testing.T, rows int, cfg Config) (h *harness, ea, eb *indexer.
 	return h, ea, eb
 }
 
+// TestBrokenKeyFailsOnlyItsIndex: a Relation message in which the key
+// column has another type, or is missing, puts the index on that table
+// into the error state with what changed and how to recover; the stream
+// goes on without a restart, the other table's index converges, and a
+// restart copies the broken table again.
+func TestBrokenKeyFailsOnlyItsIndex(t *testing.T) {
+	for _, tc := range []struct {
+		name, ddl string
+		says      []string
+	}{
+		// The column list refuses ALTER COLUMN … TYPE: done by hand, the
+		// table leaves the publication for the change.
+		{"type changed", `BEGIN; ALTER PUBLICATION vecside DROP TABLE a;
+			ALTER TABLE a ALTER COLUMN id TYPE bigint;
+			ALTER PUBLICATION vecside ADD TABLE a (id, v); COMMIT`, []string{"key column", "changed type", "OID 20", "was int4", "restart vecside"}},
+		// Inserts still work; the application's updates would not.
+		{"unpublished", `ALTER PUBLICATION vecside SET TABLE a (v), b (id, v)`, []string{"key column", "no longer published", "restart vecside"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// Nothing is confirmed after the start: a's checkpoint stays
+			// ahead of the slot, and the restart must see for itself
+			// that it cannot resume from it.
+			cfg := Config{DataDir: t.TempDir(), StatusInterval: time.Hour, HealthInterval: time.Hour}
+			h, ea, eb := twoTables(t, 10, cfg)
+			waitCheckpointed(t, ea)
+			h.exec(tc.ddl)
+			h.exec(`INSERT INTO a VALUES (11, ARRAY[11, 1]::real[])`)
+			h.exec(`INSERT INTO b VALUES (11, ARRAY[11, 2]::real[])`)
+			assertMentions(t, waitFailed(t, ea, 10*time.Second), tc.says...)
+			h.exec(`UPDATE b SET v = ARRAY[0, 0]::real[] WHERE id <= 3`)
+			h.exec(`DELETE FROM b WHERE id = 4`)
+			h.catchUpWithin(15 * time.Second)
+			h.assertConverged(eb, 2)
+			if n := h.rep.Stats().Reconnects.Load(); n != 0 {
+				t.Errorf("the stream restarted %d times", n)
+			}
+
+			h.restart(cfg)
+			ea, eb = h.ix.Entries()[0], h.ix.Entries()[1]
+			waitCopied(t, ea, 11)
+			waitReady(t, eb)
+			h.assertConverged(ea, 2)
+			h.assertConverged(eb, 2)
+			if n := eb.Status().CopiedRows; n != 0 {
+				t.Errorf("after the restart b copied %d rows; it should resume from its checkpoint", n)
+			}
+		})
+	}
+}
+
 // standInVector creates a type named vector whose type modifier is its
 // dimension and whose binary form is pgvector's, as pgvector's vector(n)
 // has: the test machines have no pgvector package. Values are written as
