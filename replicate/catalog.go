@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 
@@ -16,15 +17,30 @@ import (
 // table is one source table and the indexes it feeds. Several indexes may
 // read one table (two kinds to compare, or two vector columns); the table
 // is copied once and every change is decoded once for all of them.
+//
+// Its columns are known by their attribute numbers, which a rename keeps:
+// the indexes follow renames of their columns (see column).
 type table struct {
 	schema, name string
 	oid          uint32
 	partitioned  bool
-	key          string // the replica-identity column
+	key          *column // the replica-identity column
 	keyType      pgvalue.KeyType
-	colTypes     map[string]columnType // published columns as last seen
+	vectors      map[string]*column // the indexed columns, by the names the index definitions give
+	published    []*column          // the key and the vector columns, by attribute number
+	columns      []string           // what a copy selects: the key, then each vector column
+	listed       listing            // the table's entry in the publication when it was resolved
 	entries      []*indexer.Entry
-	columns      []string // published: the key, then each distinct vector column
+}
+
+// column is a column the indexes read. Its name is the one it had when
+// the table was resolved: SQL issued then (a copy) uses it, SQL issued
+// later (a repair read) asks the catalog for the name of attnum anew.
+type column struct {
+	attnum int16
+	name   string
+	typ    columnType
+	vt     pgvalue.VectorType // for a vector column
 }
 
 func (t *table) qualified() string {
@@ -35,43 +51,76 @@ func (t *table) qualified() string {
 // replica identity, so changes cannot be matched to rows.
 var ErrNoReplicaIdentity = errors.New("key is not the table's replica identity")
 
+// errNoColumn: no column of the table has the name or number asked for.
+var errNoColumn = errors.New("no such column")
+
 // resolveTables groups the entries by table and checks each table against
 // the catalog: it exists, the key column is its replica identity, the
-// column types are supported. It configures every entry with its types.
-// Nothing is changed in the database.
-func resolveTables(ctx context.Context, conn *pgx.Conn, entries []*indexer.Entry) ([]*table, error) {
-	var tables []*table
-	byName := map[string]*table{}
+// column types are supported. It configures every entry with its types;
+// an entry whose definition contradicts its column (dims=N on a
+// vector(M)) is put into the error state and left out, and the others are
+// served. Nothing is changed in the database.
+func resolveTables(ctx context.Context, conn *pgx.Conn, pub string, entries []*indexer.Entry, log *slog.Logger) ([]*table, error) {
+	var order []string
+	byTable := map[string][]*indexer.Entry{}
 	for _, e := range entries {
-		spec := e.Spec()
-		t := byName[spec.QualifiedTable()]
-		if t == nil {
-			t = &table{schema: spec.Schema, name: spec.Table, key: spec.Key}
-			if err := t.resolve(ctx, conn); err != nil {
-				return nil, err
-			}
-			byName[spec.QualifiedTable()] = t
-			tables = append(tables, t)
+		q := e.Spec().QualifiedTable()
+		if byTable[q] == nil {
+			order = append(order, q)
 		}
-		if spec.Key != t.key {
-			return nil, configError{fmt.Errorf("index %s: key=%s, but another index reads %s with key=%s", spec.Name, spec.Key, t.qualified(), t.key)}
-		}
-		vt, typmod, err := t.vectorColumn(ctx, conn, spec.Column)
+		byTable[q] = append(byTable[q], e)
+	}
+	var tables []*table
+	for _, q := range order {
+		t, err := resolveTable(ctx, conn, pub, byTable[q], log)
 		if err != nil {
-			return nil, fmt.Errorf("index %s: %w", spec.Name, err)
-		}
-		if err := e.Configure(t.keyType, vt, typmod); err != nil {
 			return nil, err
 		}
-		t.entries = append(t.entries, e)
-		if !slices.Contains(t.columns, spec.Column) {
-			t.columns = append(t.columns, spec.Column)
+		if len(t.entries) > 0 {
+			tables = append(tables, t)
 		}
 	}
 	return tables, nil
 }
 
-func (t *table) resolve(ctx context.Context, conn *pgx.Conn) error {
+// resolveTable resolves the table that entries read, and configures them.
+func resolveTable(ctx context.Context, conn *pgx.Conn, pub string, entries []*indexer.Entry, log *slog.Logger) (*table, error) {
+	specs := make([]indexer.Spec, len(entries))
+	for i, e := range entries {
+		specs[i] = e.Spec()
+		if specs[i].Key != specs[0].Key {
+			return nil, configError{fmt.Errorf("index %s: key=%s, but another index reads %s with key=%s", specs[i].Name, specs[i].Key, specs[0].QualifiedTable(), specs[0].Key)}
+		}
+	}
+	t := &table{schema: specs[0].Schema, name: specs[0].Table}
+	if err := t.resolve(ctx, conn, pub, specs[0].Key, log); err != nil {
+		return nil, err
+	}
+	if err := t.resolveColumns(ctx, conn, specs, log); err != nil {
+		return nil, err
+	}
+	for _, e := range entries {
+		if err := t.configure(e); err != nil {
+			failOnly(log, e, err)
+			continue
+		}
+		t.entries = append(t.entries, e)
+	}
+	return t, nil
+}
+
+// failOnly puts e into the error state, and says so: the other indexes
+// are served.
+func failOnly(log *slog.Logger, e *indexer.Entry, err error) {
+	e.Fail(err)
+	log.Error("index cannot be served; the others are", "index", e.Spec().Name, "err", err)
+}
+
+// resolve looks the table up and finds its key column: the one named key,
+// or, when no column has that name any more, the table's replica identity
+// if the publication lists it: the key was renamed since vecside
+// published it.
+func (t *table) resolve(ctx context.Context, conn *pgx.Conn, pub, key string, log *slog.Logger) error {
 	var relkind, replident string
 	err := conn.QueryRow(ctx, `
 		SELECT c.oid, c.relkind::text, c.relreplident::text
@@ -87,32 +136,155 @@ func (t *table) resolve(ctx context.Context, conn *pgx.Conn) error {
 		return configError{fmt.Errorf("%s is not a table (relkind %s)", t.qualified(), relkind)}
 	}
 	t.partitioned = relkind == "p"
+	if t.listed, err = readListing(ctx, conn, pub, t.oid); err != nil {
+		return fmt.Errorf("table %s: %w", t.qualified(), err)
+	}
 	identity, err := replicaIdentity(ctx, conn, t.oid, replident)
 	if err != nil {
 		return fmt.Errorf("table %s: %w", t.qualified(), err)
 	}
-	if len(identity) != 1 || identity[0] != t.key {
-		how := fmt.Sprintf("give it a primary key on %[1]s, or ALTER TABLE %[2]s REPLICA IDENTITY USING INDEX <a unique index on (%[1]s)>", indexer.QuoteIdent(t.key), t.qualified())
-		switch {
-		case replident == "f":
-			return configError{fmt.Errorf("%w: %s has REPLICA IDENTITY FULL, which would put every old vector in the WAL; %s", ErrNoReplicaIdentity, t.qualified(), how)}
-		case len(identity) == 0:
-			return configError{fmt.Errorf("%w: %s has no replica identity; %s", ErrNoReplicaIdentity, t.qualified(), how)}
-		default:
-			return configError{fmt.Errorf("%w: the replica identity of %s is (%s), not (%s); index by that key, or %s", ErrNoReplicaIdentity, t.qualified(), strings.Join(identity, ", "), t.key, how)}
-		}
+	t.key, err = lookupColumn(ctx, conn, t.oid, "attname", key)
+	if errors.Is(err, errNoColumn) && len(identity) == 1 && t.listed.has(identity[0].attnum) {
+		t.key, err = identity[0], nil
+		log.Info("following the renamed key column", "table", t.qualified(), "was", key, "now", t.key.name)
 	}
-	keyCol, err := lookupColumn(ctx, conn, t.oid, t.key)
-	if err != nil {
+	if err != nil && !errors.Is(err, errNoColumn) {
 		return fmt.Errorf("table %s: key column: %w", t.qualified(), err)
 	}
-	t.keyType, err = pgvalue.KeyTypeForOID(keyCol.oid)
+	if t.key == nil || len(identity) != 1 || identity[0].attnum != t.key.attnum {
+		return noReplicaIdentity(t.qualified(), key, replident, identity)
+	}
+	t.keyType, err = pgvalue.KeyTypeForOID(t.key.typ.oid)
 	if err != nil {
 		return configError{fmt.Errorf("table %s: %w", t.qualified(), err)}
 	}
-	t.columns = []string{t.key}
-	t.colTypes = map[string]columnType{t.key: keyCol}
+	t.published = []*column{t.key}
 	return nil
+}
+
+// noReplicaIdentity says why key is not the replica identity of the table
+// and how to make it so.
+func noReplicaIdentity(table, key, replident string, identity []*column) error {
+	how := fmt.Sprintf("give it a primary key on %[1]s, or ALTER TABLE %[2]s REPLICA IDENTITY USING INDEX <a unique index on (%[1]s)>", indexer.QuoteIdent(key), table)
+	switch {
+	case replident == "f":
+		return configError{fmt.Errorf("%w: %s has REPLICA IDENTITY FULL, which would put every old vector in the WAL; %s", ErrNoReplicaIdentity, table, how)}
+	case len(identity) == 0:
+		return configError{fmt.Errorf("%w: %s has no replica identity; %s", ErrNoReplicaIdentity, table, how)}
+	}
+	names := make([]string, len(identity))
+	for i, c := range identity {
+		names[i] = c.name
+	}
+	return configError{fmt.Errorf("%w: the replica identity of %s is (%s), not (%s); index by that key, or %s", ErrNoReplicaIdentity, table, strings.Join(names, ", "), key, how)}
+}
+
+// resolveColumns finds the vector column each definition names: by that
+// name, or, when no column has it any more, the one column the publication
+// lists that neither the key nor another definition accounts for: it was
+// renamed since vecside published it. It records their types, and what a
+// copy selects.
+func (t *table) resolveColumns(ctx context.Context, conn *pgx.Conn, specs []indexer.Spec, log *slog.Logger) error {
+	t.vectors = map[string]*column{}
+	var missing []indexer.Spec
+	for _, s := range specs {
+		if _, done := t.vectors[s.Column]; done || slices.ContainsFunc(missing, func(m indexer.Spec) bool { return m.Column == s.Column }) {
+			continue
+		}
+		c, err := lookupColumn(ctx, conn, t.oid, "attname", s.Column)
+		if errors.Is(err, errNoColumn) {
+			missing = append(missing, s)
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("index %s: %w", s.Name, err)
+		}
+		t.vectors[s.Column] = t.adopt(c)
+	}
+	if len(missing) > 0 {
+		c, err := t.renamedColumn(ctx, conn, missing)
+		if err != nil {
+			return err
+		}
+		log.Info("following a renamed column", "table", t.qualified(), "was", missing[0].Column, "now", c.name)
+		t.vectors[missing[0].Column] = t.adopt(c)
+	}
+	t.columns = make([]string, len(t.published))
+	for i, c := range t.published {
+		t.columns[i] = c.name
+	}
+	for _, s := range specs {
+		c := t.vectors[s.Column]
+		vt, err := pgvalue.VectorTypeFor(c.typ.oid, c.typ.name)
+		if err != nil {
+			return configError{fmt.Errorf("index %s: column %s: %w", s.Name, indexer.QuoteIdent(c.name), err)}
+		}
+		c.vt = vt
+	}
+	slices.SortFunc(t.published, func(a, b *column) int { return int(a.attnum) - int(b.attnum) })
+	return nil
+}
+
+// adopt records c among the published columns, or returns the one
+// recorded under its attribute number already.
+func (t *table) adopt(c *column) *column {
+	for _, p := range t.published {
+		if p.attnum == c.attnum {
+			return p
+		}
+	}
+	t.published = append(t.published, c)
+	return c
+}
+
+// renamedColumn is the column that the one definition in missing names,
+// when no column has that name: the one the publication lists beside those
+// accounted for. With more names missing, or no such column, which is
+// which cannot be told.
+func (t *table) renamedColumn(ctx context.Context, conn *pgx.Conn, missing []indexer.Spec) (*column, error) {
+	var spare []int16
+	for _, n := range t.listed.attnums {
+		if !slices.ContainsFunc(t.published, func(c *column) bool { return c.attnum == n }) {
+			spare = append(spare, n)
+		}
+	}
+	if len(missing) != 1 || len(spare) != 1 {
+		return nil, configError{fmt.Errorf("index %s: column %s of %s does not exist", missing[0].Name, indexer.QuoteIdent(missing[0].Column), t.qualified())}
+	}
+	return lookupColumn(ctx, conn, t.oid, "attnum", spare[0])
+}
+
+// configure gives e the types of its columns. A dimension in its
+// definition that contradicts the column's vector(n) is refused with what
+// to change.
+func (t *table) configure(e *indexer.Entry) error {
+	spec := e.Spec()
+	c := t.vectors[spec.Column]
+	dims := typmodDims(c.vt, c.typ.typmod)
+	if spec.Dims > 0 && dims > 0 && spec.Dims != dims {
+		return fmt.Errorf("index %s: dims=%d, but column %s of %s is vector(%d); set dims=%d or leave dims out, then restart vecside",
+			spec.Name, spec.Dims, indexer.QuoteIdent(c.name), t.qualified(), dims, dims)
+	}
+	return e.Configure(t.keyType, c.vt, dims)
+}
+
+// columnIndex is the position in a copy's rows of the column that
+// definitions name column.
+func (t *table) columnIndex(column string) int {
+	return slices.Index(t.columns, t.vectors[column].name)
+}
+
+// unpublished lists the entries whose key or vector column the publication
+// did not list when the table was resolved: their changes since may never
+// have been sent.
+func (t *table) unpublished() []*indexer.Entry {
+	var out []*indexer.Entry
+	for _, e := range t.entries {
+		if !t.listed.has(t.key.attnum) || !t.listed.has(t.vectors[e.Spec().Column].attnum) {
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 // columnType is a column's type OID, name and modifier: what a Relation
@@ -123,14 +295,16 @@ type columnType struct {
 	typmod int32
 }
 
-func lookupColumn(ctx context.Context, conn *pgx.Conn, tableOID uint32, column string) (columnType, error) {
-	var c columnType
+// lookupColumn finds a live column of a table by attname or attnum (by).
+func lookupColumn(ctx context.Context, conn *pgx.Conn, tableOID uint32, by string, value any) (*column, error) {
+	c := &column{}
 	err := conn.QueryRow(ctx, `
-		SELECT a.atttypid, t.typname, a.atttypmod
+		SELECT a.attnum, a.attname, a.atttypid, t.typname, a.atttypmod
 		FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid
-		WHERE a.attrelid = $1 AND a.attname = $2 AND a.attnum > 0 AND NOT a.attisdropped`, tableOID, column).Scan(&c.oid, &c.name, &c.typmod)
+		WHERE a.attrelid = $1 AND a.`+by+` = $2 AND a.attnum > 0 AND NOT a.attisdropped`, tableOID, value).
+		Scan(&c.attnum, &c.name, &c.typ.oid, &c.typ.name, &c.typ.typmod)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return c, configError{fmt.Errorf("column %s does not exist", indexer.QuoteIdent(column))}
+		return nil, fmt.Errorf("%w: %v", errNoColumn, value)
 	}
 	return c, err
 }
@@ -138,7 +312,7 @@ func lookupColumn(ctx context.Context, conn *pgx.Conn, tableOID uint32, column s
 // replicaIdentity lists the columns of the table's replica identity: its
 // primary key by default, the chosen index for USING INDEX, none for
 // NOTHING or FULL (FULL is refused by the caller).
-func replicaIdentity(ctx context.Context, conn *pgx.Conn, oid uint32, replident string) ([]string, error) {
+func replicaIdentity(ctx context.Context, conn *pgx.Conn, oid uint32, replident string) ([]*column, error) {
 	var cond string
 	switch replident {
 	case "d":
@@ -149,31 +323,48 @@ func replicaIdentity(ctx context.Context, conn *pgx.Conn, oid uint32, replident 
 		return nil, nil
 	}
 	rows, err := conn.Query(ctx, `
-		SELECT a.attname
+		SELECT a.attnum, a.attname, a.atttypid, t.typname, a.atttypmod
 		FROM pg_index i
 		JOIN LATERAL unnest(i.indkey) WITH ORDINALITY AS k(attnum, ord) ON true
 		JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum
+		JOIN pg_type t ON t.oid = a.atttypid
 		WHERE i.indrelid = $1 AND `+cond+`
 		ORDER BY k.ord`, oid)
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, pgx.RowTo[string])
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (*column, error) {
+		c := &column{}
+		err := row.Scan(&c.attnum, &c.name, &c.typ.oid, &c.typ.name, &c.typ.typmod)
+		return c, err
+	})
 }
 
-// vectorColumn returns the type of an indexed column and the dimension its
-// type modifier fixes (vector(n)), or 0, and records it in t.colTypes.
-func (t *table) vectorColumn(ctx context.Context, conn *pgx.Conn, column string) (pgvalue.VectorType, int, error) {
-	c, err := lookupColumn(ctx, conn, t.oid, column)
-	if err != nil {
-		return 0, 0, err
+// listing is a table's entry in the publication: whether it is there, and
+// the attribute numbers its column list holds (nil: every column).
+type listing struct {
+	found   bool
+	attnums []int16
+}
+
+func (l listing) has(attnum int16) bool {
+	return l.found && (l.attnums == nil || slices.Contains(l.attnums, attnum))
+}
+
+// readListing reads the table's entry in publication pub. Column lists
+// hold attribute numbers, so they follow renames.
+func readListing(ctx context.Context, conn *pgx.Conn, pub string, oid uint32) (listing, error) {
+	l := listing{found: true}
+	err := conn.QueryRow(ctx, `
+		SELECT pr.prattrs::int2[] FROM pg_publication_rel pr JOIN pg_publication p ON p.oid = pr.prpubid
+		WHERE p.pubname = $1 AND pr.prrelid = $2`, pub, oid).Scan(&l.attnums)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return listing{}, nil
 	}
-	vt, err := pgvalue.VectorTypeFor(c.oid, c.name)
 	if err != nil {
-		return 0, 0, configError{fmt.Errorf("column %s: %w", indexer.QuoteIdent(column), err)}
+		return l, fmt.Errorf("reading publication %s: %w", pub, err)
 	}
-	t.colTypes[column] = c
-	return vt, typmodDims(vt, c.typmod), nil
+	return l, nil
 }
 
 // typmodDims is the dimension a column's type modifier fixes: n for

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -206,12 +207,13 @@ func (c *checker) publication() {
 // read and published, and its key is its replica identity.
 func (c *checker) table(s indexer.Spec) {
 	check := "index " + s.Name
-	t := &table{schema: s.Schema, name: s.Table, key: s.Key}
-	if err := t.resolve(c.ctx, c.conn); err != nil {
+	t := &table{schema: s.Schema, name: s.Table}
+	quiet := slog.New(slog.DiscardHandler)
+	if err := t.resolve(c.ctx, c.conn, c.name, s.Key, quiet); err != nil {
 		c.add(Fail, check, err.Error(), fixFor(err))
 		return
 	}
-	if _, _, err := t.vectorColumn(c.ctx, c.conn, s.Column); err != nil {
+	if err := t.resolveColumns(c.ctx, c.conn, []indexer.Spec{s}, quiet); err != nil {
 		c.add(Fail, check, err.Error(), "index a column of type vector, real[] or double precision[]")
 		return
 	}
@@ -225,9 +227,9 @@ func (c *checker) table(s indexer.Spec) {
 	case !canSelect:
 		c.add(Fail, check, "no SELECT on "+t.qualified()+" (the initial copy reads it)", "GRANT SELECT ON "+t.qualified()+" TO the sidecar's role")
 	case !owner && !published:
-		c.add(Fail, check, "only the owner of "+t.qualified()+" can add it to the publication", "add it as its owner: ALTER PUBLICATION "+indexer.QuoteIdent(c.name)+" ADD TABLE "+t.qualified()+" ("+indexer.QuoteIdent(s.Key)+", "+indexer.QuoteIdent(s.Column)+")")
+		c.add(Fail, check, "only the owner of "+t.qualified()+" can add it to the publication", "add it as its owner: ALTER PUBLICATION "+indexer.QuoteIdent(c.name)+" ADD TABLE "+t.qualified()+" ("+indexer.QuoteIdent(t.key.name)+", "+indexer.QuoteIdent(t.vectors[s.Column].name)+")")
 	default:
-		c.add(OK, check, t.qualified()+" key "+s.Key+" ("+t.keyType.String()+"), column "+s.Column, "")
+		c.add(OK, check, t.qualified()+" key "+t.key.name+" ("+t.keyType.String()+"), column "+t.vectors[s.Column].name, "")
 	}
 }
 

@@ -15,14 +15,16 @@ import (
 // after its schema changes; the cache is reset on every reconnect.
 type relation struct {
 	table  *table
-	keyPos int
-	vecPos map[*indexer.Entry]int // entries still valid, by column position
+	keyPos int                      // -1: the key cannot be read
+	vecPos map[*indexer.Entry]int   // entries still valid, by column position
+	broken map[*indexer.Entry]error // entries it cannot feed, failed once a change reaches them
 }
 
 // decoder applies one connection's pgoutput stream to the indexes.
 type decoder struct {
 	tables  []*table
 	rels    map[uint32]*relation
+	names   map[*column]string // as last seen in a Relation message
 	repair  func(ctx context.Context, t *table, e *indexer.Entry, key string) error
 	log     *slog.Logger
 	stats   *Stats
@@ -32,7 +34,7 @@ type decoder struct {
 }
 
 func newDecoder(tables []*table, repair func(context.Context, *table, *indexer.Entry, string) error, log *slog.Logger, stats *Stats) *decoder {
-	return &decoder{tables: tables, rels: map[uint32]*relation{}, repair: repair, log: log, stats: stats, applyTo: map[*indexer.Entry]bool{}}
+	return &decoder{tables: tables, rels: map[uint32]*relation{}, names: map[*column]string{}, repair: repair, log: log, stats: stats, applyTo: map[*indexer.Entry]bool{}}
 }
 
 // handle applies one pgoutput message. A message it cannot parse is
@@ -116,63 +118,128 @@ func (d *decoder) handle(ctx context.Context, data []byte) (err error) {
 	return nil
 }
 
-// rel returns the cached relation if it is one of ours.
+// rel returns the cached relation if it feeds an index. A change has
+// come: the indexes that the relation can no longer feed and that this
+// transaction reaches go into the error state. Those it does not reach
+// (a table sync's copy holds it, or they applied it before a reconnect)
+// are left alone: the schema may have changed back by the time a change
+// reaches them.
 func (d *decoder) rel(id uint32) *relation {
 	r := d.rels[id]
 	if r == nil || r.table == nil {
+		return nil
+	}
+	for e, err := range r.broken {
+		if d.applyTo[e] {
+			delete(r.broken, e)
+			failOnly(d.log, e, err)
+		}
+	}
+	if len(r.vecPos) == 0 {
 		return nil
 	}
 	return r
 }
 
 // relation caches a Relation message and checks that every index on the
-// table can still read it: a vector column that is gone or has changed
-// type or dimension puts that index into the error state, and the others
-// go on.
+// table can still read it. A key or vector column that is no longer
+// published, or whose type changed, breaks the indexes that read it;
+// the others go on. Renamed columns are followed.
 func (d *decoder) relation(m *pglogrepl.RelationMessage) {
 	var t *table
 	for _, cand := range d.tables {
-		if cand.schema == m.Namespace && cand.name == m.RelationName {
+		if cand.oid == m.RelationID {
 			t = cand
 		}
 	}
-	r := &relation{table: t, keyPos: -1, vecPos: map[*indexer.Entry]int{}}
+	r := &relation{table: t, keyPos: -1, vecPos: map[*indexer.Entry]int{}, broken: map[*indexer.Entry]error{}}
 	d.rels[m.RelationID] = r
 	if t == nil {
 		return
 	}
-	pos := map[string]*pglogrepl.RelationMessageColumn{}
-	index := map[string]int{}
-	for i, c := range m.Columns {
-		pos[c.Name], index[c.Name] = c, i
-	}
-	if c, ok := pos[t.key]; ok && c.DataType == t.colTypes[t.key].oid {
-		r.keyPos = index[t.key]
+	pos := d.locate(t, m.Columns)
+	keyErr := d.fits(t, t.key, m.Columns, pos[t.key])
+	if keyErr == nil {
+		r.keyPos = pos[t.key]
 	}
 	for _, e := range t.entries {
 		if state, _ := e.State(); state == indexer.StateError {
 			continue
 		}
-		col := e.Spec().Column
-		c, ok := pos[col]
-		want := t.colTypes[col]
-		switch {
-		case r.keyPos < 0:
-			e.Fail(fmt.Errorf("key column %s of %s was dropped or changed type; fix the table, then restart vecside to rebuild the index", t.key, t.qualified()))
-		case !ok:
-			e.Fail(fmt.Errorf("column %s of %s is no longer published (dropped?); restart vecside with a new index definition", col, t.qualified()))
-		case c.DataType != want.oid || c.TypeModifier != want.typmod:
-			e.Fail(fmt.Errorf("column %s of %s changed type (OID %d typmod %d, was %s typmod %d); restart vecside to rebuild the index", col, t.qualified(), c.DataType, c.TypeModifier, want.name, want.typmod))
-		default:
-			r.vecPos[e] = index[col]
+		c := t.vectors[e.Spec().Column]
+		err := keyErr
+		if err == nil {
+			err = d.fits(t, c, m.Columns, pos[c])
+		}
+		if err != nil {
+			r.broken[e] = err
+			continue
+		}
+		r.vecPos[e] = pos[c]
+	}
+}
+
+// locate finds the table's published columns in a Relation message, which
+// lists the published columns in attribute-number order, without their
+// numbers. While it lists as many as the table publishes, a column's place
+// is its rank among their attribute numbers, whatever it is called now. A
+// list of another length means that the publication's column list changed:
+// then columns are found by the names they were last seen under. -1: not
+// in the message.
+func (d *decoder) locate(t *table, cols []*pglogrepl.RelationMessageColumn) map[*column]int {
+	pos := make(map[*column]int, len(t.published))
+	for i, c := range t.published {
+		pos[c] = -1
+		if len(cols) == len(t.published) {
+			pos[c] = i
+			continue
+		}
+		for j, mc := range cols {
+			if mc.Name == d.name(c) {
+				pos[c] = j
+			}
 		}
 	}
+	return pos
+}
+
+// name is what c was called in the last Relation message.
+func (d *decoder) name(c *column) string {
+	if n, ok := d.names[c]; ok {
+		return n
+	}
+	return c.name
+}
+
+// fits reports whether the column at pos of a Relation message can still
+// be read as c, and if not, what changed and how to recover. A new name is
+// logged and followed.
+func (d *decoder) fits(t *table, c *column, cols []*pglogrepl.RelationMessageColumn, pos int) error {
+	what := "column"
+	if c == t.key {
+		what = "key column"
+	}
+	if pos < 0 {
+		return fmt.Errorf("%s %s of %s is no longer published (was the publication's column list changed?); restart vecside: it publishes the column again and copies the table",
+			what, indexer.QuoteIdent(d.name(c)), t.qualified())
+	}
+	mc := cols[pos]
+	// A key's modifier (varchar(n)) does not change how it is read.
+	if mc.DataType != c.typ.oid || (c != t.key && mc.TypeModifier != c.typ.typmod) {
+		return fmt.Errorf("%s %s of %s changed type (type OID %d, typmod %d; was %s, typmod %d); restart vecside: it copies the table again with the new type",
+			what, indexer.QuoteIdent(mc.Name), t.qualified(), mc.DataType, mc.TypeModifier, c.typ.name, c.typ.typmod)
+	}
+	if was := d.name(c); mc.Name != was {
+		d.log.Info("following a renamed column", "table", t.qualified(), "attnum", c.attnum, "was", was, "now", mc.Name)
+		d.names[c] = mc.Name
+	}
+	return nil
 }
 
 // key decodes the key column of a tuple; ok is false (and the change is
 // counted as dropped) when it cannot be read.
 func (d *decoder) key(r *relation, tuple *pglogrepl.TupleData) (string, bool) {
-	if tuple == nil || r.keyPos >= len(tuple.Columns) {
+	if tuple == nil || r.keyPos < 0 || r.keyPos >= len(tuple.Columns) {
 		d.stats.BadKeys.Add(1)
 		return "", false
 	}

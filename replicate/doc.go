@@ -8,12 +8,25 @@
 // created: it must exist, its key column must be its replica identity (a
 // primary key or REPLICA IDENTITY USING INDEX; FULL is refused because it
 // would put every old vector in the WAL), and its columns must have
-// supported types. Then the publication is created, or its table list
-// brought up to date, before the slot: a slot that decodes with a missing
-// publication fails or loses changes. Its column list is the key plus the
-// indexed vector columns: never less (the application's UPDATEs would
-// fail), never more (documents and JSON would pass through the decoder for
+// supported types. An index whose definition contradicts its column
+// (dims=N on a vector(M)) goes into the error state alone; the others are
+// served. Then the publication is created, or its table list brought up
+// to date, before the slot: a slot that decodes with a missing publication
+// fails or loses changes. Its column list is the key plus the indexed
+// vector columns: never less (the application's UPDATEs would fail),
+// never more (documents and JSON would pass through the decoder for
 // nothing).
+//
+// Columns are known by their attribute numbers, which a rename keeps, so
+// indexes follow renamed columns. A Relation message carries no numbers,
+// but lists the published columns in attribute-number order: a column's
+// place in it is its rank among the published columns, whatever it is
+// called now (a new name is logged). SQL issued later (a repair read)
+// asks the catalog for the current names. After a restart, a definition
+// that still names a renamed column finds it through the publication's
+// column list, which holds attribute numbers too: the key as the table's
+// replica identity, a vector column as the one listed column no other
+// definition accounts for.
 //
 // # Initial copy
 //
@@ -44,6 +57,11 @@
 // multi-dimensional array) are left out and counted until a change makes
 // them valid.
 //
+// A Relation message whose key or vector column is no longer published,
+// or has another type, puts the indexes it can no longer feed into the
+// error state, with what changed and how to recover, as soon as a change
+// reaches them; the stream and the other indexes go on.
+//
 // # Positions
 //
 // Status updates carry write, flush and apply explicitly, at least every
@@ -51,27 +69,33 @@
 // when a keepalive asks for a reply. Flush and apply are the covered LSN:
 // what durable state reflects (Config.Durable), never less than where the
 // slot already was, and so never zero: pglogrepl would replace a zero
-// with the write position and confirm changes nothing has stored.
+// with the write position and confirm changes nothing has stored. An
+// index in error holds nothing back; when every index is in error, what
+// has been received is confirmed, so the slot retains no WAL for them.
 //
 // # Restarts, reconnects and new indexes
 //
 // At start, indexes load their checkpoints (Config.DataDir) and the stream
-// resumes from the oldest position they hold, if the slot has not
-// confirmed past it; otherwise the slot is recreated and every table
-// copied again. After a lost connection the replicator reconnects with
-// backoff, resets its relation cache, and resumes from what the indexes
-// have applied, skipping transactions each has already applied. A
-// connection can also die without a word (a network partition): when the
-// stream has been silent for half of ReceiveTimeout, a status update asks
-// the server to answer, and after all of it the connection is presumed
-// dead and made again, as Postgres's own walreceiver does. The same
-// timeout bounds connecting, the queries that start a session, health
-// checks, repair reads and a copy that stops receiving rows, so a session
-// that meets a partition anywhere gives up and tries again. An index
-// with no checkpoint is synced on its own: a temporary slot exports a
-// snapshot, its table is copied (in parallel ctid ranges when large)
-// while the stream goes on, transactions committed before the snapshot are
-// skipped for it, and keys changed after it win over the copy.
+// resumes from the oldest position they hold. An index whose position the
+// slot has confirmed past (Postgres silently starts later than asked: the
+// changes between are gone), whose checkpoint was written for other column
+// types, or whose columns the publication did not list, has its table
+// copied again, on its own, as a new index's is; only when no index holds
+// state is the slot recreated and every table copied under its snapshot.
+// After a lost connection the replicator reconnects with backoff, resets
+// its relation cache, and resumes from what the indexes have applied,
+// skipping transactions each has already applied. A connection can also
+// die without a word (a network partition): when the stream has been
+// silent for half of ReceiveTimeout, a status update asks the server to
+// answer, and after all of it the connection is presumed dead and made
+// again, as Postgres's own walreceiver does. The same timeout bounds
+// connecting, the queries that start a session, health checks, repair
+// reads and a copy that stops receiving rows, so a session that meets a
+// partition anywhere gives up and tries again. An index with no checkpoint
+// is synced on its own: a temporary slot exports a snapshot, its table is
+// copied (in parallel ctid ranges when large) while the stream goes on,
+// transactions committed before the snapshot are skipped for it, and keys
+// changed after it win over the copy.
 //
 // The slot and the publication are checked every HealthInterval: an
 // invalidated slot stops the replicator or, with OnSlotLost "resync",

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -117,25 +116,24 @@ func deref[T any](p *T) T {
 
 // checkPublication fails the indexes whose table or column has left the
 // publication: Postgres removes a table when a published column is dropped
-// with CASCADE, and no Relation message ever says so.
+// with CASCADE, and no Relation message ever says so. Column lists hold
+// attribute numbers, so a renamed column is still published.
 func checkPublication(ctx context.Context, conn *pgx.Conn, pub string, tables []*table) error {
 	for _, t := range tables {
-		var cols []string
-		err := conn.QueryRow(ctx, `SELECT attnames FROM pg_publication_tables WHERE pubname = $1 AND schemaname = $2 AND tablename = $3`,
-			pub, t.schema, t.name).Scan(&cols)
-		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-			return fmt.Errorf("reading publication %s: %w", pub, err)
+		listed, err := readListing(ctx, conn, pub, t.oid)
+		if err != nil {
+			return err
 		}
 		for _, e := range t.entries {
 			if state, _ := e.State(); state == indexer.StateError {
 				continue
 			}
-			col := e.Spec().Column
+			col := t.vectors[e.Spec().Column]
 			switch {
-			case errors.Is(err, pgx.ErrNoRows):
-				e.Fail(fmt.Errorf("table %s left publication %s (was column %s dropped?); fix the table, then restart vecside to rebuild the index", t.qualified(), pub, col))
-			case !slices.Contains(cols, col):
-				e.Fail(fmt.Errorf("column %s of %s is no longer published (dropped?); restart vecside with a new index definition", col, t.qualified()))
+			case !listed.found:
+				e.Fail(fmt.Errorf("table %s left publication %s (was column %s dropped?); fix the table, then restart vecside to rebuild the index", t.qualified(), pub, indexer.QuoteIdent(col.name)))
+			case !listed.has(col.attnum) || !listed.has(t.key.attnum):
+				e.Fail(fmt.Errorf("the column list of publication %s no longer holds columns %s and %s of %s; restart vecside: it publishes them again and copies the table", pub, indexer.QuoteIdent(t.key.name), indexer.QuoteIdent(col.name), t.qualified()))
 			}
 		}
 	}

@@ -32,6 +32,9 @@ type harness struct {
 	cancel context.CancelFunc
 	done   chan error
 	parts  int
+	// checkpointChanges, if set, checkpoints an index once that many
+	// changes are applied (the policy's default is far above a test's).
+	checkpointChanges uint64
 }
 
 func newHarness(t *testing.T, setupSQL string) *harness {
@@ -89,7 +92,7 @@ func (h *harness) start(cfg Config) {
 	if cfg.DataDir != "" {
 		h.parts++
 		go func() {
-			h.done <- h.ix.RunCheckpoints(ctx, indexer.CheckpointPolicy{Dir: cfg.DataDir, Source: h.rep.Source, Logger: cfg.Logger})
+			h.done <- h.ix.RunCheckpoints(ctx, indexer.CheckpointPolicy{Dir: cfg.DataDir, Source: h.rep.Source, Logger: cfg.Logger, Changes: h.checkpointChanges})
 		}()
 	}
 	h.t.Cleanup(h.stop)
@@ -107,31 +110,46 @@ func (h *harness) stop() {
 	}
 }
 
-// catchUp waits until every index has applied the WAL written so far:
-// never a sleep.
+// catchUp waits until every index not in error has applied the WAL
+// written so far: never a sleep.
 func (h *harness) catchUp() {
 	h.t.Helper()
-	var lsn string
-	if err := h.conn.QueryRow(h.ctx, "SELECT pg_current_wal_lsn()::text").Scan(&lsn); err != nil {
-		h.t.Fatal(err)
-	}
-	want, _ := indexer.ParseLSN(lsn)
-	ctx, cancel := context.WithTimeout(h.ctx, 60*time.Second)
+	h.catchUpWithin(60 * time.Second)
+}
+
+func (h *harness) catchUpWithin(d time.Duration) {
+	h.t.Helper()
+	want := h.walLSN()
+	ctx, cancel := context.WithTimeout(h.ctx, d)
 	defer cancel()
 	for _, e := range h.ix.Entries() {
+		if state, _ := e.State(); state == indexer.StateError {
+			continue
+		}
 		if err := e.WaitApplied(ctx, want); err != nil {
 			h.t.Fatalf("catching up: %v (state %v)", err, e.Status())
 		}
 	}
 }
 
-// tableVectors reads the valid rows of the table: key → vector, bit for
-// bit as stored.
-func (h *harness) tableVectors(e *indexer.Entry, dims int) map[string][]float32 {
+// walLSN is the source's current WAL insert position.
+func (h *harness) walLSN() indexer.LSN {
 	h.t.Helper()
-	spec := e.Spec()
+	var lsn string
+	if err := h.conn.QueryRow(h.ctx, "SELECT pg_current_wal_lsn()::text").Scan(&lsn); err != nil {
+		h.t.Fatal(err)
+	}
+	l, _ := indexer.ParseLSN(lsn)
+	return l
+}
+
+// tableVectors reads the valid rows of the table, whose key and vector
+// columns are now called key and column: key → vector, bit for bit as
+// stored.
+func (h *harness) tableVectors(e *indexer.Entry, dims int, key, column string) map[string][]float32 {
+	h.t.Helper()
 	rows, err := h.conn.Query(h.ctx, fmt.Sprintf("SELECT %s::text, %s::real[] FROM %s",
-		indexer.QuoteIdent(spec.Key), indexer.QuoteIdent(spec.Column), spec.QualifiedTable()))
+		indexer.QuoteIdent(key), indexer.QuoteIdent(column), e.Spec().QualifiedTable()))
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -161,8 +179,15 @@ func (h *harness) tableVectors(e *indexer.Entry, dims int) map[string][]float32 
 // rows with bit-identical vectors, and counts the others as skipped.
 func (h *harness) assertConverged(e *indexer.Entry, dims int) {
 	h.t.Helper()
+	h.assertConvergedAs(e, dims, e.Spec().Key, e.Spec().Column)
+}
+
+// assertConvergedAs is assertConverged for a table whose key and vector
+// columns have been renamed to key and column.
+func (h *harness) assertConvergedAs(e *indexer.Entry, dims int, key, column string) {
+	h.t.Helper()
 	h.catchUp()
-	want := h.tableVectors(e, dims)
+	want := h.tableVectors(e, dims, key, column)
 	got := map[string][]float32{}
 	e.Keys(func(k string) { got[k], _ = e.Vector(k) })
 	kt := e.KeyType()
@@ -616,26 +641,38 @@ func TestSlotAdvancesWhenIdle(t *testing.T) {
 	e := h.add("r_v=r(v) key=id metric=l2")
 	h.start(Config{DataDir: t.TempDir(), StatusInterval: 100 * time.Millisecond})
 	waitReady(t, e)
-	confirmed := func() indexer.LSN {
-		var s string
-		if err := h.conn.QueryRow(h.ctx, `SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = 'vecside'`).Scan(&s); err != nil {
-			t.Fatal(err)
-		}
-		l, _ := indexer.ParseLSN(s)
-		return l
+	h.assertSlotFollowsIdleWAL(30 * time.Second)
+}
+
+// confirmed is the slot's confirmed_flush_lsn.
+func (h *harness) confirmed() indexer.LSN {
+	h.t.Helper()
+	var s string
+	if err := h.conn.QueryRow(h.ctx, `SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = 'vecside'`).Scan(&s); err != nil {
+		h.t.Fatal(err)
 	}
-	before := confirmed()
+	l, _ := indexer.ParseLSN(s)
+	return l
+}
+
+// assertSlotFollowsIdleWAL writes only to the table unrelated and checks,
+// within d, that the slot confirms the WAL written.
+func (h *harness) assertSlotFollowsIdleWAL(d time.Duration) {
+	h.t.Helper()
+	before := h.confirmed()
 	h.exec(`INSERT INTO unrelated SELECT generate_series(1, 10000)`)
 	h.exec(`CHECKPOINT`)
-	var target string
-	h.conn.QueryRow(h.ctx, `SELECT pg_current_wal_lsn()::text`).Scan(&target)
-	want, _ := indexer.ParseLSN(target)
-	deadline := time.Now().Add(30 * time.Second)
-	for confirmed() < want {
+	h.waitConfirmed(h.walLSN(), d, before)
+}
+
+// waitConfirmed waits, bounded by d, until the slot has confirmed want;
+// before is where it was, for the message.
+func (h *harness) waitConfirmed(want indexer.LSN, d time.Duration, before indexer.LSN) {
+	h.t.Helper()
+	for deadline := time.Now().Add(d); h.confirmed() < want; time.Sleep(50 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("slot stuck at %s (was %s), WAL at %s; covered %s", confirmed(), before, want, h.ix.Covered())
+			h.t.Fatalf("slot stuck at %s (was %s), want %s; covered %s", h.confirmed(), before, want, h.ix.Covered())
 		}
-		time.Sleep(50 * time.Millisecond)
 	}
 }
 

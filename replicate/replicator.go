@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"regexp"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -175,7 +176,8 @@ func (r *Replicator) Source() indexer.Source {
 // covers, and never less than where the slot was when streaming began
 // (confirming that again moves nothing), so never zero. Where streaming
 // resumed is no floor: indexes resume from what they have applied, which
-// after a reconnect may be more than their checkpoints hold.
+// after a reconnect may be more than their checkpoints hold. While every
+// index is in error, more is confirmed (see sendStatus).
 func (r *Replicator) Covered() indexer.LSN {
 	r.mu.Lock()
 	floor := r.floor
@@ -253,7 +255,7 @@ func (r *Replicator) runOnce(ctx context.Context) error {
 	}
 	defer conn.Close(context.Background())
 	// Errors that retrying cannot fix come back as configError.
-	tables, err := resolveTables(qctx, conn, r.cfg.Entries)
+	tables, err := resolveTables(qctx, conn, r.cfg.Name, r.cfg.Entries, r.log)
 	if err != nil {
 		return err
 	}
@@ -280,6 +282,11 @@ func (r *Replicator) runOnce(ctx context.Context) error {
 	r.mu.Unlock()
 	if restore {
 		r.restore(tables, src)
+	}
+	for _, t := range tables {
+		for _, e := range t.unpublished() {
+			r.recopy(e, "the publication did not list the index's columns, so changes may be missing")
+		}
 	}
 	start, floor, syncs, err := r.prepareSlot(ctx, conn, repl, tables)
 	defer func() {
@@ -337,11 +344,12 @@ func (r *Replicator) runOnce(ctx context.Context) error {
 
 // restore loads the indexes that have a checkpoint of this source; the
 // others stay pending and are copied, each table on its own, while the
-// loaded ones stream from where they left off.
+// loaded ones stream from where they left off. A checkpoint written for
+// other column types (the key's type was changed) is no use either.
 func (r *Replicator) restore(tables []*table, src indexer.Source) {
 	state := indexer.ReadIdleState(r.cfg.DataDir)
 	for _, t := range tables {
-		for _, e := range t.entries {
+		for _, e := range slices.Clone(t.entries) {
 			lsn, err := e.LoadCheckpoint(r.cfg.DataDir, src, state)
 			if err != nil {
 				r.log.Warn("index has no usable checkpoint; its table will be copied", "index", e.Spec().Name, "err", err)
@@ -351,6 +359,19 @@ func (r *Replicator) restore(tables []*table, src indexer.Source) {
 			delete(r.pending, e)
 			r.mu.Unlock()
 			r.log.Info("index loaded from its checkpoint", "index", e.Spec().Name, "lsn", lsn.String(), "rows", e.Status().Rows)
+			// Loading took the checkpoint's types: give the entry its
+			// table's again.
+			kt, vt := e.KeyType(), e.VectorType()
+			if err := t.configure(e); err != nil {
+				err = fmt.Errorf("%w; its checkpoint holds vectors of another dimension: remove %s to copy the table again", err, e.CheckpointPath(r.cfg.DataDir))
+				failOnly(r.log, e, err)
+				t.entries = slices.DeleteFunc(t.entries, func(x *indexer.Entry) bool { return x == e })
+				continue
+			}
+			if kt != t.keyType || vt != e.VectorType() {
+				r.recopy(e, "the checkpoint was written for other column types", "checkpoint_key_type", kt.String(), "key_type", t.keyType.String(),
+					"checkpoint_vector_type", vt.String(), "vector_type", e.VectorType().String())
+			}
 		}
 	}
 }
@@ -383,14 +404,17 @@ type tableSync struct {
 // prepareSlot returns where to stream from, where the slot is (see
 // Covered), and the table syncs to run beside the stream.
 //
-// When some indexes hold state (restored from checkpoints, or from before
-// a reconnect) and the slot has not confirmed past any of them, the stream
+// Postgres silently starts later than asked, so an index whose position
+// the slot has confirmed past has lost the changes between: it is pending
+// again, as are indexes without state. When some indexes hold state
+// (restored from checkpoints, or from before a reconnect), the stream
 // resumes from the oldest of their positions, and each table with pending
 // indexes is copied under a temporary slot's snapshot while the stream
-// goes on. Postgres silently starts later than asked, so a slot ahead of
-// an index means the changes between are gone: then, as when nothing
-// holds state, the slot is dropped and recreated, and every table copied
-// under its snapshot before streaming starts.
+// goes on. When none does, the slot is dropped and recreated, and every
+// table copied under its snapshot before streaming starts.
+//
+// Either way the slot is not told more than it was until the copied
+// indexes are durable (see Covered): their covered LSN is zero meanwhile.
 func (r *Replicator) prepareSlot(ctx context.Context, conn *pgx.Conn, repl *pgconn.PgConn, tables []*table) (start, floor indexer.LSN, syncs []tableSync, err error) {
 	var confirmed *string
 	qctx, cancel := r.bounded(ctx)
@@ -400,19 +424,16 @@ func (r *Replicator) prepareSlot(ctx context.Context, conn *pgx.Conn, repl *pgco
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 		return 0, 0, nil, err
 	}
-	holding, pending := r.split(tables)
-	if exists && len(holding) > 0 && confirmed != nil {
+	if exists && confirmed != nil {
 		slotAt, err := indexer.ParseLSN(*confirmed)
 		if err != nil {
 			return 0, 0, nil, err
 		}
-		from, behind := oldestApplied(holding, slotAt)
-		if behind == nil {
+		r.recopyBehind(tables, slotAt)
+		if holding, pending := r.split(tables); len(holding) > 0 {
 			syncs, err := r.startSyncs(ctx, pending)
-			return from, slotAt, syncs, err
+			return resumeFrom(holding, slotAt), slotAt, syncs, err
 		}
-		r.log.Warn("the slot has confirmed past an index's position; copying the tables again",
-			"slot", r.cfg.Name, "confirmed", slotAt.String(), "index", behind.Spec().Name, "applied", behind.Applied().String())
 	}
 	if exists {
 		r.log.Info("dropping the slot to take a fresh snapshot", "slot", r.cfg.Name)
@@ -426,18 +447,46 @@ func (r *Replicator) prepareSlot(ctx context.Context, conn *pgx.Conn, repl *pgco
 	return point, point, nil, err
 }
 
-// oldestApplied is the lowest applied LSN of entries, or the entry that is
-// behind slotAt.
-func oldestApplied(entries []*indexer.Entry, slotAt indexer.LSN) (indexer.LSN, *indexer.Entry) {
-	oldest := indexer.LSN(1<<64 - 1)
-	for _, e := range entries {
-		applied := e.Applied()
-		if applied < slotAt {
-			return 0, e
+// recopyBehind makes pending the entries whose position the slot has
+// confirmed past. Entries in error need nothing.
+func (r *Replicator) recopyBehind(tables []*table, slotAt indexer.LSN) {
+	for _, t := range tables {
+		for _, e := range t.entries {
+			if state, _ := e.State(); state != indexer.StateError && e.Applied() < slotAt {
+				r.recopy(e, "the slot has confirmed past the index's position", "confirmed", slotAt.String(), "applied", e.Applied().String())
+			}
 		}
-		oldest = min(oldest, applied)
 	}
-	return oldest, nil
+}
+
+// recopy makes e pending: what it holds cannot be streamed forward, so its
+// table is copied again. It is emptied at once, not served until then.
+func (r *Replicator) recopy(e *indexer.Entry, why string, args ...any) {
+	r.mu.Lock()
+	again := !r.pending[e]
+	r.pending[e] = true
+	r.mu.Unlock()
+	if again {
+		r.log.Warn(why+"; copying its table again", append([]any{"index", e.Spec().Name}, args...)...)
+		e.AbortSync()
+		e.BeginSync(nil, 0) // empties it; its table sync starts a copy of its own
+	}
+}
+
+// resumeFrom is the oldest position of the holding entries, none of which
+// the slot is past; entries in error need nothing, and without others the
+// stream resumes where the slot is.
+func resumeFrom(holding []*indexer.Entry, slotAt indexer.LSN) indexer.LSN {
+	var positions []indexer.LSN
+	for _, e := range holding {
+		if state, _ := e.State(); state != indexer.StateError {
+			positions = append(positions, e.Applied())
+		}
+	}
+	if len(positions) == 0 {
+		return slotAt
+	}
+	return slices.Min(positions)
 }
 
 // snapshot creates the slot and copies every table under its snapshot
@@ -537,7 +586,7 @@ func (r *Replicator) startSyncs(ctx context.Context, pending map[*table][]*index
 		for _, e := range entries {
 			e.SetSyncPoint(point)
 		}
-		r.log.Info("copying a table for new indexes while the others stream", "table", t.qualified(), "sync_point", point.String())
+		r.log.Info("copying a table for some indexes while the others stream", "table", t.qualified(), "sync_point", point.String())
 		syncs[len(syncs)-1].job = r.besideStream(r.copyJob(slot.SnapshotName, t, entries))
 	}
 	if len(syncs) > 0 && r.cfg.BeforeCopy != nil {
@@ -582,10 +631,18 @@ func parseSystemID(s string) uint64 {
 // repairRow reads one row's vector from the table, for a change that
 // referred to a vector the index does not have. The read sees a newer
 // state than the stream position; later changes in the stream overwrite
-// it, so the index still converges.
+// it, so the index still converges. It names the columns as the catalog
+// calls them now: the stream may not have reached a later rename yet.
 func repairRow(ctx context.Context, conn *pgx.Conn, t *table, e *indexer.Entry, key string) error {
+	var keyName, colName string
+	err := conn.QueryRow(ctx, `SELECT k.attname, v.attname FROM pg_attribute k, pg_attribute v
+		WHERE k.attrelid = $1 AND k.attnum = $2 AND NOT k.attisdropped AND v.attrelid = $1 AND v.attnum = $3 AND NOT v.attisdropped`,
+		t.oid, t.key.attnum, t.vectors[e.Spec().Column].attnum).Scan(&keyName, &colName)
+	if err != nil {
+		return fmt.Errorf("naming the key and vector columns of %s: %w", t.qualified(), err)
+	}
 	sql := fmt.Sprintf("SELECT %s FROM %s WHERE %s = $1::text::%s",
-		indexer.QuoteIdent(e.Spec().Column), t.qualified(), indexer.QuoteIdent(t.key), t.keyType)
+		indexer.QuoteIdent(colName), t.qualified(), indexer.QuoteIdent(keyName), t.keyType)
 	res := conn.PgConn().ExecParams(ctx, sql, [][]byte{[]byte(t.keyType.FormatKey(key))}, nil, nil, []int16{1}).Read()
 	if res.Err != nil {
 		return fmt.Errorf("reading row %s of %s: %w", t.keyType.FormatKey(key), t.qualified(), res.Err)

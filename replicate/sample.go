@@ -62,7 +62,7 @@ func (r *Replicator) sample(ctx context.Context, t *table, entries []*indexer.En
 	}
 	cols := make([]string, len(entries))
 	for i, e := range entries {
-		cols[i] = indexer.QuoteIdent(e.Spec().Column)
+		cols[i] = indexer.QuoteIdent(t.vectors[e.Spec().Column].name)
 	}
 	rate := min(100, 100*1.1*float64(want)/float64(rows))
 	sql := fmt.Sprintf("SELECT %s FROM %s TABLESAMPLE BERNOULLI (%g) REPEATABLE (1) LIMIT %d", strings.Join(cols, ", "), t.qualified(), rate, want)

@@ -219,16 +219,6 @@ func (j copyJob) load(r io.Reader, copied *atomic.Int64) error {
 	}
 }
 
-// columnIndex is the position of a published column in t.columns.
-func (t *table) columnIndex(column string) int {
-	for i, c := range t.columns {
-		if c == column {
-			return i
-		}
-	}
-	panic("replicate: column " + column + " is not published")
-}
-
 // decodeVector decodes a vector value, binary or text; nil means NULL or
 // not decodable, which the entry counts as skipped.
 func decodeVector(e *indexer.Entry, raw []byte, binary bool) []float32 {

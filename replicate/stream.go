@@ -109,9 +109,14 @@ func (r *Replicator) stream(ctx context.Context, repl *pgconn.PgConn, start inde
 // sendStatus reports positions to the walsender, asking it to answer at
 // once if ping. write is what has been received; flush and apply are the
 // covered LSN, never zero: pglogrepl replaces a zero with the write
-// position, which would confirm changes that are not durable.
+// position, which would confirm changes that are not durable. An index in
+// error holds nothing back: when every index is, what has been received
+// is confirmed, or the slot would retain WAL for none of them.
 func (r *Replicator) sendStatus(ctx context.Context, repl *pgconn.PgConn, received indexer.LSN, ping bool) error {
 	covered := r.Covered()
+	if r.allFailed() {
+		covered = max(covered, received)
+	}
 	err := pglogrepl.SendStandbyStatusUpdate(ctx, repl, pglogrepl.StandbyStatusUpdate{
 		WALWritePosition: max(received, covered),
 		WALFlushPosition: covered,
@@ -123,6 +128,16 @@ func (r *Replicator) sendStatus(ctx context.Context, repl *pgconn.PgConn, receiv
 	}
 	r.stats.setConfirmed(covered)
 	return nil
+}
+
+// allFailed reports whether every index is in the error state.
+func (r *Replicator) allFailed() bool {
+	for _, e := range r.cfg.Entries {
+		if state, _ := e.State(); state != indexer.StateError {
+			return false
+		}
+	}
+	return true
 }
 
 // idle advances every index to end: the stream has nothing pending.
