@@ -1,37 +1,76 @@
 // Package indexer owns the set of live indexes of a sidecar and the
-// vocabulary the other layers share: index definitions (Spec), key and
-// vector types and their Postgres wire formats, search options, LSNs, and
-// the checkpoint container.
+// vocabulary the other layers share: index definitions (Spec), search
+// options, LSNs, the checkpoint container, and the admission of searches.
 //
 // # Entries
 //
-// Each index is an Entry: a Spec, an index kind holding the vectors (flat
-// or ivf, registered in kinds.go), the set of table rows left out because their vector
-// cannot be indexed (NULL, wrong dimension, NaN or infinite: counted,
-// never fatal, indexed again as soon as a change fixes them), a lifecycle
-// State (building → ready, or error), and the applied LSN.
+// Each index is an Entry: a Spec, an index kind holding the rows (flat or
+// ivf, registered in kinds.go, all built on internal/store), the set of
+// table rows left out because their vector cannot be indexed (NULL, wrong
+// dimension, NaN or infinite: counted, never fatal, indexed again as soon
+// as a change fixes them), a lifecycle State (building → ready, or error),
+// and the applied LSN.
 //
-// The replication layer feeds an Entry row by row (Upsert, Delete, Move,
-// Truncate) and moves its applied LSN at commit boundaries only, or to a
-// keepalive's WAL end when no transaction is open, so that a client
-// waiting for an LSN (WaitApplied) never sees half a transaction. Searches
-// take the entry's read lock; changes take its write lock one row at a
-// time, so a large transaction never stalls searches for long.
+// # Who waits for whom
 //
-// Kinds that build from the whole copy (IVF trains its lists, coded flat
-// encodes against the mean) do so when the copy ends (Finisher), without
-// holding the entry's lock through the build: during a table sync the
-// stream keeps applying changes to the entry, and the kind catches up on
-// them before it switches. An index made after the copy, because the
-// table was empty, or loaded from a checkpoint is finished as it is made,
-// and builds once enough rows have come.
+// A search never holds a lock that the apply path waits for, and the apply
+// path never waits for a search:
 //
-// # Keys and vectors
+//   - A search loads the entry's serving state (state, index, dimension)
+//     with one atomic load, and the kind searches without a lock: it pins
+//     an epoch and reads immutable rows and copy-on-write blocks (see
+//     internal/store). It sees every change applied before it started and
+//     returns no key deleted before it started; a row's key and codes are
+//     read as one, because a row id is reused only after every search that
+//     could see its old row has ended.
+//   - Changes (Upsert, Delete, Move, Skip, Truncate) and the copy's rows
+//     (CopyUpsert) serialise on the entry's apply lock, wmu, for as long as
+//     routing the change and inserting an already encoded row take;
+//     encoding happens before the lock. The kind's own writer mutex nests
+//     inside it.
+//   - The entry's mu guards bookkeeping (types, lifecycle, durability
+//     counters) for a few field accesses at a time.
 //
-// Keys are strings in a canonical binary form per pgvalue.KeyType (integers as
-// 8-byte big-endian, UUIDs as 16 bytes, text as itself), so index kinds
-// treat them as opaque. Vectors are float32: pgvector's vector natively,
-// real[] as is, double precision[] rounded to float32.
+// The replication layer feeds an Entry row by row, opens each transaction
+// with Begin (which says whether the entry still wants it) and moves the
+// applied LSN at commit boundaries only, or to a keepalive's WAL end when
+// no transaction is open, so that a client waiting for an LSN
+// (WaitApplied) never sees half a transaction.
+//
+// # Copies: the first, and rebuilds
+//
+// An index is filled by a copy of its table taken under a snapshot while
+// the stream goes on (a table sync): BeginSync (or BeginRebuild), then
+// SetSyncPoint with the snapshot's LSN, the copy's rows through
+// CopyUpsert, and EndSync. The kinds that train (IVF's k-means lists,
+// coded flat's mean) train before the copy on a random sample of the
+// table, so the copy encodes each row as it arrives and never holds the
+// table twice; the copy's readers block while they encode, which is its
+// backpressure.
+//
+// A change that commits at or after the snapshot point wins over the
+// copy's row for its key; one that committed before is in the snapshot.
+// Changes met before the point is known go to the new index too, and
+// SetSyncPoint takes back those that turn out older. A first copy leaves
+// the entry building (searches get ErrNotReady); a rebuild keeps serving
+// the current index, which keeps following the stream, and swaps the new
+// one in at EndSync. A failure raised during a copy survives its end.
+//
+// Rebuilds are how an index's structure follows its data: when a kind
+// says it has drifted (NeedsRebuild: IVF lists trained for far fewer rows,
+// or none; a mean taken over too few), the replication layer syncs the
+// table into a new index (see WantsRebuild). Codes are encoded only from
+// exact vectors read from the table, never from a reconstruction, so
+// their error does not grow from one rebuild to the next. While it runs
+// the entry holds two indexes.
+//
+// # Searches under control
+//
+// Indexer.Search admits a bounded number of searches at once (Limits: one
+// per core by default, since searches are pure CPU work), queues a bounded
+// number more until their deadline, and turns the rest away with
+// ErrOverloaded. Every kind checks its context every few blocks of rows,
+// so an abandoned search stops within about a millisecond of work.
 //
 // # Options
 //
@@ -44,15 +83,18 @@
 // WriteCheckpoint and ReadCheckpoint frame any kind's body with a header
 // (index, kind, parameters, dimension, metric, the LSN covered, the
 // source's system identifier, timeline and slot) and a CRC-32C trailer,
-// written atomically. A file that fails any check is refused whole.
+// written atomically. A reader checks the whole file before it parses the
+// body, so a damaged file is refused whole.
 //
 // RunCheckpoints writes them by time and by change count. Taking one
-// freezes the index under its read lock (the kinds share their storage
-// copy-on-write) and writes the file after. Each entry's covered LSN is
-// what its last checkpoint reflects, or a later idle position recorded in
-// a small state file when nothing changed since; Indexer.Covered, the
-// minimum over healthy entries, is all the replication layer may confirm
-// to Postgres.
+// pauses the apply path only while the kind copies its set of live rows (a
+// bit per row); the file is written after, from rows pinned against reuse.
+// An entry whose table has no valid row yet writes a checkpoint without an
+// index, so every entry's position is covered by construction. Each
+// entry's covered LSN is what its last checkpoint reflects, or a later
+// idle position recorded in a small state file when nothing changed since;
+// Indexer.Covered, the minimum over healthy entries, is all the
+// replication layer may confirm to Postgres.
 //
 // Errors a client can cause wrap one of the sentinels in errors.go, which
 // the RPC layer maps to SQLSTATEs.

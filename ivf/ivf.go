@@ -29,6 +29,10 @@ type Config struct {
 	// empty table) collects before it asks to be rebuilt with trained
 	// lists (default 1000).
 	MinTrain int
+	// Margin and MinProbes tune adaptive probing (see Probing); 0 takes
+	// DefaultMargin and DefaultMinProbes.
+	Margin    float64
+	MinProbes int
 }
 
 func (c *Config) defaults() {
@@ -40,6 +44,12 @@ func (c *Config) defaults() {
 	}
 	if c.MinTrain == 0 {
 		c.MinTrain = 1000
+	}
+	if c.Margin == 0 {
+		c.Margin = DefaultMargin
+	}
+	if c.MinProbes == 0 {
+		c.MinProbes = DefaultMinProbes
 	}
 }
 

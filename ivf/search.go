@@ -27,8 +27,8 @@ import (
 // are scanned. The inner-product metric has no such geometry: it scans
 // ProbesFor lists, ranked as nearestLists says.
 const (
-	Margin    = 0.35
-	MinProbes = 2
+	DefaultMargin    = 0.35
+	DefaultMinProbes = 2
 )
 
 // MaxProbes is the most lists an adaptive search scans: 10% of them, at
@@ -110,7 +110,7 @@ func (p *probe) lists(qRot []float32, dst []int) []int {
 // under a fixed count or for ip, else by the stopping rule above.
 func (p *probe) more(scanned int, threshold float32) bool {
 	x := p.x
-	if p.fixed > 0 || x.cfg.Metric == kernels.IP || scanned < MinProbes {
+	if p.fixed > 0 || x.cfg.Metric == kernels.IP || scanned < x.cfg.MinProbes {
 		return true
 	}
 	next := p.order[scanned]
@@ -120,5 +120,5 @@ func (p *probe) more(scanned int, threshold float32) bool {
 	}
 	d2 := float64(next.Dist)
 	r := float64(x.Radius(int(next.ID)))
-	return d2+r*r-2*Margin*math.Sqrt(d2)*r <= tau
+	return d2+r*r-2*x.cfg.Margin*math.Sqrt(d2)*r <= tau
 }

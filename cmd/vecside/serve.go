@@ -2,13 +2,18 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/debug"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/urfave/cli/v2"
+	"github.com/vecside/vecside/indexer"
 	"github.com/vecside/vecside/internal/sidecar"
 )
 
@@ -35,10 +40,17 @@ vecside creates one publication and one replication slot, both named
 		&cli.Uint64Flag{Name: "checkpoint-changes", Value: 100000, Usage: "checkpoint an index once this many changes are applied since its last checkpoint", EnvVars: []string{"VECSIDE_CHECKPOINT_CHANGES"}},
 		&cli.StringFlag{Name: "on-slot-lost", Value: "fail", Usage: "when Postgres invalidates the slot: fail (stop with an error) or resync (copy the tables again)", EnvVars: []string{"VECSIDE_ON_SLOT_LOST"}},
 		&cli.DurationFlag{Name: "receive-timeout", Value: time.Minute, Usage: "reconnect when the replication connection has been silent this long, even after asking the server to answer (a network partition or a vanished server)", EnvVars: []string{"VECSIDE_RECEIVE_TIMEOUT"}},
+		&cli.IntFlag{Name: "max-searches", Usage: "searches that run at once (default: one per core; more only slow each other and the stream down)", EnvVars: []string{"VECSIDE_MAX_SEARCHES"}},
+		&cli.IntFlag{Name: "max-queued-searches", Usage: "searches that wait for a turn beyond --max-searches before new ones are refused with SQLSTATE 53000 (default: 64 per running search)", EnvVars: []string{"VECSIDE_MAX_QUEUED_SEARCHES"}},
+		&cli.IntFlag{Name: "gc-percent", Value: 25, Usage: "Go garbage collector target: heap growth over the live heap, in percent, before a collection (GOGC, which overrides it); the indexes are large and hold no pointers, so collections are cheap and a low target keeps the process's size near the indexes' size", EnvVars: []string{"VECSIDE_GC_PERCENT"}},
+		&cli.StringFlag{Name: "memory-limit", Usage: "soft memory limit for the process, e.g. 6GiB (GOMEMLIMIT, which overrides it): the collector works harder as it nears it", EnvVars: []string{"VECSIDE_MEMORY_LIMIT"}},
 		&cli.StringFlag{Name: "auth", Usage: "client authentication, asked for explicitly: trust (any client that reaches --listen gets in; the index holds a copy of every vector)", EnvVars: []string{"VECSIDE_AUTH"}, Required: true},
 		&cli.StringSliceFlag{Name: "index", Usage: "an index: 'NAME=SCHEMA.TABLE(COLUMN) key=KEYCOL metric=l2|cosine|ip kind=flat' (repeatable)", EnvVars: []string{"VECSIDE_INDEX"}, Required: true},
 	},
 	Action: func(c *cli.Context) error {
+		if err := setMemoryPolicy(c.Int("gc-percent"), c.String("memory-limit")); err != nil {
+			return err
+		}
 		ctx, stop := shutdownOnSignal(c.Context)
 		defer stop()
 		sc, err := sidecar.Start(ctx, sidecar.Config{
@@ -54,6 +66,7 @@ vecside creates one publication and one replication slot, both named
 			DataDir:            c.String("data-dir"),
 			CheckpointInterval: c.Duration("checkpoint-interval"),
 			CheckpointChanges:  c.Uint64("checkpoint-changes"),
+			Searches:           indexer.Limits{Running: c.Int("max-searches"), Queued: c.Int("max-queued-searches")},
 		})
 		if err != nil {
 			return err
@@ -89,4 +102,41 @@ func shutdownOnSignal(parent context.Context) (context.Context, context.CancelFu
 		signal.Stop(sigs)
 		cancel()
 	}
+}
+
+// setMemoryPolicy sets the collector's target and soft limit, unless the
+// GOGC and GOMEMLIMIT variables do. The index slabs are large and
+// pointer-free: the collector marks little, so collecting more often costs
+// little, and with the default target of 100 the heap would grow to twice
+// the indexes before a collection.
+func setMemoryPolicy(gcPercent int, limit string) error {
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(gcPercent)
+	}
+	if limit != "" && os.Getenv("GOMEMLIMIT") == "" {
+		n, err := parseBytes(limit)
+		if err != nil {
+			return fmt.Errorf("--memory-limit: %w", err)
+		}
+		debug.SetMemoryLimit(n)
+	}
+	return nil
+}
+
+// parseBytes reads a size such as 512MiB, 6GiB or 1000000.
+func parseBytes(s string) (int64, error) {
+	units := []struct {
+		suffix string
+		mult   int64
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"TiB", 1 << 40}, {"B", 1}, {"", 1}}
+	for _, u := range units {
+		if num, ok := strings.CutSuffix(strings.TrimSpace(s), u.suffix); ok {
+			n, err := strconv.ParseFloat(strings.TrimSpace(num), 64)
+			if err != nil || n <= 0 {
+				break
+			}
+			return int64(n * float64(u.mult)), nil
+		}
+	}
+	return 0, fmt.Errorf("%q: want a size such as 512MiB or 6GiB", s)
 }

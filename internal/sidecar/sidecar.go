@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -36,7 +37,10 @@ type Config struct {
 	DataDir            string
 	CheckpointInterval time.Duration
 	CheckpointChanges  uint64
-	Logger             *slog.Logger
+	// Searches bounds the searches running and waiting at once; zero
+	// values take the indexer's defaults.
+	Searches indexer.Limits
+	Logger   *slog.Logger
 }
 
 // Sidecar is a running server: indexes, replication, pgwire and metrics.
@@ -58,7 +62,7 @@ func Start(parent context.Context, cfg Config) (*Sidecar, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	ix := indexer.New()
+	ix := indexer.NewWithLimits(cfg.Searches)
 	for _, def := range cfg.Indexes {
 		spec, err := indexer.ParseSpec(def)
 		if err != nil {
@@ -79,7 +83,11 @@ func Start(parent context.Context, cfg Config) (*Sidecar, error) {
 	if err != nil {
 		return nil, err
 	}
-	srv, err := rpc.NewServer(rpc.Config{Catalog: ix, Auth: cfg.Auth, Logger: log, ExtraMetrics: rep.Stats().WriteMetrics})
+	extra := func(w io.Writer) {
+		rep.Stats().WriteMetrics(w)
+		writeSearchLoad(w, ix.SearchLoad())
+	}
+	srv, err := rpc.NewServer(rpc.Config{Catalog: ix, Auth: cfg.Auth, Logger: log, ExtraMetrics: extra})
 	if err != nil {
 		return nil, err
 	}
@@ -155,4 +163,20 @@ func (sc *Sidecar) Wait() error {
 func (sc *Sidecar) Stop() error {
 	sc.cancel()
 	return sc.Wait()
+}
+
+// writeSearchLoad writes the admission of searches in the Prometheus text
+// format.
+func writeSearchLoad(w io.Writer, l indexer.SearchLoad) {
+	for _, m := range []struct {
+		name, typ, help string
+		value           int64
+	}{
+		{"vecside_searches_running", "gauge", "Searches running now.", int64(l.Running)},
+		{"vecside_searches_waiting", "gauge", "Searches waiting for a turn to run.", int64(l.Waiting)},
+		{"vecside_searches_admitted_total", "counter", "Searches admitted to run.", l.Admitted},
+		{"vecside_searches_rejected_total", "counter", "Searches turned away because too many were running and waiting (SQLSTATE 53000).", l.Rejected},
+	} {
+		fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s %s\n%s %d\n", m.name, m.help, m.name, m.typ, m.name, m.value)
+	}
 }

@@ -51,8 +51,8 @@ type rows struct {
 	ep     *Epochs
 	keys   *Keys
 	loc    *Slab[uint64] // id → list<<32 | slot
-	ext    *Slab[byte]   // id → extended code
-	extF   *Slab[kernels.Factors]
+	ext    *Slab[byte]       // id → extended code
+	extF   *Slab[extFactors] // its factors but NormSq, which the 1-bit code's factors hold
 	floats *Slab[float32]      // id → vector, store=float
 	zeros  map[string]struct{} // cosine zero vectors: held, never returned
 	nzeros atomic.Int64
@@ -116,7 +116,7 @@ func (x *Coded) newRows() *rows {
 	if x.cfg.Store == Float {
 		r.floats = NewSlab[float32](x.cfg.Dims)
 	} else {
-		r.ext, r.extF = NewSlab[byte](x.rq.ExtBytes()), NewSlab[kernels.Factors](1)
+		r.ext, r.extF = NewSlab[byte](x.rq.ExtBytes()), NewSlab[extFactors](1)
 	}
 	r.keys.OnReclaim(func(id uint32) {
 		l := *r.loc.At(id)
@@ -254,7 +254,7 @@ func (x *rows) insert(dims int, key string, list int, e *Encoded, vec []float32)
 		x.ext.Grow(int(id) + 1)
 		x.extF.Grow(int(id) + 1)
 		copy(x.ext.Row(id), e.Ext)
-		*x.extF.At(id) = e.XF
+		*x.extF.At(id) = extFactors{e.XF.Scale, e.XF.Err, e.XF.QErr}
 	}
 	sp := &x.spread[list]
 	sp.sum += float64(e.F.NormSq)
@@ -329,7 +329,7 @@ func (x *rows) rowCodes(rq *kernels.RaBitQ, id uint32) (Encoded, int) {
 	e.F = x.lists[l>>32].Code(uint32(l), e.Code)
 	if x.ext != nil {
 		copy(e.Ext, x.ext.Row(id))
-		e.XF = *x.extF.At(id)
+		e.XF = x.extF.At(id).factors(e.F.NormSq)
 	}
 	return e, int(l >> 32)
 }
@@ -393,7 +393,17 @@ func (qs *query) second(id uint32, f *kernels.Factors) (float32, float32) {
 	if r := qs.r; r.floats != nil {
 		return ExactEstimate(qs.x.cfg.Metric, qs.q, r.floats.Row(id)), 0
 	}
-	return qs.x.rq.ExtEstimate(&qs.pq, qs.r.ext.Row(id), qs.r.extF.At(id))
+	xf := qs.r.extF.At(id).factors(f.NormSq)
+	return qs.x.rq.ExtEstimate(&qs.pq, qs.r.ext.Row(id), &xf)
+}
+
+// extFactors are an extended code's factors without the squared norm of
+// the residual, which is the same as the 1-bit code's: 12 bytes a row
+// instead of 16.
+type extFactors [3]float32 // Scale, Err, QErr
+
+func (e *extFactors) factors(normSq float32) kernels.Factors {
+	return kernels.Factors{NormSq: normSq, Scale: e[0], Err: e[1], QErr: e[2]}
 }
 
 func (qs *query) stopped() bool { return Closed(qs.done) }

@@ -218,7 +218,7 @@ func (k *Keys) insert(key string, id uint32) {
 	if 4*(k.used+1) > 3*len(ix.slots) {
 		live := int(k.count.Load()) + 1
 		n := len(ix.slots)
-		for 8*live > 3*n { // at most 3/8 full after a rebuild
+		for 2*live > n { // at most half full after a rebuild
 			n *= 2
 		}
 		ix = k.rebuild(ix, n)
