@@ -102,6 +102,7 @@
 // or 42601), COPY, function calls, SET LOCAL, escape (E) strings, dollar
 // quoting, TLS and passwords (yet). Errors keep the connection usable;
 // SQLSTATEs: 22023 bad vector, option or k, 42704 unknown index or
-// parameter, 55000 index not ready, 57014 cancelled or timed out, 42601
+// parameter, 55000 index not ready, 57014 cancelled or timed out, 53000
+// too many searches at once (retrying after a pause is safe), 42601
 // syntax, 0A000 unsupported, 08P01 protocol violation, XX000 internal.
 package rpc
