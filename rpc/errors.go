@@ -34,6 +34,7 @@ const (
 	codeDatatypeMismatch        = "42804"
 	codeFeatureNotSupported     = "0A000"
 	codeProtocolViolation       = "08P01"
+	codeConnectionFailure       = "08006"
 	codeInsufficientResources   = "53000"
 	codeTooManyConnections      = "53300"
 	codeNotInPrerequisiteState  = "55000"
