@@ -231,14 +231,15 @@ func TestSearchStopsWorking(t *testing.T) {
 			time.Sleep(time.Until(stopped.Add(grace)))
 			idle := cpuDuring(t, window)
 			t.Logf("CPU over %v: %v while searching, %v from %v after the search was ended", window, busy, idle, grace)
-			// Up to one core, as much as the machine's other work
-			// leaves it.
-			if busy < window/5 {
+			// Up to one core, as much as the machine's other work leaves
+			// the search.
+			if busy < window/12 {
 				t.Fatalf("only %v of CPU over %v while the search ran: the test measures nothing", busy, window)
 			}
-			// A little for the test's own goroutines and the GC.
-			if idle > 10*time.Millisecond {
-				t.Errorf("%v of CPU over %v, starting %v after the search was ended: it is still running", idle, window, grace)
+			// A little for the test's own goroutines and the GC; a search
+			// still running would take about as much as before.
+			if limit := min(10*time.Millisecond, busy/4); idle > limit {
+				t.Errorf("%v of CPU over %v, starting %v after the search was ended (more than %v): it is still running", idle, window, grace, limit)
 			}
 			if c.want != "" {
 				got := raw.until()
