@@ -13,7 +13,10 @@
 //
 // When rows have vanished between the sidecar's answer and the fetch
 // (deleted meanwhile), fewer than k may remain; the client then asks again
-// with twice the oversampling, a bounded number of times.
+// with twice the oversampling, a bounded number of times. A row whose
+// vector has meanwhile become one the sidecar does not index (NULL, of
+// another length, not finite) counts as vanished: the sidecar will drop
+// it too once it has applied the change.
 //
 // Distances follow pgvector's operators: Euclidean (<->), 1 − cosine
 // similarity (<=>), negative inner product (<#>); ties are broken by key,

@@ -191,27 +191,18 @@ func (ix *index) fetch(ctx context.Context, heap Querier, keys []any, q []float3
 	var out []Row
 	for rows.Next() {
 		var r Row
-		var d float64
-		var dims int
+		var ok bool
 		if ix.float8 {
-			var v []float64
-			err = rows.Scan(&r.Key, &v)
-			d, dims = kernels.ExactDistance(ix.metric, q, v), len(v)
+			r, ok, err = scanRow[float64](rows, ix.metric, q)
 		} else {
-			var v []float32
-			err = rows.Scan(&r.Key, &v)
-			d, dims = kernels.ExactDistance(ix.metric, q, v), len(v)
+			r, ok, err = scanRow[float32](rows, ix.metric, q)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("heapfetch: reading %s: %w", ix.table, err)
 		}
-		// Changed since the sidecar saw it into something it would not
-		// index: leave it out, as the index will.
-		if dims != len(q) || math.IsNaN(d) || math.IsInf(d, 0) {
-			continue
+		if ok {
+			out = append(out, r)
 		}
-		r.Distance = d
-		out = append(out, r)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("heapfetch: fetching candidates from %s: %w", ix.table, err)
@@ -223,6 +214,23 @@ func (ix *index) fetch(ctx context.Context, heap Querier, keys []any, q []float3
 		return compareKeys(a.Key, b.Key)
 	})
 	return out, nil
+}
+
+// scanRow reads a fetched row and its exact distance to q. ok is false
+// when the row's vector has changed, since the sidecar saw it, into one it
+// does not index (NULL, another length, not finite): the row is left out
+// as if it had been deleted, and the index will leave it out too once it
+// has applied the change.
+func scanRow[T float32 | float64](rows pgx.Rows, m kernels.Metric, q []float32) (r Row, ok bool, err error) {
+	var v []T
+	if err := rows.Scan(&r.Key, &v); err != nil {
+		return Row{}, false, err
+	}
+	if len(v) != len(q) {
+		return Row{}, false, nil
+	}
+	r.Distance = kernels.ExactDistance(m, q, v)
+	return r, !math.IsNaN(r.Distance) && !math.IsInf(r.Distance, 0), nil
 }
 
 // typedKeys turns the keys the sidecar returned into a slice pgx encodes

@@ -308,3 +308,42 @@ func mustExec(t *testing.T, db *pgx.Conn, sql string) {
 		t.Fatalf("%.80s: %v", sql, err)
 	}
 }
+
+// TestStaleVectorSkipped: rows whose vector became NULL, shorter or longer
+// after the sidecar answered are left out like rows deleted meanwhile, and
+// the search widens to find k others. The sidecar is made stale by cutting
+// its replication connection before the rows change.
+func TestStaleVectorSkipped(t *testing.T) {
+	for _, typ := range []string{"real[]", "double precision[]"} {
+		t.Run(typ, func(t *testing.T) {
+			ctx := context.Background()
+			dsn, db := newDatabase(t)
+			mustExec(t, db, `CREATE TABLE docs (id bigint PRIMARY KEY, v `+typ+`);
+				INSERT INTO docs SELECT g, array_fill(g, ARRAY[8]) FROM generate_series(1, 20) g`)
+			proxy := pgtest.NewProxy(t, fmt.Sprintf("127.0.0.1:%d", pgtest.Shared(t).Port))
+			sc, side := startSidecar(t, proxy.Via(t, dsn), "docs_v=public.docs(v) key=id metric=l2")
+			waitApplied(t, db, sc)
+			proxy.Isolate(true)
+			if proxy.Partition() == 0 {
+				t.Fatal("no replication connection to cut")
+			}
+			mustExec(t, db, `UPDATE docs SET v = NULL WHERE id = 1;
+				UPDATE docs SET v = '{1,1}' WHERE id = 2;
+				UPDATE docs SET v = array_fill(3, ARRAY[9]) WHERE id = 3`)
+
+			q := []float32{1, 1, 1, 1, 1, 1, 1, 1}
+			got, err := heapfetch.New(side, db).Search(ctx, heapfetch.Request{Index: "docs_v", Vector: q, K: 2})
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Rows 4 and 5 are the nearest that still have an 8-d vector.
+			want := []heapfetch.Row{{Key: int64(4), Distance: math.Sqrt(8 * 9)}, {Key: int64(5), Distance: math.Sqrt(8 * 16)}}
+			if fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Fatalf("got %v, want %v", got, want)
+			}
+			if st := mustEntry(t, sc, "docs_v").Status(); st.Skipped != 0 {
+				t.Fatalf("the sidecar saw the changes (%d rows skipped): the test did not make its answer stale", st.Skipped)
+			}
+		})
+	}
+}

@@ -52,7 +52,8 @@
 //     standard_conforming_strings on, DateStyle, TimeZone UTC, ...),
 //     BackendKeyData, and ReadyForQuery.
 //  6. Messages are answered until Terminate, EOF, a protocol violation
-//     (FATAL 08P01) or the server stopping (FATAL 57P01).
+//     (FATAL 08P01), the client closing its connection while a request
+//     runs (FATAL 08006, see below) or the server stopping (FATAL 57P01).
 //
 // A simple Query may hold several statements: each gets its own
 // RowDescription, rows and CommandComplete, the first error skips the rest,
@@ -85,6 +86,20 @@
 // context. This matters for dblink, which cannot interrupt a call on
 // PostgreSQL 15.
 //
+// Nothing reads the socket while a request runs, so a client that just
+// closes its connection (a backend that exits, a killed process) would
+// otherwise leave its search running. While a request waits for the
+// Catalog, the server therefore checks the socket every 5 ms without
+// reading from it, as PostgreSQL's client_connection_check_interval does:
+// a poll for POLLRDHUP, which also sees a close behind queries the client
+// pipelined. A client gone cancels the request's context, and the
+// connection ends without running what it had pipelined. This needs
+// Linux; elsewhere such a search runs until it ends or times out.
+//
+// A cancelled, timed-out or abandoned search stops using the CPU at the
+// index's next check of its context: as it scans for the exact flat
+// index, before each scan for the quantized kinds.
+//
 // # Compatibility
 //
 // Supported: SELECT [* | col, ...] FROM knn(index, vector, k[, options]),
@@ -102,6 +117,7 @@
 // or 42601), COPY, function calls, SET LOCAL, escape (E) strings, dollar
 // quoting, TLS and passwords (yet). Errors keep the connection usable;
 // SQLSTATEs: 22023 bad vector, option or k, 42704 unknown index or
-// parameter, 55000 index not ready, 57014 cancelled or timed out, 42601
+// parameter, 55000 index not ready, 57014 cancelled or timed out, 53000
+// too many searches at once (retrying after a pause is safe), 42601
 // syntax, 0A000 unsupported, 08P01 protocol violation, XX000 internal.
 package rpc

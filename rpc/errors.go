@@ -34,6 +34,8 @@ const (
 	codeDatatypeMismatch        = "42804"
 	codeFeatureNotSupported     = "0A000"
 	codeProtocolViolation       = "08P01"
+	codeConnectionFailure       = "08006"
+	codeInsufficientResources   = "53000"
 	codeTooManyConnections      = "53300"
 	codeNotInPrerequisiteState  = "55000"
 	codeCantChangeRuntimeParam  = "55P02"
@@ -80,7 +82,7 @@ func toPgError(err error) *pgError {
 	if errors.As(err, &pe) {
 		return pe
 	}
-	code := codeInternalError
+	code, hint := codeInternalError, ""
 	switch {
 	case errors.Is(err, indexer.ErrUnknownIndex):
 		code = codeUndefinedObject
@@ -90,12 +92,15 @@ func toPgError(err error) *pgError {
 		code = codeInvalidParameterValue
 	case errors.Is(err, indexer.ErrNotReady):
 		code = codeNotInPrerequisiteState
+	case errors.Is(err, indexer.ErrOverloaded):
+		code = codeInsufficientResources
+		hint = "the sidecar is running as many searches as it admits; retrying after a pause is safe"
 	case errors.Is(err, indexer.ErrTimeout),
 		errors.Is(err, context.DeadlineExceeded),
 		errors.Is(err, context.Canceled):
 		code = codeQueryCanceled
 	}
-	pe = &pgError{code: code, msg: err.Error()}
+	pe = &pgError{code: code, msg: err.Error(), hint: hint}
 	var d interface{ Detail() string }
 	if errors.As(err, &d) {
 		pe.detail = d.Detail()

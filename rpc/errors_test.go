@@ -1,11 +1,16 @@
 package rpc
 
 import (
+	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/vecside/vecside/indexer"
 	"github.com/vecside/vecside/internal/pgvalue"
 )
 
@@ -17,13 +22,30 @@ func sqlstate(err error) string {
 	return ""
 }
 
+// failingCatalog fails the searches of the indexes named in errs, for
+// errors only the indexer's state can cause.
+type failingCatalog struct {
+	*indexer.Indexer
+	errs map[string]error
+}
+
+func (f failingCatalog) Search(ctx context.Context, name string, q []float32, k int, opts indexer.SearchOptions) (indexer.Result, error) {
+	if err := f.errs[name]; err != nil {
+		return indexer.Result{}, err
+	}
+	return f.Indexer.Search(ctx, name, q, k, opts)
+}
+
 // TestErrorSQLSTATEs checks every error a client can cause, in the
 // extended and the simple protocol, and that the connection then still
 // answers.
 func TestErrorSQLSTATEs(t *testing.T) {
 	ix, _ := newTestIndexer(t)
 	addIndex(t, ix, "building", pgvalue.KeyInt8) // never ready
-	_, addr := startServer(t, ix)
+	addIndex(t, ix, "busy", pgvalue.KeyInt8).SetReady()
+	_, addr := startServer(t, failingCatalog{ix, map[string]error{
+		"busy": fmt.Errorf("%w: 64 running, 256 queued", indexer.ErrOverloaded),
+	}})
 	v := "'[1,2,3,4,5,6,7,8]'"
 	cases := []struct {
 		sql  string
@@ -42,6 +64,7 @@ func TestErrorSQLSTATEs(t *testing.T) {
 		{"SELECT * FROM knn('items_int8', " + v + ", 5, 'timeout')", "22023"},
 		{"SELECT * FROM knn('items_int8', " + v + ", 'ten')", "22P02"},
 		{"SELECT * FROM knn('building', " + v + ", 5)", "55000"},
+		{"SELECT * FROM knn('busy', " + v + ", 5)", "53000"},
 		{"SELECT * FROM knn('items_int8')", "42883"},
 		{"SELECT * FROM knn('items_int8', " + v + ", 5,", "42601"},
 		{"SELEC 1", "42601"},
@@ -60,6 +83,8 @@ func TestErrorSQLSTATEs(t *testing.T) {
 		{"SHOW no_such_setting", "42704"},
 		{"DEALLOCATE nope", "26000"},
 	}
+	// What the HINT must say, by SQLSTATE.
+	hints := map[string]string{"53000": "retrying after a pause is safe"}
 	for _, mode := range []pgx.QueryExecMode{pgx.QueryExecModeCacheStatement, pgx.QueryExecModeSimpleProtocol} {
 		conn := connect(t, addr, mode)
 		for _, c := range cases {
@@ -70,6 +95,10 @@ func TestErrorSQLSTATEs(t *testing.T) {
 			err := rows.Err()
 			if got := sqlstate(err); got != c.code {
 				t.Errorf("%s: %s: got %v (SQLSTATE %q), want SQLSTATE %s", mode, c.sql, err, got, c.code)
+			}
+			var pe *pgconn.PgError
+			if errors.As(err, &pe) && !strings.Contains(pe.Hint, hints[c.code]) {
+				t.Errorf("%s: %s: got hint %q, want one saying %q", mode, c.sql, pe.Hint, hints[c.code])
 			}
 			var one int
 			if err := conn.QueryRow(testContext(t), "SELECT 1").Scan(&one); err != nil || one != 1 {

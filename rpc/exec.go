@@ -24,6 +24,16 @@ const (
 // CancelRequest.
 var errUserCancel = errors.New("canceled by the client")
 
+// errClientGone is the cause of a request's context cancelled because the
+// client closed its connection.
+var errClientGone = errors.New("client closed the connection")
+
+// clientCheckInterval is how often a request waiting for the Catalog
+// checks that its client is still connected, as PostgreSQL's
+// client_connection_check_interval does: nobody would read the answer of
+// a search whose client left, so it should stop using the CPU.
+const clientCheckInterval = 5 * time.Millisecond
+
 // run executes a portal's statement once, filling its rows and tag. It
 // runs under ctx, which a CancelRequest cancels.
 func (c *conn) run(ctx context.Context, pt *portal) error {
@@ -134,8 +144,11 @@ func (c *conn) runKNN(ctx context.Context, pt *portal) error {
 // callCatalog runs fn under timeout and returns when fn does or when the
 // context ends, whichever is first: a call that overruns finishes in the
 // background and its result is dropped. dblink cannot interrupt a call,
-// so the server must answer by the deadline itself.
+// so the server must answer by the deadline itself. A client that closes
+// its connection meanwhile cancels the call, and the connection ends.
 func (c *conn) callCatalog(ctx context.Context, timeout time.Duration, fn func(context.Context) error) error {
+	ctx, leave := context.WithCancelCause(ctx)
+	defer leave(nil)
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	done := make(chan error, 1)
@@ -147,17 +160,14 @@ func (c *conn) callCatalog(ctx context.Context, timeout time.Duration, fn func(c
 		}()
 		done <- fn(ctx)
 	}()
-	var err error
-	select {
-	case err = <-done:
-	case <-ctx.Done():
-		err = ctx.Err()
-	}
+	err := c.await(ctx, done, leave)
 	if err == nil {
 		return nil
 	}
-	switch {
-	case errors.Is(context.Cause(ctx), errUserCancel):
+	switch cause := context.Cause(ctx); {
+	case errors.Is(cause, errClientGone):
+		return &pgError{code: codeConnectionFailure, msg: "connection to client lost", fatal: true}
+	case errors.Is(cause, errUserCancel):
 		return errorf(codeQueryCanceled, "canceling statement due to user request")
 	case c.ctx.Err() != nil:
 		return &pgError{code: codeAdminShutdown, msg: "terminating connection due to administrator command", fatal: true}
@@ -166,6 +176,30 @@ func (c *conn) callCatalog(ctx context.Context, timeout time.Duration, fn func(c
 			withHint("raise vecside.timeout with SET, or pass timeout=… in knn's options")
 	}
 	return err
+}
+
+// await waits for a call's result or the end of ctx. Every
+// clientCheckInterval meanwhile, it checks that the client is still
+// connected, and if not, ends ctx with leave(errClientGone).
+func (c *conn) await(ctx context.Context, done <-chan error, leave context.CancelCauseFunc) error {
+	var check <-chan time.Time
+	if detectsClientGone {
+		t := time.NewTicker(clientCheckInterval)
+		defer t.Stop()
+		check = t.C
+	}
+	for {
+		select {
+		case err := <-done:
+			return err
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-check:
+			if clientGone(c.nc) {
+				leave(errClientGone)
+			}
+		}
+	}
 }
 
 func (c *conn) internalError(r any) *pgError {

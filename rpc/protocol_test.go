@@ -95,6 +95,8 @@ func copyMsg(m pgproto3.BackendMessage) pgproto3.BackendMessage {
 	case *pgproto3.ParameterStatus:
 		c := *m
 		return &c
+	case *pgproto3.BackendKeyData:
+		return &pgproto3.BackendKeyData{ProcessID: m.ProcessID, SecretKey: append([]byte{}, m.SecretKey...)}
 	case *pgproto3.NegotiateProtocolVersion:
 		c := *m
 		return &c
