@@ -49,6 +49,9 @@ type Entry struct {
 	lastWrite      time.Duration // the last checkpoint's total time
 	copied         int64         // rows read by the last sync's copy
 	rebuilds       int64         // syncs that replaced a serving index
+	// Rebuilds that failed, and why the last one did.
+	rebuildFailures int64
+	rebuildError    string
 
 	// wmu serialises the apply path: every change, and the copy's rows.
 	wmu     sync.Mutex
@@ -520,14 +523,18 @@ type Status struct {
 	State       State
 	Error       string
 	Applied     LSN
-	Covered     LSN    // what durable state reflects
-	CopiedRows  int64  // rows read by the copy under way, or by the last one
-	Rebuilding  bool   // a copy is building a new index beside the serving one
-	Rebuilds    int64  // serving indexes replaced by a rebuild since start
-	IndexStats  Stats  // the kind's size and shape
-	SlotState   string // the shared slot's wal_status, see SourceHealth
-	LagBytes    int64  // source WAL position − Applied
-	KeyType     pgvalue.KeyType
+	Covered     LSN   // what durable state reflects
+	CopiedRows  int64 // rows read by the copy under way, or by the last one
+	Rebuilding  bool  // a copy is building a new index beside the serving one
+	Rebuilds    int64 // serving indexes replaced by a rebuild since start
+	// RebuildFailures counts rebuilds that failed (the serving index went
+	// on); RebuildError is the last one's error.
+	RebuildFailures int64
+	RebuildError    string
+	IndexStats      Stats  // the kind's size and shape
+	SlotState       string // the shared slot's wal_status, see SourceHealth
+	LagBytes        int64  // source WAL position − Applied
+	KeyType         pgvalue.KeyType
 	// Checkpoints written, and the last one's pause of changes and total
 	// time.
 	Checkpoints     int64
@@ -568,6 +575,8 @@ func (e *Entry) Status() Status {
 		CopiedRows:      e.copied,
 		Rebuilding:      rebuilding,
 		Rebuilds:        e.rebuilds,
+		RebuildFailures: e.rebuildFailures,
+		RebuildError:    e.rebuildError,
 		Checkpoints:     e.checkpoints,
 		CheckpointPause: e.lastPause,
 		CheckpointTime:  e.lastWrite,

@@ -100,6 +100,9 @@ func (ix *Indexer) Search(ctx context.Context, name string, q []float32, k int, 
 	if err != nil {
 		return Result{}, err
 	}
+	if opts.Oversample == 0 {
+		opts.Oversample = DefaultOversample(e.spec)
+	}
 	n, err := opts.Candidates(k)
 	if err != nil {
 		return Result{}, err

@@ -61,11 +61,12 @@ const MaxCandidates = 10000
 // SearchOptions are the per-query settings, from SET vecside.<key> and
 // knn's options argument.
 type SearchOptions struct {
-	// Oversample caps the candidates at k × Oversample. A quantized index
-	// returns the smallest set its error bounds say holds the k nearest,
-	// up to that cap (ivf store=float, exact within its probed lists,
-	// returns k); the exact float flat index returns k × Oversample, as
-	// it always has. The client re-ranks them against the heap.
+	// Oversample caps the candidates at k × Oversample; 0 takes the
+	// index's default (DefaultOversample). A quantized index returns the
+	// smallest set its error bounds say holds the k nearest, up to that cap
+	// (ivf store=float, exact within its probed lists, returns k); the
+	// exact float flat index returns k × Oversample. The client re-ranks
+	// them against the heap.
 	Oversample float64
 	// Probes is how many IVF lists a query scans; 0 means the index's
 	// default (its probes= option, else 2% of its lists, at least 4).
@@ -82,11 +83,10 @@ type SearchOptions struct {
 	Allow []string
 }
 
-// DefaultSearchOptions are used where a session has not SET anything.
-// Indexes with extended codes (store=ext4|ext8) need oversample=2 to
-// return the true k nearest in 99% of queries (see the flat tests).
+// DefaultSearchOptions are used where a session has not SET anything:
+// each index's own oversampling and probing, a 30 s deadline.
 func DefaultSearchOptions() SearchOptions {
-	return SearchOptions{Oversample: 1, Timeout: 30 * time.Second}
+	return SearchOptions{Timeout: 30 * time.Second}
 }
 
 // MaxProbes bounds probes.
@@ -97,8 +97,8 @@ const MaxProbes = 1 << 20
 var searchSetters = map[string]func(*SearchOptions, string) error{
 	"oversample": func(o *SearchOptions, v string) error {
 		f, err := strconv.ParseFloat(v, 64)
-		if err != nil || !(f >= 1 && f <= MaxCandidates) {
-			return fmt.Errorf("oversample=%s: want a number from 1 to %d", v, MaxCandidates)
+		if err != nil || !(f >= 1 && f <= MaxCandidates || f == 0) {
+			return fmt.Errorf("oversample=%s: want a number from 1 to %d (0: the index's default)", v, MaxCandidates)
 		}
 		o.Oversample = f
 		return nil
@@ -188,7 +188,7 @@ func (o SearchOptions) Candidates(k int) (int, error) {
 	if k < 1 {
 		return 0, fmt.Errorf("%w: k=%d, want k ≥ 1", ErrInvalidArgument, k)
 	}
-	n := float64(k) * o.Oversample
+	n := float64(k) * max(o.Oversample, 1)
 	if n > MaxCandidates {
 		return 0, fmt.Errorf("%w: k × oversample = %g candidates, at most %d may be asked", ErrInvalidArgument, n, MaxCandidates)
 	}

@@ -188,11 +188,19 @@ func (e *Entry) EndSync() {
 // back to the system at once.
 const bigCopy = 100_000
 
-// AbortSync drops a copy that failed: a rebuild leaves the serving index
-// as it was; a first copy leaves the entry building, for the next try.
-func (e *Entry) AbortSync() {
+// AbortSync drops a copy that failed (err says why; nil for a copy given
+// up on purpose): a rebuild leaves the serving index as it was, and its
+// failure shows in Status; a first copy leaves the entry building, for
+// the next try.
+func (e *Entry) AbortSync(err error) {
 	e.wmu.Lock()
 	defer e.wmu.Unlock()
+	if e.sync != nil && e.sync.rebuild && err != nil {
+		e.mu.Lock()
+		e.rebuildFailures++
+		e.rebuildError = err.Error()
+		e.mu.Unlock()
+	}
 	e.sync = nil
 }
 

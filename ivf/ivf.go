@@ -29,10 +29,13 @@ type Config struct {
 	// empty table) collects before it asks to be rebuilt with trained
 	// lists (default 1000).
 	MinTrain int
-	// Margin and MinProbes tune adaptive probing (see Probing); 0 takes
-	// DefaultMargin and DefaultMinProbes.
-	Margin    float64
-	MinProbes int
+	// Margin fixes the stopping rule's margin of adaptive probing (see
+	// Probing); 0 takes the margin learned at training, scaled by
+	// MarginScale (0: DefaultMarginScale). MinProbes (0:
+	// DefaultMinProbes) lists are always scanned.
+	Margin      float64
+	MarginScale float64
+	MinProbes   int
 }
 
 func (c *Config) defaults() {
@@ -45,8 +48,8 @@ func (c *Config) defaults() {
 	if c.MinTrain == 0 {
 		c.MinTrain = 1000
 	}
-	if c.Margin == 0 {
-		c.Margin = DefaultMargin
+	if c.MarginScale == 0 {
+		c.MarginScale = DefaultMarginScale
 	}
 	if c.MinProbes == 0 {
 		c.MinProbes = DefaultMinProbes
@@ -62,6 +65,9 @@ type Index struct {
 	// were not (one list around the origin); listCap is the size over
 	// which a list asks for a rebuild.
 	trained, listCap int
+	// learned is adaptive probing's margin, learned at training (see
+	// learnMargin).
+	learned float64
 }
 
 // New trains an empty index on sample, rows drawn from a table that holds
@@ -72,12 +78,13 @@ func New(cfg Config, sample [][]float32, rows int) (*Index, error) {
 	cfg.defaults()
 	rows = max(rows, len(sample))
 	var centroids []float32
+	var margin float64
 	if len(sample) > 0 {
 		k := cfg.Lists
 		if k == 0 {
 			k = ListsFor(rows)
 		}
-		centroids = train(cfg.CodedConfig, sample, k, cfg.ListCap, cfg.Seed^uint64(rows))
+		centroids, margin = train(cfg.CodedConfig, sample, k, cfg.ListCap, rows, cfg.MinProbes, cfg.Seed^uint64(rows))
 	} else {
 		rows = 0
 	}
@@ -85,12 +92,16 @@ func New(cfg Config, sample [][]float32, rows int) (*Index, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ivf: %w", err)
 	}
-	return newIndex(x, cfg, rows), nil
+	x.SetParams([]float64{float64(rows), margin})
+	return newIndex(x, cfg), nil
 }
 
-func newIndex(x *store.Coded, cfg Config, trained int) *Index {
-	return &Index{Coded: x, cfg: cfg, trained: trained,
-		listCap: int(math.Ceil(cfg.ListCap * float64(max(trained, cfg.MinTrain)) / float64(x.Lists())))}
+// newIndex wraps rows made or loaded with their parameters: the rows
+// trained for, the learned margin.
+func newIndex(x *store.Coded, cfg Config) *Index {
+	p := append(x.Params(), 0, 0)
+	return &Index{Coded: x, cfg: cfg, trained: int(p[0]), learned: p[1],
+		listCap: int(math.Ceil(cfg.ListCap * float64(max(int(p[0]), cfg.MinTrain)) / float64(x.Lists())))}
 }
 
 // Load reads a body written by an Index's Snapshot.
@@ -100,11 +111,7 @@ func Load(in io.Reader, cfg Config) (*Index, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ivf: %w", err)
 	}
-	trained := x.Len()
-	if x.Lists() == 1 && x.Len() < cfg.MinTrain {
-		trained = 0
-	}
-	return newIndex(x, cfg, trained), nil
+	return newIndex(x, cfg), nil
 }
 
 // NeedsRebuild reports whether the rows have drifted from what the lists

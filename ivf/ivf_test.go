@@ -66,18 +66,21 @@ func recall(t testing.TB, m kernels.Metric, data, queries [][]float32, truth []d
 	return float64(hits) / float64(k*len(queries)), float64(misses) / float64(len(queries))
 }
 
-// At default settings (adaptive probes; a cap of k with store=float, 2k
-// with extended codes) the candidates hold the true top k in at least 99%
-// of queries on clustered data.
+// At default settings (adaptive probes, and the candidate cap the indexer
+// gives each store by default: k for float, 2k for ext8, 3k for ext4)
+// recall@10 after an exact re-rank is at least 0.95 on clustered data, and
+// with float or ext8 at least 0.98, the candidates holding the true top k
+// in at least 97% of queries.
 func TestHoldsTopK(t *testing.T) {
 	const k = 10
 	for _, m := range []kernels.Metric{kernels.L2, kernels.Cosine, kernels.IP} {
 		data, queries := dataset.Clustered{Seed: 2, Rows: 30000, Queries: 200, Dims: 64, Normalize: m == kernels.Cosine}.Generate()
 		truth := dataset.GroundTruth(m, data, queries, k)
 		for _, c := range []struct {
-			store store.Kind
-			limit int
-		}{{store.Float, k}, {store.Ext4, 2 * k}, {store.Ext8, 2 * k}} {
+			store        store.Kind
+			limit        int
+			recall, miss float64
+		}{{store.Float, k, 0.98, 0.03}, {store.Ext8, 2 * k, 0.98, 0.03}, {store.Ext4, 3 * k, 0.95, 1}} {
 			x := build(t, config(m, 64, c.store), data)
 			rec, miss := recall(t, m, data, queries, truth, func(q []float32) []store.Hit {
 				got, err := x.Search(context.Background(), q, k, c.limit, 0, nil)
@@ -86,10 +89,10 @@ func TestHoldsTopK(t *testing.T) {
 				}
 				return got
 			})
-			t.Logf("%s store=%s lists=%d: recall@%d %.4f, candidate set misses a true top-%d row in %.1f%% of queries",
-				m, c.store, x.Lists(), k, rec, k, 100*miss)
-			if miss > 0.01 {
-				t.Errorf("%s store=%s: miss rate %.3f, want ≤ 0.01", m, c.store, miss)
+			t.Logf("%s store=%s lists=%d margin %.2f: recall@%d %.4f, candidate set misses a true top-%d row in %.1f%% of queries",
+				m, c.store, x.Lists(), x.margin(), k, rec, k, 100*miss)
+			if rec < c.recall || miss > c.miss {
+				t.Errorf("%s store=%s: recall %.4f (want ≥ %.2f), miss rate %.3f (want ≤ %.2f)", m, c.store, rec, c.recall, miss, c.miss)
 			}
 		}
 	}
@@ -173,6 +176,9 @@ func TestSnapshotLoad(t *testing.T) {
 		x.Delete("later")
 		if y.Len() != x.Len() || y.Has(keyOf(3)) || !y.Has("zero") || y.Has("later") {
 			t.Fatalf("loaded %d rows, want %d", y.Len(), x.Len())
+		}
+		if y.learned != x.learned || y.trained != x.trained {
+			t.Fatalf("loaded margin %g and rows trained for %d, want %g and %d", y.learned, y.trained, x.learned, x.trained)
 		}
 		for _, q := range queries {
 			a, _ := x.Search(context.Background(), q, 10, 20, 3, nil)
@@ -258,5 +264,28 @@ func TestFilter(t *testing.T) {
 			}
 		}
 		release()
+	}
+}
+
+// The margin learned at training follows the data: rows whose neighbours
+// share their list need little, data with little contrast between near
+// and far rows (text embeddings) needs more, and what it learns reaches
+// the neighbours it promises on held-out queries.
+func TestLearnedMargin(t *testing.T) {
+	clustered, _ := dataset.Clustered{Seed: 3, Rows: 20000, Dims: 64, Normalize: true}.Generate()
+	text, queries := dataset.TextLike{Seed: 3, Rows: 20000, Queries: 100, Dims: 64}.Generate()
+	a := build(t, config(kernels.Cosine, 64, store.Float), clustered)
+	b := build(t, config(kernels.Cosine, 64, store.Float), text)
+	t.Logf("learned margins: clustered %.2f, text-like %.2f", a.learned, b.learned)
+	if a.learned >= b.learned || b.learned <= 0 || b.learned > 1 {
+		t.Fatalf("learned margins: clustered %.2f, text-like %.2f", a.learned, b.learned)
+	}
+	truth := dataset.GroundTruth(kernels.Cosine, text, queries, 10)
+	rec, _ := recall(t, kernels.Cosine, text, queries, truth, func(q []float32) []store.Hit {
+		got, _ := b.Search(context.Background(), q, 10, 10, 0, nil)
+		return got
+	})
+	if rec < 0.95 {
+		t.Fatalf("text-like, learned margin %.2f: recall@10 %.4f", b.learned, rec)
 	}
 }

@@ -18,7 +18,7 @@ import (
 var (
 	probingSets    = flag.String("ivf.sets", "clustered,textlike,fashion", "data sets BenchmarkProbing sweeps: clustered, textlike, fashion")
 	probingRows    = flag.Int("ivf.probing.rows", 200_000, "rows of the synthetic sets of BenchmarkProbing")
-	probingMargins = flag.String("ivf.margins", "0.2,0.35,0.5", "margins BenchmarkProbing sweeps")
+	probingMargins = flag.String("ivf.scales", "0.8,1,1.25", "margin scales BenchmarkProbing sweeps (see Config.MarginScale)")
 	probingMins    = flag.String("ivf.minprobes", "1,2,4", "minimum probes BenchmarkProbing sweeps")
 	probingOver    = flag.String("ivf.oversample", "1,2,3,4", "candidate caps, in multiples of k, BenchmarkProbing sweeps")
 )
@@ -77,10 +77,10 @@ func BenchmarkProbing(b *testing.B) {
 			})
 		}
 		wg.Wait()
-		fmt.Printf("%s: %d rows, %d lists, %.0f bytes/row\n", set.name, n, x.Lists(), x.Stats().BytesPerRow())
-		for _, margin := range floats(b, *probingMargins) {
+		fmt.Printf("%s: %d rows, %d lists, %.0f bytes/row, learned margin %.2f\n", set.name, n, x.Lists(), x.Stats().BytesPerRow(), x.learned)
+		for _, scale := range floats(b, *probingMargins) {
 			for _, minProbes := range floats(b, *probingMins) {
-				x.cfg.Margin, x.cfg.MinProbes = margin, int(minProbes)
+				x.cfg.MarginScale, x.cfg.MinProbes = scale, int(minProbes)
 				for _, over := range floats(b, *probingOver) {
 					limit := int(over * k)
 					var hits, cands int
@@ -94,8 +94,8 @@ func BenchmarkProbing(b *testing.B) {
 						hits += rerankedHits(set.metric, set.data, q, got, truth[qi])
 					}
 					per := time.Since(began) / time.Duration(len(set.queries))
-					fmt.Printf("%-22s margin=%.2f min=%d cap=%2dk: recall@10 %.4f  candidates %5.1f  %6.0f µs/query\n",
-						set.name, margin, int(minProbes), int(over), float64(hits)/float64(k*len(set.queries)), float64(cands)/float64(len(set.queries)), float64(per.Microseconds()))
+					fmt.Printf("%-22s scale=%.2f (margin %.2f) min=%d cap=%2dk: recall@10 %.4f  candidates %5.1f  %6.0f µs/query\n",
+						set.name, scale, x.margin(), int(minProbes), int(over), float64(hits)/float64(k*len(set.queries)), float64(cands)/float64(len(set.queries)), float64(per.Microseconds()))
 				}
 			}
 		}

@@ -55,8 +55,10 @@ type vectors struct {
 
 // train returns k centroids for sample (converted to the codec's space):
 // k-means, then every list of the sample over listCap times the mean split
-// in two until none is.
-func train(cfg store.CodedConfig, sample [][]float32, k int, listCap float64, seed uint64) []float32 {
+// in two until none is; and the margin adaptive probing needs on this
+// data, learned from the sample of a table of rows rows (see
+// learnMargin).
+func train(cfg store.CodedConfig, sample [][]float32, k int, listCap float64, rows, minProbes int, seed uint64) ([]float32, float64) {
 	n, d := len(sample), cfg.Dims
 	space := make([]float32, n*d)
 	for i, v := range sample {
@@ -67,8 +69,8 @@ func train(cfg store.CodedConfig, sample [][]float32, k int, listCap float64, se
 	cent := trainCentroids(in, d, k, seed)
 	assign := assignAll(in, d, cent)
 	limit := int(math.Ceil(listCap * float64(n) / float64(k)))
-	cent, _ = splitOversized(in, d, cent, assign, limit, seed)
-	return cent
+	cent, assign = splitOversized(in, d, cent, assign, limit, seed)
+	return cent, learnMargin(space, d, cent, assign, rows, minProbes, seed)
 }
 
 // trainCentroids runs k-means with k centroids on a seeded sample of at

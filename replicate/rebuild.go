@@ -39,10 +39,11 @@ func (r *Replicator) rebuilds(ctx context.Context, tables []*table) error {
 				began := time.Now()
 				r.log.Info("rebuilding an index from its table", "index", e.Spec().Name, "rows", e.Status().Rows)
 				if err := r.rebuild(ctx, t, e); err != nil {
-					e.AbortSync()
 					if ctx.Err() != nil {
+						e.AbortSync(nil)
 						return nil
 					}
+					e.AbortSync(err)
 					retry[e] = time.Now().Add(time.Minute)
 					r.log.Warn("rebuilding an index failed; it keeps serving and will be rebuilt later", "index", e.Spec().Name, "err", err)
 					continue

@@ -468,7 +468,7 @@ func (r *Replicator) recopy(e *indexer.Entry, why string, args ...any) {
 	r.mu.Unlock()
 	if again {
 		r.log.Warn(why+"; copying its table again", append([]any{"index", e.Spec().Name}, args...)...)
-		e.AbortSync()
+		e.AbortSync(nil)
 		e.BeginSync(nil, 0) // empties it; its table sync starts a copy of its own
 	}
 }

@@ -152,6 +152,7 @@ func writeIndexMetrics(b *strings.Builder, statuses []indexer.Status) {
 		{"vecside_index_key_bytes", "Memory of the keys, their index and the row locations.", func(s indexer.Status) float64 { return float64(s.IndexStats.KeyBytes) }},
 		{"vecside_index_rebuilds_total", "Indexes built again from the table and swapped in since start.", func(s indexer.Status) float64 { return float64(s.Rebuilds) }},
 		{"vecside_index_rebuilding", "1 while a rebuild copies the table beside the serving index.", func(s indexer.Status) float64 { return b2f(s.Rebuilding) }},
+		{"vecside_index_rebuild_failures_total", "Rebuilds that failed; the serving index went on, and the rebuild is tried again later.", func(s indexer.Status) float64 { return float64(s.RebuildFailures) }},
 		{"vecside_index_checkpoint_seconds", "How long the last checkpoint took in all.", func(s indexer.Status) float64 { return s.CheckpointTime.Seconds() }},
 	}
 	for _, g := range gauges {

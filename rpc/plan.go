@@ -55,26 +55,29 @@ var statusColumns = []column{
 	{name: "list_max", oid: pgtype.Int8OID, size: 8},
 	{name: "rebuilds", oid: pgtype.Int8OID, size: 8},
 	{name: "rebuilding", oid: pgtype.BoolOID, size: 1},
+	textColumn("rebuild_error"),
+}
+
+// nullIfEmpty is NULL for an empty string.
+func nullIfEmpty(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
 }
 
 func statusRow(s indexer.Status) []any {
-	var failure any
-	if s.Error != "" {
-		failure = s.Error
-	}
+	failure := nullIfEmpty(s.Error)
 	x := s.IndexStats
 	listMax := 0
 	for _, n := range x.Lists {
 		listMax = max(listMax, n)
 	}
-	var slot any
-	if s.SlotState != "" {
-		slot = s.SlotState
-	}
+	slot := nullIfEmpty(s.SlotState)
 	return []any{s.Name, s.Table, s.Column, s.Kind, s.Metric.String(), int64(s.Dims),
 		int64(s.Rows), int64(s.Skipped), string(s.State), s.Applied, failure, int64(s.ZeroVectors),
 		s.KeyColumn, slot, s.LagBytes, s.Covered, s.CopiedRows,
-		x.Bytes(), x.BytesPerRow(), int64(len(x.Lists)), int64(listMax), s.Rebuilds, s.Rebuilding}
+		x.Bytes(), x.BytesPerRow(), int64(len(x.Lists)), int64(listMax), s.Rebuilds, s.Rebuilding, nullIfEmpty(s.RebuildError)}
 }
 
 func knnColumns(kt pgvalue.KeyType) []column {

@@ -292,7 +292,7 @@ func TestSetShowReset(t *testing.T) {
 		}
 		exec("SET vecside.timeout TO DEFAULT")
 		exec("RESET ALL")
-		if v := show("vecside.oversample"); v != "1" {
+		if v := show("vecside.oversample"); v != "0" { // the index's default
 			t.Errorf("after RESET ALL: %q", v)
 		}
 		for _, sql := range []string{"SET client_encoding TO 'UTF8'", "set client_encoding to 'utf-8'", "SET extra_float_digits = 3", "SET datestyle TO 'ISO'", "SET application_name = 'app one'"} {
@@ -319,7 +319,7 @@ func TestSetShowReset(t *testing.T) {
 		}
 		exec("DISCARD ALL") // drops pgx's cached statements too, as in PostgreSQL
 		var v string
-		if err := conn.QueryRow(ctx, "SHOW vecside.oversample", pgx.QueryExecModeSimpleProtocol).Scan(&v); err != nil || v != "1" {
+		if err := conn.QueryRow(ctx, "SHOW vecside.oversample", pgx.QueryExecModeSimpleProtocol).Scan(&v); err != nil || v != "0" {
 			t.Errorf("after DISCARD ALL: %q, %v", v, err)
 		}
 	}
@@ -381,7 +381,7 @@ func TestDescribeParameters(t *testing.T) {
 		{"SELECT * FROM knn($1, $2::vector, $3::int)", nil, []uint32{25, 25, 23}, nil},
 		{"SELECT * FROM knn('items_uuid', $2, $1)", nil, []uint32{23, 1021}, []uint32{2950, 701}},
 		{"SELECT distance, id FROM knn('items_int2', $1, 3)", nil, []uint32{1021}, []uint32{701, 21}},
-		{"SELECT * FROM vecside_status()", nil, []uint32{}, []uint32{25, 25, 25, 25, 25, 23, 20, 20, 25, 3220, 25, 20, 25, 25, 20, 3220, 20, 20, 701, 20, 20, 20, 16}},
+		{"SELECT * FROM vecside_status()", nil, []uint32{}, []uint32{25, 25, 25, 25, 25, 23, 20, 20, 25, 3220, 25, 20, 25, 25, 20, 3220, 20, 20, 701, 20, 20, 20, 16, 25}},
 		{"SET vecside.timeout = '1s'", nil, []uint32{}, nil},
 	}
 	for i, c := range cases {

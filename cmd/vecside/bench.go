@@ -37,7 +37,8 @@ extension, pgvector HNSW and IVFFlat on a vector copy of the column are
 measured too.`,
 	Flags: []cli.Flag{
 		&cli.StringFlag{Name: "source", Usage: "Postgres to use (libpq connection string or URL); default: start a throwaway one", EnvVars: []string{"VECSIDE_SOURCE"}},
-		&cli.StringFlag{Name: "dataset", Value: "clustered", Usage: "clustered (seeded generator) or fashion-mnist (Debian's dataset-fashion-mnist)"},
+		&cli.StringFlag{Name: "dataset", Value: "clustered", Usage: "clustered (seeded generator), textlike (seeded, like text embeddings: anisotropic, low contrast) or fashion-mnist (Debian's dataset-fashion-mnist)"},
+		&cli.BoolFlag{Name: "process", Usage: "run each sidecar as a child vecside serve process, and report its memory (RSS after the build, peak during it) apart from the bench's own"},
 		&cli.StringFlag{Name: "fashion-dir", Value: dataset.FashionMNISTDir, Usage: "where the Fashion-MNIST IDX files are"},
 		&cli.IntFlag{Name: "rows", Value: 100000, Usage: "clustered: rows"},
 		&cli.IntFlag{Name: "dims", Value: 128, Usage: "clustered: dimensions"},
@@ -47,7 +48,7 @@ measured too.`,
 		&cli.StringSliceFlag{Name: "index", Value: cli.NewStringSlice("kind=flat", "kind=flat store=ext8", "kind=ivf"), Usage: "index kind and options to measure, e.g. 'kind=ivf store=ext8' (repeat)"},
 		&cli.IntFlag{Name: "k", Value: 10, Usage: "neighbours per query"},
 		&cli.StringFlag{Name: "probes", Value: "0,1,2,4,8,16,32", Usage: "ivf: probes to sweep (0 = the index's default)"},
-		&cli.StringFlag{Name: "oversample", Value: "1,2", Usage: "oversample values to sweep"},
+		&cli.StringFlag{Name: "oversample", Value: "0,1,2", Usage: "oversample values to sweep (0 = the index's default)"},
 		&cli.IntFlag{Name: "clients", Value: 8, Usage: "concurrent clients for the throughput runs"},
 		&cli.IntFlag{Name: "measure", Value: 1000, Usage: "queries timed per run (cycling through the held-out ones)"},
 		&cli.BoolFlag{Name: "e2e", Value: true, Usage: "also measure end to end through heapfetch"},
@@ -77,7 +78,7 @@ measured too.`,
 			source: c.String("source"), dataset: c.String("dataset"), fashionDir: c.String("fashion-dir"),
 			rows: c.Int("rows"), dims: c.Int("dims"), queries: c.Int("queries"), seed: c.Uint64("seed"), metric: metric,
 			indexes: c.StringSlice("index"), k: c.Int("k"), probes: probes, oversample: over,
-			clients: c.Int("clients"), measure: c.Int("measure"), e2e: c.Bool("e2e"),
+			clients: c.Int("clients"), measure: c.Int("measure"), e2e: c.Bool("e2e"), process: c.Bool("process"),
 		})
 	},
 }
@@ -92,7 +93,7 @@ type benchParams struct {
 	probes                      []int
 	oversample                  []float64
 	clients, measure            int
-	e2e                         bool
+	e2e, process                bool
 	inserts, deletes            int // --churn
 }
 
@@ -147,6 +148,11 @@ func runBench(ctx context.Context, out io.Writer, p benchParams) error {
 		// loaded ones.
 		b.data, b.queries = dataset.Clustered{Seed: p.seed, Rows: p.rows + p.inserts, Queries: p.queries, Dims: p.dims, Normalize: p.metric == kernels.Cosine}.Generate()
 		b.rows = p.rows
+	case "textlike":
+		b.p.metric = kernels.Cosine
+		b.say("generating %d × %d text-like vectors (seed %d) and %d held-out queries", p.rows, p.dims, p.seed, p.queries)
+		b.data, b.queries = dataset.TextLike{Seed: p.seed, Rows: p.rows + p.inserts, Queries: p.queries, Dims: p.dims}.Generate()
+		b.rows = p.rows
 	case "fashion-mnist":
 		b.p.metric = kernels.L2
 		b.say("loading Fashion-MNIST from %s", p.fashionDir)
@@ -156,7 +162,7 @@ func runBench(ctx context.Context, out io.Writer, p benchParams) error {
 		b.queries = b.queries[:min(p.queries, len(b.queries))]
 		b.rows = len(b.data)
 	default:
-		return fmt.Errorf("--dataset %q: want clustered or fashion-mnist", p.dataset)
+		return fmt.Errorf("--dataset %q: want clustered, textlike or fashion-mnist", p.dataset)
 	}
 	b.say("ground truth: brute force top-%d of %d queries over %d rows", p.k, len(b.queries), len(b.data))
 	b.truth = dataset.GroundTruth(b.p.metric, b.data[:b.rows], b.queries, p.k)
@@ -221,25 +227,45 @@ func (b *bench) copyRows(ctx context.Context, lo, hi int) error {
 
 func perRow(b int64, rows int) float64 { return float64(b) / float64(max(rows, 1)) }
 
-// measureIndex starts a sidecar with one index and sweeps its settings.
+// measureIndex starts a sidecar with one index (in this process, or as a
+// child process with --process) and sweeps its settings.
 func (b *bench) measureIndex(ctx context.Context, n int, def string) error {
 	name := fmt.Sprintf("bench_%d", n)
 	t0 := time.Now()
-	sc, entry, err := b.startSidecar(ctx, name, def)
-	if err != nil {
-		return err
+	var addr string
+	var inproc func(qi int, so indexer.SearchOptions) error
+	if b.p.process {
+		proc, err := b.startProcess(ctx, name, def)
+		if err != nil {
+			return err
+		}
+		defer proc.stop()
+		addr = proc.addr
+		fmt.Fprintf(b.out, "%-26s ready in %.1fs; index %.0f bytes/row (%d MiB); process RSS %d MiB after the build, peak %d MiB during it (%.2f× steady; RSS %.2f× index + %d MiB)\n",
+			def, time.Since(t0).Seconds(), perRow(proc.indexBytes, proc.rows), proc.indexBytes>>20, proc.rss>>20, proc.peak>>20,
+			float64(proc.peak)/float64(proc.rss), float64(proc.rss-64<<20)/float64(proc.indexBytes), 64)
+	} else {
+		sc, entry, err := b.startSidecar(ctx, name, def)
+		if err != nil {
+			return err
+		}
+		defer sc.Stop()
+		addr = sc.Addr.String()
+		inproc = func(qi int, so indexer.SearchOptions) error {
+			_, err := sc.Indexer.Search(ctx, name, b.queries[qi], b.p.k, so)
+			return err
+		}
+		st := entry.Status().IndexStats
+		fmt.Fprintf(b.out, "%-26s ready in %.1fs; %.0f bytes/row (codes %.0f, floats %.0f, keys %.0f); lists %d %s\n",
+			def, time.Since(t0).Seconds(), st.BytesPerRow(), perRow(st.CodeBytes, st.Rows), perRow(st.FloatBytes, st.Rows), perRow(st.KeyBytes, st.Rows),
+			len(st.Lists), st.ListHistogram())
 	}
-	defer sc.Stop()
-	ready := time.Since(t0)
-	st := entry.Status().IndexStats
-	fmt.Fprintf(b.out, "%-26s ready in %.1fs; %.0f bytes/row (codes %.0f, floats %.0f, keys %.0f); lists %d %s\n",
-		def, ready.Seconds(), st.BytesPerRow(), perRow(st.CodeBytes, st.Rows), perRow(st.FloatBytes, st.Rows), perRow(st.KeyBytes, st.Rows),
-		len(st.Lists), st.ListHistogram())
+	var err error
 
 	conns := make([]*pgx.Conn, b.p.clients)
 	heaps := make([]*pgx.Conn, b.p.clients)
 	for i := range conns {
-		if conns[i], err = pgx.Connect(ctx, sidecarURL(sc.Addr.String())); err != nil {
+		if conns[i], err = pgx.Connect(ctx, sidecarURL(addr)); err != nil {
 			return err
 		}
 		defer conns[i].Close(context.Background())
@@ -260,7 +286,7 @@ func (b *bench) measureIndex(ctx context.Context, n int, def string) error {
 			if pr == 0 {
 				opts = fmt.Sprintf("oversample=%g", o)
 			}
-			if err := b.measureSetting(ctx, sc, name, def, opts, conns, heaps); err != nil {
+			if err := b.measureSetting(ctx, inproc, name, def, opts, conns, heaps); err != nil {
 				return err
 			}
 		}
@@ -292,7 +318,7 @@ func (b *bench) startSidecar(ctx context.Context, name, def string) (*sidecar.Si
 }
 
 // measureSetting measures one index at one setting.
-func (b *bench) measureSetting(ctx context.Context, sc *sidecar.Sidecar, name, def, opts string, conns, heaps []*pgx.Conn) error {
+func (b *bench) measureSetting(ctx context.Context, inproc func(int, indexer.SearchOptions) error, name, def, opts string, conns, heaps []*pgx.Conn) error {
 	so := indexer.DefaultSearchOptions()
 	parsed, err := indexer.ParseOptions(opts)
 	if err != nil {
@@ -307,10 +333,10 @@ func (b *bench) measureSetting(ctx context.Context, sc *sidecar.Sidecar, name, d
 		return err
 	}
 
-	inproc := b.timeRun(1, func(_, qi int) error {
-		_, err := sc.Indexer.Search(ctx, name, b.queries[qi], b.p.k, so)
-		return err
-	})
+	var in timing
+	if inproc != nil {
+		in = b.timeRun(1, func(_, qi int) error { return inproc(qi, so) })
+	}
 	pgw := func(c, qi int) error {
 		rows, err := conns[c].Query(ctx, "SELECT id, distance FROM knn($1, $2, $3, $4)", name, b.queries[qi], b.p.k, opts)
 		if err != nil {
@@ -336,13 +362,13 @@ func (b *bench) measureSetting(ctx context.Context, sc *sidecar.Sidecar, name, d
 		}
 		e1, eN = b.timeRun(1, e2e), b.timeRun(b.p.clients, e2e)
 	}
-	for _, t := range []timing{inproc, pg1, pgN, e1, eN} {
+	for _, t := range []timing{in, pg1, pgN, e1, eN} {
 		if t.err != nil {
 			return t.err
 		}
 	}
 	fmt.Fprintf(b.out, "%-26s %-18s %7.4f %6.1f | %9.0f | %8.0f %7.2f %7.2f %7.2f | %8.0f %7.2f | %8.0f %7.2f %8.0f\n",
-		def, opts, recall, cands, inproc.qps,
+		def, opts, recall, cands, in.qps,
 		pg1.qps, ms(pg1.p50), ms(pg1.p95), ms(pg1.p99), pgN.qps, ms(pgN.p99), e1.qps, ms(e1.p50), eN.qps)
 	return nil
 }

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"io"
 	"math"
@@ -35,6 +36,7 @@ type Coded struct {
 	rq        *kernels.RaBitQ
 	centroids []float32 // row-major, in the codec's space
 	cRot      []float32 // the centroids rotated, for PrepareQuery
+	params    []float64 // the owner's, kept in checkpoints (see Params)
 	// cur is the rows; Clear replaces them whole, and a search keeps the
 	// ones it loaded.
 	cur atomic.Pointer[rows]
@@ -132,6 +134,14 @@ func (x *Coded) Clear() {
 	defer x.mu.Unlock()
 	x.cur.Store(x.newRows())
 }
+
+// SetParams records numbers the owner learned when it made the rows (a
+// spread, the rows trained for), written with every checkpoint and read
+// back by LoadCoded. Call it before the rows are shared.
+func (x *Coded) SetParams(p []float64) { x.params = p }
+
+// Params returns what SetParams recorded.
+func (x *Coded) Params() []float64 { return x.params }
 
 // Config is the configuration the rows were made with.
 func (x *Coded) Config() CodedConfig { return x.cfg }
@@ -572,7 +582,7 @@ const (
 // which the caller must call once done with write.
 //
 // Format: "VSCD" version store, codec state, zero-vector keys, centroids,
-// then each live row: key, list, 1-bit code and factors, then its
+// the owner's parameters (a count, then float64s), then each live row: key, list, 1-bit code and factors, then its
 // extended code and factors or its float32 vector.
 func (x *Coded) Snapshot() (write func(io.Writer) error, release func()) {
 	x.mu.Lock()
@@ -597,6 +607,10 @@ func (x *Coded) Snapshot() (write func(io.Writer) error, release func()) {
 		}
 		b.Uvarint(uint64(x.Lists()))
 		b.Floats(x.centroids)
+		b.Uvarint(uint64(len(x.params)))
+		for _, p := range x.params {
+			b.Raw(binary.LittleEndian.AppendUint64(nil, math.Float64bits(p)))
+		}
 		n := 0
 		for _, w := range live {
 			n += popcount(w)
@@ -646,6 +660,12 @@ func LoadCoded(in io.Reader, cfg CodedConfig) (*Coded, error) {
 	k := br.Count(MaxRows / uint64(cfg.Dims))
 	centroids := make([]float32, k*cfg.Dims)
 	br.Floats(centroids)
+	params := make([]float64, br.Count(64))
+	for i := range params {
+		var p [8]byte
+		br.Raw(p[:])
+		params[i] = math.Float64frombits(binary.LittleEndian.Uint64(p[:]))
+	}
 	if br.Err() != nil {
 		return nil, fmt.Errorf("store: %w", br.Err())
 	}
@@ -653,6 +673,7 @@ func LoadCoded(in io.Reader, cfg CodedConfig) (*Coded, error) {
 	if err != nil {
 		return nil, err
 	}
+	x.params = params
 	r := x.cur.Load()
 	for _, z := range zeros {
 		r.zeros[z] = struct{}{}

@@ -1,0 +1,132 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// sidecarProcess is a vecside serve child process that the bench measures
+// from outside, so that its memory is its own and not the data set's.
+type sidecarProcess struct {
+	cmd        *exec.Cmd
+	addr       string
+	dir        string
+	rows       int
+	indexBytes int64
+	rss, peak  int64 // resident bytes once ready, and the most ever (VmHWM)
+}
+
+// startProcess starts vecside serve for one index over the bench table and
+// waits until the index is ready.
+func (b *bench) startProcess(ctx context.Context, name, def string) (*sidecarProcess, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	dir, err := os.MkdirTemp("", "vecside-bench-")
+	if err != nil {
+		return nil, err
+	}
+	spec := fmt.Sprintf("%s=public.vecside_bench(embedding) key=id metric=%s %s", name, b.p.metric, def)
+	b.say("%s: starting vecside serve for %s", def, spec)
+	p := &sidecarProcess{addr: addr, dir: dir}
+	p.cmd = exec.CommandContext(ctx, exe, "--log-level", "warn", "serve", "--source", b.dsn, "--name", "vecside_"+name,
+		"--listen", addr, "--metrics-listen", "", "--data-dir", dir, "--auth", "trust", "--index", spec)
+	p.cmd.Stderr = os.Stderr
+	if err := p.cmd.Start(); err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	if err := p.waitReady(ctx, name, time.Hour); err != nil {
+		p.stop()
+		return nil, err
+	}
+	if p.rss, p.peak, err = memory(p.cmd.Process.Pid); err != nil {
+		p.stop()
+		return nil, err
+	}
+	return p, nil
+}
+
+// waitReady polls vecside_status() until the index is ready.
+func (p *sidecarProcess) waitReady(ctx context.Context, name string, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for ; time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		conn, err := pgx.Connect(ctx, sidecarURL(p.addr))
+		if err != nil {
+			continue // not listening yet
+		}
+		var index, state string
+		var failure *string
+		err = conn.QueryRow(ctx, "SELECT index_name, state, error, rows, index_bytes FROM vecside_status()").Scan(&index, &state, &failure, &p.rows, &p.indexBytes)
+		conn.Close(ctx)
+		if err == nil && index != name {
+			err = fmt.Errorf("the sidecar serves index %s, not %s", index, name)
+		}
+		switch {
+		case err != nil:
+			return err
+		case state == "error":
+			return fmt.Errorf("index %s: %s", name, *failure)
+		case state == "ready":
+			return nil
+		}
+	}
+	return fmt.Errorf("index %s not ready after %s", name, timeout)
+}
+
+// stop ends the process and removes its checkpoints.
+func (p *sidecarProcess) stop() {
+	p.cmd.Process.Signal(os.Interrupt)
+	done := make(chan struct{})
+	go func() { p.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(time.Minute):
+		p.cmd.Process.Kill()
+		<-done
+	}
+	os.RemoveAll(p.dir)
+}
+
+// memory reads a process's resident set size and its peak from
+// /proc/PID/status.
+func memory(pid int) (rss, peak int64, err error) {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, 0, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		field, value, ok := strings.Cut(sc.Text(), ":")
+		if !ok || (field != "VmRSS" && field != "VmHWM") {
+			continue
+		}
+		kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(value), " kB"), 10, 64)
+		if err != nil {
+			return 0, 0, fmt.Errorf("%s: %q", field, value)
+		}
+		if field == "VmRSS" {
+			rss = kb << 10
+		} else {
+			peak = kb << 10
+		}
+	}
+	return rss, peak, sc.Err()
+}
