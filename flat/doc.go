@@ -11,7 +11,7 @@
 // returns the k nearest. A scan walks the ids 64 at a time: a run whose
 // ids are all live goes through the SIMD block kernel in one call, others
 // row by row, so a row being written under a reclaimed id is never read.
-// It checks its context every 4,096 rows.
+// Every 1,024 rows it yields to other goroutines and checks its context.
 //
 // Rows are never overwritten: an update writes the vector under a new id
 // and removes the old one, whose id is reused once no search that started

@@ -221,7 +221,7 @@ func (s *scan) all() {
 	chunks := s.r.vecs.Chunks()
 	d := s.x.dims
 	for w := uint32(0); 64*w < high; w++ {
-		if w%64 == 63 && s.stopped() {
+		if w%16 == 15 && s.stopped() {
 			return
 		}
 		word := s.r.keys.LiveWord(w)
@@ -248,7 +248,7 @@ func (s *scan) all() {
 // allowed scans the listed rows.
 func (s *scan) allowed(ids []uint32) {
 	for i, id := range ids {
-		if i%4096 == 4095 && s.stopped() {
+		if i%1024 == 1023 && s.stopped() {
 			return
 		}
 		if s.r.keys.Live(id) {
@@ -257,7 +257,7 @@ func (s *scan) allowed(ids []uint32) {
 	}
 }
 
-func (s *scan) stopped() bool { return store.Closed(s.done) }
+func (s *scan) stopped() bool { return store.Pause(s.done) }
 
 func (s *scan) block(rows []float32, base uint32) {
 	if s.x.metric == kernels.L2 {

@@ -45,8 +45,9 @@ type Request struct {
 	Index  string
 	Vector []float32
 	K      int
-	// Oversample asks the sidecar for K × Oversample candidates (default 1):
-	// more candidates cost heap fetches but forgive a lossy index.
+	// Oversample asks the sidecar for at most K × Oversample candidates;
+	// 0 takes the index's default (see the README). More candidates cost
+	// heap fetches but forgive a lossy index.
 	Oversample float64
 	// Options are further knn options in key=value form, e.g. "timeout=2s".
 	Options string
@@ -84,7 +85,7 @@ func (c *Client) Search(ctx context.Context, req Request) ([]Row, error) {
 			return nil, err
 		}
 	}
-	oversample := max(req.Oversample, 1)
+	oversample := req.Oversample
 	for attempt := 0; ; attempt++ {
 		keys, err := c.candidates(ctx, req, oversample)
 		if err != nil {
@@ -101,13 +102,16 @@ func (c *Client) Search(ctx context.Context, req Request) ([]Row, error) {
 		if len(rows) >= req.K || len(keys) < req.K || attempt == maxWidening {
 			return rows[:min(req.K, len(rows))], nil
 		}
-		oversample *= 2
+		oversample = 2 * float64(len(keys)) / float64(req.K)
 	}
 }
 
 // candidates asks the sidecar for the keys nearest to the query.
 func (c *Client) candidates(ctx context.Context, req Request, oversample float64) ([]any, error) {
-	opts := "oversample=" + strconv.FormatFloat(oversample, 'g', -1, 64)
+	var opts string
+	if oversample > 0 {
+		opts = "oversample=" + strconv.FormatFloat(max(oversample, 1), 'g', -1, 64)
+	}
 	if req.MinLSN != "" {
 		opts += " min_lsn=" + req.MinLSN
 	}

@@ -89,6 +89,7 @@ func (ix *Indexer) RunCheckpoints(ctx context.Context, p CheckpointPolicy) error
 			began := time.Now()
 			pause, err := e.Checkpoint(p.Dir, src)
 			if err != nil {
+				e.recordCheckpointFailure(err)
 				log.Error("checkpoint failed; will retry", "index", e.spec.Name, "err", err)
 				continue
 			}

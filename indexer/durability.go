@@ -94,6 +94,16 @@ func (e *Entry) recordCheckpoint(pause, took time.Duration) {
 	defer e.mu.Unlock()
 	e.checkpoints++
 	e.lastPause, e.lastWrite = pause, took
+	e.checkpointError = ""
+}
+
+// recordCheckpointFailure counts a checkpoint that failed, for status and
+// metrics; the next one clears the error.
+func (e *Entry) recordCheckpointFailure(err error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.checkpointFailures++
+	e.checkpointError = err.Error()
 }
 
 func (e *Entry) setCovered(lsn LSN, version uint64) {

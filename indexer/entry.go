@@ -47,8 +47,11 @@ type Entry struct {
 	checkpoints    int64
 	lastPause      time.Duration // changes held up by the last checkpoint
 	lastWrite      time.Duration // the last checkpoint's total time
-	copied         int64         // rows read by the last sync's copy
-	rebuilds       int64         // syncs that replaced a serving index
+	// Checkpoints that failed, and the last error while it persists.
+	checkpointFailures int64
+	checkpointError    string
+	copied             int64 // rows read by the last sync's copy
+	rebuilds           int64 // syncs that replaced a serving index
 	// Rebuilds that failed, and why the last one did.
 	rebuildFailures int64
 	rebuildError    string
@@ -250,23 +253,29 @@ func (e *Entry) route() (toMain, toShadow bool) {
 // made); x and row are what was prepared, and are redone if the index
 // changed since.
 func (e *Entry) insertLocked(slot *Index, skipped map[string]struct{}, x Index, row Row, key string, vec []float32) {
+	// The dimension is settled here, under the apply lock: a row checked
+	// before it against a dimension not yet known may not fit.
+	e.mu.Lock()
+	fixed := e.dims == 0
+	if fixed {
+		e.dims = len(vec)
+	}
+	dims := e.dims
+	e.mu.Unlock()
+	if fixed {
+		defer e.publish()
+	}
+	if len(vec) != dims {
+		e.skipIn(*slot, skipped, key)
+		return
+	}
 	if *slot == nil {
-		e.mu.Lock()
-		if e.dims == 0 {
-			e.dims = len(vec)
-		}
-		dims := e.dims
-		e.mu.Unlock()
-		if len(vec) != dims {
-			e.skipIn(*slot, skipped, key)
-			return
-		}
 		made, err := newIndex(e.spec, e.keyType, dims, nil, 0)
 		if err != nil {
 			panic(fmt.Sprintf("indexer: index %s: %v", e.spec.Name, err)) // options were checked by ParseSpec
 		}
 		*slot = made
-		if slot == &e.index {
+		if slot == &e.index && !fixed {
 			defer e.publish()
 		}
 	}
@@ -540,6 +549,10 @@ type Status struct {
 	Checkpoints     int64
 	CheckpointPause time.Duration
 	CheckpointTime  time.Duration
+	// CheckpointFailures counts failed checkpoints; CheckpointError is the
+	// last one's error, until a checkpoint succeeds.
+	CheckpointFailures int64
+	CheckpointError    string
 }
 
 // Status reports the entry's current state.
@@ -580,6 +593,9 @@ func (e *Entry) Status() Status {
 		Checkpoints:     e.checkpoints,
 		CheckpointPause: e.lastPause,
 		CheckpointTime:  e.lastWrite,
+
+		CheckpointFailures: e.checkpointFailures,
+		CheckpointError:    e.checkpointError,
 	}
 	if copying >= 0 {
 		s.CopiedRows = copying

@@ -25,14 +25,15 @@ type kind struct {
 	// about tableRows rows; empty when the table is) where the kind trains.
 	new  func(spec Spec, cfg store.CodedConfig, sample [][]float32, tableRows int) (Index, error)
 	load func(spec Spec, cfg store.CodedConfig, r io.Reader) (Index, error)
-	// sample is how many rows of a table of n rows the kind trains on.
-	sample func(n, dims int) int
+	// sample is how many rows of a table of n rows an index of spec
+	// trains on.
+	sample func(spec Spec, n, dims int) int
 }
 
 // kinds is the registry of index kinds, by the name kind= takes.
 var kinds = map[string]kind{
 	"flat": {options: flatOptions, new: newFlat, load: loadFlat, sample: flatSample},
-	"ivf":  {options: ivfOptions, new: newIVF, load: loadIVF, sample: ivf.SampleFor},
+	"ivf":  {options: ivfOptions, new: newIVF, load: loadIVF, sample: func(_ Spec, n, dims int) int { return ivf.SampleFor(n, dims) }},
 }
 
 // Kinds lists the index kinds this build knows.
@@ -79,10 +80,11 @@ func loadIndex(spec Spec, kt pgvalue.KeyType, dims int, r io.Reader) (Index, err
 	return k.load(spec, codedConfig(spec, kt, dims, s), r)
 }
 
-// SampleSize is how many rows of a table of about tableRows rows the
-// entry's kind trains on before its copy: read them, then BeginSync.
-func (e *Entry) SampleSize(tableRows int) int {
-	return kinds[e.spec.Kind].sample(tableRows, max(e.Dims(), 1))
+// SampleSize is how many rows of a table of about tableRows rows of dims
+// dimensions the entry's kind trains on before its copy: read them, then
+// BeginSync.
+func (e *Entry) SampleSize(tableRows, dims int) int {
+	return kinds[e.spec.Kind].sample(e.spec, tableRows, max(dims, 1))
 }
 
 func invalid(format string, args ...any) error {
@@ -162,7 +164,12 @@ func flatOptions(o Options) error {
 
 // flatSample: the coded flat index takes the mean of this many rows; the
 // float index needs none.
-func flatSample(n, _ int) int { return min(n, 10*flat.MinMeanRows) }
+func flatSample(spec Spec, n, _ int) int {
+	if s, _ := storeOf(spec); s == store.Float {
+		return 0
+	}
+	return min(n, 2*flat.MinMeanRows)
+}
 
 func newFlat(_ Spec, cfg store.CodedConfig, sample [][]float32, _ int) (Index, error) {
 	if cfg.Store == store.Float {

@@ -124,7 +124,7 @@ func copiedIndexer(b *testing.B, def string, rows [][]float32) (*Indexer, *Entry
 		b.Fatal(err)
 	}
 	keys := make([]string, len(rows))
-	sample := rows[:min(len(rows), e.SampleSize(len(rows)))]
+	sample := rows[:min(len(rows), e.SampleSize(len(rows), len(rows[0])))]
 	if err := e.BeginSync(sample, len(rows)); err != nil {
 		b.Fatal(err)
 	}

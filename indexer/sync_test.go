@@ -301,3 +301,27 @@ func TestAdmission(t *testing.T) {
 		t.Fatalf("rejected %d admitted %d", a.rejected.Load(), a.admitted.Load())
 	}
 }
+
+// Rows of another dimension copied in parallel while the dimension is
+// still unknown are skipped, not put into an index of the first row's
+// dimension (which a check made before the apply lock let through).
+func TestCopyOfMixedDimensions(t *testing.T) {
+	e := textEntry(t, "e=t(v) key=id metric=l2")
+	if err := e.BeginSync(nil, 0); err != nil {
+		t.Fatal(err)
+	}
+	e.SetSyncPoint(0x10)
+	var wg sync.WaitGroup
+	for part, dims := range []int{3, 2} {
+		wg.Go(func() {
+			for i := range 2000 {
+				e.CopyUpsert(fmt.Sprint(part, "-", i), make([]float32, dims))
+			}
+		})
+	}
+	wg.Wait()
+	e.EndSync()
+	if st := e.Status(); st.Rows+st.Skipped != 4000 || st.Rows != 2000 {
+		t.Fatalf("%d rows and %d skipped of 2000 of each dimension", st.Rows, st.Skipped)
+	}
+}

@@ -25,8 +25,9 @@
 // # Workflows
 //
 // Build: before its table is copied, the index is trained on a random
-// sample of it (SampleFor: every row of a small table, 256 per list of a
-// large one, at most 64 MiB of vectors): k-means (Lloyd, 10 iterations, on
+// sample of it (SampleFor: every row of a small table, else about a quarter
+// of the index's size in vectors, 40 to 256 rows per list): k-means
+// (Lloyd, 10 iterations, on
 // both cores) for ListsFor(rows) lists, then any list above ListCap × the
 // mean split by 2-means until none is. The copy then encodes each row as
 // it arrives, against its nearest centroid. The number of lists follows

@@ -22,23 +22,26 @@ func ListsFor(n int) int {
 	return max(1, int(math.Round(l)))
 }
 
-// SampleFor is how many rows training wants from a table of n rows, to
-// be read before the copy: samplePerList per list, at most maxSampleBytes
-// of vectors of dims dimensions, and never fewer than the table's rows up
-// to MinSample (small tables are read whole).
+// SampleFor is how many rows training wants from a table of n rows of
+// dims dimensions, read before the copy. Until the copy is in, the sample
+// and its working copy are most of what the process holds, so they are
+// sized against the index they train: about a quarter of its bytes (at
+// least 8 MiB, at most 64 MiB of vectors), and between 40 rows per list,
+// below which k-means places centroids poorly, and 256, above which it
+// gains nothing. A small table is read whole.
 func SampleFor(n, dims int) int {
-	want := max(min(n, MinSample), samplePerList*ListsFor(n))
-	return min(want, max(MinSample, maxSampleBytes/(4*dims)))
+	lists := ListsFor(n)
+	perRow := int(0.19*4*float64(dims)) + 60 // the compact store's bytes per row
+	budget := min(maxSampleBytes, max(minSampleBytes, n/4*perRow))
+	return min(n, max(minPerList*lists, min(samplePerList*lists, budget/(4*dims))))
 }
 
 const (
-	// MinSample: tables up to this many rows train on every row.
-	MinSample = 20000
-	// maxSampleBytes bounds the training sample: it is held, with the
-	// k-means state, before the copy starts, so it sets the build's peak
-	// memory for large tables.
+	minSampleBytes = 8 << 20
 	maxSampleBytes = 64 << 20
-	// samplePerList bounds the k-means training sample per centroid.
+	// minPerList and samplePerList bound the k-means training sample per
+	// centroid.
+	minPerList    = 40
 	samplePerList = 256
 	// iterations of Lloyd's algorithm on the sample, at most: training
 	// stops early once fewer than converged of the sample change lists.
@@ -51,6 +54,7 @@ const (
 type vectors struct {
 	n   int
 	get func(i int, dst []float32)
+	all []float32 // all n, row-major, when they are held so: read in place
 }
 
 // train returns k centroids for sample (converted to the codec's space):
@@ -64,7 +68,7 @@ func train(cfg store.CodedConfig, sample [][]float32, k int, listCap float64, ro
 	for i, v := range sample {
 		store.ToCodecSpace(cfg.Metric, space[i*d:i*d], v) // in place
 	}
-	in := vectors{n: n, get: func(i int, dst []float32) { copy(dst, space[i*d:(i+1)*d]) }}
+	in := vectors{n: n, all: space, get: func(i int, dst []float32) { copy(dst, space[i*d:(i+1)*d]) }}
 	k = max(1, min(k, n))
 	cent := trainCentroids(in, d, k, seed)
 	assign := assignAll(in, d, cent)
@@ -79,11 +83,14 @@ func train(cfg store.CodedConfig, sample [][]float32, k int, listCap float64, ro
 func trainCentroids(in vectors, dims, k int, seed uint64) []float32 {
 	rng := rand.New(rand.NewPCG(seed, 0x697666))
 	m := min(in.n, samplePerList*k)
-	pick := rng.Perm(in.n)[:m]
-	slices.Sort(pick) // read the source in order
-	sample := make([]float32, m*dims)
-	for i, p := range pick {
-		in.get(p, sample[i*dims:(i+1)*dims])
+	sample := in.all
+	if m < in.n || sample == nil {
+		pick := rng.Perm(in.n)[:m]
+		slices.Sort(pick) // read the source in order
+		sample = make([]float32, m*dims)
+		for i, p := range pick {
+			in.get(p, sample[i*dims:(i+1)*dims])
+		}
 	}
 	k = min(k, m)
 	cent := make([]float32, k*dims)

@@ -1,11 +1,14 @@
 package replicate
 
 import (
+	"bytes"
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -13,17 +16,17 @@ import (
 	"github.com/vecside/vecside/indexer"
 	"github.com/vecside/vecside/internal/dataset"
 	"github.com/vecside/vecside/internal/loadgen"
-	"github.com/vecside/vecside/internal/pgvalue"
 	"github.com/vecside/vecside/rpc"
 )
 
 var loadRows = flag.Int("replicate.rows", 0, "rows of the table BenchmarkLagUnderSearch copies first; 0 for 200,000 (flat) and 1,000,000 (ivf)")
 
 // BenchmarkLagUnderSearch: replication lag while clients search. Single-row
-// commits at 2,000 rows/s of 128-d clustered vectors, first with no
-// searches, then while 8 pgwire clients search without pause through a
-// real rpc server (SELECT * FROM knn($1, $2, $3), k = 10); for each commit
-// the time from COMMIT returning to the index having applied it. It
+// commits at 2,000 rows/s of 128-d clustered vectors from pgbench, first
+// with no searches, then while 8 pgwire clients search without pause
+// through a real rpc server (SELECT * FROM knn($1, $2, $3), k = 10); every
+// 10 ms, the time from taking the source's WAL position to the index
+// having applied that far (see writeAtRate). It
 // reports the lag's p50 and p99 in both phases, the rows per second the
 // writer achieved, and the searches' throughput and p99 during the second
 // phase. The table holds 200,000 rows for flat store=float and 1,000,000
@@ -58,7 +61,7 @@ func BenchmarkLagUnderSearch(b *testing.B) {
 				timeUntilCaughtUp(b, h, time.Now())
 				conns := searchClients(b, h, clients)
 
-				idleLag, idleRate := commitAtRate(b, h, e, inserts[:perPhase], rows+1, rate, phase)
+				idleLag, idleRate := writeAtRate(b, h, e, inserts[:perPhase], rows+1, rate, phase)
 				h.catchUp()
 				searches := loadgen.Start(clients, func(client, i int) error {
 					r, err := conns[client].Query(h.ctx, "SELECT * FROM knn($1, $2, $3)", "items_embedding", queries[(client*len(queries)/clients+i)%len(queries)], 10)
@@ -68,7 +71,7 @@ func BenchmarkLagUnderSearch(b *testing.B) {
 					r.Close()
 					return r.Err()
 				})
-				lag, loadedRate := commitAtRate(b, h, e, inserts[perPhase:], rows+1+perPhase, rate, phase)
+				lag, loadedRate := writeAtRate(b, h, e, inserts[perPhase:], rows+1+perPhase, rate, phase)
 				searched := searches.Stop()
 				h.stop()
 				if searched.Err != nil {
@@ -119,70 +122,68 @@ func searchClients(b *testing.B, h *harness, n int) []*pgx.Conn {
 	return conns
 }
 
-// commitAtRate inserts vecs one row per transaction, with ids from
-// firstID, at rate rows per second (back to back while behind) for d,
-// and measures each commit's lag: from COMMIT returning to e having
-// applied it. It returns the lags and the rows per second achieved.
-func commitAtRate(b *testing.B, h *harness, e *indexer.Entry, vecs [][]float32, firstID, rate int, d time.Duration) (loadgen.Latencies, float64) {
+// writeAtRate inserts vecs one row per transaction, with ids from
+// firstID, at rate rows per second for d, from pgbench: a process of its
+// own, as an application's writes are, so that the sidecar's searches in
+// this process cannot slow the writer down. Meanwhile it probes the lag
+// every 10 ms: it takes the source's WAL position and times how long the
+// index takes to apply that far, which is how stale a search begun then
+// could be. It returns the lags and the rows per second achieved.
+func writeAtRate(b *testing.B, h *harness, e *indexer.Entry, vecs [][]float32, firstID, rate int, d time.Duration) (loadgen.Latencies, float64) {
 	b.Helper()
-	type commit struct {
-		lsn indexer.LSN
-		at  time.Time
-	}
-	pending := make(chan commit, 1<<16)
-	var lags loadgen.Latencies
-	observed := make(chan struct{})
-	go func() {
-		defer close(observed)
-		for c := range pending {
-			// Under search load the backlog can reach tens of seconds.
-			ctx, cancel := context.WithTimeout(h.ctx, 5*time.Minute)
-			err := e.WaitApplied(ctx, c.lsn)
-			cancel()
-			if err != nil {
-				b.Error(err)
-				continue
-			}
-			lags = append(lags, time.Since(c.at))
-		}
-	}()
-	every := time.Second / time.Duration(rate)
-	began := time.Now()
-	n := 0
-	err := func() error {
-		var sql []byte
-		for ; time.Since(began) < d && n < len(vecs); n++ {
-			time.Sleep(time.Until(began.Add(time.Duration(n) * every)))
-			// One round trip: the SELECT runs after the COMMIT, in a
-			// transaction of its own, so it returns a position at or past
-			// the commit's end.
-			sql = fmt.Appendf(sql[:0], "BEGIN; INSERT INTO items VALUES (%d, '", firstID+n)
-			open := len(sql)
-			sql = pgvalue.AppendVectorText(sql, vecs[n]) // [1,2,3] → {1,2,3}
-			sql[open], sql[len(sql)-1] = '{', '}'
-			sql = append(sql, "'); COMMIT; SELECT pg_current_wal_lsn()::text"...)
-			res, err := h.conn.PgConn().Exec(h.ctx, string(sql)).ReadAll()
-			at := time.Now()
-			if err != nil {
-				return err
-			}
-			last := res[len(res)-1]
-			if len(last.Rows) != 1 {
-				return errors.New("no position returned after the commit")
-			}
-			lsn, err := indexer.ParseLSN(string(last.Rows[0][0]))
-			if err != nil {
-				return err
-			}
-			pending <- commit{lsn, at}
-		}
-		return nil
-	}()
-	achieved := float64(n) / time.Since(began).Seconds()
-	close(pending)
-	<-observed
+	pgbench, err := exec.LookPath("pgbench")
 	if err != nil {
+		pgbench = "/usr/lib/postgresql/15/bin/pgbench"
+	}
+	h.exec(`DROP TABLE IF EXISTS staged; CREATE TABLE staged (id bigint PRIMARY KEY, v real[]); DROP SEQUENCE IF EXISTS staged_next`)
+	if _, err := h.conn.CopyFrom(h.ctx, pgx.Identifier{"staged"}, []string{"id", "v"},
+		pgx.CopyFromSlice(len(vecs), func(i int) ([]any, error) { return []any{int64(firstID + i), vecs[i]}, nil })); err != nil {
 		b.Fatal(err)
 	}
-	return lags, achieved
+	h.exec(fmt.Sprintf(`CREATE SEQUENCE staged_next START %d`, firstID))
+	script := filepath.Join(b.TempDir(), "insert.sql")
+	if err := os.WriteFile(script, []byte("WITH n AS MATERIALIZED (SELECT nextval('staged_next') AS id) INSERT INTO items SELECT s.id, s.v FROM staged s JOIN n USING (id);\n"), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	before := h.count("items")
+	cmd := exec.Command(pgbench, "--no-vacuum", "--file", script, "--rate", fmt.Sprint(rate), "--time", fmt.Sprint(int(d/time.Second)),
+		"--client", "2", "--jobs", "2", h.dsn)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	began := time.Now()
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	var lags loadgen.Latencies
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	for tick := time.NewTicker(10 * time.Millisecond); ; <-tick.C {
+		select {
+		case err := <-done:
+			tick.Stop()
+			if err != nil {
+				b.Fatalf("pgbench: %v\n%s", err, out.String())
+			}
+			return lags, float64(h.count("items")-before) / time.Since(began).Seconds()
+		default:
+		}
+		var lsn indexer.LSN
+		if err := h.conn.QueryRow(h.ctx, `SELECT pg_current_wal_lsn()`).Scan(&lsn); err != nil {
+			b.Fatal(err)
+		}
+		at := time.Now()
+		if err := e.WaitApplied(h.ctx, lsn); err != nil {
+			b.Fatal(err)
+		}
+		lags = append(lags, time.Since(at))
+	}
+}
+
+// count is the number of rows in table.
+func (h *harness) count(table string) int64 {
+	var n int64
+	if err := h.conn.QueryRow(h.ctx, "SELECT count(*) FROM "+table).Scan(&n); err != nil {
+		h.t.Fatal(err)
+	}
+	return n
 }

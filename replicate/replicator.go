@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"regexp"
 	"runtime"
@@ -68,7 +67,7 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// Stats are the replicator's counters, read with Snapshot.
+// Stats are the replicator's counters, for metrics.
 type Stats struct {
 	Transactions    atomic.Int64
 	Changes         atomic.Int64
@@ -82,24 +81,8 @@ type Stats struct {
 
 func (s *Stats) setConfirmed(l indexer.LSN) { s.confirmed.Store(uint64(l)) }
 
-// WriteMetrics writes the counters in the Prometheus text format.
-func (s *Stats) WriteMetrics(w io.Writer) {
-	for _, m := range []struct {
-		name, typ, help string
-		value           int64
-	}{
-		{"vecside_replication_transactions_total", "counter", "Transactions applied from the stream.", s.Transactions.Load()},
-		{"vecside_replication_changes_total", "counter", "Row changes applied from the stream.", s.Changes.Load()},
-		{"vecside_replication_bad_keys_total", "counter", "Changes dropped because their key could not be read.", s.BadKeys.Load()},
-		{"vecside_replication_unknown_messages_total", "counter", "pgoutput messages that did not parse and were skipped.", s.UnknownMessages.Load()},
-		{"vecside_replication_repairs_total", "counter", "Rows read from the table for a change without its vector.", s.Repairs.Load()},
-		{"vecside_replication_reconnects_total", "counter", "Times the stream was lost and reconnected.", s.Reconnects.Load()},
-		{"vecside_replication_copied_rows_total", "counter", "Rows read by table copies.", s.CopiedRows.Load()},
-		{"vecside_replication_confirmed_lsn", "gauge", "Flush position last confirmed to Postgres (exact below 2^53).", int64(s.confirmed.Load())},
-	} {
-		fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s %s\n%s %d\n", m.name, m.help, m.name, m.typ, m.name, m.value)
-	}
-}
+// Confirmed is the flush position last confirmed to Postgres.
+func (s *Stats) Confirmed() indexer.LSN { return indexer.LSN(s.confirmed.Load()) }
 
 // Replicator keeps a set of indexes in sync with their tables through one
 // publication and one logical replication slot.

@@ -2,6 +2,7 @@ package replicate
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -36,6 +37,14 @@ func (r *Replicator) beginSyncs(ctx context.Context, t *table, entries []*indexe
 // The sample is drawn by Bernoulli sampling at the rate that yields about
 // that many rows, and capped.
 func (r *Replicator) sample(ctx context.Context, t *table, entries []*indexer.Entry) ([][][]float32, int, error) {
+	samples := make([][][]float32, len(entries))
+	trains := false
+	for _, e := range entries {
+		trains = trains || e.SampleSize(1<<40, 1) > 0
+	}
+	if !trains {
+		return samples, 0, nil
+	}
 	ctx, cancel := r.bounded(ctx)
 	defer cancel()
 	conn, err := pgx.Connect(ctx, r.cfg.Source)
@@ -52,31 +61,46 @@ func (r *Replicator) sample(ctx context.Context, t *table, entries []*indexer.En
 			return nil, 0, err
 		}
 	}
-	want := 0
-	for _, e := range entries {
-		want = max(want, e.SampleSize(int(rows)))
-	}
-	samples := make([][][]float32, len(entries))
-	if want == 0 || rows == 0 {
-		return samples, int(rows), nil
-	}
 	cols := make([]string, len(entries))
 	for i, e := range entries {
 		cols[i] = indexer.QuoteIdent(t.vectors[e.Spec().Column].name)
 	}
+	want := 0
+	for i, e := range entries {
+		dims := e.Dims()
+		if dims == 0 { // real[] without dims=: ask a row
+			var v []float32
+			if err := conn.QueryRow(ctx, fmt.Sprintf("SELECT %s::real[] FROM %s WHERE %[1]s IS NOT NULL LIMIT 1", cols[i], t.qualified())).Scan(&v); err != nil && !errors.Is(err, pgx.ErrNoRows) {
+				return nil, 0, err
+			}
+			dims = len(v)
+		}
+		want = max(want, e.SampleSize(int(rows), dims))
+	}
+	if want == 0 || rows == 0 {
+		return samples, int(rows), nil
+	}
 	rate := min(100, 100*1.1*float64(want)/float64(rows))
 	sql := fmt.Sprintf("SELECT %s FROM %s TABLESAMPLE BERNOULLI (%g) REPEATABLE (1) LIMIT %d", strings.Join(cols, ", "), t.qualified(), rate, want)
-	res := conn.PgConn().ExecParams(ctx, sql, nil, nil, nil, []int16{1}).Read()
-	if res.Err != nil {
-		return nil, 0, res.Err
+	// Rows are decoded as they come: the sample is held once, not also as
+	// the raw result.
+	res, err := conn.Query(ctx, sql, pgx.QueryResultFormats{pgx.BinaryFormatCode})
+	if err != nil {
+		return nil, 0, err
 	}
-	for _, row := range res.Rows {
+	read := 0
+	for res.Next() {
+		raw := res.RawValues()
 		for i, e := range entries {
-			if v := decodeVector(e, row[i], true); v != nil {
+			if v := decodeVector(e, raw[i], true); v != nil {
 				samples[i] = append(samples[i], v)
 			}
 		}
+		read++
 	}
-	r.log.Info("sampled a table to train its indexes", "table", t.qualified(), "rows", len(res.Rows), "of about", rows)
+	if err := res.Err(); err != nil {
+		return nil, 0, err
+	}
+	r.log.Info("sampled a table to train its indexes", "table", t.qualified(), "rows", read, "of about", rows)
 	return samples, int(rows), nil
 }

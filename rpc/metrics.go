@@ -154,6 +154,7 @@ func writeIndexMetrics(b *strings.Builder, statuses []indexer.Status) {
 		{"vecside_index_rebuilding", "1 while a rebuild copies the table beside the serving index.", func(s indexer.Status) float64 { return b2f(s.Rebuilding) }},
 		{"vecside_index_rebuild_failures_total", "Rebuilds that failed; the serving index went on, and the rebuild is tried again later.", func(s indexer.Status) float64 { return float64(s.RebuildFailures) }},
 		{"vecside_index_checkpoint_seconds", "How long the last checkpoint took in all.", func(s indexer.Status) float64 { return s.CheckpointTime.Seconds() }},
+		{"vecside_index_checkpoint_failures_total", "Checkpoints that failed (each is retried; meanwhile the slot is not confirmed past the last good one).", func(s indexer.Status) float64 { return float64(s.CheckpointFailures) }},
 	}
 	for _, g := range gauges {
 		header(b, g.name, "gauge", g.help)

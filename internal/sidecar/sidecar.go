@@ -84,7 +84,7 @@ func Start(parent context.Context, cfg Config) (*Sidecar, error) {
 		return nil, err
 	}
 	extra := func(w io.Writer) {
-		rep.Stats().WriteMetrics(w)
+		writeReplication(w, rep.Stats())
 		writeSearchLoad(w, ix.SearchLoad())
 	}
 	srv, err := rpc.NewServer(rpc.Config{Catalog: ix, Auth: cfg.Auth, Logger: log, ExtraMetrics: extra})
@@ -163,20 +163,4 @@ func (sc *Sidecar) Wait() error {
 func (sc *Sidecar) Stop() error {
 	sc.cancel()
 	return sc.Wait()
-}
-
-// writeSearchLoad writes the admission of searches in the Prometheus text
-// format.
-func writeSearchLoad(w io.Writer, l indexer.SearchLoad) {
-	for _, m := range []struct {
-		name, typ, help string
-		value           int64
-	}{
-		{"vecside_searches_running", "gauge", "Searches running now.", int64(l.Running)},
-		{"vecside_searches_waiting", "gauge", "Searches waiting for a turn to run.", int64(l.Waiting)},
-		{"vecside_searches_admitted_total", "counter", "Searches admitted to run.", l.Admitted},
-		{"vecside_searches_rejected_total", "counter", "Searches turned away because too many were running and waiting (SQLSTATE 53000).", l.Rejected},
-	} {
-		fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s %s\n%s %d\n", m.name, m.help, m.name, m.typ, m.name, m.value)
-	}
 }

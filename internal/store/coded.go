@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -322,7 +323,8 @@ func (x *Coded) Rename(from, to string) bool {
 		return true
 	}
 	r.delete(to)
-	e, list := r.rowCodes(x.rq, id)
+	e := NewEncoded(x.rq)
+	list := r.rowCodes(id, &e)
 	var vec []float32
 	if r.floats != nil {
 		vec = slices.Clone(r.floats.Row(id))
@@ -332,16 +334,16 @@ func (x *Coded) Rename(from, to string) bool {
 	return true
 }
 
-// rowCodes reads back id's codes and list.
-func (x *rows) rowCodes(rq *kernels.RaBitQ, id uint32) (Encoded, int) {
-	e := NewEncoded(rq)
+// rowCodes reads id's codes back into e (sized by NewEncoded) and
+// returns its list.
+func (x *rows) rowCodes(id uint32, e *Encoded) int {
 	l := *x.loc.At(id)
 	e.F = x.lists[l>>32].Code(uint32(l), e.Code)
 	if x.ext != nil {
 		copy(e.Ext, x.ext.Row(id))
 		e.XF = x.extF.At(id).factors(e.F.NormSq)
 	}
-	return e, int(l >> 32)
+	return int(l >> 32)
 }
 
 // Vector returns key's float32 vector (store=float only).
@@ -416,11 +418,17 @@ func (e *extFactors) factors(normSq float32) kernels.Factors {
 	return kernels.Factors{NormSq: normSq, Scale: e[0], Err: e[1], QErr: e[2]}
 }
 
-func (qs *query) stopped() bool { return Closed(qs.done) }
+func (qs *query) stopped() bool { return Pause(qs.done) }
 
-// Closed reports whether done (a context's Done channel) is closed: a
-// channel check, cheap enough for a search to make every few blocks.
-func Closed(done <-chan struct{}) bool {
+// Pause is what a search does every few blocks of rows: it lets other
+// goroutines run, and reports whether done (its context's Done channel)
+// is closed. Searches are long runs of CPU work with no reason to block;
+// without the yield, the goroutine applying the replication stream could
+// wait for the scheduler to preempt one (10 ms), and a change's apply lag
+// would follow the search load. A yield with nothing else to run costs
+// about 100 ns.
+func Pause(done <-chan struct{}) bool {
+	runtime.Gosched()
 	select {
 	case <-done:
 		return true
@@ -616,10 +624,11 @@ func (x *Coded) Snapshot() (write func(io.Writer) error, release func()) {
 			n += popcount(w)
 		}
 		b.Uvarint(uint64(n))
+		e := NewEncoded(x.rq)
 		for w, word := range live {
 			for ; word != 0; word &= word - 1 {
 				id := uint32(w*64 + trailingZeros(word))
-				e, list := r.rowCodes(x.rq, id)
+				list := r.rowCodes(id, &e)
 				b.String(r.keys.Key(id))
 				b.Uvarint(uint64(list))
 				b.Encoded(&e, r.ext != nil)
