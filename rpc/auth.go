@@ -7,10 +7,11 @@ import (
 )
 
 // authenticator runs the authentication exchange after the startup
-// message. A mode that needs the client's answers (SCRAM-SHA-256) reads
-// them from be, calling be.SetAuthType before each Receive.
+// message, ending with AuthenticationOk. A mode that needs the client's
+// answers (SCRAM-SHA-256) reads them from c.be, calling c.be.SetAuthType
+// before each Receive.
 type authenticator interface {
-	authenticate(be *pgproto3.Backend, user string) error
+	authenticate(c *conn) error
 }
 
 func newAuthenticator(mode string) (authenticator, error) {
@@ -26,7 +27,7 @@ func newAuthenticator(mode string) (authenticator, error) {
 // trust accepts every client.
 type trust struct{}
 
-func (trust) authenticate(be *pgproto3.Backend, _ string) error {
-	be.Send(&pgproto3.AuthenticationOk{})
+func (trust) authenticate(c *conn) error {
+	c.out.send(&pgproto3.AuthenticationOk{})
 	return nil
 }

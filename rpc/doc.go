@@ -26,18 +26,25 @@
 //   - conn.go runs one goroutine per connection over a pgproto3.Backend:
 //     it reads a message, answers it, and turns errors into ErrorResponses.
 //     simple.go answers Query messages, extended.go the extended protocol
-//     (Parse, Bind, Describe, Execute, Close, Sync, Flush).
+//     (Parse, Bind, Describe, Execute, Close, Sync, Flush); replies.go
+//     buffers what goes back, held.go counts what a session holds.
 //   - lexer.go and parser.go turn SQL into a statement (statement.go);
 //     params.go types and decodes parameters; plan.go evaluates arguments
 //     and fixes each statement's result columns; exec.go runs statements
 //     against the session (session.go) and the Catalog; encode.go writes
 //     values in text or binary.
-//   - errors.go maps errors to SQLSTATEs, metrics.go counts requests.
-//
+//   - errors.go maps errors to SQLSTATEs, metrics.go counts requests,
+//     faults.go counts and samples client misbehaviour, limits.go holds
+//     the limits below.
+
 // # Connection lifecycle
 //
-//  1. Serve accepts a connection and starts its goroutine, which has
-//     startupTimeout to finish steps 2 to 5.
+//  1. Serve accepts a connection. It takes one of Limits.MaxStartups
+//     slots for connections not yet authenticated, or is refused at once
+//     with FATAL 53300 before anything is read; its goroutine then has
+//     Limits.AuthTimeout to finish steps 2 to 5 (else FATAL 57014). A
+//     failing accept (out of file descriptors) is retried after a pause
+//     that grows to a second: it never ends Serve.
 //  2. Startup packets are read one at a time: SSLRequest and GSSENCRequest
 //     are answered 'N' (TLS comes later: the exact reads make it safe to
 //     add), a CancelRequest is handled and the connection closed without a
@@ -45,16 +52,39 @@
 //     above 0 or _pq_.* options get a NegotiateProtocolVersion for 3.0.
 //  3. Startup parameters are applied like SET (options' -c name=value
 //     too); PostgreSQL parameters vecside lacks are ignored.
-//  4. The client authenticates; the connection takes a slot (at most
-//     Config.MaxConnections, else FATAL 53300) and a process ID.
+//  4. The client authenticates; the connection becomes a session, one of
+//     Limits.MaxConnections (the last ReservedConnections only for
+//     Config.AdminUser; else FATAL 53300), gets a process ID and gives
+//     its startup slot back.
 //  5. The server sends AuthenticationOk, ParameterStatus for the
 //     parameters drivers check (server_version 15.0, UTF8 encodings,
 //     standard_conforming_strings on, DateStyle, TimeZone UTC, ...),
 //     BackendKeyData, and ReadyForQuery.
 //  6. Messages are answered until Terminate, EOF, a protocol violation
 //     (FATAL 08P01), the client closing its connection while a request
-//     runs (FATAL 08006, see below) or the server stopping (FATAL 57P01).
+//     runs (FATAL 08006, see below), Limits.IdleTimeout without a message
+//     or without the client reading its replies (FATAL 57P05), or the
+//     server stopping (FATAL 57P01).
 //
+// # What a client can hold
+//
+// Every way a client can make the server keep something is bounded, so
+// that no client, authenticated or not, can exhaust the process:
+// sockets (MaxConnections + MaxStartups), time before authenticating
+// (AuthTimeout) and between messages (IdleTimeout), a message (1 MiB),
+// replies not yet written (MaxReplyBuffer: past it the session writes
+// and reads nothing more until the client has taken them), prepared
+// statements and portals (MaxPrepared, MaxPreparedBytes; 54000), the
+// statements of one simple Query (MaxQueryStatements; 54000), and a
+// result (indexer.MaxCandidates rows). The lexer works as the parser
+// asks for tokens, so parsing takes memory for the statements it keeps
+// and time linear in the query, whatever the query is made of. With the
+// defaults a session holds at most about 4.5 MiB. CancelRequests are
+// checked 16 at a time, with a pause after a wrong key. Client faults
+// (protocol violations, wrong cancel keys, refusals, timeouts) are
+// counted in vecside_rpc_faults_total and logged at most once per kind
+// every 10 seconds.
+
 // A simple Query may hold several statements: each gets its own
 // RowDescription, rows and CommandComplete, the first error skips the rest,
 // and one ReadyForQuery ends it; an empty or comment-only query gets
@@ -107,17 +137,20 @@
 // version(), SET / SHOW / RESET of vecside.<option> and of the parameters
 // clients set (client_encoding must be UTF8), RESET ALL, BEGIN / START
 // TRANSACTION / COMMIT / END / ROLLBACK / ABORT, DISCARD ALL, DEALLOCATE.
-// Keywords are case-insensitive; arguments are literals (a doubled quote escapes a
-// quote) or $n parameters, optionally cast ($2::real[]). Vectors are text
+// Keywords are case-insensitive; arguments are literals (a doubled quote
+// escapes a quote; E'…' strings take backslash escapes, as format('%L')
+// writes them) or $n parameters, optionally cast ($2::real[]). Vectors are text
 // ([1,2,3] or {1,2,3}) or binary real[] / double precision[]; k is an
 // integer in text or binary. Results are text or binary per column, for
 // every type returned (int2/4/8, uuid, text, varchar, float8, pg_lsn).
 //
 // Not supported: tables, expressions, ORDER BY and the rest of SQL (0A000
-// or 42601), COPY, function calls, SET LOCAL, escape (E) strings, dollar
-// quoting, TLS and passwords (yet). Errors keep the connection usable;
-// SQLSTATEs: 22023 bad vector, option or k, 42704 unknown index or
-// parameter, 55000 index not ready, 57014 cancelled or timed out, 53000
-// too many searches at once (retrying after a pause is safe), 42601
-// syntax, 0A000 unsupported, 08P01 protocol violation, XX000 internal.
+// or 42601), COPY, function calls, SET LOCAL, dollar quoting, TLS and
+// passwords (yet). Errors keep the connection usable; SQLSTATEs: 22023
+// bad vector, option or k, 42704 unknown index or parameter, 55000 index
+// not ready, 57014 cancelled or timed out, 53000 too many searches at
+// once (retrying after a pause is safe), 54000 a limit of the session,
+// 42601 syntax, 0A000 unsupported, 08P01 protocol violation, XX000
+// internal. FATAL: 53300 too many connections, 57P05 idle too long,
+// 57014 authentication too slow.
 package rpc

@@ -99,17 +99,17 @@ func (c *conn) run(ctx context.Context, pt *portal) error {
 		}
 		pt.tag = "DISCARD ALL"
 		c.sendStatus(c.sess.resetAll())
-		clear(c.statements)
-		clear(c.portals)
+		c.statements.clear()
+		c.portals.clear()
 	case stmtDeallocate:
 		pt.tag = "DEALLOCATE"
 		if s.name == "" {
 			pt.tag = "DEALLOCATE ALL"
-			clear(c.statements)
-		} else if _, ok := c.statements[s.name]; !ok {
+			c.statements.clear()
+		} else if _, ok := c.statements.get(s.name); !ok {
 			return errorf(codeInvalidSQLStatementName, "prepared statement %q does not exist", s.name)
 		}
-		delete(c.statements, s.name)
+		c.statements.drop(s.name)
 	}
 	return nil
 }
@@ -210,10 +210,10 @@ func (c *conn) internalError(r any) *pgError {
 // sendStatus reports changed parameters to the client.
 func (c *conn) sendStatus(changes []statusChange) {
 	for _, ch := range changes {
-		c.be.Send(&pgproto3.ParameterStatus{Name: ch.name, Value: ch.value})
+		c.out.send(&pgproto3.ParameterStatus{Name: ch.name, Value: ch.value})
 	}
 }
 
 func (c *conn) warn(code, msg string) {
-	c.be.Send(&pgproto3.NoticeResponse{Severity: "WARNING", SeverityUnlocalized: "WARNING", Code: code, Message: msg})
+	c.out.send(&pgproto3.NoticeResponse{Severity: "WARNING", SeverityUnlocalized: "WARNING", Code: code, Message: msg})
 }

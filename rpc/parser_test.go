@@ -42,9 +42,17 @@ func TestParse(t *testing.T) {
 		{"SELECT 99999999999999999999", "ERR 0A000"},
 		{"BEGIN ISOLATION LEVEL nonsense", "ERR 42601"},
 		{"select ?", "ERR 42601"},
+		{`SELECT * FROM knn(E'it\'s', E'[1,\x32,\063]', 1)`, `SELECT * FROM knn('it''s', '[1,2,3]', 1)`},
+		{`SELECT * FROM knn(e'\\n\u00fc''\U0001F600\q', '[1]', 1)`, `SELECT * FROM knn('\nü''😀q', '[1]', 1)`},
+		{`SELECT * FROM knn(E'\b\f\r\t\x', '[1]', 1)`, "SELECT * FROM knn('\b\f\r\tx', '[1]', 1)"},
+		{`SELECT * FROM knn(E'\000', '[1]', 1)`, "ERR 22021"},
+		{`SELECT * FROM knn(E'\xff', '[1]', 1)`, "ERR 22021"},
+		{`SELECT * FROM knn(E'\u12', '[1]', 1)`, "ERR 42601"},
+		{`SELECT * FROM knn(E'\UFFFFFFFF', '[1]', 1)`, "ERR 42601"},
+		{`SELECT * FROM knn(E'open\', '[1]', 1)`, "ERR 42601"},
 	}
 	for _, c := range cases {
-		stmts, err := parseQuery(c.sql)
+		stmts, err := parseQuery(c.sql, DefaultLimits.MaxQueryStatements)
 		var got string
 		if err != nil {
 			got = "ERR " + toPgError(err).code
@@ -72,7 +80,7 @@ func TestParseOne(t *testing.T) {
 }
 
 func TestSyntaxErrorPosition(t *testing.T) {
-	_, err := parseQuery("SELECT ü FROM knn('a','b',1) junk")
+	_, err := parseQuery("SELECT ü FROM knn('a','b',1) junk", 1)
 	if pe := toPgError(err); pe.position != 30 || pe.msg != `syntax error at or near "junk"` {
 		t.Errorf("got %q at %d, want junk at 30", pe.msg, pe.position)
 	}
@@ -81,7 +89,7 @@ func TestSyntaxErrorPosition(t *testing.T) {
 // checkReparse asserts that every statement sql parses to renders as SQL
 // that parses back to the same statement.
 func checkReparse(t *testing.T, sql string) {
-	stmts, err := parseQuery(sql)
+	stmts, err := parseQuery(sql, DefaultLimits.MaxQueryStatements)
 	if err != nil {
 		if toPgError(err).code == codeInternalError {
 			t.Fatalf("%q: unmapped error %v", sql, err)

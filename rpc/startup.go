@@ -28,8 +28,6 @@ const (
 	// maxMessageLen bounds a message body: a 16,000-d vector as text, at
 	// up to 24 characters an element, fits with room to spare.
 	maxMessageLen = 1 << 20
-	// startupTimeout bounds the handshake, as authentication_timeout does.
-	startupTimeout = 10 * time.Second
 )
 
 // startupMessage is the client's StartupMessage.
@@ -109,58 +107,81 @@ func parseStartupMessage(body []byte) (*startupMessage, error) {
 	return m, nil
 }
 
-// handshake takes a new connection through startup and authentication.
-// It returns nil, nil for a CancelRequest.
+// handshake takes a new connection through startup and authentication,
+// which must end within Limits.AuthTimeout. It returns nil and why for a
+// connection that does not become a session (nil for a CancelRequest).
 func (s *Server) handshake(ctx context.Context, nc net.Conn) (*conn, error) {
+	until := time.Now().Add(s.limits.AuthTimeout)
+	nc.SetDeadline(until)
+	c := &conn{
+		srv: s,
+		ctx: ctx,
+		nc:  nc,
+		out: replies{nc: nc, limit: s.limits.MaxReplyBuffer, timeout: s.limits.IdleTimeout, until: until},
+		tx:  txIdle,
+		log: s.log,
+	}
 	m, err := s.readStartup(nc)
 	if m == nil {
-		var pe *pgError
-		if errors.As(err, &pe) {
-			buf, _ := pe.message().Encode(nil)
-			nc.Write(buf)
+		if err != nil {
+			c.handshakeFailed(err)
 		}
 		return nil, err
 	}
-	be := pgproto3.NewBackend(nc, nc)
-	be.SetMaxBodyLen(maxMessageLen)
-	c := &conn{
-		srv:        s,
-		ctx:        ctx,
-		nc:         nc,
-		be:         be,
-		sess:       newSession(m.params["user"], indexer.DefaultSearchOptions()),
-		tx:         txIdle,
-		statements: map[string]*prepared{},
-		portals:    map[string]*portal{},
-	}
+	c.be = pgproto3.NewBackend(nc, nc)
+	c.be.SetMaxBodyLen(maxMessageLen)
+	c.sess = newSession(m.params["user"], indexer.DefaultSearchOptions())
+	use := &usage{limits: &s.limits}
+	c.statements, c.portals = newHeld[*prepared](use, "prepared statement"), newHeld[*portal](use, "portal")
 	c.log = s.log.With("remote", nc.RemoteAddr().String(), "user", m.params["user"])
-	fatal := func(err error) (*conn, error) {
-		pe := toPgError(err)
-		pe.fatal = true
-		be.Send(pe.message())
-		be.Flush()
-		return nil, err
-	}
 	if unrecognized := negotiable(m); m.minor > 0 || len(unrecognized) > 0 {
-		be.Send(&pgproto3.NegotiateProtocolVersion{NewestMinorProtocol: 0, UnrecognizedOptions: unrecognized})
+		c.out.send(&pgproto3.NegotiateProtocolVersion{NewestMinorProtocol: 0, UnrecognizedOptions: unrecognized})
 	}
 	if err := c.applyStartupParams(m); err != nil {
-		return fatal(err)
+		return nil, c.handshakeFailed(err)
 	}
-	if err := s.auth.authenticate(be, c.sess.user); err != nil {
-		return fatal(err)
+	if err := s.auth.authenticate(c); err != nil {
+		return nil, c.handshakeFailed(err)
 	}
 	if err := s.register(c); err != nil {
-		return fatal(err)
+		return nil, c.handshakeFailed(err)
 	}
 	rand.Read(c.secret[:])
 	c.sendStatus(c.sess.reported())
-	be.Send(&pgproto3.BackendKeyData{ProcessID: c.pid, SecretKey: c.secret[:]})
+	c.out.send(&pgproto3.BackendKeyData{ProcessID: c.pid, SecretKey: c.secret[:]})
 	if err := c.ready(); err != nil {
 		s.unregister(c)
 		return nil, err
 	}
+	c.out.until = time.Time{}
+	nc.SetDeadline(time.Time{})
 	return c, nil
+}
+
+// handshakeFailed counts a failed startup and tells the client why, if
+// the error is one to tell (a client that left hears nothing). It
+// returns err.
+func (c *conn) handshakeFailed(err error) error {
+	var ne net.Error
+	var pe *pgError
+	switch {
+	case errors.As(err, &ne) && ne.Timeout():
+		c.srv.faults.add(faultAuthTimeout, "connection closed: startup and authentication took too long", "remote", c.nc.RemoteAddr().String(), "auth_timeout", c.srv.limits.AuthTimeout)
+		pe = &pgError{code: codeQueryCanceled, msg: "canceling authentication due to timeout"}
+	case errors.As(err, &pe):
+		switch pe.code {
+		case codeTooManyConnections: // counted by register
+		case codeInvalidPassword:
+			c.srv.faults.add(faultAuthFailed, "authentication failed", "remote", c.nc.RemoteAddr().String(), "user", c.sess.user)
+		default:
+			c.srv.faults.add(faultStartup, "invalid startup", "remote", c.nc.RemoteAddr().String(), "err", err)
+		}
+	default:
+		return err
+	}
+	c.out.until = time.Time{}
+	c.bye(pe)
+	return err
 }
 
 // negotiable lists the protocol options (_pq_.*) the client asked for:

@@ -14,6 +14,7 @@ import (
 	"github.com/urfave/cli/v2"
 	"github.com/vecside/vecside/internal/pgtest"
 	"github.com/vecside/vecside/internal/sidecar"
+	"github.com/vecside/vecside/rpc"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -93,5 +94,29 @@ func TestParseBytes(t *testing.T) {
 		if _, err := parseBytes(bad); err == nil {
 			t.Errorf("parseBytes(%q) accepted", bad)
 		}
+	}
+}
+
+// TestLimitFlags: the client limit flags reach rpc.Limits, sizes in
+// their units, and 0 means "never" or "none" where rpc's zero would mean
+// the default.
+func TestLimitFlags(t *testing.T) {
+	var got rpc.Limits
+	app := &cli.App{Flags: limitFlags, Action: func(c *cli.Context) (err error) {
+		got, err = rpcLimits(c)
+		return err
+	}}
+	if err := app.Run([]string{"x", "--max-connections", "7", "--reserved-connections", "0", "--idle-timeout", "0",
+		"--max-reply-buffer", "64KiB", "--max-prepared-bytes", "1MiB", "--auth-timeout", "3s"}); err != nil {
+		t.Fatal(err)
+	}
+	want := rpc.DefaultLimits
+	want.MaxConnections, want.ReservedConnections, want.IdleTimeout = 7, -1, -1
+	want.MaxReplyBuffer, want.MaxPreparedBytes, want.AuthTimeout = 64<<10, 1<<20, 3*time.Second
+	if got != want {
+		t.Errorf("got %+v\nwant %+v", got, want)
+	}
+	if err := app.Run([]string{"x", "--max-reply-buffer", "lots"}); err == nil {
+		t.Error("--max-reply-buffer lots accepted")
 	}
 }

@@ -30,11 +30,12 @@ dimension of real[] columns (vector(n) columns carry theirs).
 
 vecside creates one publication and one replication slot, both named
 --name; "vecside teardown" removes them.`,
-	Flags: []cli.Flag{
+	Flags: append([]cli.Flag{
 		sourceFlag,
 		nameFlag,
 		&cli.StringFlag{Name: "listen", Value: "127.0.0.1:6433", Usage: "address of the pgwire server", EnvVars: []string{"VECSIDE_LISTEN"}},
-		&cli.StringFlag{Name: "metrics-listen", Value: "127.0.0.1:9433", Usage: "address of /metrics and /healthz; empty disables", EnvVars: []string{"VECSIDE_METRICS_LISTEN"}},
+		&cli.StringFlag{Name: "metrics-listen", Value: "127.0.0.1:9433", Usage: "address of /metrics and /healthz; empty disables. /healthz names nothing; /metrics names indexes: keep it on loopback or set --metrics-token-file", EnvVars: []string{"VECSIDE_METRICS_LISTEN"}},
+		&cli.StringFlag{Name: "metrics-token-file", Usage: "file holding a bearer token that /metrics asks for (Prometheus: authorization.credentials_file)", EnvVars: []string{"VECSIDE_METRICS_TOKEN_FILE"}},
 		&cli.StringFlag{Name: "data-dir", Value: "vecside-data", Usage: "directory for index checkpoints", EnvVars: []string{"VECSIDE_DATA_DIR"}},
 		&cli.DurationFlag{Name: "checkpoint-interval", Value: 5 * time.Minute, Usage: "checkpoint an index with changes at least this often", EnvVars: []string{"VECSIDE_CHECKPOINT_INTERVAL"}},
 		&cli.Uint64Flag{Name: "checkpoint-changes", Value: 100000, Usage: "checkpoint an index once this many changes are applied since its last checkpoint", EnvVars: []string{"VECSIDE_CHECKPOINT_CHANGES"}},
@@ -46,9 +47,17 @@ vecside creates one publication and one replication slot, both named
 		&cli.StringFlag{Name: "memory-limit", Usage: "soft memory limit for the process, e.g. 6GiB (GOMEMLIMIT, which overrides it): the collector works harder as it nears it", EnvVars: []string{"VECSIDE_MEMORY_LIMIT"}},
 		&cli.StringFlag{Name: "auth", Usage: "client authentication, asked for explicitly: trust (any client that reaches --listen gets in; the index holds a copy of every vector)", EnvVars: []string{"VECSIDE_AUTH"}, Required: true},
 		&cli.StringSliceFlag{Name: "index", Usage: "an index: 'NAME=SCHEMA.TABLE(COLUMN) key=KEYCOL metric=l2|cosine|ip kind=flat' (repeatable)", EnvVars: []string{"VECSIDE_INDEX"}, Required: true},
-	},
+	}, limitFlags...),
 	Action: func(c *cli.Context) error {
 		if err := setMemoryPolicy(c.Int("gc-percent"), c.String("memory-limit")); err != nil {
+			return err
+		}
+		limits, err := rpcLimits(c)
+		if err != nil {
+			return err
+		}
+		token, err := readSecretFile("metrics-token-file", c.String("metrics-token-file"))
+		if err != nil {
 			return err
 		}
 		ctx, stop := shutdownOnSignal(c.Context)
@@ -67,6 +76,9 @@ vecside creates one publication and one replication slot, both named
 			CheckpointInterval: c.Duration("checkpoint-interval"),
 			CheckpointChanges:  c.Uint64("checkpoint-changes"),
 			Searches:           indexer.Limits{Running: c.Int("max-searches"), Queued: c.Int("max-queued-searches")},
+			Clients:            limits,
+			AdminUser:          c.String("admin-user"),
+			MetricsToken:       token,
 		})
 		if err != nil {
 			return err

@@ -5,6 +5,7 @@
 package sidecar
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"syscall"
 	"time"
 
 	"github.com/vecside/vecside/indexer"
@@ -40,7 +42,13 @@ type Config struct {
 	// Searches bounds the searches running and waiting at once; zero
 	// values take the indexer's defaults.
 	Searches indexer.Limits
-	Logger   *slog.Logger
+	// Clients bounds what pgwire clients can hold; AdminUser may use the
+	// reserved sessions.
+	Clients   rpc.Limits
+	AdminUser string
+	// MetricsToken, if set, is the bearer token /metrics asks for.
+	MetricsToken string
+	Logger       *slog.Logger
 }
 
 // Sidecar is a running server: indexes, replication, pgwire and metrics.
@@ -87,10 +95,12 @@ func Start(parent context.Context, cfg Config) (*Sidecar, error) {
 		rep.Stats().WriteMetrics(w)
 		writeSearchLoad(w, ix.SearchLoad())
 	}
-	srv, err := rpc.NewServer(rpc.Config{Catalog: ix, Auth: cfg.Auth, Logger: log, ExtraMetrics: extra})
+	srv, err := rpc.NewServer(rpc.Config{Catalog: ix, Auth: cfg.Auth, AdminUser: cfg.AdminUser, Limits: cfg.Clients,
+		Logger: log, ExtraMetrics: extra, MetricsToken: cfg.MetricsToken})
 	if err != nil {
 		return nil, err
 	}
+	checkFileLimit(log, cfg.Clients)
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return nil, fmt.Errorf("--listen: %w", err)
@@ -112,6 +122,9 @@ func Start(parent context.Context, cfg Config) (*Sidecar, error) {
 		if err != nil {
 			cancel()
 			return nil, fmt.Errorf("--metrics-listen: %w", err)
+		}
+		if cfg.MetricsToken == "" && !isLoopback(mln.Addr()) {
+			log.Warn("/metrics is open to anyone who reaches --metrics-listen, and names every index: set --metrics-token-file, or listen on loopback", "metrics_listen", mln.Addr().String())
 		}
 		hs := &http.Server{Handler: srv.MetricsHandler(), ReadHeaderTimeout: 10 * time.Second}
 		sc.goRun("metrics", func() error {
@@ -164,6 +177,37 @@ func (sc *Sidecar) Stop() error {
 	sc.cancel()
 	return sc.Wait()
 }
+
+// isLoopback says whether addr is a loopback address or a Unix socket:
+// only this machine can reach it.
+func isLoopback(addr net.Addr) bool {
+	switch a := addr.(type) {
+	case *net.TCPAddr:
+		return a.IP.IsLoopback()
+	case *net.UnixAddr:
+		return true
+	}
+	return false
+}
+
+// checkFileLimit warns if the process may open fewer files than the
+// clients can hold: accepting then fails (it is retried, but clients
+// wait), and so may checkpoints and the replication connection.
+func checkFileLimit(log *slog.Logger, l rpc.Limits) {
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		return
+	}
+	d := rpc.DefaultLimits
+	need := uint64(cmp.Or(l.MaxConnections, d.MaxConnections) + cmp.Or(l.MaxStartups, d.MaxStartups) + filesReserved)
+	if lim.Cur < need {
+		log.Warn("the open file limit is below what clients may hold: raise it (ulimit -n, LimitNOFILE=) or lower --max-connections", "limit", lim.Cur, "needed", need)
+	}
+}
+
+// filesReserved is what the process needs besides client connections:
+// replication and copy connections, checkpoint files, listeners.
+const filesReserved = 64
 
 // writeSearchLoad writes the admission of searches in the Prometheus text
 // format.
