@@ -15,8 +15,9 @@ import (
 // conn is one client connection, served by one goroutine.
 type conn struct {
 	srv    *Server
-	ctx    context.Context // ends when the server stops
-	nc     net.Conn
+	ctx    context.Context   // ends when the server stops
+	nc     net.Conn          // a *tls.Conn once TLS is on
+	tls    bool              // the connection is encrypted
 	be     *pgproto3.Backend // reads messages; out writes them
 	out    replies
 	log    *slog.Logger

@@ -18,11 +18,12 @@
 //
 // From the socket up:
 //
-//   - startup.go reads the startup packets with exact reads (no buffering
-//     until encryption would be settled), declines SSL and GSS encryption,
-//     negotiates the protocol version down to 3.0, and dispatches
-//     CancelRequests. auth.go authenticates ("trust" only, for now; the
-//     authenticator interface is where SCRAM-SHA-256 will go).
+//   - startup.go reads the startup packets with exact reads (nothing is
+//     buffered before TLS is settled), starts TLS or declines it,
+//     declines GSS encryption, negotiates the protocol version down to
+//     3.0, and dispatches CancelRequests. auth.go authenticates:
+//     SCRAM-SHA-256 (scram.go), with SCRAM-SHA-256-PLUS channel binding on
+//     TLS, against the verifiers of a users file (users.go), or "trust".
 //   - conn.go runs one goroutine per connection over a pgproto3.Backend:
 //     it reads a message, answers it, and turns errors into ErrorResponses.
 //     simple.go answers Query messages, extended.go the extended protocol
@@ -45,14 +46,26 @@
 //     Limits.AuthTimeout to finish steps 2 to 5 (else FATAL 57014). A
 //     failing accept (out of file descriptors) is retried after a pause
 //     that grows to a second: it never ends Serve.
-//  2. Startup packets are read one at a time: SSLRequest and GSSENCRequest
-//     are answered 'N' (TLS comes later: the exact reads make it safe to
-//     add), a CancelRequest is handled and the connection closed without a
-//     reply, and a StartupMessage for 3.x ends the loop. A minor version
-//     above 0 or _pq_.* options get a NegotiateProtocolVersion for 3.0.
+//  2. Startup packets are read one at a time. An SSLRequest is answered
+//     'S' and the TLS handshake run before another byte is read (a
+//     buffered reader could have taken plaintext sent after the request:
+//     the CVE-2021-23214 class), or 'N' without a certificate;
+//     GSSENCRequest is answered 'N'. A CancelRequest is handled, encrypted
+//     or not, and the connection closed without a reply. A StartupMessage
+//     for 3.x ends the loop; without TLS it is refused (FATAL 28000) if
+//     Config.TLSRequired. A minor version above 0 or _pq_.* options get a
+//     NegotiateProtocolVersion for 3.0.
 //  3. Startup parameters are applied like SET (options' -c name=value
 //     too); PostgreSQL parameters vecside lacks are ignored.
-//  4. The client authenticates; the connection becomes a session, one of
+//  4. The client authenticates. With SCRAM-SHA-256 the server offers
+//     SCRAM-SHA-256-PLUS first on TLS, bound to its certificate
+//     (tls-server-end-point), and refuses a client that says it could
+//     bind but thinks the server cannot (gs2 flag 'y': a downgrade). An
+//     unknown user goes through the same exchange, with a salt derived
+//     from the name and a secret, and fails at the end like a wrong
+//     password: FATAL 28P01 either way, and the connection is closed.
+//     md5 and cleartext passwords are never asked for. The connection
+//     then becomes a session, one of
 //     Limits.MaxConnections (the last ReservedConnections only for
 //     Config.AdminUser; else FATAL 53300), gets a process ID and gives
 //     its startup slot back.
@@ -145,12 +158,14 @@
 // every type returned (int2/4/8, uuid, text, varchar, float8, pg_lsn).
 //
 // Not supported: tables, expressions, ORDER BY and the rest of SQL (0A000
-// or 42601), COPY, function calls, SET LOCAL, dollar quoting, TLS and
-// passwords (yet). Errors keep the connection usable; SQLSTATEs: 22023
+// or 42601), COPY, function calls, SET LOCAL, dollar quoting, GSSAPI
+// encryption, client certificates, direct TLS (PostgreSQL 17's
+// sslnegotiation=direct). Errors keep the connection usable; SQLSTATEs: 22023
 // bad vector, option or k, 42704 unknown index or parameter, 55000 index
 // not ready, 57014 cancelled or timed out, 53000 too many searches at
 // once (retrying after a pause is safe), 54000 a limit of the session,
 // 42601 syntax, 0A000 unsupported, 08P01 protocol violation, XX000
-// internal. FATAL: 53300 too many connections, 57P05 idle too long,
-// 57014 authentication too slow.
+// internal. FATAL: 28P01 wrong password or unknown user, 28000 TLS
+// required, 53300 too many connections, 57P05 idle too long, 57014
+// authentication too slow.
 package rpc

@@ -2,9 +2,14 @@ package rpc
 
 import (
 	"context"
+	"crypto/sha256"
+	"crypto/sha512"
 	"crypto/subtle"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"log/slog"
 	"net"
@@ -28,9 +33,17 @@ type Catalog interface {
 type Config struct {
 	// Catalog answers searches and status queries. Required.
 	Catalog Catalog
-	// Auth is how clients authenticate. Only "trust" (no password) exists
-	// yet; it must be asked for explicitly.
-	Auth string
+	// Auth is how clients authenticate: AuthSCRAM (the default), with
+	// the verifiers of Users, or AuthTrust (no password), which must be
+	// asked for explicitly.
+	Auth  string
+	Users *Users
+	// TLS, if set, encrypts connections whose client asks (an SSLRequest);
+	// TLSRequired refuses the others, but for CancelRequests, which
+	// libpq before 17 and pgx send unencrypted. With a certificate in
+	// TLS.Certificates, SCRAM-SHA-256-PLUS binds authentication to it.
+	TLS         *tls.Config
+	TLSRequired bool
 	// AdminUser may use the Limits.ReservedConnections sessions that
 	// others may not; empty reserves none.
 	AdminUser string
@@ -56,6 +69,9 @@ type Server struct {
 	metrics *metrics
 	faults  *faults
 
+	tls      *tls.Config
+	endpoint []byte // tls-server-end-point data of the certificate, or nil
+
 	// startups holds a slot for every connection in startup or
 	// authentication, at most Limits.MaxStartups.
 	startups chan struct{}
@@ -74,9 +90,12 @@ func NewServer(cfg Config) (*Server, error) {
 	if cfg.Catalog == nil {
 		return nil, errors.New("rpc: Config.Catalog is required")
 	}
-	auth, err := newAuthenticator(cfg.Auth)
+	auth, err := newAuthenticator(cfg)
 	if err != nil {
 		return nil, err
+	}
+	if cfg.TLSRequired && cfg.TLS == nil {
+		return nil, errors.New("rpc: Config.TLSRequired needs Config.TLS")
 	}
 	limits, err := cfg.Limits.withDefaults()
 	if err != nil {
@@ -88,7 +107,7 @@ func NewServer(cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Server{
+	srv := &Server{
 		cfg:         cfg,
 		limits:      limits,
 		auth:        auth,
@@ -98,7 +117,42 @@ func NewServer(cfg Config) (*Server, error) {
 		startups:    make(chan struct{}, limits.MaxStartups),
 		conns:       map[uint32]*conn{},
 		cancelSlots: make(chan struct{}, 16),
-	}, nil
+	}
+	if cfg.TLS != nil {
+		srv.tls = cfg.TLS.Clone()
+		srv.tls.MinVersion = max(srv.tls.MinVersion, tls.VersionTLS12)
+		srv.tls.NextProtos = []string{"postgresql"}
+		if srv.endpoint, err = endpointHash(srv.tls); err != nil {
+			cfg.Logger.Warn("SCRAM-SHA-256-PLUS is not offered: no channel binding for the certificate", "err", err)
+		}
+	}
+	return srv, nil
+}
+
+// endpointHash is the tls-server-end-point channel binding data (RFC
+// 5929) of the configuration's certificate: its hash with the hash
+// function of its signature, SHA-256 if that is MD5 or SHA-1.
+func endpointHash(cfg *tls.Config) ([]byte, error) {
+	if len(cfg.Certificates) == 0 || len(cfg.Certificates[0].Certificate) == 0 {
+		return nil, errors.New("the certificate is chosen per connection")
+	}
+	cert, err := x509.ParseCertificate(cfg.Certificates[0].Certificate[0])
+	if err != nil {
+		return nil, err
+	}
+	var h hash.Hash
+	switch cert.SignatureAlgorithm {
+	case x509.MD5WithRSA, x509.SHA1WithRSA, x509.ECDSAWithSHA1, x509.SHA256WithRSA, x509.SHA256WithRSAPSS, x509.ECDSAWithSHA256:
+		h = sha256.New()
+	case x509.SHA384WithRSA, x509.SHA384WithRSAPSS, x509.ECDSAWithSHA384:
+		h = sha512.New384()
+	case x509.SHA512WithRSA, x509.SHA512WithRSAPSS, x509.ECDSAWithSHA512:
+		h = sha512.New()
+	default:
+		return nil, fmt.Errorf("tls-server-end-point is undefined for signature algorithm %v", cert.SignatureAlgorithm)
+	}
+	h.Write(cert.Raw)
+	return h.Sum(nil), nil
 }
 
 // Serve accepts connections on ln until ctx ends, then closes ln and every

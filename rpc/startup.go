@@ -3,8 +3,10 @@ package rpc
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"strings"
@@ -56,21 +58,30 @@ func readStartupPacket(r io.Reader) ([]byte, error) {
 	return body, nil
 }
 
-// readStartup reads startup packets until the StartupMessage, declining
-// SSL and GSS encryption. A CancelRequest is handled and gives nil.
-func (s *Server) readStartup(nc net.Conn) (*startupMessage, error) {
-	var declined [2]bool // SSL, GSS
+// readStartup reads startup packets until the StartupMessage. An
+// SSLRequest is answered 'S' and the TLS handshake done before anything
+// more is read, if the server has a certificate, else 'N'; GSSENCRequest
+// is declined. A CancelRequest is handled, encrypted or not, and gives
+// nil. Without TLS, a StartupMessage is refused if TLS is required.
+func (s *Server) readStartup(ctx context.Context, c *conn) (*startupMessage, error) {
+	var asked [2]bool // SSL, GSS
 	for {
-		body, err := readStartupPacket(nc)
+		body, err := readStartupPacket(c.nc)
 		if err != nil {
 			return nil, err
 		}
 		code := binary.BigEndian.Uint32(body)
 		switch {
-		case code == sslRequestCode && len(body) == 4 && !declined[0],
-			code == gssEncRequestCode && len(body) == 4 && !declined[1]:
-			declined[code-sslRequestCode] = true
-			if _, err := nc.Write([]byte{'N'}); err != nil {
+		case code == sslRequestCode && len(body) == 4 && !asked[0] && !c.tls,
+			code == gssEncRequestCode && len(body) == 4 && !asked[1] && !c.tls:
+			asked[code-sslRequestCode] = true
+			if code == sslRequestCode && s.tls != nil {
+				if err := c.startTLS(ctx); err != nil {
+					return nil, err
+				}
+				continue
+			}
+			if _, err := c.nc.Write([]byte{'N'}); err != nil {
 				return nil, err
 			}
 		case code == cancelRequestCode:
@@ -81,13 +92,43 @@ func (s *Server) readStartup(nc net.Conn) (*startupMessage, error) {
 			s.cancel(m.ProcessID, m.SecretKey)
 			return nil, nil
 		case code>>16 == 3:
-			return parseStartupMessage(body)
+			m, err := parseStartupMessage(body)
+			if err == nil && s.cfg.TLSRequired && !c.tls {
+				err = (&pgError{code: codeInvalidAuthorization, msg: "this server accepts only connections encrypted with TLS", fatal: true}).
+					withHint("connect with sslmode=require, verify-ca or verify-full")
+			}
+			return m, err
 		default:
 			e := errorf(codeFeatureNotSupported, "unsupported frontend protocol %d.%d: server supports 3.0", code>>16, code&0xffff)
 			e.fatal = true
 			return nil, e
 		}
 	}
+}
+
+// startTLS answers an SSLRequest 'S' and runs the TLS handshake. Nothing
+// was read past the request, so the handshake starts at the client's
+// first TLS byte; from here on the connection reads and writes through
+// TLS.
+func (c *conn) startTLS(ctx context.Context) error {
+	if _, err := c.nc.Write([]byte{'S'}); err != nil {
+		return err
+	}
+	tc := tls.Server(c.nc, c.srv.tls)
+	if err := tc.HandshakeContext(ctx); err != nil {
+		return fmt.Errorf("rpc: TLS handshake: %w", err)
+	}
+	c.nc, c.out.nc, c.tls = tc, tc, true
+	return nil
+}
+
+// channelBinding is the tls-server-end-point data of the connection:
+// the hash of the server's certificate, or nil without TLS.
+func (c *conn) channelBinding() []byte {
+	if !c.tls {
+		return nil
+	}
+	return c.srv.endpoint
 }
 
 func parseStartupMessage(body []byte) (*startupMessage, error) {
@@ -121,14 +162,14 @@ func (s *Server) handshake(ctx context.Context, nc net.Conn) (*conn, error) {
 		tx:  txIdle,
 		log: s.log,
 	}
-	m, err := s.readStartup(nc)
-	if m == nil {
+	m, err := s.readStartup(ctx, c)
+	if m == nil || err != nil {
 		if err != nil {
 			c.handshakeFailed(err)
 		}
 		return nil, err
 	}
-	c.be = pgproto3.NewBackend(nc, nc)
+	c.be = pgproto3.NewBackend(c.nc, c.nc)
 	c.be.SetMaxBodyLen(maxMessageLen)
 	c.sess = newSession(m.params["user"], indexer.DefaultSearchOptions())
 	use := &usage{limits: &s.limits}
@@ -159,25 +200,31 @@ func (s *Server) handshake(ctx context.Context, nc net.Conn) (*conn, error) {
 }
 
 // handshakeFailed counts a failed startup and tells the client why, if
-// the error is one to tell (a client that left hears nothing). It
-// returns err.
+// the error is one to tell. It returns err.
 func (c *conn) handshakeFailed(err error) error {
 	var ne net.Error
 	var pe *pgError
+	remote := c.nc.RemoteAddr().String()
 	switch {
 	case errors.As(err, &ne) && ne.Timeout():
-		c.srv.faults.add(faultAuthTimeout, "connection closed: startup and authentication took too long", "remote", c.nc.RemoteAddr().String(), "auth_timeout", c.srv.limits.AuthTimeout)
+		c.srv.faults.add(faultAuthTimeout, "connection closed: startup and authentication took too long", "remote", remote, "auth_timeout", c.srv.limits.AuthTimeout)
 		pe = &pgError{code: codeQueryCanceled, msg: "canceling authentication due to timeout"}
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, net.ErrClosed), errors.As(err, &ne):
+		return err // the client left: nobody to tell
 	case errors.As(err, &pe):
 		switch pe.code {
 		case codeTooManyConnections: // counted by register
 		case codeInvalidPassword:
-			c.srv.faults.add(faultAuthFailed, "authentication failed", "remote", c.nc.RemoteAddr().String(), "user", c.sess.user)
+			c.srv.faults.add(faultAuthFailed, "authentication failed", "remote", remote, "user", c.sess.user)
 		default:
-			c.srv.faults.add(faultStartup, "invalid startup", "remote", c.nc.RemoteAddr().String(), "err", err)
+			c.srv.faults.add(faultStartup, "invalid startup", "remote", remote, "err", err)
 		}
-	default:
-		return err
+	default: // a message that does not decode, a failed TLS handshake
+		c.srv.faults.add(faultStartup, "invalid startup", "remote", remote, "err", err)
+		if c.be == nil {
+			return err
+		}
+		pe = protocolViolation("invalid message during authentication: %v", err)
 	}
 	c.out.until = time.Time{}
 	c.bye(pe)

@@ -4,6 +4,7 @@
 //	vecside search    ask a running sidecar (and optionally the heap) for the nearest rows
 //	vecside check     pre-flight checks of a database, each failure with its fix
 //	vecside teardown  drop the sidecar's slot and publication
+//	vecside passwd    a users file line with a SCRAM-SHA-256 verifier, for serve --users
 //	vecside demo      a throwaway Postgres, a clustered data set, recall and live updates
 //	vecside cpu       CPU features and the kernel implementations chosen
 //

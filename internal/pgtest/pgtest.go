@@ -121,6 +121,11 @@ func (c *Cluster) dataDir() string { return filepath.Join(c.Dir, "data") }
 func (c *Cluster) run(prog string, args ...string) error {
 	cmd := exec.Command(filepath.Join(c.bin, prog), args...)
 	cmd.Dir = c.Dir
+	// The server's own libpq (dblink, a standby's WAL receiver) looks in
+	// $HOME for certificates and passfiles: give it the cluster's
+	// directory, not the test's user's, which the postgres user may not
+	// read.
+	cmd.Env = append(os.Environ(), "HOME="+c.Dir)
 	if c.cred != nil {
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: c.cred}
 	}

@@ -7,6 +7,7 @@ package sidecar
 import (
 	"cmp"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -24,13 +25,17 @@ import (
 // Config says what to follow and where to serve; the serve command's flags
 // document each field.
 type Config struct {
-	Source        string   // libpq connection string or URL
-	Name          string   // publication and slot
-	Listen        string   // pgwire address; port 0 picks a free one
-	MetricsListen string   // /metrics and /healthz address; empty disables
-	Auth          string   // client authentication method
-	Indexes       []string // --index definitions
-	OnSlotLost    string   // fail or resync
+	Source        string // libpq connection string or URL
+	Name          string // publication and slot
+	Listen        string // pgwire address; port 0 picks a free one
+	MetricsListen string // /metrics and /healthz address; empty disables
+	Auth          string // client authentication method
+	Users         *rpc.Users
+	TLS           *tls.Config // pgwire TLS, if any
+	TLSRequired   bool
+	MetricsTLS    *tls.Config // HTTPS for /metrics and /healthz, if set
+	Indexes       []string    // --index definitions
+	OnSlotLost    string      // fail or resync
 	// ReceiveTimeout is how long the stream may be silent before its
 	// connection is presumed dead; zero takes the replicator's default.
 	ReceiveTimeout time.Duration
@@ -95,8 +100,8 @@ func Start(parent context.Context, cfg Config) (*Sidecar, error) {
 		rep.Stats().WriteMetrics(w)
 		writeSearchLoad(w, ix.SearchLoad())
 	}
-	srv, err := rpc.NewServer(rpc.Config{Catalog: ix, Auth: cfg.Auth, AdminUser: cfg.AdminUser, Limits: cfg.Clients,
-		Logger: log, ExtraMetrics: extra, MetricsToken: cfg.MetricsToken})
+	srv, err := rpc.NewServer(rpc.Config{Catalog: ix, Auth: cfg.Auth, Users: cfg.Users, TLS: cfg.TLS, TLSRequired: cfg.TLSRequired,
+		AdminUser: cfg.AdminUser, Limits: cfg.Clients, Logger: log, ExtraMetrics: extra, MetricsToken: cfg.MetricsToken})
 	if err != nil {
 		return nil, err
 	}
@@ -104,6 +109,9 @@ func Start(parent context.Context, cfg Config) (*Sidecar, error) {
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return nil, fmt.Errorf("--listen: %w", err)
+	}
+	if cfg.Auth == rpc.AuthTrust && !isLoopback(ln.Addr()) {
+		log.Warn("--auth trust lets in anyone who reaches --listen, which is not loopback: every vector and key can be read; use scram-sha-256", "listen", ln.Addr().String())
 	}
 	ctx, cancel := context.WithCancel(parent)
 	sc := &Sidecar{Indexer: ix, Replicator: rep, Addr: ln.Addr(), errs: make(chan error, 4), ctx: ctx, cancel: cancel, log: log}
@@ -125,6 +133,9 @@ func Start(parent context.Context, cfg Config) (*Sidecar, error) {
 		}
 		if cfg.MetricsToken == "" && !isLoopback(mln.Addr()) {
 			log.Warn("/metrics is open to anyone who reaches --metrics-listen, and names every index: set --metrics-token-file, or listen on loopback", "metrics_listen", mln.Addr().String())
+		}
+		if cfg.MetricsTLS != nil {
+			mln = tls.NewListener(mln, cfg.MetricsTLS)
 		}
 		hs := &http.Server{Handler: srv.MetricsHandler(), ReadHeaderTimeout: 10 * time.Second}
 		sc.goRun("metrics", func() error {
