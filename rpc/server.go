@@ -83,7 +83,12 @@ type Server struct {
 	// cancelSlots bounds the CancelRequests being checked at once; with
 	// the pause after a wrong key it bounds how fast keys can be guessed.
 	cancelSlots chan struct{}
+	cancelPause time.Duration
 }
+
+// wrongCancelPause is how long a CancelRequest with a wrong key holds its
+// slot: with 16 slots, at most 160 guesses a second.
+const wrongCancelPause = 100 * time.Millisecond
 
 // NewServer checks cfg and returns a server ready to Serve.
 func NewServer(cfg Config) (*Server, error) {
@@ -117,6 +122,7 @@ func NewServer(cfg Config) (*Server, error) {
 		startups:    make(chan struct{}, limits.MaxStartups),
 		conns:       map[uint32]*conn{},
 		cancelSlots: make(chan struct{}, 16),
+		cancelPause: wrongCancelPause,
 	}
 	if cfg.TLS != nil {
 		srv.tls = cfg.TLS.Clone()
@@ -265,5 +271,5 @@ func (s *Server) cancel(pid uint32, secret []byte) {
 		return
 	}
 	s.faults.add(faultBadCancel, "cancel request with a wrong key", "pid", pid)
-	time.Sleep(100 * time.Millisecond)
+	time.Sleep(s.cancelPause)
 }
