@@ -203,3 +203,32 @@ func TestServeAuthFlags(t *testing.T) {
 		}
 	}
 }
+
+// TestSQLCommands: sql print writes the script with the sidecar and the
+// indexes named by --index; install and uninstall run it on a database.
+func TestSQLCommands(t *testing.T) {
+	t.Setenv("VECSIDE_PASSWORD", "pw")
+	args := []string{"--sidecar", "10.1.2.3:6433", "--sidecar-user", "helper", "--index", "t_v=t(v) key=id metric=cosine", "--allow-rls", "t_v"}
+	out, err := run(t, append([]string{"sql", "print"}, args...)...)
+	if err != nil || !strings.Contains(out, "SELECT vecside.set_sidecar('10.1.2.3', 6433, 'helper', 'pw', 'prefer', NULL);") ||
+		!strings.Contains(out, `SELECT vecside.register_index('t_v', '"public"."t"'::regclass, 'id', 'v', 'cosine', true);`) {
+		t.Fatalf("sql print: %v\n%s", err, out)
+	}
+	dsn := pgtest.Shared(t).NewDatabase(t)
+	db, err := pgx.Connect(context.Background(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close(context.Background())
+	db.Exec(context.Background(), "CREATE TABLE t (id int PRIMARY KEY, v real[])")
+	if out, err := run(t, append([]string{"sql", "install", "--source", dsn}, args...)...); err != nil {
+		t.Fatalf("sql install: %v\n%s", err, out)
+	}
+	if out, err := run(t, "sql", "uninstall", "--source", dsn); err != nil {
+		t.Fatalf("sql uninstall: %v\n%s", err, out)
+	}
+	t.Setenv("VECSIDE_PASSWORD", "")
+	if _, err := run(t, append([]string{"sql", "print"}, args...)...); err == nil || !strings.Contains(err.Error(), "VECSIDE_PASSWORD") {
+		t.Errorf("without a password: %v", err)
+	}
+}
