@@ -137,7 +137,8 @@ END $$;
 -- does nothing else: one named dblink connection per backend, made again
 -- once if the sidecar restarted; the statement's remaining
 -- statement_timeout is the sidecar's timeout; every value sent is quoted
--- with format('%L').
+-- with format('%L'). On a hot standby the sidecar is asked to have applied
+-- what the standby replayed first (min_lsn), unless the caller says.
 CREATE OR REPLACE FUNCTION vecside.candidates(index_name text, query real[], k integer, key_type anyelement,
   options text DEFAULT '')
 RETURNS TABLE (id anyelement, distance double precision)
@@ -172,6 +173,12 @@ BEGIN
   IF opts ~ '(^|\s)timeout=' THEN
     RAISE EXCEPTION 'the sidecar''s timeout is what remains of statement_timeout' USING ERRCODE = 'invalid_parameter_value',
       HINT = 'SET statement_timeout instead of passing timeout=';
+  END IF;
+  IF pg_is_in_recovery() AND opts !~ '(^|\s)min_lsn=' THEN
+    -- On a hot standby: wait (within the timeout) until the sidecar, which
+    -- follows the primary, has applied what this standby has replayed, so
+    -- that no row the standby sees is missing from the candidates.
+    opts := opts || format(' min_lsn=%s', pg_last_wal_replay_lsn());
   END IF;
   IF timeout_ms > 0 THEN
     timeout_ms := timeout_ms - (extract(epoch FROM clock_timestamp() - statement_timestamp()) * 1000)::bigint;
