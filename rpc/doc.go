@@ -145,9 +145,12 @@
 //
 // # Compatibility
 //
-// Supported: SELECT [* | col, ...] FROM knn(index, vector, k[, options]),
-// SELECT [* | col, ...] FROM vecside_status(), SELECT <integer>, SELECT
-// version(), SET / SHOW / RESET of vecside.<option> and of the parameters
+// Supported: SELECT [* | col, ...] FROM knn(index, vector, k[, options])
+// and SELECT [* | col, ...] FROM vecside_status(), each with [WHERE col op
+// literal [AND ...]] [ORDER BY col [ASC|DESC], ...] [LIMIT n|ALL] [OFFSET
+// n] over any of its columns (op: = <> != < <= > >= IS [NOT] NULL;
+// literals, not parameters, in these clauses), SELECT <integer>, SELECT
+// version() (which names vecside and its build), SET / SHOW / RESET of vecside.<option> and of the parameters
 // clients set (client_encoding must be UTF8), RESET ALL, BEGIN / START
 // TRANSACTION / COMMIT / END / ROLLBACK / ABORT, DISCARD ALL, DEALLOCATE.
 // Keywords are case-insensitive; arguments are literals (a doubled quote
@@ -157,7 +160,7 @@
 // integer in text or binary. Results are text or binary per column, for
 // every type returned (int2/4/8, uuid, text, varchar, float8, pg_lsn).
 //
-// Not supported: tables, expressions, ORDER BY and the rest of SQL (0A000
+// Not supported: tables, expressions, OR, joins and the rest of SQL (0A000
 // or 42601), COPY, function calls, SET LOCAL, dollar quoting, GSSAPI
 // encryption, client certificates, direct TLS (PostgreSQL 17's
 // sslnegotiation=direct). Errors keep the connection usable; SQLSTATEs: 22023

@@ -3,7 +3,6 @@ package rpc
 import (
 	"context"
 	"errors"
-	"fmt"
 	"runtime/debug"
 	"strconv"
 	"time"
@@ -52,15 +51,19 @@ func (c *conn) run(ctx context.Context, pt *portal) error {
 			st = c.srv.cfg.Catalog.Status()
 			return nil
 		})
+		if err != nil {
+			return err
+		}
 		for _, s := range st {
 			pt.rows = append(pt.rows, statusRow(s))
 		}
+		pt.rows, err = s.clauses.apply(pt.rows, statusColumns)
 		return err
 	case stmtSelectInt:
 		n, _ := strconv.ParseInt(s.value, 10, 64)
 		pt.rows = [][]any{{n}}
 	case stmtVersion:
-		pt.rows = [][]any{{fmt.Sprintf("PostgreSQL %s (vecside %s)", serverVersion, c.srv.cfg.Version)}}
+		pt.rows = [][]any{{c.srv.version()}}
 	case stmtShow:
 		_, v, err := c.sess.show(s.name)
 		pt.rows, pt.tag = [][]any{{v}}, "SHOW"
@@ -138,7 +141,8 @@ func (c *conn) runKNN(ctx context.Context, pt *portal) error {
 	for i, h := range res.Hits {
 		pt.rows[i] = []any{h.Key, h.Distance}
 	}
-	return nil
+	pt.rows, err = pt.stmt.clauses.apply(pt.rows, knnColumns(pt.keyType))
+	return err
 }
 
 // callCatalog runs fn under timeout and returns when fn does or when the

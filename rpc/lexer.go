@@ -16,7 +16,7 @@ const (
 	tokString                // 'string' or E'string', unescaped
 	tokNumber                // 12, 1.5, 1e3, or a number with a unit such as 500ms
 	tokParam                 // $1
-	tokPunct                 // ( ) , ; * = . [ ] - + or ::
+	tokPunct                 // ( ) , ; * = . [ ] - + :: < > <= >= <> !=
 	tokInvalid               // text that is no token: the lexer's error says why
 )
 
@@ -100,6 +100,14 @@ func (l *lexer) next() token {
 			return l.emit(tokParam, strconv.Itoa(n), end, nil)
 		case strings.HasPrefix(sql[i:], "::"):
 			return l.emit(tokPunct, "::", i+2, nil)
+		case c == '<' || c == '>' || c == '!':
+			if i+1 < len(sql) && (sql[i+1] == '=' || c == '<' && sql[i+1] == '>') {
+				return l.emit(tokPunct, sql[i:i+2], i+2, nil)
+			}
+			if c == '!' {
+				return l.fail(syntaxErrorAt(sql, i, "syntax error at or near \"!\""))
+			}
+			return l.emit(tokPunct, sql[i:i+1], i+1, nil)
 		case strings.IndexByte("(),;*=.[]-+", c) >= 0:
 			return l.emit(tokPunct, sql[i:i+1], i+1, nil)
 		default:

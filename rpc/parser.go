@@ -263,7 +263,9 @@ func (p *parser) selectStmt() (statement, error) {
 	}
 	switch {
 	case s.fn == fnKNN && (len(s.args) == 3 || len(s.args) == 4), s.fn == fnStatus && len(s.args) == 0:
-		return s, nil
+		var err error
+		s.clauses, err = p.clauses()
+		return s, err
 	}
 	return s, errorf(codeUndefinedFunction, "function %s with %d arguments does not exist", s.fn, len(s.args)).
 		withHint(functionsHint)
@@ -307,16 +309,12 @@ func (p *parser) selectInt() (statement, error) {
 // optional ::type cast.
 func (p *parser) arg() (arg, error) {
 	var a arg
-	switch t := p.next(); {
-	case t.kind == tokParam:
+	t := p.next()
+	if t.kind == tokParam {
 		a.param, _ = strconv.Atoi(t.text)
-	case t.kind == tokString:
-		a.lit = t.text
-	case t.kind == tokNumber:
-		a.lit, a.num = t.text, true
-	case t.is("-") && p.peek().kind == tokNumber:
-		a.lit, a.num = "-"+p.next().text, true
-	default:
+	} else if lit, num, ok := p.literal(t); ok {
+		a.lit, a.num = lit, num
+	} else {
 		return a, p.syntaxError(t)
 	}
 	if p.accept("::") {
@@ -325,6 +323,20 @@ func (p *parser) arg() (arg, error) {
 		return a, err
 	}
 	return a, nil
+}
+
+// literal reads the string or (perhaps negative) number that starts with
+// t, which the caller took.
+func (p *parser) literal(t token) (lit string, num, ok bool) {
+	switch {
+	case t.kind == tokString:
+		return t.text, false, true
+	case t.kind == tokNumber:
+		return t.text, true, true
+	case t.is("-") && p.peek().kind == tokNumber:
+		return "-" + p.next().text, true, true
+	}
+	return "", false, false
 }
 
 // typeAliases maps type names to the canonical names casts are kept under.

@@ -13,6 +13,8 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"runtime"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -51,7 +53,8 @@ type Config struct {
 	Limits Limits
 	// Logger receives connection errors and panics; nil discards them.
 	Logger *slog.Logger
-	// Version is vecside's version, shown by SELECT version().
+	// Version is vecside's version, shown by SELECT version(); empty
+	// takes the main module's version from the build.
 	Version string
 	// ExtraMetrics, if set, appends the metrics of other parts of the
 	// server (in the Prometheus text format) to /metrics.
@@ -133,6 +136,20 @@ func NewServer(cfg Config) (*Server, error) {
 		}
 	}
 	return srv, nil
+}
+
+// version is what SELECT version() says: the PostgreSQL version whose
+// protocol is spoken first, for tools that parse it, then what this is.
+func (s *Server) version() string {
+	v := s.cfg.Version
+	if v == "" {
+		v = "(devel)"
+		if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
+			v = bi.Main.Version
+		}
+	}
+	return fmt.Sprintf("PostgreSQL %s (vecside %s, a vector-search sidecar: knn() and vecside_status() only; %s, %s/%s)",
+		serverVersion, v, runtime.Version(), runtime.GOOS, runtime.GOARCH)
 }
 
 // endpointHash is the tls-server-end-point channel binding data (RFC
