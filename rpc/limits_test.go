@@ -165,7 +165,11 @@ func newWideIndex(t *testing.T, ix *indexer.Indexer, n int) {
 // make the server hold any amount of them. Now the server writes them
 // out past MaxReplyBuffer, and stops reading until the client takes them.
 func TestPipelinedRepliesAreBounded(t *testing.T) {
-	const rows, requests = indexer.MaxCandidates, 200 // about 30 MB of replies
+	const rows = indexer.MaxCandidates
+	requests := 200 // about 60 MB of replies
+	if raceEnabled {
+		requests = 30 // reading them back is what takes the race detector long
+	}
 	ix, _ := newTestIndexer(t)
 	newWideIndex(t, ix, rows)
 	_, addr := startServer(t, ix)
