@@ -2,7 +2,9 @@ package rpc
 
 import (
 	"crypto/rand"
+	"errors"
 	"fmt"
+	"sync/atomic"
 
 	"github.com/jackc/pgx/v5/pgproto3"
 )
@@ -29,7 +31,8 @@ func newAuthenticator(cfg Config) (authenticator, error) {
 		if cfg.Users == nil {
 			return nil, errNoUsers
 		}
-		s := &scramAuth{users: cfg.Users, secret: make([]byte, 32)}
+		s := &scramAuth{secret: make([]byte, 32)}
+		s.users.Store(cfg.Users)
 		rand.Read(s.secret)
 		return s, nil
 	}
@@ -47,8 +50,8 @@ func (trust) authenticate(c *conn) error {
 // scramAuth asks for SCRAM-SHA-256, and offers SCRAM-SHA-256-PLUS on a
 // TLS connection whose certificate it can bind to.
 type scramAuth struct {
-	users  *Users
-	secret []byte // for the mock exchange of unknown users
+	users  atomic.Pointer[Users] // replaced by SetUsers
+	secret []byte                // for the mock exchange of unknown users
 }
 
 // maxAuthMessage bounds a SASL message, as PG_MAX_AUTH_TOKEN_LENGTH does.
@@ -57,9 +60,10 @@ const maxAuthMessage = 65535
 func (a *scramAuth) authenticate(c *conn) error {
 	user := c.sess.user
 	x := &scramServer{cbData: c.channelBinding()}
+	users := a.users.Load()
 	var ok bool
-	if x.v, ok = a.users.lookup(user); !ok {
-		x.v, x.doomed = mockVerifier(a.secret, user, a.users.mockIterations), true
+	if x.v, ok = users.lookup(user); !ok {
+		x.v, x.doomed = mockVerifier(a.secret, user, users.mockIterations), true
 	}
 	mechanisms := []string{scramMechanism}
 	if x.cbData != nil {
@@ -91,6 +95,18 @@ func (a *scramAuth) authenticate(c *conn) error {
 	}
 	c.out.send(&pgproto3.AuthenticationSASLFinal{Data: []byte(final)})
 	c.out.send(&pgproto3.AuthenticationOk{})
+	return nil
+}
+
+// SetUsers replaces the users SCRAM-SHA-256 checks logins against, as a
+// reload of the users file does; sessions already open stay. It fails if
+// the server does not ask for passwords.
+func (s *Server) SetUsers(u *Users) error {
+	a, ok := s.auth.(*scramAuth)
+	if !ok || u == nil {
+		return errors.New("rpc: SetUsers: the server does not use scram-sha-256, or no users were given")
+	}
+	a.users.Store(u)
 	return nil
 }
 

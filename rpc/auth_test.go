@@ -364,6 +364,34 @@ func TestPsqlSCRAM(t *testing.T) {
 	}
 }
 
+// TestSetUsers: a new set of users takes effect for the next login.
+func TestSetUsers(t *testing.T) {
+	ix, _ := newTestIndexer(t)
+	srv, addr := startSCRAMServer(t, ix, nil, false)
+	login := func(user, password string) error {
+		conn, err := pgconn.Connect(testContext(t), dsnFor(addr, user, password, "sslmode=disable"))
+		if err == nil {
+			conn.Close(testContext(t))
+		}
+		return err
+	}
+	v, _ := NewVerifier("new", DefaultScramIterations)
+	u, _ := ParseUsers(strings.NewReader(UserLine("carol", v)))
+	if err := srv.SetUsers(u); err != nil {
+		t.Fatal(err)
+	}
+	if err := login("carol", "new"); err != nil {
+		t.Errorf("a user added: %v", err)
+	}
+	if err := login(testUser, testPassword); sqlstate(err) != codeInvalidPassword {
+		t.Errorf("a user removed: %v, want 28P01", err)
+	}
+	trusting, _ := startServer(t, ix)
+	if trusting.SetUsers(u) == nil {
+		t.Error("SetUsers on a trust server succeeded")
+	}
+}
+
 func TestParseUsers(t *testing.T) {
 	v, _ := NewVerifier("pw", 4096)
 	good := UserLine(`we"ird`, v)

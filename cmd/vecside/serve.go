@@ -15,6 +15,7 @@ import (
 	"github.com/urfave/cli/v2"
 	"github.com/vecside/vecside/indexer"
 	"github.com/vecside/vecside/internal/sidecar"
+	"github.com/vecside/vecside/rpc"
 )
 
 var serveCommand = &cli.Command{
@@ -90,6 +91,9 @@ vecside creates one publication and one replication slot, both named
 		if err != nil {
 			return err
 		}
+		if users != nil {
+			defer reloadUsersOnHangup(ctx, sc.Server, c.String("users"))()
+		}
 		return sc.Wait()
 	},
 }
@@ -121,6 +125,36 @@ func shutdownOnSignal(parent context.Context) (context.Context, context.CancelFu
 		signal.Stop(sigs)
 		cancel()
 	}
+}
+
+// reloadUsersOnHangup reads the users file again at each SIGHUP, until
+// ctx ends or the returned func is called; a file that does not parse
+// leaves the users as they were.
+func reloadUsersOnHangup(ctx context.Context, srv *rpc.Server, path string) func() {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	done := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-hup:
+				users, err := rpc.LoadUsers(path)
+				if err == nil {
+					err = srv.SetUsers(users)
+				}
+				if err != nil {
+					slog.Error("users file not reloaded: the users stay as they were", "err", err)
+					continue
+				}
+				slog.Info("users file reloaded", "users", users.Len())
+			case <-ctx.Done():
+				return
+			case <-done:
+				return
+			}
+		}
+	}()
+	return func() { signal.Stop(hup); close(done) }
 }
 
 // setMemoryPolicy sets the collector's target and soft limit, unless the

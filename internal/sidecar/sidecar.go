@@ -60,6 +60,7 @@ type Config struct {
 type Sidecar struct {
 	Indexer    *indexer.Indexer
 	Replicator *replicate.Replicator
+	Server     *rpc.Server
 	Addr       net.Addr // where pgwire listens
 
 	errs    chan error
@@ -114,7 +115,7 @@ func Start(parent context.Context, cfg Config) (*Sidecar, error) {
 		log.Warn("--auth trust lets in anyone who reaches --listen, which is not loopback: every vector and key can be read; use scram-sha-256", "listen", ln.Addr().String())
 	}
 	ctx, cancel := context.WithCancel(parent)
-	sc := &Sidecar{Indexer: ix, Replicator: rep, Addr: ln.Addr(), errs: make(chan error, 4), ctx: ctx, cancel: cancel, log: log}
+	sc := &Sidecar{Indexer: ix, Replicator: rep, Server: srv, Addr: ln.Addr(), errs: make(chan error, 4), ctx: ctx, cancel: cancel, log: log}
 	sc.goRun("replication", func() error { return rep.Run(ctx) })
 	sc.goRun("pgwire", func() error { return srv.Serve(ctx, ln) })
 	if cfg.DataDir != "" {
