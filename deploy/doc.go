@@ -1,10 +1,40 @@
 // Package deploy holds what runs vecside beside a database: the SQL that
-// vecside installs in Postgres (embedded, see SQL), and the files for
-// running the server under systemd, Docker or Kubernetes.
+// vecside installs in Postgres (embedded, see DistanceSQL, HelpersSQL and
+// Install), and the files for running the server under systemd, Docker or
+// Kubernetes.
 //
-// The SQL is plain and extension-free. distance.sql defines exact
-// distances over real[] with pgvector's semantics (vecside.l2_distance as
-// <->, vecside.cosine_distance as <=>, vecside.negative_inner_product as
-// <#>), for databases without pgvector: the SQL helpers re-rank with them,
-// and tests use them as the ground truth.
+// distance.sql defines exact distances over real[] with pgvector's
+// semantics (vecside.l2_distance as <->, vecside.cosine_distance as <=>,
+// vecside.negative_inner_product as <#>), for databases without pgvector:
+// the SQL helpers re-rank with them, and tests use them as the ground
+// truth.
+//
+// helpers.sql lets SQL ask the sidecar, through contrib dblink, which
+// works on primaries and hot standbys alike:
+//
+//   - vecside.candidates(index, query, k, NULL::keytype[, options]) is the
+//     one SECURITY DEFINER function, owned by the NOLOGIN role
+//     vecside_owner, whose user mapping of the dblink_fdw server
+//     vecside_sidecar holds the sidecar's password. It does only the
+//     dblink call, over one named connection per backend made again once
+//     after a sidecar restart, with every value quoted by format('%L')
+//     and the statement's remaining statement_timeout as the sidecar's
+//     timeout (dblink cannot be interrupted on PostgreSQL 15). It refuses
+//     a session user without SELECT on the key and vector columns, and
+//     one under row-level security unless the index was opted in
+//     (vecside.indexes.allow_rls).
+//   - vecside.search(index, query, k, NULL::keytype[, options]) and
+//     vecside.search_rows(index, query, k, NULL::table[, options]) are
+//     SECURITY INVOKER: they read the table's rows among the candidates
+//     under the caller's privileges and row-level security, compute exact
+//     distances in SQL, and ask for more candidates (up to 10,000) while
+//     rows the caller cannot see leave fewer than k.
+//   - vecside.indexes registers the indexes with their tables and column
+//     types; vecside.set_sidecar and vecside.register_index configure.
+//
+// Nothing is granted to PUBLIC, dblink's functions included: the role
+// vecside_user is what a DBA grants. What remains visible to a role that
+// may call vecside.candidates directly on an index opted in for
+// row-level security: the keys and approximate distances of the nearest
+// rows, visible or not.
 package deploy

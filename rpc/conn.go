@@ -15,56 +15,61 @@ import (
 // conn is one client connection, served by one goroutine.
 type conn struct {
 	srv    *Server
-	ctx    context.Context // ends when the server stops
-	nc     net.Conn
-	be     *pgproto3.Backend
+	ctx    context.Context   // ends when the server stops
+	nc     net.Conn          // a *tls.Conn once TLS is on
+	tls    bool              // the connection is encrypted
+	be     *pgproto3.Backend // reads messages; out writes them
+	out    replies
 	log    *slog.Logger
 	pid    uint32
 	secret [4]byte
 
 	sess       *session
 	tx         byte // txIdle, txOpen or txFailed
-	statements map[string]*prepared
-	portals    map[string]*portal
+	statements held[*prepared]
+	portals    held[*portal]
 	skipToSync bool // an extended-protocol message failed
 
 	mu       sync.Mutex
 	cancelFn context.CancelCauseFunc // the running request's; nil when idle
 }
 
-// shutdownGrace is how long a stopping server waits to tell a client why.
+// shutdownGrace is how long a stopping server waits to tell a client why,
+// and how long the last words to a client that is being closed may take.
 const shutdownGrace = time.Second
 
-// serveConn owns nc: it runs the handshake and then the message loop, and
+// serveConn owns nc, which holds a slot of s.startups: it runs the
+// handshake, gives the slot back, and then runs the message loop; it
 // closes nc when the client leaves or ctx ends.
 func (s *Server) serveConn(ctx context.Context, nc net.Conn) {
 	defer nc.Close()
 	// Unblock reads when the server stops; leave writes a moment to say so.
 	stop := context.AfterFunc(ctx, func() {
 		nc.SetReadDeadline(time.Now())
-		nc.SetWriteDeadline(time.Now().Add(shutdownGrace))
+		time.AfterFunc(shutdownGrace, func() { nc.Close() })
 	})
 	defer stop()
-	nc.SetDeadline(time.Now().Add(startupTimeout))
 	c, err := s.handshake(ctx, nc)
-	if err != nil {
-		s.log.Debug("connection failed in startup", "remote", nc.RemoteAddr().String(), "err", err)
-	}
+	<-s.startups
 	if c == nil {
+		s.log.Debug("connection failed in startup", "remote", nc.RemoteAddr().String(), "err", err)
 		return
 	}
 	defer s.unregister(c)
-	nc.SetDeadline(time.Time{})
-	if ctx.Err() != nil { // stopped while the deadline was being cleared
-		return
-	}
 	c.serve()
 }
 
 // serve reads and answers messages until the client leaves, a protocol
-// violation, or the server stops.
+// violation, an idle timeout, or the server stops.
 func (c *conn) serve() {
 	for {
+		// Set before checking ctx: a stop that happened before this line
+		// is seen below, and one after it moves the deadline to now.
+		c.nc.SetReadDeadline(deadline(c.srv.limits.IdleTimeout))
+		if c.ctx.Err() != nil {
+			c.receiveFailed(c.ctx.Err())
+			return
+		}
 		msg, err := c.be.Receive()
 		if err != nil {
 			c.receiveFailed(err)
@@ -80,6 +85,12 @@ func (c *conn) serve() {
 			}
 		}
 		if !c.handle(msg) {
+			return
+		}
+		if c.out.err != nil {
+			if c.out.stalled() {
+				c.srv.faults.add(faultStalled, "connection closed: the client did not read its replies", "remote", c.nc.RemoteAddr().String(), "idle_timeout", c.srv.limits.IdleTimeout)
+			}
 			return
 		}
 	}
@@ -111,7 +122,7 @@ func (c *conn) handle(msg pgproto3.FrontendMessage) (ok bool) {
 	case *pgproto3.Sync:
 		ok = c.syncMsg() == nil
 	case *pgproto3.Flush:
-		ok = c.be.Flush() == nil
+		ok = c.out.flush() == nil
 	case *pgproto3.Terminate:
 		return
 	case *pgproto3.CopyData, *pgproto3.CopyDone, *pgproto3.CopyFail:
@@ -133,11 +144,11 @@ func (c *conn) fail(err error, extended bool) bool {
 		return true
 	}
 	pe := toPgError(err)
-	c.be.Send(pe.message())
 	if pe.fatal {
-		c.be.Flush()
+		c.bye(pe)
 		return false
 	}
+	c.out.send(pe.message())
 	if c.tx == txOpen {
 		c.tx = txFailed
 	}
@@ -145,25 +156,37 @@ func (c *conn) fail(err error, extended bool) bool {
 	return true
 }
 
+// bye sends a FATAL error as the connection's last message, waiting at
+// most shutdownGrace for the client to take it.
+func (c *conn) bye(pe *pgError) {
+	pe.fatal = true
+	c.out.timeout = shutdownGrace
+	c.out.send(pe.message())
+	c.out.flush()
+}
+
 // receiveFailed ends the connection after Receive failed: quietly if the
-// client went away, with a FATAL error if it broke the protocol or the
-// server is stopping.
+// client went away, with a FATAL error if it broke the protocol, stayed
+// idle too long, or the server is stopping.
 func (c *conn) receiveFailed(err error) {
 	var ne net.Error
 	switch {
 	case c.ctx.Err() != nil:
-		c.fail(&pgError{code: codeAdminShutdown, msg: "terminating connection due to administrator command", fatal: true}, false)
+		c.bye(&pgError{code: codeAdminShutdown, msg: "terminating connection due to administrator command"})
+	case errors.As(err, &ne) && ne.Timeout():
+		c.srv.faults.add(faultIdle, "connection closed: idle too long", "remote", c.nc.RemoteAddr().String(), "user", c.sess.user, "idle_timeout", c.srv.limits.IdleTimeout)
+		c.bye(&pgError{code: codeIdleSessionTimeout, msg: "terminating connection due to idle-session timeout"})
 	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, net.ErrClosed), errors.As(err, &ne):
 	default:
-		c.log.Warn("protocol violation", "err", err)
-		c.fail(protocolViolation("invalid message: %v", err), false)
+		c.srv.faults.add(faultProtocol, "protocol violation", "remote", c.nc.RemoteAddr().String(), "user", c.sess.user, "err", err)
+		c.bye(protocolViolation("invalid message: %v", err))
 	}
 }
 
 // ready tells the client the server awaits a query, and flushes.
 func (c *conn) ready() error {
-	c.be.Send(&pgproto3.ReadyForQuery{TxStatus: c.tx})
-	return c.be.Flush()
+	c.out.send(&pgproto3.ReadyForQuery{TxStatus: c.tx})
+	return c.out.flush()
 }
 
 // startRequest returns the context a request runs under: a CancelRequest

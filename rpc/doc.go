@@ -18,43 +18,86 @@
 //
 // From the socket up:
 //
-//   - startup.go reads the startup packets with exact reads (no buffering
-//     until encryption would be settled), declines SSL and GSS encryption,
-//     negotiates the protocol version down to 3.0, and dispatches
-//     CancelRequests. auth.go authenticates ("trust" only, for now; the
-//     authenticator interface is where SCRAM-SHA-256 will go).
+//   - startup.go reads the startup packets with exact reads (nothing is
+//     buffered before TLS is settled), starts TLS or declines it,
+//     declines GSS encryption, negotiates the protocol version down to
+//     3.0, and dispatches CancelRequests. auth.go authenticates:
+//     SCRAM-SHA-256 (scram.go), with SCRAM-SHA-256-PLUS channel binding on
+//     TLS, against the verifiers of a users file (users.go), or "trust".
 //   - conn.go runs one goroutine per connection over a pgproto3.Backend:
 //     it reads a message, answers it, and turns errors into ErrorResponses.
 //     simple.go answers Query messages, extended.go the extended protocol
-//     (Parse, Bind, Describe, Execute, Close, Sync, Flush).
+//     (Parse, Bind, Describe, Execute, Close, Sync, Flush); replies.go
+//     buffers what goes back, held.go counts what a session holds.
 //   - lexer.go and parser.go turn SQL into a statement (statement.go);
 //     params.go types and decodes parameters; plan.go evaluates arguments
 //     and fixes each statement's result columns; exec.go runs statements
 //     against the session (session.go) and the Catalog; encode.go writes
 //     values in text or binary.
-//   - errors.go maps errors to SQLSTATEs, metrics.go counts requests.
-//
+//   - errors.go maps errors to SQLSTATEs, metrics.go counts requests,
+//     faults.go counts and samples client misbehaviour, limits.go holds
+//     the limits below.
+
 // # Connection lifecycle
 //
-//  1. Serve accepts a connection and starts its goroutine, which has
-//     startupTimeout to finish steps 2 to 5.
-//  2. Startup packets are read one at a time: SSLRequest and GSSENCRequest
-//     are answered 'N' (TLS comes later: the exact reads make it safe to
-//     add), a CancelRequest is handled and the connection closed without a
-//     reply, and a StartupMessage for 3.x ends the loop. A minor version
-//     above 0 or _pq_.* options get a NegotiateProtocolVersion for 3.0.
+//  1. Serve accepts a connection. It takes one of Limits.MaxStartups
+//     slots for connections not yet authenticated, or is refused at once
+//     with FATAL 53300 before anything is read; its goroutine then has
+//     Limits.AuthTimeout to finish steps 2 to 5 (else FATAL 57014). A
+//     failing accept (out of file descriptors) is retried after a pause
+//     that grows to a second: it never ends Serve.
+//  2. Startup packets are read one at a time. An SSLRequest is answered
+//     'S' and the TLS handshake run before another byte is read (a
+//     buffered reader could have taken plaintext sent after the request:
+//     the CVE-2021-23214 class), or 'N' without a certificate;
+//     GSSENCRequest is answered 'N'. A CancelRequest is handled, encrypted
+//     or not, and the connection closed without a reply. A StartupMessage
+//     for 3.x ends the loop; without TLS it is refused (FATAL 28000) if
+//     Config.TLSRequired. A minor version above 0 or _pq_.* options get a
+//     NegotiateProtocolVersion for 3.0.
 //  3. Startup parameters are applied like SET (options' -c name=value
 //     too); PostgreSQL parameters vecside lacks are ignored.
-//  4. The client authenticates; the connection takes a slot (at most
-//     Config.MaxConnections, else FATAL 53300) and a process ID.
+//  4. The client authenticates. With SCRAM-SHA-256 the server offers
+//     SCRAM-SHA-256-PLUS first on TLS, bound to its certificate
+//     (tls-server-end-point), and refuses a client that says it could
+//     bind but thinks the server cannot (gs2 flag 'y': a downgrade). An
+//     unknown user goes through the same exchange, with a salt derived
+//     from the name and a secret, and fails at the end like a wrong
+//     password: FATAL 28P01 either way, and the connection is closed.
+//     md5 and cleartext passwords are never asked for. The connection
+//     then becomes a session, one of
+//     Limits.MaxConnections (the last ReservedConnections only for
+//     Config.AdminUser; else FATAL 53300), gets a process ID and gives
+//     its startup slot back.
 //  5. The server sends AuthenticationOk, ParameterStatus for the
 //     parameters drivers check (server_version 15.0, UTF8 encodings,
 //     standard_conforming_strings on, DateStyle, TimeZone UTC, ...),
 //     BackendKeyData, and ReadyForQuery.
 //  6. Messages are answered until Terminate, EOF, a protocol violation
 //     (FATAL 08P01), the client closing its connection while a request
-//     runs (FATAL 08006, see below) or the server stopping (FATAL 57P01).
+//     runs (FATAL 08006, see below), Limits.IdleTimeout without a message
+//     or without the client reading its replies (FATAL 57P05), or the
+//     server stopping (FATAL 57P01).
 //
+// # What a client can hold
+//
+// Every way a client can make the server keep something is bounded, so
+// that no client, authenticated or not, can exhaust the process:
+// sockets (MaxConnections + MaxStartups), time before authenticating
+// (AuthTimeout) and between messages (IdleTimeout), a message (1 MiB),
+// replies not yet written (MaxReplyBuffer: past it the session writes
+// and reads nothing more until the client has taken them), prepared
+// statements and portals (MaxPrepared, MaxPreparedBytes; 54000), the
+// statements of one simple Query (MaxQueryStatements; 54000), and a
+// result (indexer.MaxCandidates rows). The lexer works as the parser
+// asks for tokens, so parsing takes memory for the statements it keeps
+// and time linear in the query, whatever the query is made of. With the
+// defaults a session holds at most about 4.5 MiB. CancelRequests are
+// checked 16 at a time, with a pause after a wrong key. Client faults
+// (protocol violations, wrong cancel keys, refusals, timeouts) are
+// counted in vecside_rpc_faults_total and logged at most once per kind
+// every 10 seconds.
+
 // A simple Query may hold several statements: each gets its own
 // RowDescription, rows and CommandComplete, the first error skips the rest,
 // and one ReadyForQuery ends it; an empty or comment-only query gets
@@ -102,22 +145,30 @@
 //
 // # Compatibility
 //
-// Supported: SELECT [* | col, ...] FROM knn(index, vector, k[, options]),
-// SELECT [* | col, ...] FROM vecside_status(), SELECT <integer>, SELECT
-// version(), SET / SHOW / RESET of vecside.<option> and of the parameters
+// Supported: SELECT [* | col, ...] FROM knn(index, vector, k[, options])
+// and SELECT [* | col, ...] FROM vecside_status(), each with [WHERE col op
+// literal [AND ...]] [ORDER BY col [ASC|DESC], ...] [LIMIT n|ALL] [OFFSET
+// n] over any of its columns (op: = <> != < <= > >= IS [NOT] NULL;
+// literals, not parameters, in these clauses), SELECT <integer>, SELECT
+// version() (which names vecside and its build), SET / SHOW / RESET of vecside.<option> and of the parameters
 // clients set (client_encoding must be UTF8), RESET ALL, BEGIN / START
 // TRANSACTION / COMMIT / END / ROLLBACK / ABORT, DISCARD ALL, DEALLOCATE.
-// Keywords are case-insensitive; arguments are literals (a doubled quote escapes a
-// quote) or $n parameters, optionally cast ($2::real[]). Vectors are text
+// Keywords are case-insensitive; arguments are literals (a doubled quote
+// escapes a quote; E'…' strings take backslash escapes, as format('%L')
+// writes them) or $n parameters, optionally cast ($2::real[]). Vectors are text
 // ([1,2,3] or {1,2,3}) or binary real[] / double precision[]; k is an
 // integer in text or binary. Results are text or binary per column, for
 // every type returned (int2/4/8, uuid, text, varchar, float8, pg_lsn).
 //
-// Not supported: tables, expressions, ORDER BY and the rest of SQL (0A000
-// or 42601), COPY, function calls, SET LOCAL, escape (E) strings, dollar
-// quoting, TLS and passwords (yet). Errors keep the connection usable;
-// SQLSTATEs: 22023 bad vector, option or k, 42704 unknown index or
-// parameter, 55000 index not ready, 57014 cancelled or timed out, 53000
-// too many searches at once (retrying after a pause is safe), 42601
-// syntax, 0A000 unsupported, 08P01 protocol violation, XX000 internal.
+// Not supported: tables, expressions, OR, joins and the rest of SQL (0A000
+// or 42601), COPY, function calls, SET LOCAL, dollar quoting, GSSAPI
+// encryption, client certificates, direct TLS (PostgreSQL 17's
+// sslnegotiation=direct). Errors keep the connection usable; SQLSTATEs: 22023
+// bad vector, option or k, 42704 unknown index or parameter, 55000 index
+// not ready, 57014 cancelled or timed out, 53000 too many searches at
+// once (retrying after a pause is safe), 54000 a limit of the session,
+// 42601 syntax, 0A000 unsupported, 08P01 protocol violation, XX000
+// internal. FATAL: 28P01 wrong password or unknown user, 28000 TLS
+// required, 53300 too many connections, 57P05 idle too long, 57014
+// authentication too slow.
 package rpc

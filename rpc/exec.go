@@ -3,7 +3,6 @@ package rpc
 import (
 	"context"
 	"errors"
-	"fmt"
 	"runtime/debug"
 	"strconv"
 	"time"
@@ -52,15 +51,19 @@ func (c *conn) run(ctx context.Context, pt *portal) error {
 			st = c.srv.cfg.Catalog.Status()
 			return nil
 		})
+		if err != nil {
+			return err
+		}
 		for _, s := range st {
 			pt.rows = append(pt.rows, statusRow(s))
 		}
+		pt.rows, err = s.clauses.apply(pt.rows, statusColumns)
 		return err
 	case stmtSelectInt:
 		n, _ := strconv.ParseInt(s.value, 10, 64)
 		pt.rows = [][]any{{n}}
 	case stmtVersion:
-		pt.rows = [][]any{{fmt.Sprintf("PostgreSQL %s (vecside %s)", serverVersion, c.srv.cfg.Version)}}
+		pt.rows = [][]any{{c.srv.version()}}
 	case stmtShow:
 		_, v, err := c.sess.show(s.name)
 		pt.rows, pt.tag = [][]any{{v}}, "SHOW"
@@ -99,17 +102,17 @@ func (c *conn) run(ctx context.Context, pt *portal) error {
 		}
 		pt.tag = "DISCARD ALL"
 		c.sendStatus(c.sess.resetAll())
-		clear(c.statements)
-		clear(c.portals)
+		c.statements.clear()
+		c.portals.clear()
 	case stmtDeallocate:
 		pt.tag = "DEALLOCATE"
 		if s.name == "" {
 			pt.tag = "DEALLOCATE ALL"
-			clear(c.statements)
-		} else if _, ok := c.statements[s.name]; !ok {
+			c.statements.clear()
+		} else if _, ok := c.statements.get(s.name); !ok {
 			return errorf(codeInvalidSQLStatementName, "prepared statement %q does not exist", s.name)
 		}
-		delete(c.statements, s.name)
+		c.statements.drop(s.name)
 	}
 	return nil
 }
@@ -138,7 +141,8 @@ func (c *conn) runKNN(ctx context.Context, pt *portal) error {
 	for i, h := range res.Hits {
 		pt.rows[i] = []any{h.Key, h.Distance}
 	}
-	return nil
+	pt.rows, err = pt.stmt.clauses.apply(pt.rows, knnColumns(pt.keyType))
+	return err
 }
 
 // callCatalog runs fn under timeout and returns when fn does or when the
@@ -210,10 +214,10 @@ func (c *conn) internalError(r any) *pgError {
 // sendStatus reports changed parameters to the client.
 func (c *conn) sendStatus(changes []statusChange) {
 	for _, ch := range changes {
-		c.be.Send(&pgproto3.ParameterStatus{Name: ch.name, Value: ch.value})
+		c.out.send(&pgproto3.ParameterStatus{Name: ch.name, Value: ch.value})
 	}
 }
 
 func (c *conn) warn(code, msg string) {
-	c.be.Send(&pgproto3.NoticeResponse{Severity: "WARNING", SeverityUnlocalized: "WARNING", Code: code, Message: msg})
+	c.out.send(&pgproto3.NoticeResponse{Severity: "WARNING", SeverityUnlocalized: "WARNING", Code: code, Message: msg})
 }

@@ -17,16 +17,18 @@ func prepare(s statement, declared []uint32) (*prepared, error) {
 }
 
 func (c *conn) parseMsg(m *pgproto3.Parse) error {
-	if _, exists := c.statements[m.Name]; exists && m.Name != "" {
+	if _, exists := c.statements.get(m.Name); exists && m.Name != "" {
 		return errorf(codeDuplicatePreparedStmt, "prepared statement %q already exists", m.Name)
 	}
 	s, err := parseOne(m.Query)
 	if err == nil {
 		var p *prepared
 		if p, err = prepare(s, m.ParameterOIDs); err == nil {
-			c.statements[m.Name] = p
-			c.be.Send(&pgproto3.ParseComplete{})
-			return nil
+			// The statement's strings are slices of the query.
+			if err = c.statements.put(m.Name, p, len(m.Name)+len(m.Query)+4*len(p.params)); err == nil {
+				c.out.send(&pgproto3.ParseComplete{})
+				return nil
+			}
 		}
 	}
 	c.srv.metrics.observe("invalid", err, 0)
@@ -34,20 +36,25 @@ func (c *conn) parseMsg(m *pgproto3.Parse) error {
 }
 
 func (c *conn) bindMsg(m *pgproto3.Bind) error {
-	p, ok := c.statements[m.PreparedStatement]
+	p, ok := c.statements.get(m.PreparedStatement)
 	if !ok {
 		return errorf(codeInvalidSQLStatementName, "prepared statement %q does not exist", m.PreparedStatement)
 	}
-	if _, exists := c.portals[m.DestinationPortal]; exists && m.DestinationPortal != "" {
+	if _, exists := c.portals.get(m.DestinationPortal); exists && m.DestinationPortal != "" {
 		return errorf(codeDuplicateCursor, "portal %q already exists", m.DestinationPortal)
 	}
 	params, err := decodeParams(p.params, m.ParameterFormatCodes, m.Parameters)
 	if err == nil {
 		var pt *portal
 		if pt, err = c.bind(p, params, m.ResultFormatCodes); err == nil {
-			c.portals[m.DestinationPortal] = pt
-			c.be.Send(&pgproto3.BindComplete{})
-			return nil
+			pt.size = len(m.DestinationPortal) + 2*len(m.ResultFormatCodes)
+			for _, v := range m.Parameters {
+				pt.size += len(v) // decoded values take no more than their wire form
+			}
+			if err = c.portals.put(m.DestinationPortal, pt, pt.size); err == nil {
+				c.out.send(&pgproto3.BindComplete{})
+				return nil
+			}
 		}
 	}
 	c.srv.metrics.observe(p.stmt.kind.label(), err, 0)
@@ -59,7 +66,7 @@ func (c *conn) describeMsg(m *pgproto3.Describe) error {
 	var formats []int16
 	switch m.ObjectType {
 	case 'S':
-		p, ok := c.statements[m.Name]
+		p, ok := c.statements.get(m.Name)
 		if !ok {
 			return errorf(codeInvalidSQLStatementName, "prepared statement %q does not exist", m.Name)
 		}
@@ -67,9 +74,9 @@ func (c *conn) describeMsg(m *pgproto3.Describe) error {
 		if sh, err = c.describeStatement(p); err != nil {
 			return err
 		}
-		c.be.Send(&pgproto3.ParameterDescription{ParameterOIDs: p.params})
+		c.out.send(&pgproto3.ParameterDescription{ParameterOIDs: p.params})
 	case 'P':
-		pt, ok := c.portals[m.Name]
+		pt, ok := c.portals.get(m.Name)
 		if !ok {
 			return errorf(codeInvalidCursorName, "portal %q does not exist", m.Name)
 		}
@@ -78,20 +85,20 @@ func (c *conn) describeMsg(m *pgproto3.Describe) error {
 		return protocolViolation("invalid DESCRIBE message subtype %d", m.ObjectType)
 	}
 	if sh.cols == nil {
-		c.be.Send(&pgproto3.NoData{})
+		c.out.send(&pgproto3.NoData{})
 	} else {
-		c.be.Send(rowDescription(sh.cols, formats))
+		c.out.send(rowDescription(sh.cols, formats))
 	}
 	return nil
 }
 
 func (c *conn) executeMsg(m *pgproto3.Execute) error {
-	pt, ok := c.portals[m.Portal]
+	pt, ok := c.portals.get(m.Portal)
 	if !ok {
 		return errorf(codeInvalidCursorName, "portal %q does not exist", m.Portal)
 	}
 	if pt.stmt.kind == stmtEmpty {
-		c.be.Send(&pgproto3.EmptyQueryResponse{})
+		c.out.send(&pgproto3.EmptyQueryResponse{})
 		return nil
 	}
 	if !pt.ran {
@@ -105,7 +112,33 @@ func (c *conn) executeMsg(m *pgproto3.Execute) error {
 		}
 	}
 	c.sendRows(pt, int(m.MaxRows))
+	if pt.rows == nil {
+		return c.portals.resize(m.Portal, pt.size)
+	}
+	// Suspended: the rows wait for the next Execute, and count against
+	// the connection's limits.
+	if pt.rowsSize == 0 {
+		pt.rowsSize = rowsSize(pt.rows)
+	}
+	if err := c.portals.resize(m.Portal, pt.size+pt.rowsSize); err != nil {
+		c.portals.drop(m.Portal)
+		return err
+	}
 	return nil
+}
+
+// rowsSize estimates the memory rows hold: slices, boxed values, keys.
+func rowsSize(rows [][]any) int {
+	n := 0
+	for _, r := range rows {
+		n += 24 + 24*len(r)
+		for _, v := range r {
+			if s, ok := v.(string); ok {
+				n += len(s)
+			}
+		}
+	}
+	return n
 }
 
 // sendRows sends up to limit (0: all) of the portal's remaining rows, then
@@ -118,29 +151,30 @@ func (c *conn) sendRows(pt *portal, limit int) {
 		for i, j := range pt.shape.idx {
 			row[i] = pt.rows[pt.sent][j]
 		}
-		c.be.Send(enc.encode(row))
+		c.out.send(enc.encode(row))
 	}
 	if pt.sent < len(pt.rows) {
-		c.be.Send(&pgproto3.PortalSuspended{})
+		c.out.send(&pgproto3.PortalSuspended{})
 		return
 	}
+	pt.rows, pt.sent = nil, 0 // all sent: Execute again gets none
 	tag := pt.tag
 	if tag == "" {
 		tag = "SELECT " + strconv.Itoa(n)
 	}
-	c.be.Send(&pgproto3.CommandComplete{CommandTag: []byte(tag)})
+	c.out.send(&pgproto3.CommandComplete{CommandTag: []byte(tag)})
 }
 
 func (c *conn) closeMsg(m *pgproto3.Close) error {
 	switch m.ObjectType {
 	case 'S':
-		delete(c.statements, m.Name)
+		c.statements.drop(m.Name)
 	case 'P':
-		delete(c.portals, m.Name)
+		c.portals.drop(m.Name)
 	default:
 		return protocolViolation("invalid CLOSE message subtype %d", m.ObjectType)
 	}
-	c.be.Send(&pgproto3.CloseComplete{})
+	c.out.send(&pgproto3.CloseComplete{})
 	return nil
 }
 
@@ -149,7 +183,7 @@ func (c *conn) closeMsg(m *pgproto3.Close) error {
 func (c *conn) syncMsg() error {
 	c.skipToSync = false
 	if c.tx != txOpen {
-		clear(c.portals)
+		c.portals.clear()
 	}
 	return c.ready()
 }

@@ -127,12 +127,23 @@ func abs(f float64) float64 { return max(f, -f) }
 
 // startServer serves cat on a loopback port until the test ends.
 func startServer(t testing.TB, cat Catalog) (*Server, string) {
+	return startServerConfig(t, Config{Catalog: cat, Auth: "trust", Version: "test"})
+}
+
+// startServerConfig serves with cfg on a loopback port until the test
+// ends, and fails the test if Serve returns before that.
+func startServerConfig(t testing.TB, cfg Config) (*Server, string) {
 	t.Helper()
-	srv, err := NewServer(Config{Catalog: cat, Auth: "trust", Version: "test"})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	return serveOn(t, cfg, ln), ln.Addr().String()
+}
+
+func serveOn(t testing.TB, cfg Config, ln net.Listener) *Server {
+	t.Helper()
+	srv, err := NewServer(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,7 +161,7 @@ func startServer(t testing.TB, cat Catalog) (*Server, string) {
 			t.Errorf("Serve did not return after its context ended")
 		}
 	})
-	return srv, ln.Addr().String()
+	return srv
 }
 
 func connString(addr string) string {

@@ -1,8 +1,10 @@
 package rpc
 
 import (
+	"crypto/subtle"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"slices"
 	"strconv"
@@ -53,14 +55,24 @@ func (m *metrics) observe(kind string, err error, d time.Duration) {
 }
 
 // MetricsHandler serves /metrics, in the Prometheus text exposition
-// format, and /healthz: 200 when every index is ready, else 503, with each
-// index's state in the body.
+// format, and /healthz: 200 "ready" when every index is ready, else 503
+// with how many indexes are in each state. /healthz names no index,
+// table or error, since anyone who reaches the listener may ask; /metrics
+// names indexes, and asks for Config.MetricsToken as a bearer token if
+// one is set (401 otherwise). The listener's address is the caller's
+// choice: keep it on loopback or a private network, or set a token.
 func (s *Server) MetricsHandler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, _ *http.Request) {
+	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, r *http.Request) {
+		if !s.metricsAuthorized(r) {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="vecside metrics"`)
+			http.Error(w, "a bearer token is required", http.StatusUnauthorized)
+			return
+		}
 		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
 		var b strings.Builder
 		s.metrics.write(&b)
+		writeFaults(&b, s.faults.snapshot())
 		writeIndexMetrics(&b, s.cfg.Catalog.Status())
 		writeSlotMetrics(&b, s.cfg.Catalog.SourceHealth())
 		if s.cfg.ExtraMetrics != nil {
@@ -69,23 +81,42 @@ func (s *Server) MetricsHandler() http.Handler {
 		io.WriteString(w, b.String())
 	})
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		var b strings.Builder
-		healthy := true
-		for _, st := range s.cfg.Catalog.Status() {
-			healthy = healthy && st.State == indexer.StateReady
-			fmt.Fprintf(&b, "%s %s", st.Name, st.State)
-			if st.Error != "" {
-				fmt.Fprintf(&b, ": %s", st.Error)
-			}
-			b.WriteByte('\n')
+		states := map[indexer.State]int{}
+		all := s.cfg.Catalog.Status()
+		for _, st := range all {
+			states[st.State]++
 		}
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		if !healthy {
-			w.WriteHeader(http.StatusServiceUnavailable)
+		if len(all) == states[indexer.StateReady] {
+			io.WriteString(w, "ready\n")
+			return
 		}
-		io.WriteString(w, b.String())
+		w.WriteHeader(http.StatusServiceUnavailable)
+		io.WriteString(w, "not ready:")
+		for _, state := range []indexer.State{indexer.StateReady, indexer.StateBuilding, indexer.StateError} {
+			fmt.Fprintf(w, " %d %s", states[state], state)
+		}
+		io.WriteString(w, "\n")
 	})
 	return mux
+}
+
+// metricsAuthorized checks the request's bearer token, in constant time.
+func (s *Server) metricsAuthorized(r *http.Request) bool {
+	if s.cfg.MetricsToken == "" {
+		return true
+	}
+	token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	return ok && subtle.ConstantTimeCompare([]byte(token), []byte(s.cfg.MetricsToken)) == 1
+}
+
+// writeFaults writes the counts of client faults and refusals.
+func writeFaults(b *strings.Builder, counts map[faultKind]uint64) {
+	header(b, "vecside_rpc_faults_total", "counter", "Client misbehaviour and refused or ended connections, by kind (each kind is logged at most every 10s).")
+	kinds := slices.Sorted(maps.Keys(counts))
+	for _, k := range kinds {
+		fmt.Fprintf(b, "vecside_rpc_faults_total{kind=%s} %d\n", label(string(k)), counts[k])
+	}
 }
 
 func (m *metrics) write(b *strings.Builder) {

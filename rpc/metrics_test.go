@@ -50,15 +50,15 @@ func TestMetricsAndHealth(t *testing.T) {
 	if code != http.StatusOK {
 		t.Errorf("/metrics: %d", code)
 	}
-	if code, body := get("/healthz"); code != http.StatusOK || !strings.Contains(body, "items_int8 ready\n") {
+	if code, body := get("/healthz"); code != http.StatusOK || body != "ready\n" {
 		t.Errorf("/healthz all ready: %d %q", code, body)
 	}
 	e := addIndex(t, ix, "late", pgvalue.KeyInt8)
-	if code, body := get("/healthz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "late building\n") {
+	if code, body := get("/healthz"); code != http.StatusServiceUnavailable || body != "not ready: 5 ready 1 building 0 error\n" {
 		t.Errorf("/healthz with a building index: %d %q", code, body)
 	}
 	e.Fail(io.ErrUnexpectedEOF)
-	if _, body := get("/healthz"); !strings.Contains(body, "late error: unexpected EOF\n") {
+	if _, body := get("/healthz"); body != "not ready: 5 ready 0 building 1 error\n" {
 		t.Errorf("/healthz with a failed index: %q", body)
 	}
 }

@@ -6,27 +6,33 @@ import (
 )
 
 // parser reads the SQL subset vecside answers: a recursive descent over
-// the tokens of one query string.
+// the tokens of one query string, lexed as it goes with two tokens of
+// lookahead. Its memory is what the statements it returns hold, and its
+// work is linear in the query's length; it stops at the first error.
 type parser struct {
-	sql  string
-	toks []token
-	i    int
+	sql   string
+	lex   lexer
+	ahead [2]token
+	n     int // tokens in ahead
 }
 
+func newParser(sql string) *parser { return &parser{sql: sql, lex: lexer{sql: sql}} }
+
 // parseQuery parses the text of a simple Query: statements separated by
-// semicolons, empty ones dropped. Nothing runs unless all of it parses.
-func parseQuery(sql string) ([]statement, error) {
-	toks, err := lex(sql)
-	if err != nil {
-		return nil, err
-	}
-	p := &parser{sql: sql, toks: toks}
+// semicolons, empty ones dropped, at most maxStatements of them (54000
+// past that). Nothing runs unless all of it parses.
+func parseQuery(sql string, maxStatements int) ([]statement, error) {
+	p := newParser(sql)
 	var out []statement
 	for {
 		for p.accept(";") {
 		}
 		if p.peek().kind == tokEOF {
 			return out, nil
+		}
+		if len(out) == maxStatements {
+			return nil, errorf(codeProgramLimitExceeded, "too many statements in one query: at most %d", maxStatements).
+				withHint("send them as separate queries")
 		}
 		s, err := p.statement()
 		if err != nil {
@@ -41,24 +47,34 @@ func parseQuery(sql string) ([]statement, error) {
 
 // parseOne parses the text of a Parse message: at most one statement.
 func parseOne(sql string) (statement, error) {
-	stmts, err := parseQuery(sql)
+	stmts, err := parseQuery(sql, 1)
 	switch {
+	case err != nil && toPgError(err).code == codeProgramLimitExceeded:
+		return statement{}, errorf(codeSyntaxError, "cannot insert multiple commands into a prepared statement")
 	case err != nil:
 		return statement{}, err
 	case len(stmts) == 0:
 		return statement{kind: stmtEmpty}, nil
-	case len(stmts) > 1:
-		return statement{}, errorf(codeSyntaxError, "cannot insert multiple commands into a prepared statement")
 	}
 	return stmts[0], nil
 }
 
-func (p *parser) peek() token { return p.toks[p.i] }
+// peekAt returns the token i places ahead (0 or 1) without taking it.
+func (p *parser) peekAt(i int) token {
+	for p.n <= i {
+		p.ahead[p.n] = p.lex.next()
+		p.n++
+	}
+	return p.ahead[i]
+}
+
+func (p *parser) peek() token { return p.peekAt(0) }
 
 func (p *parser) next() token {
-	t := p.toks[p.i]
-	if t.kind != tokEOF {
-		p.i++
+	t := p.peek()
+	if t.kind != tokEOF && t.kind != tokInvalid {
+		p.ahead[0], p.ahead[1] = p.ahead[1], token{}
+		p.n--
 	}
 	return t
 }
@@ -67,7 +83,7 @@ func (t token) is(punct string) bool { return t.kind == tokPunct && t.text == pu
 func (t token) isWord(w string) bool { return t.kind == tokIdent && t.text == w }
 func (p *parser) accept(punct string) bool {
 	if p.peek().is(punct) {
-		p.i++
+		p.next()
 		return true
 	}
 	return false
@@ -75,7 +91,7 @@ func (p *parser) accept(punct string) bool {
 
 func (p *parser) acceptWord(w string) bool {
 	if p.peek().isWord(w) {
-		p.i++
+		p.next()
 		return true
 	}
 	return false
@@ -96,6 +112,9 @@ func (p *parser) expectWord(w string) error {
 }
 
 func (p *parser) syntaxError(t token) *pgError {
+	if t.kind == tokInvalid {
+		return p.lex.err
+	}
 	if t.kind == tokEOF {
 		return syntaxErrorAt(p.sql, t.pos, "syntax error at end of input")
 	}
@@ -177,7 +196,7 @@ func (p *parser) transactionModes() error {
 		t := p.peek()
 		switch {
 		case t.is(","), t.kind == tokIdent && modeWords[t.text]:
-			p.i++
+			p.next()
 		case t.kind == tokEOF, t.is(";"):
 			return nil
 		default:
@@ -190,8 +209,8 @@ func (p *parser) selectStmt() (statement, error) {
 	if t := p.peek(); t.kind == tokNumber || t.is("-") {
 		return p.selectInt()
 	}
-	if p.peek().isWord("version") && p.toks[p.i+1].is("(") {
-		p.i++
+	if p.peek().isWord("version") && p.peekAt(1).is("(") {
+		p.next()
 		return statement{kind: stmtVersion}, p.emptyArgs()
 	}
 	s := statement{kind: stmtSelectFunc}
@@ -200,6 +219,9 @@ func (p *parser) selectStmt() (statement, error) {
 			col, err := p.ident()
 			if err != nil {
 				return s, err
+			}
+			if len(s.cols) == maxColumns {
+				return s, errorf(codeTooManyColumns, "target lists can have at most %d entries", maxColumns)
 			}
 			s.cols = append(s.cols, col)
 			if !p.accept(",") {
@@ -214,7 +236,7 @@ func (p *parser) selectStmt() (statement, error) {
 	if fn.kind != tokIdent {
 		return s, p.syntaxError(fn)
 	}
-	p.i++
+	p.next()
 	s.fn = fn.text
 	if !p.accept("(") {
 		return s, errorf(codeFeatureNotSupported, "vecside has no tables: %q cannot be selected from", fn.text).
@@ -225,6 +247,10 @@ func (p *parser) selectStmt() (statement, error) {
 			a, err := p.arg()
 			if err != nil {
 				return s, err
+			}
+			if len(s.args) == len(knnParams) {
+				return s, errorf(codeUndefinedFunction, "function %s with more than %d arguments does not exist", s.fn, len(s.args)).
+					withHint(functionsHint)
 			}
 			s.args = append(s.args, a)
 			if !p.accept(",") {
@@ -237,11 +263,22 @@ func (p *parser) selectStmt() (statement, error) {
 	}
 	switch {
 	case s.fn == fnKNN && (len(s.args) == 3 || len(s.args) == 4), s.fn == fnStatus && len(s.args) == 0:
-		return s, nil
+		var err error
+		s.clauses, err = p.clauses()
+		return s, err
 	}
 	return s, errorf(codeUndefinedFunction, "function %s with %d arguments does not exist", s.fn, len(s.args)).
-		withHint("vecside has knn(index text, vector real[], k integer[, options text]) and vecside_status()")
+		withHint(functionsHint)
 }
+
+const functionsHint = "vecside has knn(index text, vector real[], k integer[, options text]) and vecside_status()"
+
+// maxSettingList bounds the text of SET name = a, b, ...: a list is
+// rebuilt as it is read, and no parameter takes a long one.
+const maxSettingList = 64 << 10
+
+// maxColumns is PostgreSQL's limit on a select list.
+const maxColumns = 1664
 
 func (p *parser) emptyArgs() error {
 	if err := p.expect("("); err != nil {
@@ -272,16 +309,12 @@ func (p *parser) selectInt() (statement, error) {
 // optional ::type cast.
 func (p *parser) arg() (arg, error) {
 	var a arg
-	switch t := p.next(); {
-	case t.kind == tokParam:
+	t := p.next()
+	if t.kind == tokParam {
 		a.param, _ = strconv.Atoi(t.text)
-	case t.kind == tokString:
-		a.lit = t.text
-	case t.kind == tokNumber:
-		a.lit, a.num = t.text, true
-	case t.is("-") && p.peek().kind == tokNumber:
-		a.lit, a.num = "-"+p.next().text, true
-	default:
+	} else if lit, num, ok := p.literal(t); ok {
+		a.lit, a.num = lit, num
+	} else {
 		return a, p.syntaxError(t)
 	}
 	if p.accept("::") {
@@ -290,6 +323,20 @@ func (p *parser) arg() (arg, error) {
 		return a, err
 	}
 	return a, nil
+}
+
+// literal reads the string or (perhaps negative) number that starts with
+// t, which the caller took.
+func (p *parser) literal(t token) (lit string, num, ok bool) {
+	switch {
+	case t.kind == tokString:
+		return t.text, false, true
+	case t.kind == tokNumber:
+		return t.text, true, true
+	case t.is("-") && p.peek().kind == tokNumber:
+		return "-" + p.next().text, true, true
+	}
+	return "", false, false
 }
 
 // typeAliases maps type names to the canonical names casts are kept under.
@@ -350,18 +397,22 @@ func (p *parser) setStmt() (statement, error) {
 	if p.acceptWord("default") {
 		return statement{kind: stmtReset, name: name}, nil
 	}
-	var values []string
+	var value strings.Builder
 	for {
 		v, err := p.settingValue()
 		if err != nil {
 			return statement{}, err
 		}
-		values = append(values, v)
+		value.WriteString(v)
 		if !p.accept(",") {
 			break
 		}
+		if value.Len() > maxSettingList {
+			return statement{}, errorf(codeProgramLimitExceeded, "the value list of SET %s is longer than %d bytes", name, maxSettingList)
+		}
+		value.WriteString(", ")
 	}
-	return statement{kind: stmtSet, name: name, value: strings.Join(values, ", ")}, nil
+	return statement{kind: stmtSet, name: name, value: value.String()}, nil
 }
 
 // settingValue is one value of SET: a string, a number or a word.
@@ -378,16 +429,17 @@ func (p *parser) settingValue() (string, error) {
 
 // name parses a setting name such as vecside.timeout.
 func (p *parser) name() (string, error) {
-	var parts []string
+	var name strings.Builder
 	for {
 		id, err := p.ident()
 		if err != nil {
 			return "", err
 		}
-		parts = append(parts, id)
+		name.WriteString(id)
 		if !p.accept(".") {
-			return strings.Join(parts, "."), nil
+			return name.String(), nil
 		}
+		name.WriteByte('.')
 	}
 }
 

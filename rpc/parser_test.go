@@ -42,9 +42,26 @@ func TestParse(t *testing.T) {
 		{"SELECT 99999999999999999999", "ERR 0A000"},
 		{"BEGIN ISOLATION LEVEL nonsense", "ERR 42601"},
 		{"select ?", "ERR 42601"},
+		{"select * from vecside_status() where state = 'ready' and rows >= -1 and error is null and rebuilding = TRUE and kind is not null order by rows desc, index_name asc limit 3 offset 1",
+			"SELECT * FROM vecside_status() WHERE state = 'ready' AND rows >= -1 AND error IS NULL AND rebuilding = true AND kind IS NOT NULL ORDER BY rows DESC, index_name LIMIT 3 OFFSET 1"},
+		{"SELECT id FROM knn('a', '[1]', 5) WHERE distance != 1.5 AND id<>3 LIMIT ALL", "SELECT id FROM knn('a', '[1]', 5) WHERE distance <> 1.5 AND id <> 3"},
+		{`SELECT "limit" FROM vecside_status() ORDER BY "order"`, `SELECT "limit" FROM vecside_status() ORDER BY "order"`},
+		{"SELECT 1 WHERE x = 1", "ERR 42601"},
+		{"SELECT * FROM vecside_status() WHERE x ! 1", "ERR 42601"},
+		{"SELECT * FROM vecside_status() WHERE x = y", "ERR 42601"},
+		{"SELECT * FROM vecside_status() LIMIT 99999999999999999999", "ERR 22023"},
+		{"SELECT * FROM vecside_status() ORDER BY", "ERR 42601"},
+		{`SELECT * FROM knn(E'it\'s', E'[1,\x32,\063]', 1)`, `SELECT * FROM knn('it''s', '[1,2,3]', 1)`},
+		{`SELECT * FROM knn(e'\\n\u00fc''\U0001F600\q', '[1]', 1)`, `SELECT * FROM knn('\nü''😀q', '[1]', 1)`},
+		{`SELECT * FROM knn(E'\b\f\r\t\x', '[1]', 1)`, "SELECT * FROM knn('\b\f\r\tx', '[1]', 1)"},
+		{`SELECT * FROM knn(E'\000', '[1]', 1)`, "ERR 22021"},
+		{`SELECT * FROM knn(E'\xff', '[1]', 1)`, "ERR 22021"},
+		{`SELECT * FROM knn(E'\u12', '[1]', 1)`, "ERR 42601"},
+		{`SELECT * FROM knn(E'\UFFFFFFFF', '[1]', 1)`, "ERR 42601"},
+		{`SELECT * FROM knn(E'open\', '[1]', 1)`, "ERR 42601"},
 	}
 	for _, c := range cases {
-		stmts, err := parseQuery(c.sql)
+		stmts, err := parseQuery(c.sql, DefaultLimits.MaxQueryStatements)
 		var got string
 		if err != nil {
 			got = "ERR " + toPgError(err).code
@@ -72,7 +89,7 @@ func TestParseOne(t *testing.T) {
 }
 
 func TestSyntaxErrorPosition(t *testing.T) {
-	_, err := parseQuery("SELECT ü FROM knn('a','b',1) junk")
+	_, err := parseQuery("SELECT ü FROM knn('a','b',1) junk", 1)
 	if pe := toPgError(err); pe.position != 30 || pe.msg != `syntax error at or near "junk"` {
 		t.Errorf("got %q at %d, want junk at 30", pe.msg, pe.position)
 	}
@@ -81,7 +98,7 @@ func TestSyntaxErrorPosition(t *testing.T) {
 // checkReparse asserts that every statement sql parses to renders as SQL
 // that parses back to the same statement.
 func checkReparse(t *testing.T, sql string) {
-	stmts, err := parseQuery(sql)
+	stmts, err := parseQuery(sql, DefaultLimits.MaxQueryStatements)
 	if err != nil {
 		if toPgError(err).code == codeInternalError {
 			t.Fatalf("%q: unmapped error %v", sql, err)

@@ -269,8 +269,11 @@ type portal struct {
 	formats []int16 // per result column
 	rows    [][]any // the full rows, computed by the first Execute
 	sent    int     // rows sent so far, for Execute with a row limit
-	ran     bool
-	tag     string
+	size    int     // bytes of the Bind message it holds
+	// rowsSize estimates the memory of rows, once a row limit left some.
+	rowsSize int
+	ran      bool
+	tag      string
 }
 
 // bind evaluates a prepared statement's arguments and fixes its result

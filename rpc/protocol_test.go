@@ -600,7 +600,7 @@ func TestNewServerConfig(t *testing.T) {
 	for _, cfg := range []Config{
 		{Catalog: ix},
 		{Catalog: ix, Auth: "md5"},
-		{Catalog: ix, Auth: "trust", MaxConnections: -1},
+		{Catalog: ix, Auth: "trust", Limits: Limits{MaxConnections: -1}},
 		{Auth: "trust"},
 	} {
 		if _, err := NewServer(cfg); err == nil {
@@ -611,7 +611,7 @@ func TestNewServerConfig(t *testing.T) {
 
 func TestMaxConnections(t *testing.T) {
 	ix, _ := newTestIndexer(t)
-	srv, err := NewServer(Config{Catalog: ix, Auth: "trust", MaxConnections: 1})
+	srv, err := NewServer(Config{Catalog: ix, Auth: "trust", Limits: Limits{MaxConnections: 1}})
 	if err != nil {
 		t.Fatal(err)
 	}

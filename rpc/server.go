@@ -2,12 +2,19 @@ package rpc
 
 import (
 	"context"
+	"crypto/sha256"
+	"crypto/sha512"
 	"crypto/subtle"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"log/slog"
 	"net"
+	"runtime"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -28,70 +35,154 @@ type Catalog interface {
 type Config struct {
 	// Catalog answers searches and status queries. Required.
 	Catalog Catalog
-	// Auth is how clients authenticate. Only "trust" (no password) exists
-	// yet; it must be asked for explicitly.
-	Auth string
+	// Auth is how clients authenticate: AuthSCRAM (the default), with
+	// the verifiers of Users, or AuthTrust (no password), which must be
+	// asked for explicitly.
+	Auth  string
+	Users *Users
+	// TLS, if set, encrypts connections whose client asks (an SSLRequest);
+	// TLSRequired refuses the others, but for CancelRequests, which
+	// libpq before 17 and pgx send unencrypted. With a certificate in
+	// TLS.Certificates, SCRAM-SHA-256-PLUS binds authentication to it.
+	TLS         *tls.Config
+	TLSRequired bool
+	// AdminUser may use the Limits.ReservedConnections sessions that
+	// others may not; empty reserves none.
+	AdminUser string
+	// Limits bound what clients can hold; zero fields take DefaultLimits.
+	Limits Limits
 	// Logger receives connection errors and panics; nil discards them.
 	Logger *slog.Logger
-	// MaxConnections bounds the open client connections; 0 means 256.
-	MaxConnections int
-	// Version is vecside's version, shown by SELECT version().
+	// Version is vecside's version, shown by SELECT version(); empty
+	// takes the main module's version from the build.
 	Version string
 	// ExtraMetrics, if set, appends the metrics of other parts of the
 	// server (in the Prometheus text format) to /metrics.
 	ExtraMetrics func(w io.Writer)
+	// MetricsToken, if set, is the bearer token /metrics asks for.
+	MetricsToken string
 }
-
-// DefaultMaxConnections is used when Config.MaxConnections is 0.
-const DefaultMaxConnections = 256
 
 // Server answers the PostgreSQL wire protocol in front of a Catalog.
 type Server struct {
 	cfg     Config
+	limits  Limits
 	auth    authenticator
 	log     *slog.Logger
 	metrics *metrics
+	faults  *faults
+
+	tls      *tls.Config
+	endpoint []byte // tls-server-end-point data of the certificate, or nil
+
+	// startups holds a slot for every connection in startup or
+	// authentication, at most Limits.MaxStartups.
+	startups chan struct{}
 
 	mu      sync.Mutex
-	conns   map[uint32]*conn // by process ID, for CancelRequest
+	conns   map[uint32]*conn // sessions, by process ID, for CancelRequest
 	nextPID uint32
 
 	// cancelSlots bounds the CancelRequests being checked at once; with
 	// the pause after a wrong key it bounds how fast keys can be guessed.
 	cancelSlots chan struct{}
+	cancelPause time.Duration
 }
+
+// wrongCancelPause is how long a CancelRequest with a wrong key holds its
+// slot: with 16 slots, at most 160 guesses a second.
+const wrongCancelPause = 100 * time.Millisecond
 
 // NewServer checks cfg and returns a server ready to Serve.
 func NewServer(cfg Config) (*Server, error) {
 	if cfg.Catalog == nil {
 		return nil, errors.New("rpc: Config.Catalog is required")
 	}
-	auth, err := newAuthenticator(cfg.Auth)
+	auth, err := newAuthenticator(cfg)
 	if err != nil {
 		return nil, err
 	}
-	if cfg.MaxConnections == 0 {
-		cfg.MaxConnections = DefaultMaxConnections
+	if cfg.TLSRequired && cfg.TLS == nil {
+		return nil, errors.New("rpc: Config.TLSRequired needs Config.TLS")
 	}
-	if cfg.MaxConnections < 0 {
-		return nil, fmt.Errorf("rpc: Config.MaxConnections is %d; want a positive number, or 0 for %d", cfg.MaxConnections, DefaultMaxConnections)
+	limits, err := cfg.Limits.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	if cfg.AdminUser == "" {
+		limits.ReservedConnections = 0
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Server{
+	srv := &Server{
 		cfg:         cfg,
+		limits:      limits,
 		auth:        auth,
 		log:         cfg.Logger,
 		metrics:     newMetrics(),
+		faults:      newFaults(cfg.Logger),
+		startups:    make(chan struct{}, limits.MaxStartups),
 		conns:       map[uint32]*conn{},
 		cancelSlots: make(chan struct{}, 16),
-	}, nil
+		cancelPause: wrongCancelPause,
+	}
+	if cfg.TLS != nil {
+		srv.tls = cfg.TLS.Clone()
+		srv.tls.MinVersion = max(srv.tls.MinVersion, tls.VersionTLS12)
+		srv.tls.NextProtos = []string{"postgresql"}
+		if srv.endpoint, err = endpointHash(srv.tls); err != nil {
+			cfg.Logger.Warn("SCRAM-SHA-256-PLUS is not offered: no channel binding for the certificate", "err", err)
+		}
+	}
+	return srv, nil
+}
+
+// version is what SELECT version() says: the PostgreSQL version whose
+// protocol is spoken first, for tools that parse it, then what this is.
+func (s *Server) version() string {
+	v := s.cfg.Version
+	if v == "" {
+		v = "(devel)"
+		if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
+			v = bi.Main.Version
+		}
+	}
+	return fmt.Sprintf("PostgreSQL %s (vecside %s, a vector-search sidecar: knn() and vecside_status() only; %s, %s/%s)",
+		serverVersion, v, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+}
+
+// endpointHash is the tls-server-end-point channel binding data (RFC
+// 5929) of the configuration's certificate: its hash with the hash
+// function of its signature, SHA-256 if that is MD5 or SHA-1.
+func endpointHash(cfg *tls.Config) ([]byte, error) {
+	if len(cfg.Certificates) == 0 || len(cfg.Certificates[0].Certificate) == 0 {
+		return nil, errors.New("the certificate is chosen per connection")
+	}
+	cert, err := x509.ParseCertificate(cfg.Certificates[0].Certificate[0])
+	if err != nil {
+		return nil, err
+	}
+	var h hash.Hash
+	switch cert.SignatureAlgorithm {
+	case x509.MD5WithRSA, x509.SHA1WithRSA, x509.ECDSAWithSHA1, x509.SHA256WithRSA, x509.SHA256WithRSAPSS, x509.ECDSAWithSHA256:
+		h = sha256.New()
+	case x509.SHA384WithRSA, x509.SHA384WithRSAPSS, x509.ECDSAWithSHA384:
+		h = sha512.New384()
+	case x509.SHA512WithRSA, x509.SHA512WithRSAPSS, x509.ECDSAWithSHA512:
+		h = sha512.New()
+	default:
+		return nil, fmt.Errorf("tls-server-end-point is undefined for signature algorithm %v", cert.SignatureAlgorithm)
+	}
+	h.Write(cert.Raw)
+	return h.Sum(nil), nil
 }
 
 // Serve accepts connections on ln until ctx ends, then closes ln and every
-// connection and returns nil once they have all finished. It returns an
-// error if accepting fails for another reason.
+// connection and returns nil once they have all finished. Accepting that
+// fails (no file descriptors left, a connection reset before it was
+// accepted) is retried with a growing pause, up to a second: only a
+// listener closed by someone else ends Serve early, with an error.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
@@ -106,25 +197,57 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 			if ctx.Err() != nil {
 				return nil
 			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
-				time.Sleep(backoff)
-				continue
+			if errors.Is(err, net.ErrClosed) {
+				return fmt.Errorf("rpc: accept: %w", err)
 			}
-			return fmt.Errorf("rpc: accept: %w", err)
+			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+			s.faults.add(faultAccept, "accepting a connection failed; retrying", "err", err, "pause", backoff)
+			select {
+			case <-time.After(backoff):
+			case <-ctx.Done():
+				return nil
+			}
+			continue
 		}
 		backoff = 0
-		wg.Go(func() { s.serveConn(ctx, nc) })
+		select {
+		case s.startups <- struct{}{}:
+			wg.Go(func() { s.serveConn(ctx, nc) })
+		default:
+			s.refuse(nc)
+		}
 	}
 }
 
-// register gives c a process ID, unless the server is full.
+// refuse turns away a connection that would exceed Limits.MaxStartups,
+// before reading anything from it, as PostgreSQL's postmaster does when
+// it has no room: the error fits in the new socket's send buffer, so
+// writing it does not wait for the client.
+func (s *Server) refuse(nc net.Conn) {
+	defer nc.Close()
+	s.faults.add(faultTooManyStartups, "connection refused: too many connections authenticating", "remote", nc.RemoteAddr().String(), "max_startups", s.limits.MaxStartups)
+	e := &pgError{code: codeTooManyConnections, msg: fmt.Sprintf("sorry, too many clients already: %d connections are authenticating", s.limits.MaxStartups), fatal: true}
+	buf, _ := e.message().Encode(nil)
+	nc.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
+	nc.Write(buf)
+}
+
+// register gives c a process ID, unless the server is full for c's user.
 func (s *Server) register(c *conn) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if len(s.conns) >= s.cfg.MaxConnections {
-		return &pgError{code: codeTooManyConnections, msg: fmt.Sprintf("sorry, too many clients already (%d)", s.cfg.MaxConnections), fatal: true}
+	admin := s.cfg.AdminUser != "" && c.sess.user == s.cfg.AdminUser
+	limit := s.limits.MaxConnections
+	if !admin {
+		limit -= s.limits.ReservedConnections
+	}
+	if len(s.conns) >= limit {
+		msg := fmt.Sprintf("sorry, too many clients already (%d)", s.limits.MaxConnections)
+		if len(s.conns) < s.limits.MaxConnections {
+			msg = "remaining connection slots are reserved for the admin user"
+		}
+		s.faults.add(faultTooManySessions, "connection refused: too many sessions", "user", c.sess.user, "max_connections", s.limits.MaxConnections)
+		return &pgError{code: codeTooManyConnections, msg: msg, fatal: true}
 	}
 	for {
 		s.nextPID++
@@ -154,7 +277,7 @@ func (s *Server) cancel(pid uint32, secret []byte) {
 	case s.cancelSlots <- struct{}{}:
 		defer func() { <-s.cancelSlots }()
 	default:
-		s.log.Warn("cancel request dropped: too many at once")
+		s.faults.add(faultCancelDropped, "cancel request dropped: too many at once")
 		return
 	}
 	s.mu.Lock()
@@ -164,6 +287,6 @@ func (s *Server) cancel(pid uint32, secret []byte) {
 		c.cancelRequest()
 		return
 	}
-	s.log.Warn("cancel request with a wrong key", "pid", pid)
-	time.Sleep(100 * time.Millisecond)
+	s.faults.add(faultBadCancel, "cancel request with a wrong key", "pid", pid)
+	time.Sleep(s.cancelPause)
 }

@@ -11,13 +11,13 @@ import (
 // rest. The caller sends the one ReadyForQuery.
 func (c *conn) simpleQuery(sql string) error {
 	start := time.Now()
-	stmts, err := parseQuery(sql)
+	stmts, err := parseQuery(sql, c.srv.limits.MaxQueryStatements)
 	if err != nil {
 		c.srv.metrics.observe("invalid", err, time.Since(start))
 		return err
 	}
 	if len(stmts) == 0 {
-		c.be.Send(&pgproto3.EmptyQueryResponse{})
+		c.out.send(&pgproto3.EmptyQueryResponse{})
 		return nil
 	}
 	ctx, done := c.startRequest()
@@ -33,7 +33,7 @@ func (c *conn) simpleQuery(sql string) error {
 			return err
 		}
 		if pt.shape.cols != nil {
-			c.be.Send(rowDescription(pt.shape.cols, pt.formats))
+			c.out.send(rowDescription(pt.shape.cols, pt.formats))
 		}
 		c.sendRows(pt, 0)
 	}

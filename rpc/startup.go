@@ -3,8 +3,10 @@ package rpc
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"strings"
@@ -28,8 +30,6 @@ const (
 	// maxMessageLen bounds a message body: a 16,000-d vector as text, at
 	// up to 24 characters an element, fits with room to spare.
 	maxMessageLen = 1 << 20
-	// startupTimeout bounds the handshake, as authentication_timeout does.
-	startupTimeout = 10 * time.Second
 )
 
 // startupMessage is the client's StartupMessage.
@@ -58,21 +58,30 @@ func readStartupPacket(r io.Reader) ([]byte, error) {
 	return body, nil
 }
 
-// readStartup reads startup packets until the StartupMessage, declining
-// SSL and GSS encryption. A CancelRequest is handled and gives nil.
-func (s *Server) readStartup(nc net.Conn) (*startupMessage, error) {
-	var declined [2]bool // SSL, GSS
+// readStartup reads startup packets until the StartupMessage. An
+// SSLRequest is answered 'S' and the TLS handshake done before anything
+// more is read, if the server has a certificate, else 'N'; GSSENCRequest
+// is declined. A CancelRequest is handled, encrypted or not, and gives
+// nil. Without TLS, a StartupMessage is refused if TLS is required.
+func (s *Server) readStartup(ctx context.Context, c *conn) (*startupMessage, error) {
+	var asked [2]bool // SSL, GSS
 	for {
-		body, err := readStartupPacket(nc)
+		body, err := readStartupPacket(c.nc)
 		if err != nil {
 			return nil, err
 		}
 		code := binary.BigEndian.Uint32(body)
 		switch {
-		case code == sslRequestCode && len(body) == 4 && !declined[0],
-			code == gssEncRequestCode && len(body) == 4 && !declined[1]:
-			declined[code-sslRequestCode] = true
-			if _, err := nc.Write([]byte{'N'}); err != nil {
+		case code == sslRequestCode && len(body) == 4 && !asked[0] && !c.tls,
+			code == gssEncRequestCode && len(body) == 4 && !asked[1] && !c.tls:
+			asked[code-sslRequestCode] = true
+			if code == sslRequestCode && s.tls != nil {
+				if err := c.startTLS(ctx); err != nil {
+					return nil, err
+				}
+				continue
+			}
+			if _, err := c.nc.Write([]byte{'N'}); err != nil {
 				return nil, err
 			}
 		case code == cancelRequestCode:
@@ -83,13 +92,43 @@ func (s *Server) readStartup(nc net.Conn) (*startupMessage, error) {
 			s.cancel(m.ProcessID, m.SecretKey)
 			return nil, nil
 		case code>>16 == 3:
-			return parseStartupMessage(body)
+			m, err := parseStartupMessage(body)
+			if err == nil && s.cfg.TLSRequired && !c.tls {
+				err = (&pgError{code: codeInvalidAuthorization, msg: "this server accepts only connections encrypted with TLS", fatal: true}).
+					withHint("connect with sslmode=require, verify-ca or verify-full")
+			}
+			return m, err
 		default:
 			e := errorf(codeFeatureNotSupported, "unsupported frontend protocol %d.%d: server supports 3.0", code>>16, code&0xffff)
 			e.fatal = true
 			return nil, e
 		}
 	}
+}
+
+// startTLS answers an SSLRequest 'S' and runs the TLS handshake. Nothing
+// was read past the request, so the handshake starts at the client's
+// first TLS byte; from here on the connection reads and writes through
+// TLS.
+func (c *conn) startTLS(ctx context.Context) error {
+	if _, err := c.nc.Write([]byte{'S'}); err != nil {
+		return err
+	}
+	tc := tls.Server(c.nc, c.srv.tls)
+	if err := tc.HandshakeContext(ctx); err != nil {
+		return fmt.Errorf("rpc: TLS handshake: %w", err)
+	}
+	c.nc, c.out.nc, c.tls = tc, tc, true
+	return nil
+}
+
+// channelBinding is the tls-server-end-point data of the connection:
+// the hash of the server's certificate, or nil without TLS.
+func (c *conn) channelBinding() []byte {
+	if !c.tls {
+		return nil
+	}
+	return c.srv.endpoint
 }
 
 func parseStartupMessage(body []byte) (*startupMessage, error) {
@@ -109,58 +148,87 @@ func parseStartupMessage(body []byte) (*startupMessage, error) {
 	return m, nil
 }
 
-// handshake takes a new connection through startup and authentication.
-// It returns nil, nil for a CancelRequest.
+// handshake takes a new connection through startup and authentication,
+// which must end within Limits.AuthTimeout. It returns nil and why for a
+// connection that does not become a session (nil for a CancelRequest).
 func (s *Server) handshake(ctx context.Context, nc net.Conn) (*conn, error) {
-	m, err := s.readStartup(nc)
-	if m == nil {
-		var pe *pgError
-		if errors.As(err, &pe) {
-			buf, _ := pe.message().Encode(nil)
-			nc.Write(buf)
+	until := time.Now().Add(s.limits.AuthTimeout)
+	nc.SetDeadline(until)
+	c := &conn{
+		srv: s,
+		ctx: ctx,
+		nc:  nc,
+		out: replies{nc: nc, limit: s.limits.MaxReplyBuffer, timeout: s.limits.IdleTimeout, until: until},
+		tx:  txIdle,
+		log: s.log,
+	}
+	m, err := s.readStartup(ctx, c)
+	if m == nil || err != nil {
+		if err != nil {
+			c.handshakeFailed(err)
 		}
 		return nil, err
 	}
-	be := pgproto3.NewBackend(nc, nc)
-	be.SetMaxBodyLen(maxMessageLen)
-	c := &conn{
-		srv:        s,
-		ctx:        ctx,
-		nc:         nc,
-		be:         be,
-		sess:       newSession(m.params["user"], indexer.DefaultSearchOptions()),
-		tx:         txIdle,
-		statements: map[string]*prepared{},
-		portals:    map[string]*portal{},
-	}
+	c.be = pgproto3.NewBackend(c.nc, c.nc)
+	c.be.SetMaxBodyLen(maxMessageLen)
+	c.sess = newSession(m.params["user"], indexer.DefaultSearchOptions())
+	use := &usage{limits: &s.limits}
+	c.statements, c.portals = newHeld[*prepared](use, "prepared statement"), newHeld[*portal](use, "portal")
 	c.log = s.log.With("remote", nc.RemoteAddr().String(), "user", m.params["user"])
-	fatal := func(err error) (*conn, error) {
-		pe := toPgError(err)
-		pe.fatal = true
-		be.Send(pe.message())
-		be.Flush()
-		return nil, err
-	}
 	if unrecognized := negotiable(m); m.minor > 0 || len(unrecognized) > 0 {
-		be.Send(&pgproto3.NegotiateProtocolVersion{NewestMinorProtocol: 0, UnrecognizedOptions: unrecognized})
+		c.out.send(&pgproto3.NegotiateProtocolVersion{NewestMinorProtocol: 0, UnrecognizedOptions: unrecognized})
 	}
 	if err := c.applyStartupParams(m); err != nil {
-		return fatal(err)
+		return nil, c.handshakeFailed(err)
 	}
-	if err := s.auth.authenticate(be, c.sess.user); err != nil {
-		return fatal(err)
+	if err := s.auth.authenticate(c); err != nil {
+		return nil, c.handshakeFailed(err)
 	}
 	if err := s.register(c); err != nil {
-		return fatal(err)
+		return nil, c.handshakeFailed(err)
 	}
 	rand.Read(c.secret[:])
 	c.sendStatus(c.sess.reported())
-	be.Send(&pgproto3.BackendKeyData{ProcessID: c.pid, SecretKey: c.secret[:]})
+	c.out.send(&pgproto3.BackendKeyData{ProcessID: c.pid, SecretKey: c.secret[:]})
 	if err := c.ready(); err != nil {
 		s.unregister(c)
 		return nil, err
 	}
+	c.out.until = time.Time{}
+	nc.SetDeadline(time.Time{})
 	return c, nil
+}
+
+// handshakeFailed counts a failed startup and tells the client why, if
+// the error is one to tell. It returns err.
+func (c *conn) handshakeFailed(err error) error {
+	var ne net.Error
+	var pe *pgError
+	remote := c.nc.RemoteAddr().String()
+	switch {
+	case errors.As(err, &ne) && ne.Timeout():
+		c.srv.faults.add(faultAuthTimeout, "connection closed: startup and authentication took too long", "remote", remote, "auth_timeout", c.srv.limits.AuthTimeout)
+		pe = &pgError{code: codeQueryCanceled, msg: "canceling authentication due to timeout"}
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, net.ErrClosed), errors.As(err, &ne):
+		return err // the client left: nobody to tell
+	case errors.As(err, &pe):
+		switch pe.code {
+		case codeTooManyConnections: // counted by register
+		case codeInvalidPassword:
+			c.srv.faults.add(faultAuthFailed, "authentication failed", "remote", remote, "user", c.sess.user)
+		default:
+			c.srv.faults.add(faultStartup, "invalid startup", "remote", remote, "err", err)
+		}
+	default: // a message that does not decode, a failed TLS handshake
+		c.srv.faults.add(faultStartup, "invalid startup", "remote", remote, "err", err)
+		if c.be == nil {
+			return err
+		}
+		pe = protocolViolation("invalid message during authentication: %v", err)
+	}
+	c.out.until = time.Time{}
+	c.bye(pe)
+	return err
 }
 
 // negotiable lists the protocol options (_pq_.*) the client asked for:

@@ -59,6 +59,8 @@ type statement struct {
 	name  string   // setting name (lower case unless quoted), or prepared statement name
 	value string   // stmtSet: the value; stmtSelectInt: the integer
 	tag   string   // command tag of transaction statements
+	// stmtSelectFunc: WHERE, ORDER BY, LIMIT and OFFSET.
+	clauses clauses
 }
 
 // arg is a function argument: a $n parameter or a literal, perhaps cast.
@@ -92,7 +94,7 @@ func (s statement) String() string {
 			}
 			b.WriteString(a.String())
 		}
-		b.WriteString(")")
+		b.WriteString(")" + s.clauses.String())
 	case stmtSelectInt:
 		b.WriteString("SELECT " + s.value)
 	case stmtVersion:
@@ -143,8 +145,9 @@ var plainIdent = regexp.MustCompile(`^[a-z_][a-z0-9_$]*$`)
 // keywords are the words the grammar gives a meaning where an identifier
 // may also stand: an identifier spelled like one must be quoted.
 var keywords = map[string]bool{
-	"all": true, "as": true, "default": true, "from": true, "local": true,
-	"prepare": true, "session": true, "to": true,
+	"all": true, "and": true, "as": true, "asc": true, "by": true, "default": true, "desc": true,
+	"false": true, "from": true, "is": true, "limit": true, "local": true, "not": true, "null": true,
+	"offset": true, "order": true, "prepare": true, "session": true, "to": true, "true": true, "where": true,
 }
 
 func quoteIdentIfNeeded(s string) string {

@@ -3,8 +3,13 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -12,8 +17,10 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/urfave/cli/v2"
+	"github.com/vecside/vecside/indexer"
 	"github.com/vecside/vecside/internal/pgtest"
 	"github.com/vecside/vecside/internal/sidecar"
+	"github.com/vecside/vecside/rpc"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -93,5 +100,135 @@ func TestParseBytes(t *testing.T) {
 		if _, err := parseBytes(bad); err == nil {
 			t.Errorf("parseBytes(%q) accepted", bad)
 		}
+	}
+}
+
+// TestLimitFlags: the client limit flags reach rpc.Limits, sizes in
+// their units, and 0 means "never" or "none" where rpc's zero would mean
+// the default.
+func TestLimitFlags(t *testing.T) {
+	var got rpc.Limits
+	app := &cli.App{Flags: limitFlags, Action: func(c *cli.Context) (err error) {
+		got, err = rpcLimits(c)
+		return err
+	}}
+	if err := app.Run([]string{"x", "--max-connections", "7", "--reserved-connections", "0", "--idle-timeout", "0",
+		"--max-reply-buffer", "64KiB", "--max-prepared-bytes", "1MiB", "--auth-timeout", "3s"}); err != nil {
+		t.Fatal(err)
+	}
+	want := rpc.DefaultLimits
+	want.MaxConnections, want.ReservedConnections, want.IdleTimeout = 7, -1, -1
+	want.MaxReplyBuffer, want.MaxPreparedBytes, want.AuthTimeout = 64<<10, 1<<20, 3*time.Second
+	if got != want {
+		t.Errorf("got %+v\nwant %+v", got, want)
+	}
+	if err := app.Run([]string{"x", "--max-reply-buffer", "lots"}); err == nil {
+		t.Error("--max-reply-buffer lots accepted")
+	}
+}
+
+// TestPasswdAndUsersFile: a users file may hold lines from vecside passwd
+// and verifiers PostgreSQL made itself (pg_authid.rolpassword): the server
+// logs both users in, and refuses a wrong password.
+func TestPasswdAndUsersFile(t *testing.T) {
+	ctx := context.Background()
+	stdin, err := os.CreateTemp(t.TempDir(), "pw")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdin.WriteString("alice's secret\n")
+	stdin.Seek(0, 0)
+	old := os.Stdin
+	os.Stdin = stdin
+	out, err := run(t, "passwd", "alice")
+	os.Stdin = old
+	if err != nil || !strings.HasPrefix(out, `"alice" "SCRAM-SHA-256$4096:`) {
+		t.Fatalf("passwd: %v %q", err, out)
+	}
+	db, err := pgx.Connect(ctx, pgtest.Shared(t).NewDatabase(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close(ctx)
+	if _, err := db.Exec(ctx, `SET password_encryption = 'scram-sha-256';
+		CREATE ROLE passwd_bob PASSWORD 'bob''s secret'`); err != nil {
+		t.Fatal(err)
+	}
+	var verifier string
+	if err := db.QueryRow(ctx, `SELECT rolpassword FROM pg_authid WHERE rolname = 'passwd_bob'`).Scan(&verifier); err != nil {
+		t.Fatal(err)
+	}
+	defer db.Exec(ctx, "DROP ROLE passwd_bob")
+	file := filepath.Join(t.TempDir(), "users")
+	os.WriteFile(file, []byte(out+`"bob" "`+verifier+"\"\n"), 0o600)
+	users, err := rpc.LoadUsers(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := rpc.NewServer(rpc.Config{Catalog: indexer.New(), Users: users})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	sctx, stop := context.WithCancel(ctx)
+	defer stop()
+	go srv.Serve(sctx, ln)
+	for user, password := range map[string]string{"alice": "alice's secret", "bob": "bob's secret", "carol": "x"} {
+		dsn := fmt.Sprintf("postgres://%s:%s@%s/db?sslmode=disable", user, url.PathEscape(password), ln.Addr())
+		conn, err := pgx.Connect(ctx, dsn)
+		if (err == nil) != (user != "carol") {
+			t.Errorf("%s: %v", user, err)
+		}
+		if err == nil {
+			conn.Close(ctx)
+		}
+	}
+}
+
+// TestServeAuthFlags: serve asks for passwords unless told otherwise, and
+// says how to give it users.
+func TestServeAuthFlags(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "--auth scram-sha-256 needs --users FILE"},
+		{[]string{"--auth", "md5"}, "md5 and plain passwords are not offered"},
+		{[]string{"--auth", "trust", "--tls-required"}, "--tls-required needs --tls-cert"},
+		{[]string{"--auth", "trust", "--tls-cert", "x.crt"}, "--tls-cert and --tls-key go together"},
+	} {
+		args := append([]string{"serve", "--source", "postgres://nowhere", "--index", "a=t(v) key=id"}, c.args...)
+		if _, err := run(t, args...); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: %v, want %q", c.args, err, c.want)
+		}
+	}
+}
+
+// TestSQLCommands: sql print writes the script with the sidecar and the
+// indexes named by --index; install and uninstall run it on a database.
+func TestSQLCommands(t *testing.T) {
+	t.Setenv("VECSIDE_PASSWORD", "pw")
+	args := []string{"--sidecar", "10.1.2.3:6433", "--sidecar-user", "helper", "--index", "t_v=t(v) key=id metric=cosine", "--allow-rls", "t_v"}
+	out, err := run(t, append([]string{"sql", "print"}, args...)...)
+	if err != nil || !strings.Contains(out, "SELECT vecside.set_sidecar('10.1.2.3', 6433, 'helper', 'pw', 'prefer', NULL);") ||
+		!strings.Contains(out, `SELECT vecside.register_index('t_v', '"public"."t"'::regclass, 'id', 'v', 'cosine', true);`) {
+		t.Fatalf("sql print: %v\n%s", err, out)
+	}
+	dsn := pgtest.Shared(t).NewDatabase(t)
+	db, err := pgx.Connect(context.Background(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close(context.Background())
+	db.Exec(context.Background(), "CREATE TABLE t (id int PRIMARY KEY, v real[])")
+	if out, err := run(t, append([]string{"sql", "install", "--source", dsn}, args...)...); err != nil {
+		t.Fatalf("sql install: %v\n%s", err, out)
+	}
+	if out, err := run(t, "sql", "uninstall", "--source", dsn); err != nil {
+		t.Fatalf("sql uninstall: %v\n%s", err, out)
+	}
+	t.Setenv("VECSIDE_PASSWORD", "")
+	if _, err := run(t, append([]string{"sql", "print"}, args...)...); err == nil || !strings.Contains(err.Error(), "VECSIDE_PASSWORD") {
+		t.Errorf("without a password: %v", err)
 	}
 }

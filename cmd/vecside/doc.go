@@ -4,6 +4,8 @@
 //	vecside search    ask a running sidecar (and optionally the heap) for the nearest rows
 //	vecside check     pre-flight checks of a database, each failure with its fix
 //	vecside teardown  drop the sidecar's slot and publication
+//	vecside passwd    a users file line with a SCRAM-SHA-256 verifier, for serve --users
+//	vecside sql       install, uninstall or print the SQL helpers (dblink) in a database
 //	vecside demo      a throwaway Postgres, a clustered data set, recall and live updates
 //	vecside cpu       CPU features and the kernel implementations chosen
 //

@@ -30,6 +30,6 @@ func newApp() *cli.App {
 			slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})))
 			return nil
 		},
-		Commands: []*cli.Command{serveCommand, searchCommand, checkCommand, teardownCommand, demoCommand, benchCommand, cpuCommand},
+		Commands: []*cli.Command{serveCommand, searchCommand, checkCommand, teardownCommand, passwdCommand, sqlCommand, demoCommand, benchCommand, cpuCommand},
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/urfave/cli/v2"
 	"github.com/vecside/vecside/indexer"
 	"github.com/vecside/vecside/internal/sidecar"
+	"github.com/vecside/vecside/rpc"
 )
 
 var serveCommand = &cli.Command{
@@ -30,11 +31,12 @@ dimension of real[] columns (vector(n) columns carry theirs).
 
 vecside creates one publication and one replication slot, both named
 --name; "vecside teardown" removes them.`,
-	Flags: []cli.Flag{
+	Flags: append([]cli.Flag{
 		sourceFlag,
 		nameFlag,
 		&cli.StringFlag{Name: "listen", Value: "127.0.0.1:6433", Usage: "address of the pgwire server", EnvVars: []string{"VECSIDE_LISTEN"}},
-		&cli.StringFlag{Name: "metrics-listen", Value: "127.0.0.1:9433", Usage: "address of /metrics and /healthz; empty disables", EnvVars: []string{"VECSIDE_METRICS_LISTEN"}},
+		&cli.StringFlag{Name: "metrics-listen", Value: "127.0.0.1:9433", Usage: "address of /metrics and /healthz; empty disables. /healthz names nothing; /metrics names indexes: keep it on loopback or set --metrics-token-file", EnvVars: []string{"VECSIDE_METRICS_LISTEN"}},
+		&cli.StringFlag{Name: "metrics-token-file", Usage: "file holding a bearer token that /metrics asks for (Prometheus: authorization.credentials_file)", EnvVars: []string{"VECSIDE_METRICS_TOKEN_FILE"}},
 		&cli.StringFlag{Name: "data-dir", Value: "vecside-data", Usage: "directory for index checkpoints", EnvVars: []string{"VECSIDE_DATA_DIR"}},
 		&cli.DurationFlag{Name: "checkpoint-interval", Value: 5 * time.Minute, Usage: "checkpoint an index with changes at least this often", EnvVars: []string{"VECSIDE_CHECKPOINT_INTERVAL"}},
 		&cli.Uint64Flag{Name: "checkpoint-changes", Value: 100000, Usage: "checkpoint an index once this many changes are applied since its last checkpoint", EnvVars: []string{"VECSIDE_CHECKPOINT_CHANGES"}},
@@ -44,11 +46,22 @@ vecside creates one publication and one replication slot, both named
 		&cli.IntFlag{Name: "max-queued-searches", Usage: "searches that wait for a turn beyond --max-searches before new ones are refused with SQLSTATE 53000 (default: 64 per running search)", EnvVars: []string{"VECSIDE_MAX_QUEUED_SEARCHES"}},
 		&cli.IntFlag{Name: "gc-percent", Value: 25, Usage: "Go garbage collector target: heap growth over the live heap, in percent, before a collection (GOGC, which overrides it); the indexes are large and hold no pointers, so collections are cheap and a low target keeps the process's size near the indexes' size", EnvVars: []string{"VECSIDE_GC_PERCENT"}},
 		&cli.StringFlag{Name: "memory-limit", Usage: "soft memory limit for the process, e.g. 6GiB (GOMEMLIMIT, which overrides it): the collector works harder as it nears it", EnvVars: []string{"VECSIDE_MEMORY_LIMIT"}},
-		&cli.StringFlag{Name: "auth", Usage: "client authentication, asked for explicitly: trust (any client that reaches --listen gets in; the index holds a copy of every vector)", EnvVars: []string{"VECSIDE_AUTH"}, Required: true},
 		&cli.StringSliceFlag{Name: "index", Usage: "an index: 'NAME=SCHEMA.TABLE(COLUMN) key=KEYCOL metric=l2|cosine|ip kind=flat' (repeatable)", EnvVars: []string{"VECSIDE_INDEX"}, Required: true},
-	},
+	}, append(authFlags, limitFlags...)...),
 	Action: func(c *cli.Context) error {
 		if err := setMemoryPolicy(c.Int("gc-percent"), c.String("memory-limit")); err != nil {
+			return err
+		}
+		limits, err := rpcLimits(c)
+		if err != nil {
+			return err
+		}
+		token, err := readSecretFile("metrics-token-file", c.String("metrics-token-file"))
+		if err != nil {
+			return err
+		}
+		users, pgTLS, metricsTLS, err := serverAuth(c)
+		if err != nil {
 			return err
 		}
 		ctx, stop := shutdownOnSignal(c.Context)
@@ -59,6 +72,10 @@ vecside creates one publication and one replication slot, both named
 			Listen:        c.String("listen"),
 			MetricsListen: c.String("metrics-listen"),
 			Auth:          c.String("auth"),
+			Users:         users,
+			TLS:           pgTLS,
+			TLSRequired:   c.Bool("tls-required"),
+			MetricsTLS:    metricsTLS,
 			Indexes:       c.StringSlice("index"),
 
 			OnSlotLost:         c.String("on-slot-lost"),
@@ -67,9 +84,15 @@ vecside creates one publication and one replication slot, both named
 			CheckpointInterval: c.Duration("checkpoint-interval"),
 			CheckpointChanges:  c.Uint64("checkpoint-changes"),
 			Searches:           indexer.Limits{Running: c.Int("max-searches"), Queued: c.Int("max-queued-searches")},
+			Clients:            limits,
+			AdminUser:          c.String("admin-user"),
+			MetricsToken:       token,
 		})
 		if err != nil {
 			return err
+		}
+		if users != nil {
+			defer reloadUsersOnHangup(ctx, sc.Server, c.String("users"))()
 		}
 		return sc.Wait()
 	},
@@ -102,6 +125,36 @@ func shutdownOnSignal(parent context.Context) (context.Context, context.CancelFu
 		signal.Stop(sigs)
 		cancel()
 	}
+}
+
+// reloadUsersOnHangup reads the users file again at each SIGHUP, until
+// ctx ends or the returned func is called; a file that does not parse
+// leaves the users as they were.
+func reloadUsersOnHangup(ctx context.Context, srv *rpc.Server, path string) func() {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	done := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-hup:
+				users, err := rpc.LoadUsers(path)
+				if err == nil {
+					err = srv.SetUsers(users)
+				}
+				if err != nil {
+					slog.Error("users file not reloaded: the users stay as they were", "err", err)
+					continue
+				}
+				slog.Info("users file reloaded", "users", users.Len())
+			case <-ctx.Done():
+				return
+			case <-done:
+				return
+			}
+		}
+	}()
+	return func() { signal.Stop(hup); close(done) }
 }
 
 // setMemoryPolicy sets the collector's target and soft limit, unless the

@@ -81,12 +81,7 @@ full_page_writes = off
 shared_buffers = 128MB
 logging_collector = off
 `, c.Port, dir)
-	f, err := os.OpenFile(filepath.Join(c.dataDir(), "postgresql.conf"), os.O_APPEND|os.O_WRONLY, 0)
-	if err == nil {
-		_, err = f.WriteString(conf)
-		f.Close()
-	}
-	if err != nil {
+	if err := appendFile(filepath.Join(c.dataDir(), "postgresql.conf"), conf); err != nil {
 		os.RemoveAll(dir)
 		return nil, err
 	}
@@ -121,6 +116,11 @@ func (c *Cluster) dataDir() string { return filepath.Join(c.Dir, "data") }
 func (c *Cluster) run(prog string, args ...string) error {
 	cmd := exec.Command(filepath.Join(c.bin, prog), args...)
 	cmd.Dir = c.Dir
+	// The server's own libpq (dblink, a standby's WAL receiver) looks in
+	// $HOME for certificates and passfiles: give it the cluster's
+	// directory, not the test's user's, which the postgres user may not
+	// read.
+	cmd.Env = append(os.Environ(), "HOME="+c.Dir)
 	if c.cred != nil {
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: c.cred}
 	}
@@ -235,4 +235,50 @@ func Shared(t testing.TB) *Cluster {
 		t.Fatal("pgtest: call pgtest.Main from TestMain first")
 	}
 	return shared
+}
+
+// NewStandby makes a hot standby of c, streaming from it, as
+// pg_basebackup -R makes one, starts it on a port of its own, and stops
+// and removes it when the test ends. Its databases are c's.
+func (c *Cluster) NewStandby(t testing.TB) *Cluster {
+	t.Helper()
+	dir, err := os.MkdirTemp("/tmp", "vssb")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &Cluster{Dir: dir, bin: c.bin, cred: c.cred}
+	t.Cleanup(s.Stop)
+	if s.cred != nil {
+		if err := os.Chown(dir, int(s.cred.Uid), int(s.cred.Gid)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if s.Port, err = freePort(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.run("pg_basebackup", "-D", s.dataDir(), "-R", "-X", "stream", "-c", "fast",
+		"-h", "127.0.0.1", "-p", strconv.Itoa(c.Port), "-U", "postgres"); err != nil {
+		t.Fatal(err)
+	}
+	conf := fmt.Sprintf("\nport = %d\nunix_socket_directories = '%s'\nhot_standby = on\nhot_standby_feedback = on\n", s.Port, dir)
+	if err := appendFile(filepath.Join(s.dataDir(), "postgresql.auto.conf"), conf); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// appendFile appends text to an existing file.
+func appendFile(path, text string) error {
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteString(text)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }

@@ -5,13 +5,16 @@
 package sidecar
 
 import (
+	"cmp"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"syscall"
 	"time"
 
 	"github.com/vecside/vecside/indexer"
@@ -22,13 +25,17 @@ import (
 // Config says what to follow and where to serve; the serve command's flags
 // document each field.
 type Config struct {
-	Source        string   // libpq connection string or URL
-	Name          string   // publication and slot
-	Listen        string   // pgwire address; port 0 picks a free one
-	MetricsListen string   // /metrics and /healthz address; empty disables
-	Auth          string   // client authentication method
-	Indexes       []string // --index definitions
-	OnSlotLost    string   // fail or resync
+	Source        string // libpq connection string or URL
+	Name          string // publication and slot
+	Listen        string // pgwire address; port 0 picks a free one
+	MetricsListen string // /metrics and /healthz address; empty disables
+	Auth          string // client authentication method
+	Users         *rpc.Users
+	TLS           *tls.Config // pgwire TLS, if any
+	TLSRequired   bool
+	MetricsTLS    *tls.Config // HTTPS for /metrics and /healthz, if set
+	Indexes       []string    // --index definitions
+	OnSlotLost    string      // fail or resync
 	// ReceiveTimeout is how long the stream may be silent before its
 	// connection is presumed dead; zero takes the replicator's default.
 	ReceiveTimeout time.Duration
@@ -40,13 +47,20 @@ type Config struct {
 	// Searches bounds the searches running and waiting at once; zero
 	// values take the indexer's defaults.
 	Searches indexer.Limits
-	Logger   *slog.Logger
+	// Clients bounds what pgwire clients can hold; AdminUser may use the
+	// reserved sessions.
+	Clients   rpc.Limits
+	AdminUser string
+	// MetricsToken, if set, is the bearer token /metrics asks for.
+	MetricsToken string
+	Logger       *slog.Logger
 }
 
 // Sidecar is a running server: indexes, replication, pgwire and metrics.
 type Sidecar struct {
 	Indexer    *indexer.Indexer
 	Replicator *replicate.Replicator
+	Server     *rpc.Server
 	Addr       net.Addr // where pgwire listens
 
 	errs    chan error
@@ -87,16 +101,21 @@ func Start(parent context.Context, cfg Config) (*Sidecar, error) {
 		writeReplication(w, rep.Stats())
 		writeSearchLoad(w, ix.SearchLoad())
 	}
-	srv, err := rpc.NewServer(rpc.Config{Catalog: ix, Auth: cfg.Auth, Logger: log, ExtraMetrics: extra})
+	srv, err := rpc.NewServer(rpc.Config{Catalog: ix, Auth: cfg.Auth, Users: cfg.Users, TLS: cfg.TLS, TLSRequired: cfg.TLSRequired,
+		AdminUser: cfg.AdminUser, Limits: cfg.Clients, Logger: log, ExtraMetrics: extra, MetricsToken: cfg.MetricsToken})
 	if err != nil {
 		return nil, err
 	}
+	checkFileLimit(log, cfg.Clients)
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return nil, fmt.Errorf("--listen: %w", err)
 	}
+	if cfg.Auth == rpc.AuthTrust && !isLoopback(ln.Addr()) {
+		log.Warn("--auth trust lets in anyone who reaches --listen, which is not loopback: every vector and key can be read; use scram-sha-256", "listen", ln.Addr().String())
+	}
 	ctx, cancel := context.WithCancel(parent)
-	sc := &Sidecar{Indexer: ix, Replicator: rep, Addr: ln.Addr(), errs: make(chan error, 4), ctx: ctx, cancel: cancel, log: log}
+	sc := &Sidecar{Indexer: ix, Replicator: rep, Server: srv, Addr: ln.Addr(), errs: make(chan error, 4), ctx: ctx, cancel: cancel, log: log}
 	sc.goRun("replication", func() error { return rep.Run(ctx) })
 	sc.goRun("pgwire", func() error { return srv.Serve(ctx, ln) })
 	if cfg.DataDir != "" {
@@ -112,6 +131,12 @@ func Start(parent context.Context, cfg Config) (*Sidecar, error) {
 		if err != nil {
 			cancel()
 			return nil, fmt.Errorf("--metrics-listen: %w", err)
+		}
+		if cfg.MetricsToken == "" && !isLoopback(mln.Addr()) {
+			log.Warn("/metrics is open to anyone who reaches --metrics-listen, and names every index: set --metrics-token-file, or listen on loopback", "metrics_listen", mln.Addr().String())
+		}
+		if cfg.MetricsTLS != nil {
+			mln = tls.NewListener(mln, cfg.MetricsTLS)
 		}
 		hs := &http.Server{Handler: srv.MetricsHandler(), ReadHeaderTimeout: 10 * time.Second}
 		sc.goRun("metrics", func() error {
@@ -164,3 +189,34 @@ func (sc *Sidecar) Stop() error {
 	sc.cancel()
 	return sc.Wait()
 }
+
+// isLoopback says whether addr is a loopback address or a Unix socket:
+// only this machine can reach it.
+func isLoopback(addr net.Addr) bool {
+	switch a := addr.(type) {
+	case *net.TCPAddr:
+		return a.IP.IsLoopback()
+	case *net.UnixAddr:
+		return true
+	}
+	return false
+}
+
+// checkFileLimit warns if the process may open fewer files than the
+// clients can hold: accepting then fails (it is retried, but clients
+// wait), and so may checkpoints and the replication connection.
+func checkFileLimit(log *slog.Logger, l rpc.Limits) {
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		return
+	}
+	d := rpc.DefaultLimits
+	need := uint64(cmp.Or(l.MaxConnections, d.MaxConnections) + cmp.Or(l.MaxStartups, d.MaxStartups) + filesReserved)
+	if lim.Cur < need {
+		log.Warn("the open file limit is below what clients may hold: raise it (ulimit -n, LimitNOFILE=) or lower --max-connections", "limit", lim.Cur, "needed", need)
+	}
+}
+
+// filesReserved is what the process needs besides client connections:
+// replication and copy connections, checkpoint files, listeners.
+const filesReserved = 64
