@@ -29,18 +29,20 @@ import (
 //
 // Measured with BenchmarkProbing (200k rows; compact store, candidates
 // capped at 3k; recall@10 after an exact re-rank; µs per query on one of
-// two shared cores): clustered 128-d cosine learns m = 0.00, 0.964 at
-// 195 µs; text-like 384-d cosine learns 0.44, 0.984 at 4.7 ms (a third
-// of its lists); Fashion-MNIST 784-d L2 (60k rows) learns 0.71, 0.991 at
-// 386 µs. A fixed m could not serve all three: 0.35 left text-like at
-// 0.75 and Fashion-MNIST at 0.94, while 0.9 made the clustered set's
-// queries three times slower for 1% of recall.
+// two shared cores; at least 4 lists): clustered 128-d cosine learns
+// m = 0.00, 0.975 at 226 µs; text-like 384-d cosine learns 0.42, 0.980
+// at 4.7 ms (a third of its lists); Fashion-MNIST 784-d L2 (60k rows)
+// learns 0.67, 0.996 at 267 µs. A fixed m could not serve all three: 0.35
+// left text-like at 0.75 and Fashion-MNIST at 0.94, while 0.9 made the
+// clustered set's queries three times slower for 1% of recall. Two lists
+// at least instead of four lost 1 to 2% of recall on the clustered sets
+// for a tenth of the time.
 //
 // The inner-product metric has no such geometry: it scans ProbesFor
 // lists, ranked as lists says.
 const (
 	DefaultMarginScale = 1.0
-	DefaultMinProbes   = 2
+	DefaultMinProbes   = 4
 )
 
 // margin is the stopping rule's allowance for the cross term, as a share
