@@ -45,6 +45,8 @@ type Index interface {
 	// NeedsRebuild reports whether the structure has drifted from the
 	// data (lists trained for far fewer rows, a mean taken over too few),
 	// so that the index should be built again from a copy of the table.
+	// It is asked only once the index holds its table: after the copy
+	// that fills it, or its load.
 	NeedsRebuild() bool
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"sync"
 
 	"github.com/vecside/vecside/internal/store"
 )
@@ -68,6 +69,9 @@ type Index struct {
 	// learned is adaptive probing's margin, learned at training (see
 	// learnMargin).
 	learned float64
+	// built is each list's live rows at the first NeedsRebuild.
+	built   []int
+	settled sync.Once
 }
 
 // New trains an empty index on sample, rows drawn from a table that holds
@@ -118,6 +122,13 @@ func Load(in io.Reader, cfg Config) (*Index, error) {
 // were trained for, so that they should be trained again and every row
 // encoded afresh from the table: an untrained index has MinTrain rows, the
 // rows grew past Growth times the training's, or a list outgrew its cap.
+//
+// A list is measured against what it held at the first call, which its
+// owner makes once the index holds its table (the copy is in, or it was
+// loaded): lists trained on a sample may come out of the copy above the
+// cap, and data that cannot be split (identical rows) stays so; only a
+// list that has since doubled asks again, or a rebuild would follow every
+// rebuild.
 func (x *Index) NeedsRebuild() bool {
 	n := x.Len()
 	if x.trained == 0 {
@@ -126,13 +137,15 @@ func (x *Index) NeedsRebuild() bool {
 	if float64(n) > x.cfg.Growth*float64(max(x.trained, x.cfg.MinTrain)) {
 		return true
 	}
-	for _, live := range x.Lives() {
-		if live > x.listCap {
+	x.settled.Do(func() { x.built = x.Lives() })
+	for c, live := range x.Lives() {
+		if live > max(x.listCap, 2*x.built[c]) {
 			return true
 		}
 	}
 	return false
 }
+
 
 // Search returns the smallest set of candidates that, with the codec's
 // confidence, holds the k nearest to q among the rows of the lists it

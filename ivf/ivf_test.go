@@ -227,8 +227,20 @@ func TestNeedsRebuild(t *testing.T) {
 		t.Fatalf("%d rows after training for 2000: no rebuild asked", y.Len())
 	}
 
+	// Lists that come out of the build over their cap (trained on a
+	// sample, or holding rows no split can part) do not ask: a rebuild
+	// would only make them again.
+	tight := cfg
+	tight.ListCap = 1.01
+	if w := build(t, tight, data[:2000]); slices.Max(w.Lives()) <= w.listCap || w.NeedsRebuild() {
+		t.Fatalf("lists %v over a cap of %d: a rebuild asked for by the build itself", w.Lives(), w.listCap)
+	}
+
 	cfg.Growth = 10 // only the list's size may ask
 	z := build(t, cfg, data[:2000])
+	if z.NeedsRebuild() { // the lists as built: the measure of their growth
+		t.Fatal("a fresh build asks for a rebuild")
+	}
 	far := make([]float32, 8)
 	for i := range 4000 { // all into one list
 		far[0] = 50 + float32(i)*1e-3
