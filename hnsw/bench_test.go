@@ -5,6 +5,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"os"
 	"runtime"
 	"sort"
 	"sync"
@@ -23,6 +24,7 @@ var (
 	benchEfc   = flag.Int("hnsw.efc", DefaultEfConstruction, "ef_construction of the benchmarks' index")
 	benchEfs   = flag.String("hnsw.ef", "16,24,32,48,64,96,128,192,256", "ef_search values BenchmarkSearch sweeps")
 	benchOver  = flag.Int("hnsw.oversample", 3, "candidates per k BenchmarkSearch asks for")
+	benchCache = flag.String("hnsw.cache", "", "a file to load the benchmarks' index from if it exists, else to save it to once built")
 )
 
 // benchIndex is the clustered 128-d cosine set of -hnsw.rows rows (1,000
@@ -48,6 +50,13 @@ func benchSetup(b *testing.B) {
 		}
 		cfg := config(kernels.Cosine, 128, kind)
 		cfg.M, cfg.EfConstruction = *benchM, *benchEfc
+		if body, err := os.ReadFile(*benchCache); err == nil && *benchCache != "" {
+			if bi.x, err = Load(bytes.NewReader(body), cfg); err != nil {
+				b.Fatal(err)
+			}
+			bi.x.cur.Load().countUnreachable()
+			return
+		}
 		before := heapInUse()
 		t0 := time.Now()
 		x, err := New(cfg, bi.data[:SampleFor(len(bi.data), 128)], len(bi.data))
@@ -57,8 +66,20 @@ func benchSetup(b *testing.B) {
 		put(x, bi.data, 0, len(bi.data))
 		x.Flush()
 		bi.build = time.Since(t0)
+		x.cur.Load().countUnreachable()
 		bi.x = x
 		bi.heap = heapInUse() - before
+		if *benchCache != "" {
+			var buf bytes.Buffer
+			write, release := x.Snapshot()
+			if err := write(&buf); err != nil {
+				b.Fatal(err)
+			}
+			release()
+			if err := os.WriteFile(*benchCache, buf.Bytes(), 0o600); err != nil {
+				b.Fatal(err)
+			}
+		}
 	})
 }
 

@@ -159,6 +159,12 @@ func (c *codes) unpack(row []byte) (ext []byte, f kernels.Factors, kappa float32
 	return row[:c.extBytes], f, f32At(t, kappaAt), binary.LittleEndian.Uint32(t[centroidAt:])
 }
 
+// centroidOf is the centroid a coded row was encoded against.
+func (c *codes) centroidOf(id uint32) uint32 {
+	_, _, _, k := c.unpack(c.ext.Row(id))
+	return k
+}
+
 // query is a vector prepared for estimating its distance to rows: a
 // search's query, or a row being linked. Its per-centroid terms are
 // computed as centroids are met, and kept until the next setQuery.
@@ -221,6 +227,13 @@ func (c *codes) centroidTerm(q *query, k uint32) float32 {
 	return q.term[k]
 }
 
+// prefetch starts loading id's row into the caches (see estimate).
+func (c *codes) prefetch(id uint32) {
+	if c.ext != nil {
+		kernels.Prefetch(c.ext.Row(id))
+	}
+}
+
 // estimate is id's distance from q in the codec's terms (squared for L2,
 // 1−cos for cosine, −ip for ip) and the half-width of its error bound
 // (0 for store=float).
@@ -271,10 +284,7 @@ func (c *codes) decode(dst []float32, id uint32) {
 		return
 	}
 	ext, f, _, k := c.unpack(c.ext.Row(id))
-	c.rq.DecodeExt(dst, ext, &f)
-	for i, v := range c.cents.at(int(k)) {
-		dst[i] += v
-	}
+	c.rq.DecodeExt(dst, ext, &f, c.cents.at(int(k)))
 }
 
 // between is the distance of two vectors of the search space (decoded

@@ -38,7 +38,7 @@ type Config struct {
 // Defaults; see the package doc for how they were chosen.
 const (
 	DefaultM              = 16
-	DefaultEfConstruction = 64
+	DefaultEfConstruction = 128
 	DefaultEfSearch       = 64
 	DefaultPending        = 512
 	DefaultRepairAfter    = 0.01
@@ -122,6 +122,11 @@ type gen struct {
 	reused bool
 	ntombs atomic.Int64
 
+	// reps holds, per centroid, a live linked node encoded against it (or
+	// none): searches enter layer 0 through the nodes of the centroids
+	// nearest to them as well as from the top (see search).
+	reps []atomic.Uint32
+
 	epMu        sync.Mutex // changes of the entry point
 	closed      atomic.Bool
 	linkers     atomic.Int32
@@ -168,6 +173,12 @@ func (x *Index) newGen(c *codes) *gen {
 		zeros: store.NewZeros(), rng: rand.New(rand.NewPCG(x.cfg.Seed, 0x686e7377)),
 	}
 	r.keys.OnReclaim(func(uint32) { r.reused = true })
+	if c.cents != nil {
+		r.reps = make([]atomic.Uint32, c.cents.len())
+		for i := range r.reps {
+			r.reps[i].Store(none)
+		}
+	}
 	r.unreachable.Store(-1)
 	return r
 }
@@ -295,6 +306,9 @@ func (r *gen) delete(key string) bool {
 	r.tombs = append(r.tombs, id)
 	r.ntombs.Add(1)
 	r.changes.Add(1)
+	if r.reps != nil {
+		r.reps[r.codes.centroidOf(id)].CompareAndSwap(id, none)
+	}
 	r.epMu.Lock()
 	if e, _, ok := r.g.entryPoint(); ok && e == id {
 		r.replaceEntry()

@@ -113,6 +113,7 @@ func TestRecall(t *testing.T) {
 			}
 			last = rec
 		}
+		x.Repair() // counts the unreachable rows now
 		if st := x.Stats(); st.Rows != len(data) || st.Unreachable < 0 || st.Unreachable > len(data)/100 && c.m != kernels.IP {
 			t.Errorf("%s store=%s: %d rows, %d unreachable", c.m, c.kind, st.Rows, st.Unreachable)
 		}

@@ -200,6 +200,9 @@ func (r *gen) link(seq uint64) {
 	}
 	sc.entries = append(sc.entries[:0], cur)
 	for layer := min(lvl, top); layer >= 0; layer-- {
+		if layer == 0 {
+			r.nearReps(sc, id)
+		}
 		sc.vis.reset()
 		sc.cand = sc.cand[:0]
 		sc.res.Reset(x.cfg.EfConstruction)
@@ -210,6 +213,12 @@ func (r *gen) link(seq uint64) {
 			r.addEdge(sc, nb, id, layer)
 		}
 		sc.entries = append(sc.entries[:0], found...)
+	}
+	if r.reps != nil {
+		rep := &r.reps[r.codes.centroidOf(id)]
+		if rep.CompareAndSwap(none, id) && !r.keys.Live(id) {
+			rep.CompareAndSwap(id, none) // deleted meanwhile: see delete
+		}
 	}
 	if lvl > top {
 		r.epMu.Lock()
@@ -239,12 +248,12 @@ func (r *gen) choose(sc *scratch, found []kernels.Neighbor, max int) []uint32 {
 	for _, f := range found {
 		sc.cands = append(sc.cands, cand{id: f.ID, d: f.Dist, vec: -1})
 	}
-	return r.heuristic(sc, max)
+	return r.heuristic(sc, max, max)
 }
 
 // heuristic applies choose's rule to sc.cands, sorted nearest first,
 // decoding candidates as it needs them.
-func (r *gen) heuristic(sc *scratch, max int) []uint32 {
+func (r *gen) heuristic(sc *scratch, max, fill int) []uint32 {
 	d := r.x.cfg.Dims
 	sc.arena = grow(sc.arena, (len(sc.cands)+1)*d)
 	vec := func(i int) []float32 {
@@ -269,6 +278,13 @@ func (r *gen) heuristic(sc *scratch, max int) []uint32 {
 			}
 		}
 		if good {
+			keptAt[len(kept)] = i
+			kept = append(kept, sc.cands[i].id)
+		}
+	}
+	// Fill the list with the nearest candidates the rule left out.
+	for i := 0; i < len(sc.cands) && len(kept) < fill; i++ {
+		if !slices.Contains(keptAt[:len(kept)], i) {
 			keptAt[len(kept)] = i
 			kept = append(kept, sc.cands[i].id)
 		}
@@ -342,5 +358,5 @@ func (r *gen) shrink(sc *scratch, base uint32, ids []uint32, max int) []uint32 {
 		}
 		return int(a.id) - int(b.id)
 	})
-	return r.heuristic(sc, max)
+	return r.heuristic(sc, max, max)
 }

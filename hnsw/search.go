@@ -14,6 +14,7 @@ type scratch struct {
 	vis     visited
 	cand    minHeap
 	res     *kernels.TopK // the ef nearest eligible nodes found
+	near    *kernels.TopK // the centroids nearest to the query
 	s       *store.Searcher
 	done    <-chan struct{}
 	budget  int // estimates a filtered search may spend on the graph; 0: no limit
@@ -22,6 +23,7 @@ type scratch struct {
 	entries []kernels.Neighbor
 	ids     []uint32 // the heuristic's choice
 	own     []uint32 // a linked node's own choice, while its neighbours' lists change
+	fresh   []uint32 // the neighbours of a node being expanded not visited yet
 	list    []uint32
 	cands   []cand
 	arena   []float32
@@ -31,7 +33,7 @@ type scratch struct {
 func (x *Index) getScratch(k int) *scratch {
 	sc, _ := x.scratch.Get().(*scratch)
 	if sc == nil {
-		sc = &scratch{res: kernels.NewTopK(1), s: store.NewSearcher(x.rq, k), base: make([]float32, x.cfg.Dims)}
+		sc = &scratch{res: kernels.NewTopK(1), near: kernels.NewTopK(1), s: store.NewSearcher(x.rq, k), base: make([]float32, x.cfg.Dims)}
 	}
 	sc.s.Reset(k)
 	sc.budget, sc.spent = 0, 0
@@ -129,6 +131,7 @@ func (r *gen) search(sc *scratch, k, ef int, allow *store.Allow, scan bool) {
 			cur = r.greedy(sc, cur, layer)
 		}
 		sc.entries = append(sc.entries[:0], cur)
+		r.nearReps(sc, none)
 		complete = r.beam(sc, 0, ef, none, allow)
 	}
 	if allow != nil && (!complete || sc.res.Len() < k) && !stopped(sc) {
@@ -199,6 +202,27 @@ func (r *gen) scanPending(sc *scratch, allow *store.Allow) {
 	}
 }
 
+// repEntries is how many centroids nearest to a query lend their
+// representative node as an entry to layer 0.
+const repEntries = 3
+
+// nearReps adds to sc.entries, with their estimates, the representatives
+// of the centroids nearest to sc's query (but self): a walk of layer 0
+// starts in the query's neighbourhood even when the greedy descent from
+// the top ended in another (see the package doc).
+func (r *gen) nearReps(sc *scratch, self uint32) {
+	if r.reps == nil {
+		return
+	}
+	sc.near.Reset(repEntries)
+	for _, c := range r.codes.cents.near(sc.q.v, sc.near) {
+		if rep := r.reps[c.ID].Load(); rep != none && rep != self {
+			est, _ := r.codes.estimate(&sc.q, rep)
+			sc.entries = append(sc.entries, kernels.Neighbor{ID: rep, Dist: est})
+		}
+	}
+}
+
 // eligible reports whether id may be a result: live, not self, allowed.
 func (r *gen) eligible(id, self uint32, allow *store.Allow) bool {
 	return id != self && r.keys.Live(id) && (allow == nil || allow.Has(id))
@@ -250,11 +274,15 @@ func (r *gen) beam(sc *scratch, layer, ef int, self uint32, allow *store.Allow) 
 			return false
 		}
 		words, n := r.g.list(c.ID, layer)
+		fresh := sc.fresh[:0]
 		for i := range n {
-			nb := words[i].Load()
-			if nb == none || !sc.vis.add(nb) {
-				continue
+			if nb := words[i].Load(); nb != none && sc.vis.add(nb) {
+				r.codes.prefetch(nb)
+				fresh = append(fresh, nb)
 			}
+		}
+		sc.fresh = fresh
+		for _, nb := range fresh {
 			est, _ := r.codes.estimate(&sc.q, nb)
 			sc.spent++
 			if sc.res.Full() && est >= sc.res.Worst() {

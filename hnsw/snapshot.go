@@ -274,6 +274,9 @@ func (r *gen) read(br *store.BodyReader) error {
 		r.keys.Publish(id)
 		if levels[id]&linkedFlag != 0 {
 			r.g.setLinked(id)
+			if r.reps != nil {
+				r.reps[r.codes.centroidOf(id)].CompareAndSwap(none, id)
+			}
 		}
 	}
 	if entry > 0 {

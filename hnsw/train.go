@@ -54,6 +54,12 @@ func (c *centroids) group(t int) (lo, hi int) { return int(c.groups[t]), int(c.g
 // nearest returns the leaf nearest to v (rotated) of its two nearest top
 // centroids.
 func (c *centroids) nearest(v []float32) int {
+	return int(c.near(v, kernels.NewTopK(1))[0].ID)
+}
+
+// near returns the leaves nearest to v (rotated) among those of its two
+// nearest top centroids, as many as top holds, nearest first.
+func (c *centroids) near(v []float32, top *kernels.TopK) []kernels.Neighbor {
 	d := c.dims
 	nt := len(c.top) / d
 	dist := make([]float32, max(nt, 64))
@@ -67,7 +73,6 @@ func (c *centroids) nearest(v []float32) int {
 			second = t
 		}
 	}
-	best, bestD := 0, float32(math.Inf(1))
 	for _, t := range [2]int{first, second} {
 		if t < 0 {
 			continue
@@ -78,12 +83,10 @@ func (c *centroids) nearest(v []float32) int {
 		}
 		kernels.L2SqBlock(v, c.leaves[lo*d:hi*d], dist[:hi-lo])
 		for i, x := range dist[:hi-lo] {
-			if x < bestD {
-				best, bestD = lo+i, x
-			}
+			top.Push(uint32(lo+i), x)
 		}
 	}
-	return best
+	return top.Sorted()
 }
 
 // train finds the centroids for a table of about rows rows from sample

@@ -27,7 +27,8 @@ var searchSink atomic.Int64
 // compared by cosine. It reports the upserts applied per second idle and
 // loaded, their ratio, and search p50/p99 and throughput idle and loaded.
 //
-// Sizes: flat store=float over 200,000 × 768 and ivf over 1,000,000 × 128;
+// Sizes: flat store=float over 200,000 × 768, ivf and hnsw over
+// 1,000,000 × 128;
 // -indexer.rows, when given, sizes both, for a quick run:
 //
 //	go test ./indexer -run '^$' -bench ApplyUnderSearch -benchtime 1x -timeout 1h
@@ -40,6 +41,7 @@ func BenchmarkApplyUnderSearch(b *testing.B) {
 	}{
 		{"flat-float-768d", "kind=flat store=float", 200_000, 768},
 		{"ivf-128d", "kind=ivf", 1_000_000, 128},
+		{"hnsw-128d", "kind=hnsw", 1_000_000, 128},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			rows := rowsUnlessFlagged(c.rows)

@@ -182,7 +182,7 @@ func TestDecodeExt(t *testing.T) {
 			worst := 1.0
 			for _, v := range data {
 				_, xf := rq.Encode(v, centroid, code, ext)
-				rq.DecodeExt(got, ext, &xf)
+				rq.DecodeExt(got, ext, &xf, nil)
 				for i := range want {
 					want[i] = v[i] - centroid[i]
 				}

@@ -362,20 +362,30 @@ func (rq *RaBitQ) ExtInner(q *Query, ext []byte, f *Factors) (ip, bound float32)
 
 // DecodeExt writes to dst (Dim elements) the rotated residual an extended
 // code stands for, as well as the code knows it: its grid point y scaled to
-// the residual's norm, y·‖r‖/‖y‖. Add the rotated centroid for the rotated
-// vector. It is for comparing two stored vectors with each other (a graph
-// choosing its edges), where neither exact vector is at hand; a query is
-// compared with codes by ExtEstimate. The codec must have extended bits.
-func (rq *RaBitQ) DecodeExt(dst []float32, ext []byte, f *Factors) {
+// the residual's norm, y·‖r‖/‖y‖, plus add (the rotated centroid, for the
+// rotated vector; nil for none). It is for comparing two stored vectors
+// with each other (a graph choosing its edges), where neither exact
+// vector is at hand; a query is compared with codes by ExtEstimate. The
+// codec must have extended bits.
+func (rq *RaBitQ) DecodeExt(dst []float32, ext []byte, f *Factors, add []float32) {
 	dim := rq.cfg.Dim
 	checkLen(len(dst), dim)
 	half := float32(int(1)<<rq.cfg.ExBits-1) / 2
-	if rq.cfg.ExBits == 8 {
+	switch n := rq.extDims(); {
+	case rq.cfg.ExBits == 8:
 		for i := range dst {
 			dst[i] = float32(ext[i]) - half
 		}
-	} else {
-		n := rq.extDims()
+	case n == dim: // whole 4-bit chunks: two codes a byte, by table
+		for base := 0; base < n; base += 2 * u4Chunk {
+			m := min(u4Chunk, (n-base)/2)
+			lo, hi := dst[base:base+m], dst[base+m:base+2*m]
+			for j, b := range ext[base/2 : base/2+m] {
+				pair := &u4Pairs[b]
+				lo[j], hi[j] = pair[0], pair[1]
+			}
+		}
+	default: // an odd dimension: the last code is padding
 		for base := 0; base < n; base += 2 * u4Chunk {
 			m := min(u4Chunk, (n-base)/2)
 			for j, b := range ext[base/2 : base/2+m] {
@@ -389,14 +399,29 @@ func (rq *RaBitQ) DecodeExt(dst []float32, ext []byte, f *Factors) {
 		}
 	}
 	yy := Dot(dst, dst)
-	if yy == 0 {
+	s := float32(0)
+	if yy > 0 {
+		s = sqrt32(f.NormSq / yy)
+	}
+	if add == nil {
+		for i := range dst {
+			dst[i] *= s
+		}
 		return
 	}
-	s := sqrt32(f.NormSq / yy)
-	for i := range dst {
-		dst[i] *= s
+	checkLen(len(add), dim)
+	for i, a := range add {
+		dst[i] = dst[i]*s + a
 	}
 }
+
+// u4Pairs holds, for each byte of a 4-bit code, its two grid points.
+var u4Pairs = func() (t [256][2]float32) {
+	for b := range t {
+		t[b] = [2]float32{float32(b&15) - 7.5, float32(b>>4) - 7.5}
+	}
+	return t
+}()
 
 const (
 	rabitqMagic   = "VSRQ"

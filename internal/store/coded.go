@@ -52,10 +52,10 @@ type rows struct {
 	spread []listSpread
 	ep     *Epochs
 	keys   *Keys
-	loc    *Slab[uint64]       // id → list<<32 | slot
-	ext    *Slab[byte]         // id → extended code
-	extF   *Slab[extFactors]   // its factors but NormSq, which the 1-bit code's factors hold
-	floats *Slab[float32]      // id → vector, store=float
+	loc    *Slab[uint64]     // id → list<<32 | slot
+	ext    *Slab[byte]       // id → extended code
+	extF   *Slab[extFactors] // its factors but NormSq, which the 1-bit code's factors hold
+	floats *Slab[float32]    // id → vector, store=float
 	zeros  *Zeros
 }
 
