@@ -1,6 +1,7 @@
 package hnsw
 
 import (
+	"runtime"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -143,6 +144,10 @@ func (r *gen) kick() {
 func (r *gen) linker() {
 	for {
 		for !r.closed.Load() && r.linkOne() {
+			// Let a search waiting for this core run: linking a row takes
+			// a few hundred microseconds, the scheduler's time slice ten
+			// milliseconds, which a search's latency would otherwise pay.
+			runtime.Gosched()
 		}
 		r.linkers.Add(-1)
 		if r.closed.Load() || r.ring.next.Load() >= r.ring.head.Load() {

@@ -1,6 +1,7 @@
 package hnsw
 
 import (
+	"runtime"
 	"slices"
 )
 
@@ -100,6 +101,9 @@ func (r *gen) repair() {
 			break
 		}
 		r.repairNode(sc, id, isDead)
+		if id%256 == 255 {
+			runtime.Gosched() // see linker
+		}
 	}
 	r.x.putScratch(sc)
 	guard.Unpin()
@@ -165,7 +169,10 @@ func (r *gen) countUnreachable() {
 		seen[ep/64] |= 1 << (ep % 64)
 		stack = append(stack, ep)
 	}
-	for len(stack) > 0 {
+	for walked := 0; len(stack) > 0; walked++ {
+		if walked%65536 == 65535 {
+			runtime.Gosched() // see linker
+		}
 		id := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
 		words, n := r.g.list(id, 0)
