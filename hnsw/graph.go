@@ -2,6 +2,7 @@ package hnsw
 
 import (
 	"runtime"
+	"slices"
 	"sync/atomic"
 
 	"github.com/vecside/vecside/internal/store"
@@ -180,6 +181,20 @@ func (g *graph) init(id uint32, lvl int, reused bool) {
 	// The count is 0: what the row held past it is never read.
 	g.l0.Row(id)[0].Store(uint32(lvl)<<hdrLevel | hdrLock) // not linked
 	g.unlock(id)
+}
+
+// compactUppers drops from the nodes given upper layers those no longer
+// live or no longer of an upper level (ids reused), and repeats, so that
+// the list follows the graph's size under churn. Writers only.
+func (g *graph) compactUppers(live func(uint32) bool) {
+	slices.Sort(g.uppers)
+	kept := g.uppers[:0]
+	for i, id := range g.uppers {
+		if (i == 0 || id != g.uppers[i-1]) && live(id) && level(g.header(id).Load()) > 0 {
+			kept = append(kept, id)
+		}
+	}
+	g.uppers = kept
 }
 
 // setLinked marks a node's linking over.

@@ -326,18 +326,12 @@ func (r *gen) delete(key string) bool {
 func (r *gen) replaceEntry() {
 	g := r.g
 	best, bestLevel := none, -1
-	kept := g.uppers[:0]
+	g.compactUppers(r.keys.Live)
 	for _, id := range g.uppers {
-		h := g.header(id).Load()
-		if !r.keys.Live(id) || level(h) == 0 {
-			continue // deleted (for good: a reused id is listed again), or reused lower
-		}
-		kept = append(kept, id)
-		if h&hdrLinked != 0 && level(h) > bestLevel {
+		if h := g.header(id).Load(); h&hdrLinked != 0 && level(h) > bestLevel {
 			best, bestLevel = id, level(h)
 		}
 	}
-	g.uppers = kept
 	if best == none {
 		for id := range r.keys.High() {
 			if r.keys.Live(id) && g.linked(id) {

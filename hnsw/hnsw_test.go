@@ -254,6 +254,18 @@ func checkGraph(t *testing.T, x *Index) {
 			}
 		}
 	})
+	uppers := map[uint32]int{}
+	for _, id := range g.uppers {
+		uppers[id]++
+	}
+	r.keys.Each(func(id uint32) {
+		if level(g.header(id).Load()) > 0 && uppers[id] == 0 {
+			t.Errorf("node %d of level %d is not listed among the upper nodes", id, level(g.header(id).Load()))
+		}
+	})
+	if len(g.uppers) > 2*len(uppers) {
+		t.Errorf("%d entries for %d upper nodes: the list grows with churn", len(g.uppers), len(uppers))
+	}
 	ep, lvl, ok := g.entryPoint()
 	if ok != (r.keys.Len() > 0) || ok && (!r.keys.Live(ep) || lvl != top || level(g.header(ep).Load()) != lvl) {
 		t.Errorf("entry point %d at level %d (ok %v, live %v), top level %d", ep, lvl, ok, ok && r.keys.Live(ep), top)

@@ -115,6 +115,7 @@ func (r *gen) repair() {
 		r.keys.Release(id)
 	}
 	r.ntombs.Add(-int64(len(dead)))
+	r.g.compactUppers(r.keys.Live)
 	r.x.mu.Unlock()
 }
 
