@@ -161,9 +161,9 @@
 // cluster: recall@10 was 0.83 at ef 64 and 0.92 at 192; with the
 // representatives, 0.96 and 0.975. Deleted and disallowed nodes are
 // walked through but are never results. The ef nearest results are
-// refined and offered to the Searcher. The context is checked every 128 node expansions (and every
-// 4,096 rows of a scan), so an abandoned search stops within about a
-// millisecond of work.
+// refined and offered to the Searcher. The context is checked every 128
+// node expansions (and every 4,096 rows of a scan), so an abandoned search
+// stops within about a millisecond of work.
 //
 // # Filters
 //
