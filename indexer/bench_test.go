@@ -22,7 +22,7 @@ func BenchmarkSync(b *testing.B) {
 	const dims, every = 128, 500 * time.Microsecond
 	rows := *benchRows
 	data, _ := dataset.Clustered{Seed: 3, Rows: rows + 50_000, Dims: dims}.Generate()
-	for _, opts := range []string{"kind=ivf", "kind=flat store=ext4"} {
+	for _, opts := range []string{"kind=ivf", "kind=flat store=ext4", "kind=hnsw"} {
 		b.Run(opts, func(b *testing.B) {
 			var builds, p99s, worst []float64
 			for range b.N {

@@ -4,12 +4,12 @@
 //
 // # Entries
 //
-// Each index is an Entry: a Spec, an index kind holding the rows (flat or
-// ivf, registered in kinds.go, all built on internal/store), the set of
-// table rows left out because their vector cannot be indexed (NULL, wrong
-// dimension, NaN or infinite: counted, never fatal, indexed again as soon
-// as a change fixes them), a lifecycle State (building → ready, or error),
-// and the applied LSN.
+// Each index is an Entry: a Spec, an index kind holding the rows (flat,
+// ivf or hnsw, registered in kinds.go, all built on internal/store), the
+// set of table rows left out because their vector cannot be indexed
+// (NULL, wrong dimension, NaN or infinite: counted, never fatal, indexed
+// again as soon as a change fixes them), a lifecycle State (building →
+// ready, or error), and the applied LSN.
 //
 // # Who waits for whom
 //

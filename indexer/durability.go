@@ -176,6 +176,8 @@ func (e *Entry) LoadCheckpoint(dir string, src Source, state IdleState) (LSN, er
 		lsn = idle.LSN
 	}
 	e.wmu.Lock()
+	dropped(e.index)
+	dropped(e.syncIndex())
 	e.index, e.sync = loaded, nil
 	clear(e.skipped)
 	for _, k := range skipped {

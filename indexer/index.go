@@ -58,3 +58,15 @@ type Hit = store.Hit
 
 // Stats describe an index kind's size and shape (see store.Stats).
 type Stats = store.Stats
+
+// closer is what a kind with background work of its own (hnsw's linking
+// and repair) provides to be told it was dropped.
+type closer interface{ Close() }
+
+// dropped tells x (nil: nothing), which nothing will change any more, to
+// stop its background work; searches under way on it go on.
+func dropped(x Index) {
+	if c, ok := x.(closer); ok {
+		c.Close()
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/vecside/vecside/flat"
+	"github.com/vecside/vecside/hnsw"
 	"github.com/vecside/vecside/internal/pgvalue"
 	"github.com/vecside/vecside/internal/store"
 	"github.com/vecside/vecside/ivf"
@@ -34,10 +35,11 @@ type kind struct {
 var kinds = map[string]kind{
 	"flat": {options: flatOptions, new: newFlat, load: loadFlat, sample: flatSample},
 	"ivf":  {options: ivfOptions, new: newIVF, load: loadIVF, sample: func(_ Spec, n, dims int) int { return ivf.SampleFor(n, dims) }},
+	"hnsw": {options: hnswOptions, new: newHNSW, load: loadHNSW, sample: func(_ Spec, n, dims int) int { return hnsw.SampleFor(n, dims) }},
 }
 
 // Kinds lists the index kinds this build knows.
-var Kinds = []string{"flat", "ivf"}
+var Kinds = []string{"flat", "ivf", "hnsw"}
 
 // codecSeed seeds the random rotation of every quantized index: fixed,
 // so that a checkpoint's codes stay valid across restarts.
@@ -250,6 +252,62 @@ func loadIVF(spec Spec, cfg store.CodedConfig, r io.Reader) (Index, error) {
 	return ivfIndex{x}, nil
 }
 
+// hnsw: m=N, ef_construction=N, ef_search=N (the default per query),
+// store=ext4 (default) or ext8|float, bits=4|8.
+func hnswOptions(o Options) error {
+	_, err := hnswConfig(o, store.CodedConfig{})
+	return err
+}
+
+func hnswConfig(o Options, cfg store.CodedConfig) (hnsw.Config, error) {
+	if err := checkKeys("hnsw", o, "m", "ef_construction", "ef_search", "store", "bits"); err != nil {
+		return hnsw.Config{}, err
+	}
+	if _, err := storeOption(o, store.Ext4); err != nil {
+		return hnsw.Config{}, err
+	}
+	c := hnsw.Config{CodedConfig: cfg}
+	for _, opt := range []struct {
+		key       string
+		dst       *int
+		min, most int
+	}{{"m", &c.M, 2, hnsw.MaxM}, {"ef_construction", &c.EfConstruction, 1, hnsw.MaxEf}, {"ef_search", &c.EfSearch, 1, hnsw.MaxEf}} {
+		n, err := positive(o, opt.key, opt.most)
+		if err != nil {
+			return hnsw.Config{}, err
+		}
+		if n > 0 && n < opt.min {
+			return hnsw.Config{}, invalid("%s=%d: want an integer from %d to %d", opt.key, n, opt.min, opt.most)
+		}
+		*opt.dst = n
+	}
+	return c, nil
+}
+
+func newHNSW(spec Spec, cfg store.CodedConfig, sample [][]float32, tableRows int) (Index, error) {
+	c, err := hnswConfig(spec.Options, cfg)
+	if err != nil {
+		return nil, err
+	}
+	x, err := hnsw.New(c, sample, tableRows)
+	if err != nil {
+		return nil, err
+	}
+	return hnswIndex{x}, nil
+}
+
+func loadHNSW(spec Spec, cfg store.CodedConfig, r io.Reader) (Index, error) {
+	c, err := hnswConfig(spec.Options, cfg)
+	if err != nil {
+		return nil, err
+	}
+	x, err := hnsw.Load(r, c)
+	if err != nil {
+		return nil, err
+	}
+	return hnswIndex{x}, nil
+}
+
 // DefaultOversample is the candidate cap, in multiples of k, of a spec's
 // searches that do not set one: 1 where distances are exact (the float
 // stores), else what the second-pass codes need for recall@10 after the
@@ -327,4 +385,13 @@ func (x ivfIndex) Search(ctx context.Context, q []float32, n int, opts SearchOpt
 	return coded{x.Index.Coded}.search(opts, func(allow *store.Allow) ([]Hit, error) {
 		return x.Index.Search(ctx, q, wanted(n, opts), n, opts.Probes, allow)
 	})
+}
+
+type hnswIndex struct{ *hnsw.Index }
+
+func (x hnswIndex) Prepare(vec []float32) Row  { return x.Index.Prepare(vec) }
+func (x hnswIndex) Insert(key string, row Row) { x.Index.Insert(key, row.(hnsw.Prepared)) }
+
+func (x hnswIndex) Search(ctx context.Context, q []float32, n int, opts SearchOptions) ([]Hit, error) {
+	return x.Index.Search(ctx, q, wanted(n, opts), n, opts.EfSearch, opts.Allow)
 }

@@ -3,6 +3,7 @@ package indexer
 import (
 	"context"
 	"flag"
+	"slices"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -27,7 +28,8 @@ var searchSink atomic.Int64
 // compared by cosine. It reports the upserts applied per second idle and
 // loaded, their ratio, and search p50/p99 and throughput idle and loaded.
 //
-// Sizes: flat store=float over 200,000 × 768 and ivf over 1,000,000 × 128;
+// Sizes: flat store=float over 200,000 × 768, ivf and hnsw over
+// 1,000,000 × 128;
 // -indexer.rows, when given, sizes both, for a quick run:
 //
 //	go test ./indexer -run '^$' -bench ApplyUnderSearch -benchtime 1x -timeout 1h
@@ -40,6 +42,7 @@ func BenchmarkApplyUnderSearch(b *testing.B) {
 	}{
 		{"flat-float-768d", "kind=flat store=float", 200_000, 768},
 		{"ivf-128d", "kind=ivf", 1_000_000, 128},
+		{"hnsw-128d", "kind=hnsw", 1_000_000, 128},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			rows := rowsUnlessFlagged(c.rows)
@@ -137,4 +140,60 @@ func copiedIndexer(b *testing.B, def string, rows [][]float32) (*Indexer, *Entry
 	}
 	e.EndSync()
 	return ix, e, keys
+}
+
+// BenchmarkCheckpointLoad measures a restart's part in process: an index
+// of 1,000,000 × 128 clustered rows (-indexer.rows for fewer), built as a
+// copy builds it, checkpointed to a file, then loaded from that file with
+// the page cache warm (the file just written), reading and checking the
+// whole file; and the p99 of the first 1,000 searches after the load
+// against the steady state's (the same 1,000 queries, run again).
+func BenchmarkCheckpointLoad(b *testing.B) {
+	for _, c := range []struct{ name, opts string }{{"ivf-128d", "kind=ivf"}, {"hnsw-128d", "kind=hnsw"}} {
+		b.Run(c.name, func(b *testing.B) {
+			rows := rowsUnlessFlagged(1_000_000)
+			data, queries := dataset.Clustered{Seed: 3, Rows: rows, Queries: 1000, Dims: 128, Normalize: true}.Generate()
+			def := "e=t(v) key=id metric=cosine " + c.opts
+			_, e, _ := copiedIndexer(b, def, data)
+			if x, ok := e.serving.Load().index.(interface{ Flush() }); ok {
+				x.Flush()
+			}
+			dir := b.TempDir()
+			if _, err := e.Checkpoint(dir, Source{SystemID: 7, Timeline: 1, Slot: "vecside"}); err != nil {
+				b.Fatal(err)
+			}
+			p99 := func(e *Entry) float64 {
+				lat := make([]time.Duration, len(queries))
+				for i, q := range queries {
+					t0 := time.Now()
+					if _, err := e.Search(context.Background(), q, 10, DefaultSearchOptions()); err != nil {
+						b.Fatal(err)
+					}
+					lat[i] = time.Since(t0)
+				}
+				slices.Sort(lat)
+				return ms(lat[len(lat)*99/100])
+			}
+			var loads, firsts, steadies []float64
+			for range b.N {
+				spec, err := ParseSpec(def)
+				if err != nil {
+					b.Fatal(err)
+				}
+				loaded := newEntry(spec)
+				t0 := time.Now()
+				if _, err := loaded.LoadCheckpoint(dir, Source{SystemID: 7, Timeline: 1, Slot: "vecside"}, nil); err != nil {
+					b.Fatal(err)
+				}
+				loads = append(loads, time.Since(t0).Seconds())
+				firsts = append(firsts, p99(loaded))
+				steadies = append(steadies, p99(loaded))
+				dropped(loaded.index)
+			}
+			b.ReportMetric(median(loads), "load-s")
+			b.ReportMetric(median(firsts), "first1000-p99-ms")
+			b.ReportMetric(median(steadies), "steady-p99-ms")
+			b.ReportMetric(0, "ns/op")
+		})
+	}
 }

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/vecside/vecside/hnsw"
 )
 
 // Options are key=value settings in the one grammar vecside uses
@@ -71,6 +73,10 @@ type SearchOptions struct {
 	// Probes is how many IVF lists a query scans; 0 means the index's
 	// default (its probes= option, else 2% of its lists, at least 4).
 	Probes int
+	// EfSearch is the beam width of an HNSW query; 0 means the index's
+	// default (its ef_search= option, else hnsw.DefaultEfSearch). At least
+	// k is used.
+	EfSearch int
 	// Timeout bounds the whole request, including waiting for MinLSN.
 	Timeout time.Duration
 	// MinLSN, if set, makes the search wait until the index has applied
@@ -92,6 +98,9 @@ func DefaultSearchOptions() SearchOptions {
 // MaxProbes bounds probes.
 const MaxProbes = 1 << 20
 
+// MaxEfSearch bounds ef_search, as hnsw bounds its beam widths.
+const MaxEfSearch = hnsw.MaxEf
+
 // searchSetters is the vocabulary of search options: every key a client may
 // SET or pass to knn, with its parser. Unknown keys are errors.
 var searchSetters = map[string]func(*SearchOptions, string) error{
@@ -109,6 +118,14 @@ var searchSetters = map[string]func(*SearchOptions, string) error{
 			return fmt.Errorf("probes=%s: want an integer from 1 to %d (0: the index's default)", v, MaxProbes)
 		}
 		o.Probes = n
+		return nil
+	},
+	"ef_search": func(o *SearchOptions, v string) error {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 || n > MaxEfSearch {
+			return fmt.Errorf("ef_search=%s: want an integer from 1 to %d (0: the index's default)", v, MaxEfSearch)
+		}
+		o.EfSearch = n
 		return nil
 	},
 	"min_lsn": func(o *SearchOptions, v string) error {
@@ -168,6 +185,8 @@ func (o SearchOptions) Get(key string) (string, error) {
 		return o.MinLSN.String(), nil
 	case "probes":
 		return strconv.Itoa(o.Probes), nil
+	case "ef_search":
+		return strconv.Itoa(o.EfSearch), nil
 	}
 	return "", fmt.Errorf("%w: unknown search option %q", ErrInvalidArgument, key)
 }

@@ -78,10 +78,12 @@ func (e *Entry) beginSync(sample [][]float32, tableRows int, rebuild bool) error
 	}
 	e.wmu.Lock()
 	defer e.wmu.Unlock()
+	dropped(e.syncIndex())
 	e.sync = &syncState{index: x, skipped: map[string]struct{}{}, rebuild: rebuild, touched: map[string]LSN{}}
 	if !e.sync.rebuild {
 		// A first copy (or one after an error) starts from nothing: what
 		// the entry held is of no use, and searches wait for the copy.
+		dropped(e.index)
 		e.index = nil
 		clear(e.skipped)
 		e.mu.Lock()
@@ -162,6 +164,9 @@ func (e *Entry) EndSync() {
 	}
 	e.sync = nil
 	e.syncFrom = s.point
+	if e.index != s.index {
+		dropped(e.index)
+	}
 	e.index, e.skipped = s.index, s.skipped
 	e.version.Add(1)
 	e.mu.Lock()
@@ -201,6 +206,7 @@ func (e *Entry) AbortSync(err error) {
 		e.rebuildError = err.Error()
 		e.mu.Unlock()
 	}
+	dropped(e.syncIndex())
 	e.sync = nil
 }
 
@@ -217,4 +223,13 @@ func (e *Entry) Syncing() bool {
 func (e *Entry) WantsRebuild() bool {
 	s := e.serving.Load()
 	return s.state == StateReady && s.index != nil && !e.Syncing() && s.index.NeedsRebuild()
+}
+
+// syncIndex is the index a copy under way builds, nil if none; the
+// caller holds wmu.
+func (e *Entry) syncIndex() Index {
+	if e.sync == nil {
+		return nil
+	}
+	return e.sync.index
 }

@@ -58,7 +58,7 @@ func searchKeys(t testing.TB, e *Entry, q []float32, n int) []string {
 // since; the serving index keeps answering throughout, and the rebuilt one
 // holds exactly the table's state.
 func TestRebuildRoutesChanges(t *testing.T) {
-	for _, kind := range []string{"kind=flat", "kind=flat store=ext8", "kind=ivf"} {
+	for _, kind := range []string{"kind=flat", "kind=flat store=ext8", "kind=ivf", "kind=hnsw"} {
 		e := textEntry(t, "e=t(v) key=id metric=l2 "+kind)
 		v := func(x float32) []float32 { return []float32{x, 1} }
 		e.Upsert("a", v(1))

@@ -146,7 +146,6 @@ func (x *Index) NeedsRebuild() bool {
 	return false
 }
 
-
 // Search returns the smallest set of candidates that, with the codec's
 // confidence, holds the k nearest to q among the rows of the lists it
 // probes (probes > 0 fixes their number; 0 takes the index's default), at

@@ -2,9 +2,6 @@ package ivf
 
 import (
 	"math"
-	"math/rand/v2"
-	"slices"
-	"sync"
 
 	"github.com/vecside/vecside/internal/store"
 )
@@ -42,20 +39,8 @@ const (
 	// minPerList and samplePerList bound the k-means training sample per
 	// centroid.
 	minPerList    = 40
-	samplePerList = 256
-	// iterations of Lloyd's algorithm on the sample, at most: training
-	// stops early once fewer than converged of the sample change lists.
-	iterations = 10
-	converged  = 0.005
+	samplePerList = store.KMeansSamplePer
 )
-
-// vectors reads the training input: n vectors, each in the codec's space
-// (normalised for cosine), written into dst.
-type vectors struct {
-	n   int
-	get func(i int, dst []float32)
-	all []float32 // all n, row-major, when they are held so: read in place
-}
 
 // train returns k centroids for sample (converted to the codec's space):
 // k-means, then every list of the sample over listCap times the mean split
@@ -68,97 +53,24 @@ func train(cfg store.CodedConfig, sample [][]float32, k int, listCap float64, ro
 	for i, v := range sample {
 		store.ToCodecSpace(cfg.Metric, space[i*d:i*d], v) // in place
 	}
-	in := vectors{n: n, all: space, get: func(i int, dst []float32) { copy(dst, space[i*d:(i+1)*d]) }}
+	in := store.Vectors{N: n, All: space, Get: func(i int, dst []float32) { copy(dst, space[i*d:(i+1)*d]) }}
 	k = max(1, min(k, n))
-	cent := trainCentroids(in, d, k, seed)
+	cent := store.KMeans(in, d, k, seed)
 	assign := assignAll(in, d, cent)
 	limit := int(math.Ceil(listCap * float64(n) / float64(k)))
 	cent, assign = splitOversized(in, d, cent, assign, limit, seed)
 	return cent, learnMargin(space, d, cent, assign, rows, minProbes, seed)
 }
 
-// trainCentroids runs k-means with k centroids on a seeded sample of at
-// most samplePerList*k of the vectors, on every core, and returns the
-// centroids row-major.
-func trainCentroids(in vectors, dims, k int, seed uint64) []float32 {
-	rng := rand.New(rand.NewPCG(seed, 0x697666))
-	m := min(in.n, samplePerList*k)
-	sample := in.all
-	if m < in.n || sample == nil {
-		pick := rng.Perm(in.n)[:m]
-		slices.Sort(pick) // read the source in order
-		sample = make([]float32, m*dims)
-		for i, p := range pick {
-			in.get(p, sample[i*dims:(i+1)*dims])
-		}
-	}
-	k = min(k, m)
-	cent := make([]float32, k*dims)
-	for i, p := range rng.Perm(m)[:k] {
-		copy(cent[i*dims:], sample[p*dims:(p+1)*dims])
-	}
-	assign := make([]int32, m)
-	for it := range iterations {
-		sums := make([]float64, k*dims)
-		counts := make([]int, k)
-		moved := 0
-		var mu sync.Mutex
-		store.Parallel(m, func(lo, hi int) {
-			ps := make([]float64, k*dims)
-			pc := make([]int, k)
-			dist := make([]float32, k)
-			pm := 0
-			for i := lo; i < hi; i++ {
-				v := sample[i*dims : (i+1)*dims]
-				c := store.Nearest(v, cent, dist)
-				if assign[i] != int32(c) || it == 0 {
-					pm++
-				}
-				assign[i] = int32(c)
-				pc[c]++
-				row := ps[c*dims : (c+1)*dims]
-				for j, f := range v {
-					row[j] += float64(f)
-				}
-			}
-			mu.Lock()
-			for j := range sums {
-				sums[j] += ps[j]
-			}
-			for j := range counts {
-				counts[j] += pc[j]
-			}
-			moved += pm
-			mu.Unlock()
-		})
-		for c := range k {
-			row := cent[c*dims : (c+1)*dims]
-			if counts[c] == 0 {
-				// An empty cluster restarts at a random sample point.
-				p := rng.IntN(m)
-				copy(row, sample[p*dims:(p+1)*dims])
-				continue
-			}
-			for j := range row {
-				row[j] = float32(sums[c*dims+j] / float64(counts[c]))
-			}
-		}
-		if float64(moved) < converged*float64(m) {
-			break
-		}
-	}
-	return cent
-}
-
 // assignAll returns the nearest centroid of every vector, on every core.
-func assignAll(in vectors, dims int, cent []float32) []int32 {
-	out := make([]int32, in.n)
+func assignAll(in store.Vectors, dims int, cent []float32) []int32 {
+	out := make([]int32, in.N)
 	k := len(cent) / dims
-	store.Parallel(in.n, func(lo, hi int) {
+	store.Parallel(in.N, func(lo, hi int) {
 		v := make([]float32, dims)
 		dist := make([]float32, k)
 		for i := lo; i < hi; i++ {
-			in.get(i, v)
+			in.Get(i, v)
 			out[i] = int32(store.Nearest(v, cent, dist))
 		}
 	})
@@ -168,7 +80,7 @@ func assignAll(in vectors, dims int, cent []float32) []int32 {
 // splitOversized splits every list of more than limit vectors in two,
 // with 2-means on its members, until none is over the limit, and drops
 // empty lists. It returns the new centroids and assignment.
-func splitOversized(in vectors, dims int, cent []float32, assign []int32, limit int, seed uint64) ([]float32, []int32) {
+func splitOversized(in store.Vectors, dims int, cent []float32, assign []int32, limit int, seed uint64) ([]float32, []int32) {
 	k := len(cent) / dims
 	members := make([][]int, k)
 	for i, c := range assign {
@@ -187,12 +99,12 @@ func splitOversized(in vectors, dims int, cent []float32, assign []int32, limit 
 			outCent = append(outCent, cent[c*dims:(c+1)*dims]...)
 			continue
 		}
-		sub := vectors{n: len(m), get: func(i int, dst []float32) { in.get(m[i], dst) }}
-		two := trainCentroids(sub, dims, 2, seed+uint64(c))
+		sub := store.Vectors{N: len(m), Get: func(i int, dst []float32) { in.Get(m[i], dst) }}
+		two := store.KMeans(sub, dims, 2, seed+uint64(c))
 		halves := [2][]int{}
 		dist := make([]float32, 2)
 		for _, i := range m {
-			in.get(i, v)
+			in.Get(i, v)
 			h := store.Nearest(v, two, dist)
 			halves[h] = append(halves[h], i)
 		}

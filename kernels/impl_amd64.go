@@ -168,3 +168,8 @@ func scanBlock(q *scanQuery, codes []byte, out *[BlockVectors]uint32) {
 		}
 	}
 }
+
+// prefetch_amd64.s
+//
+//go:noescape
+func prefetch(p *byte)

@@ -110,6 +110,15 @@ func (rq *RaBitQ) Encode(vec, centroid []float32, code, ext []byte) (f, extF Fac
 		}
 	}
 	rq.rot.Apply(r)
+	return rq.EncodeRotated(r, code, ext)
+}
+
+// EncodeRotated is Encode for a residual already rotated (Dim elements,
+// not modified): the rotated vector less the rotated centroid, for an
+// index that keeps its centroids rotated.
+func (rq *RaBitQ) EncodeRotated(r []float32, code, ext []byte) (f, extF Factors) {
+	dim := rq.cfg.Dim
+	checkLen(len(r), dim)
 	var normSq, sumAbs float64
 	code = code[:rq.CodeBytes()]
 	clear(code)
@@ -237,6 +246,26 @@ type Query struct {
 // qRot itself and <cRot, qRot> is added back, since
 // <o,q> = <o-c,q> + <c,q>.
 func (rq *RaBitQ) PrepareQuery(dst *Query, qRot, cRot []float32) {
+	rq.prepareResidual(dst, qRot, cRot)
+	dst.tq = grow(dst.tq, rq.padded)
+	dst.step, _ = quantizeSym(dst.tq, dst.t, scanMax)
+	dst.absSum = 0
+	for _, v := range dst.tq {
+		dst.absSum += max(int32(v), -int32(v))
+	}
+	dst.scan.init(dst.tq)
+	rq.prepareExt(dst)
+}
+
+// PrepareExtQuery is PrepareQuery for ExtEstimate alone: it leaves out the
+// fast scan's tables, which cost more than the rest when a query meets
+// many centroids and few codes of each (a graph's walk).
+func (rq *RaBitQ) PrepareExtQuery(dst *Query, qRot, cRot []float32) {
+	rq.prepareResidual(dst, qRot, cRot)
+	rq.prepareExt(dst)
+}
+
+func (rq *RaBitQ) prepareResidual(dst *Query, qRot, cRot []float32) {
 	dim := rq.cfg.Dim
 	checkLen(len(qRot), dim)
 	dst.metric, dst.eps, dst.extBits = rq.cfg.Metric, rq.cfg.Epsilon, rq.cfg.ExBits
@@ -256,13 +285,9 @@ func (rq *RaBitQ) PrepareQuery(dst *Query, qRot, cRot []float32) {
 	}
 	dst.tNormSq = Dot(dst.t, dst.t)
 	dst.tNorm = sqrt32(dst.tNormSq)
-	dst.tq = grow(dst.tq, rq.padded)
-	dst.step, _ = quantizeSym(dst.tq, dst.t, scanMax)
-	dst.absSum = 0
-	for _, v := range dst.tq {
-		dst.absSum += max(int32(v), -int32(v))
-	}
-	dst.scan.init(dst.tq)
+}
+
+func (rq *RaBitQ) prepareExt(dst *Query) {
 	if n := rq.extDims(); n > 0 {
 		dst.ext = grow(dst.ext, n)
 		dst.extStep, dst.extSum = quantizeSym(dst.ext, dst.t[:n], 127)
@@ -274,9 +299,7 @@ func (rq *RaBitQ) PrepareQuery(dst *Query, qRot, cRot []float32) {
 // eps*|t|*Err in quadrature with the query quantization error
 // eps*step*QErr.
 func (q *Query) finish(f *Factors, yt, step float32) (est, bound float32) {
-	ip := f.Scale * yt
-	a, b := q.tNorm*f.Err, step*f.QErr
-	e := q.eps * sqrt32(a*a+b*b)
+	ip, e := q.inner(f, yt, step)
 	switch q.metric {
 	case L2:
 		return f.NormSq + q.tNormSq - 2*ip, 2 * e
@@ -284,6 +307,12 @@ func (q *Query) finish(f *Factors, yt, step float32) (est, bound float32) {
 		return -(ip + q.add), e
 	}
 	return (f.NormSq + q.tNormSq - 2*ip) / 2, e
+}
+
+// inner turns y·t into the estimate of <r, t> and its bound's half-width.
+func (q *Query) inner(f *Factors, yt, step float32) (ip, e float32) {
+	a, b := q.tNorm*f.Err, step*f.QErr
+	return f.Scale * yt, q.eps * sqrt32(a*a+b*b)
 }
 
 // FastScan estimates the distances from the query to the 32 vectors of a
@@ -304,6 +333,11 @@ func (rq *RaBitQ) FastScan(q *Query, block []byte, f *[BlockVectors]Factors, est
 // ExtEstimate estimates the distance from the query to the vector whose
 // extended code is ext, with the half-width of its error bound.
 func (rq *RaBitQ) ExtEstimate(q *Query, ext []byte, f *Factors) (est, bound float32) {
+	return q.finish(f, rq.extDot(q, ext), q.extStep)
+}
+
+// extDot estimates <y, t> from an extended code.
+func (rq *RaBitQ) extDot(q *Query, ext []byte) float32 {
 	var dot int32
 	if rq.cfg.ExBits == 8 {
 		dot = DotU8I8(ext[:rq.ExtBytes()], q.ext)
@@ -312,8 +346,82 @@ func (rq *RaBitQ) ExtEstimate(q *Query, ext []byte, f *Factors) (est, bound floa
 	}
 	// <y, t'> = <u, t'> - (2^B-1)/2 * sum t', kept in integers until the end.
 	twice := 2*int64(dot) - int64(1<<rq.cfg.ExBits-1)*int64(q.extSum)
-	return q.finish(f, q.extStep*float32(twice)/2, q.extStep)
+	return q.extStep * float32(twice) / 2
 }
+
+// ExtInner estimates <r, t> from an extended code, r the vector's rotated
+// residual and t the query's (see PrepareQuery), with the half-width of
+// its error bound: the part of ExtEstimate that does not depend on the
+// centroid the vector was encoded against. An index whose rows have
+// centroids other than the one the query was prepared against composes
+// the distance itself: for L2, ‖q−o‖² = ‖q−c‖² + ‖r‖² − 2(<r,t> + <g−c,r>)
+// with t = q−g, g the query's centroid and c the row's.
+func (rq *RaBitQ) ExtInner(q *Query, ext []byte, f *Factors) (ip, bound float32) {
+	return q.inner(f, rq.extDot(q, ext), q.extStep)
+}
+
+// DecodeExt writes to dst (Dim elements) the rotated residual an extended
+// code stands for, as well as the code knows it: its grid point y scaled to
+// the residual's norm, y·‖r‖/‖y‖, plus add (the rotated centroid, for the
+// rotated vector; nil for none). It is for comparing two stored vectors
+// with each other (a graph choosing its edges), where neither exact
+// vector is at hand; a query is compared with codes by ExtEstimate. The
+// codec must have extended bits.
+func (rq *RaBitQ) DecodeExt(dst []float32, ext []byte, f *Factors, add []float32) {
+	dim := rq.cfg.Dim
+	checkLen(len(dst), dim)
+	half := float32(int(1)<<rq.cfg.ExBits-1) / 2
+	switch n := rq.extDims(); {
+	case rq.cfg.ExBits == 8:
+		for i := range dst {
+			dst[i] = float32(ext[i]) - half
+		}
+	case n == dim: // whole 4-bit chunks: two codes a byte, by table
+		for base := 0; base < n; base += 2 * u4Chunk {
+			m := min(u4Chunk, (n-base)/2)
+			lo, hi := dst[base:base+m], dst[base+m:base+2*m]
+			for j, b := range ext[base/2 : base/2+m] {
+				pair := &u4Pairs[b]
+				lo[j], hi[j] = pair[0], pair[1]
+			}
+		}
+	default: // an odd dimension: the last code is padding
+		for base := 0; base < n; base += 2 * u4Chunk {
+			m := min(u4Chunk, (n-base)/2)
+			for j, b := range ext[base/2 : base/2+m] {
+				if i := base + j; i < dim {
+					dst[i] = float32(b&15) - half
+				}
+				if i := base + m + j; i < dim {
+					dst[i] = float32(b>>4) - half
+				}
+			}
+		}
+	}
+	yy := Dot(dst, dst)
+	s := float32(0)
+	if yy > 0 {
+		s = sqrt32(f.NormSq / yy)
+	}
+	if add == nil {
+		for i := range dst {
+			dst[i] *= s
+		}
+		return
+	}
+	checkLen(len(add), dim)
+	for i, a := range add {
+		dst[i] = dst[i]*s + a
+	}
+}
+
+// u4Pairs holds, for each byte of a 4-bit code, its two grid points.
+var u4Pairs = func() (t [256][2]float32) {
+	for b := range t {
+		t[b] = [2]float32{float32(b&15) - 7.5, float32(b>>4) - 7.5}
+	}
+	return t
+}()
 
 const (
 	rabitqMagic   = "VSRQ"

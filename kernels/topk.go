@@ -50,6 +50,13 @@ func (t *TopK) Push(id uint32, dist float32) {
 	t.down(0)
 }
 
+// Len is the number of neighbors t holds.
+func (t *TopK) Len() int { return len(t.heap) }
+
+// Unordered returns the neighbors t holds, in no order; the slice is t's
+// own, valid until t changes.
+func (t *TopK) Unordered() []Neighbor { return t.heap }
+
 // Sorted empties t and returns its neighbors nearest first.
 func (t *TopK) Sorted() []Neighbor {
 	out := make([]Neighbor, len(t.heap))

@@ -28,9 +28,9 @@ var loadRows = flag.Int("replicate.rows", 0, "rows of the table BenchmarkLagUnde
 // 10 ms, the time from taking the source's WAL position to the index
 // having applied that far (see writeAtRate). It
 // reports the lag's p50 and p99 in both phases, the rows per second the
-// writer achieved, and the searches' throughput and p99 during the second
-// phase. The table holds 200,000 rows for flat store=float and 1,000,000
-// for ivf before the phases; -replicate.rows sizes both, for a quick run:
+// writer achieved, the searches' p99 alone (half a phase, between the
+// two) and their throughput and p99 during the second phase. The table holds 200,000 rows for flat store=float and 1,000,000
+// for ivf and hnsw before the phases; -replicate.rows sizes both, for a quick run:
 //
 //	go test ./replicate -run '^$' -bench LagUnderSearch -benchtime 1x -timeout 1h
 //	go test ./replicate -run '^$' -bench LagUnderSearch -benchtime 1x -replicate.rows 20000
@@ -43,6 +43,7 @@ func BenchmarkLagUnderSearch(b *testing.B) {
 	}{
 		{"flat-float", "kind=flat store=float", 200_000},
 		{"ivf", "kind=ivf", 1_000_000},
+		{"hnsw", "kind=hnsw", 1_000_000},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			rows := c.rows
@@ -68,20 +69,27 @@ func BenchmarkLagUnderSearch(b *testing.B) {
 
 				idleLag, idleRate := writeAtRate(b, h, e, inserts[:perPhase], rows+1, rate, phase)
 				h.catchUp()
-				searches := loadgen.Start(clients, func(client, i int) error {
+				search := func(client, i int) error {
 					r, err := conns[client].Query(h.ctx, "SELECT * FROM knn($1, $2, $3)", "items_embedding", queries[(client*len(queries)/clients+i)%len(queries)], 10)
 					if err != nil {
 						return err
 					}
 					r.Close()
 					return r.Err()
-				})
+				}
+				alone := loadgen.Start(clients, search)
+				time.Sleep(phase / 2)
+				quiet := alone.Stop()
+				searches := loadgen.Start(clients, search)
 				lag, loadedRate := writeAtRate(b, h, e, inserts[perPhase:], rows+1+perPhase, rate, phase)
 				searched := searches.Stop()
 				h.stop()
-				if searched.Err != nil {
-					b.Fatal(searched.Err)
+				for _, r := range []loadgen.Result{quiet, searched} {
+					if r.Err != nil {
+						b.Fatal(r.Err)
+					}
 				}
+				b.ReportMetric(quiet.Latencies.Ms(0.99), "search-p99-ms-idle")
 				b.ReportMetric(idleLag.Ms(0.5), "lag-p50-ms-idle")
 				b.ReportMetric(idleLag.Ms(0.99), "lag-p99-ms-idle")
 				b.ReportMetric(idleRate, "rows/s-idle")

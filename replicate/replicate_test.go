@@ -242,7 +242,14 @@ func (w testWriter) Write(p []byte) (int, error) {
 
 func waitReady(t testing.TB, e *indexer.Entry) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Minute) // a million rows on a loaded machine
+	waitReadyWithin(t, e, 60*time.Second)
+}
+
+// waitReadyWithin is waitReady with its own deadline, for benchmarks that
+// build large indexes.
+func waitReadyWithin(t testing.TB, e *indexer.Entry, d time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(d)
 	for {
 		st, msg := e.State()
 		if st == indexer.StateReady {

@@ -48,6 +48,7 @@ measured too.`,
 		&cli.StringSliceFlag{Name: "index", Value: cli.NewStringSlice("kind=flat", "kind=flat store=ext8", "kind=ivf"), Usage: "index kind and options to measure, e.g. 'kind=ivf store=ext8' (repeat)"},
 		&cli.IntFlag{Name: "k", Value: 10, Usage: "neighbours per query"},
 		&cli.StringFlag{Name: "probes", Value: "0,1,2,4,8,16,32", Usage: "ivf: probes to sweep (0 = the index's default)"},
+		&cli.StringFlag{Name: "ef-search", Value: "0,16,32,64,128,256", Usage: "hnsw: ef_search values to sweep (0 = the index's default)"},
 		&cli.StringFlag{Name: "oversample", Value: "0,1,2", Usage: "oversample values to sweep (0 = the index's default)"},
 		&cli.IntFlag{Name: "clients", Value: 8, Usage: "concurrent clients for the throughput runs"},
 		&cli.IntFlag{Name: "measure", Value: 1000, Usage: "queries timed per run (cycling through the held-out ones)"},
@@ -63,6 +64,10 @@ measured too.`,
 		if err != nil {
 			return fmt.Errorf("--probes: %w", err)
 		}
+		efs, err := intList(c.String("ef-search"))
+		if err != nil {
+			return fmt.Errorf("--ef-search: %w", err)
+		}
 		over, err := floatList(c.String("oversample"))
 		if err != nil {
 			return fmt.Errorf("--oversample: %w", err)
@@ -77,7 +82,7 @@ measured too.`,
 			inserts: churn[0], deletes: churn[1],
 			source: c.String("source"), dataset: c.String("dataset"), fashionDir: c.String("fashion-dir"),
 			rows: c.Int("rows"), dims: c.Int("dims"), queries: c.Int("queries"), seed: c.Uint64("seed"), metric: metric,
-			indexes: c.StringSlice("index"), k: c.Int("k"), probes: probes, oversample: over,
+			indexes: c.StringSlice("index"), k: c.Int("k"), probes: probes, efSearch: efs, oversample: over,
 			clients: c.Int("clients"), measure: c.Int("measure"), e2e: c.Bool("e2e"), process: c.Bool("process"),
 		})
 	},
@@ -90,7 +95,7 @@ type benchParams struct {
 	metric                      kernels.Metric
 	indexes                     []string
 	k                           int
-	probes                      []int
+	probes, efSearch            []int
 	oversample                  []float64
 	clients, measure            int
 	e2e, process                bool
@@ -256,9 +261,12 @@ func (b *bench) measureIndex(ctx context.Context, n int, def string) error {
 			return err
 		}
 		st := entry.Status().IndexStats
-		fmt.Fprintf(b.out, "%-26s ready in %.1fs; %.0f bytes/row (codes %.0f, floats %.0f, keys %.0f); lists %d %s\n",
-			def, time.Since(t0).Seconds(), st.BytesPerRow(), perRow(st.CodeBytes, st.Rows), perRow(st.FloatBytes, st.Rows), perRow(st.KeyBytes, st.Rows),
-			len(st.Lists), st.ListHistogram())
+		shape := fmt.Sprintf("lists %d %s", len(st.Lists), st.ListHistogram())
+		if st.GraphBytes > 0 {
+			shape = fmt.Sprintf("graph %.0f bytes/row, %d rows unreachable", perRow(st.GraphBytes, st.Rows), st.Unreachable)
+		}
+		fmt.Fprintf(b.out, "%-26s ready in %.1fs; %.0f bytes/row (codes %.0f, floats %.0f, keys %.0f); %s\n",
+			def, time.Since(t0).Seconds(), st.BytesPerRow(), perRow(st.CodeBytes, st.Rows), perRow(st.FloatBytes, st.Rows), perRow(st.KeyBytes, st.Rows), shape)
 	}
 	var err error
 
@@ -276,14 +284,17 @@ func (b *bench) measureIndex(ctx context.Context, n int, def string) error {
 			defer heaps[i].Close(context.Background())
 		}
 	}
-	probes := []int{0}
-	if strings.Contains(def, "kind=ivf") {
-		probes = b.p.probes
+	sweep, values := "", []int{0}
+	switch {
+	case strings.Contains(def, "kind=ivf"):
+		sweep, values = "probes", b.p.probes
+	case strings.Contains(def, "kind=hnsw"):
+		sweep, values = "ef_search", b.p.efSearch
 	}
-	for _, pr := range probes {
+	for _, v := range values {
 		for _, o := range b.p.oversample {
-			opts := fmt.Sprintf("oversample=%g probes=%d", o, pr)
-			if pr == 0 {
+			opts := fmt.Sprintf("oversample=%g %s=%d", o, sweep, v)
+			if v == 0 {
 				opts = fmt.Sprintf("oversample=%g", o)
 			}
 			if err := b.measureSetting(ctx, inproc, name, def, opts, conns, heaps); err != nil {

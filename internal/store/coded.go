@@ -53,12 +53,11 @@ type rows struct {
 	spread []listSpread
 	ep     *Epochs
 	keys   *Keys
-	loc    *Slab[uint64]       // id → list<<32 | slot
-	ext    *Slab[byte]         // id → extended code
-	extF   *Slab[extFactors]   // its factors but NormSq, which the 1-bit code's factors hold
-	floats *Slab[float32]      // id → vector, store=float
-	zeros  map[string]struct{} // cosine zero vectors: held, never returned
-	nzeros atomic.Int64
+	loc    *Slab[uint64]     // id → list<<32 | slot
+	ext    *Slab[byte]       // id → extended code
+	extF   *Slab[extFactors] // its factors but NormSq, which the 1-bit code's factors hold
+	floats *Slab[float32]    // id → vector, store=float
+	zeros  *Zeros
 }
 
 // CodedConfig configures a Coded.
@@ -111,7 +110,7 @@ func NewCoded(cfg CodedConfig, centroids []float32) (*Coded, error) {
 func (x *Coded) newRows() *rows {
 	k := x.Lists()
 	ep := NewEpochs()
-	r := &rows{lists: make([]*List, k), ep: ep, keys: NewKeys(x.cfg.KeyWidth, ep), loc: NewSlab[uint64](1), zeros: map[string]struct{}{}}
+	r := &rows{lists: make([]*List, k), ep: ep, keys: NewKeys(x.cfg.KeyWidth, ep), loc: NewSlab[uint64](1), zeros: NewZeros()}
 	for c := range r.lists {
 		r.lists[c] = NewList(x.rq.CodeBytes())
 	}
@@ -181,22 +180,18 @@ func (x *Coded) ListLive(c int) int { return x.cur.Load().lists[c].Live() }
 // Len is the number of keys held, zero vectors included.
 func (x *Coded) Len() int {
 	r := x.cur.Load()
-	return r.keys.Len() + int(r.nzeros.Load())
+	return r.keys.Len() + r.zeros.Len()
 }
 
 // ZeroVectors counts held vectors that have no cosine distance.
-func (x *Coded) ZeroVectors() int { return int(x.cur.Load().nzeros.Load()) }
+func (x *Coded) ZeroVectors() int { return x.cur.Load().zeros.Len() }
 
 // Has reports whether key is held.
 func (x *Coded) Has(key string) bool {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	r := x.cur.Load()
-	if _, ok := r.zeros[key]; ok {
-		return true
-	}
-	_, ok := r.keys.Lookup(key)
-	return ok
+	return r.zeros.Held(r.keys, key)
 }
 
 // prepared is a row encoded outside the writers' lock.
@@ -289,9 +284,7 @@ func (x *Coded) Delete(key string) bool {
 }
 
 func (x *rows) delete(key string) bool {
-	if _, ok := x.zeros[key]; ok {
-		delete(x.zeros, key)
-		x.nzeros.Add(-1)
+	if x.zeros.Remove(key) {
 		return true
 	}
 	id, ok := x.keys.Remove(key)
@@ -309,10 +302,9 @@ func (x *Coded) Rename(from, to string) bool {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	r := x.cur.Load()
-	if _, ok := r.zeros[from]; ok {
+	if r.zeros.Remove(from) {
 		r.delete(to)
-		delete(r.zeros, from)
-		r.zeros[to] = struct{}{}
+		r.zeros.Add(to)
 		return true
 	}
 	id, ok := r.keys.Lookup(from)
@@ -354,7 +346,7 @@ func (x *Coded) Vector(key string) ([]float32, bool) {
 	if r.floats == nil {
 		return nil, false
 	}
-	if _, ok := r.zeros[key]; ok {
+	if r.zeros.Has(key) {
 		return make([]float32, x.cfg.Dims), true
 	}
 	id, ok := r.keys.Lookup(key)
@@ -368,11 +360,7 @@ func (x *Coded) Vector(key string) ([]float32, bool) {
 func (x *Coded) Each(fn func(key string)) {
 	x.mu.Lock()
 	r := x.cur.Load()
-	var keys []string
-	r.keys.Each(func(id uint32) { keys = append(keys, r.keys.Key(id)) })
-	for k := range r.zeros {
-		keys = append(keys, k)
-	}
+	keys := r.zeros.AllKeys(r.keys)
 	x.mu.Unlock()
 	for _, k := range keys {
 		fn(k)
@@ -491,17 +479,18 @@ func (x *Coded) Search(ctx context.Context, q []float32, k, limit int, probe Pro
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	return r.hits(x.cfg.Metric, qs.s.Result(limit)), nil
+	return Hits(r.keys, x.cfg.Metric, qs.s.Result(limit)), nil
 }
 
-// hits turns candidates into keys and distances; a key updated while the
-// search ran may have been seen under its old and its new id, and is
-// returned once, at its nearer estimate.
-func (x *rows) hits(m kernels.Metric, found []Candidate) []Hit {
+// Hits turns a search's candidates (nearest first, see Searcher.Result)
+// into keys and distances under m, read under the search's pin; a key
+// updated while the search ran may have been seen under its old and its
+// new id, and is returned once, at its nearer estimate.
+func Hits(keys *Keys, m kernels.Metric, found []Candidate) []Hit {
 	hits := make([]Hit, 0, len(found))
 	seen := make(map[string]struct{}, len(found))
 	for _, c := range found {
-		key := x.keys.Key(c.ID)
+		key := keys.Key(c.ID)
 		if _, dup := seen[key]; dup {
 			continue
 		}
@@ -597,12 +586,8 @@ func (x *Coded) Snapshot() (write func(io.Writer) error, release func()) {
 	r := x.cur.Load()
 	g := r.ep.Pin()
 	live := r.keys.LiveCopy()
-	zeros := make([]string, 0, len(r.zeros))
-	for k := range r.zeros {
-		zeros = append(zeros, k)
-	}
+	zeros := r.zeros.Sorted()
 	x.mu.Unlock()
-	slices.Sort(zeros)
 	write = func(w io.Writer) error {
 		b := NewBodyWriter(w)
 		b.Raw([]byte(codedMagic))
@@ -685,9 +670,8 @@ func LoadCoded(in io.Reader, cfg CodedConfig) (*Coded, error) {
 	x.params = params
 	r := x.cur.Load()
 	for _, z := range zeros {
-		r.zeros[z] = struct{}{}
+		r.zeros.Add(z)
 	}
-	r.nzeros.Store(int64(len(zeros)))
 	e := NewEncoded(x.rq)
 	vec := make([]float32, cfg.Dims)
 	for range br.Count(MaxRows) {
@@ -746,8 +730,7 @@ func (x *Coded) Insert(key string, p *Prepared) {
 	r := x.cur.Load()
 	r.delete(key)
 	if p.zero {
-		r.zeros[key] = struct{}{}
-		r.nzeros.Add(1)
+		r.zeros.Add(key)
 		return
 	}
 	r.insert(x.cfg.Dims, key, p.p.list, &p.p.enc, p.vec)

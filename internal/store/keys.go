@@ -30,6 +30,7 @@ type Keys struct {
 	high  atomic.Uint32 // ids ever given out
 	count atomic.Int64  // live keys
 	used  int           // index slots taken, tombstones included
+	held  int           // ids removed by Hold and not yet released
 	text  int64         // bytes of variable-width keys held
 
 	limbo []retired // removed ids, oldest first
@@ -192,6 +193,19 @@ func (k *Keys) Publish(id uint32) {
 // Remove forgets key, returning the id it had: it stops being live at
 // once and is handed out again once no reader can see it.
 func (k *Keys) Remove(key string) (uint32, bool) {
+	id, ok := k.Hold(key)
+	if ok {
+		k.Release(id)
+	}
+	return id, ok
+}
+
+// Hold forgets key like Remove, but keeps its id from being handed out
+// again until Release: for an owner whose own structures (a graph's
+// edges) can still lead a reader to the id after the key is gone. Until
+// Release the id's key and what the owner stores under it stay as they
+// were; Live reports false for it from now on.
+func (k *Keys) Hold(key string) (uint32, bool) {
 	ix := k.index.Load()
 	for i := k.hash(key) & ix.mask; ; i = (i + 1) & ix.mask {
 		v := ix.slots[i].Load()
@@ -205,10 +219,19 @@ func (k *Keys) Remove(key string) (uint32, bool) {
 				k.live.Clear(id)
 				k.count.Add(-1)
 			}
-			k.limbo = append(k.limbo, retired{id: id, epoch: k.ep.Retire()})
+			k.held++
 			return id, true
 		}
 	}
+}
+
+// Release lets an id removed by Hold be handed out again once every
+// reader pinned now has unpinned. The owner calls it once nothing it
+// publishes leads to the id any more: a reader that pins from now on
+// cannot reach it, and one pinned before holds the id back.
+func (k *Keys) Release(id uint32) {
+	k.held--
+	k.limbo = append(k.limbo, retired{id: id, epoch: k.ep.Retire()})
 }
 
 // insert puts id under key in the index, growing or cleaning it first
@@ -216,7 +239,8 @@ func (k *Keys) Remove(key string) (uint32, bool) {
 func (k *Keys) insert(key string, id uint32) {
 	ix := k.index.Load()
 	if 4*(k.used+1) > 3*len(ix.slots) {
-		live := int(k.count.Load()) + 1
+		// Keys allocated but not yet published count too.
+		live := int(k.high.Load()) - (len(k.limbo) - k.head) - k.held + 1
 		n := len(ix.slots)
 		for 2*live > n { // at most half full after a rebuild
 			n *= 2

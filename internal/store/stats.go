@@ -17,11 +17,19 @@ type Stats struct {
 	FloatBytes int64
 	// KeyBytes is keys, the key index, row locations and live sets.
 	KeyBytes int64
-	Lists    []int // live rows per list
+	// GraphBytes is a graph index's neighbour lists, node headers and the
+	// rows waiting to be linked.
+	GraphBytes int64
+	Lists      []int // live rows per list
+	// Graph indexes only: rows deleted but still in the graph, waiting
+	// for their neighbours' lists to be repaired; and live rows that a
+	// search from the entry point could not reach when last counted
+	// (after the build and after each repair), -1 before the first count.
+	Tombstones, Unreachable int
 }
 
 // Bytes is everything the index holds.
-func (s Stats) Bytes() int64 { return s.CodeBytes + s.FloatBytes + s.KeyBytes }
+func (s Stats) Bytes() int64 { return s.CodeBytes + s.FloatBytes + s.KeyBytes + s.GraphBytes }
 
 // BytesPerRow is Bytes per row held.
 func (s Stats) BytesPerRow() float64 {

@@ -271,3 +271,32 @@ func TestKeysSpreadSequentialIntegers(t *testing.T) {
 		t.Fatalf("a run of %d taken slots in an index of %d for %d keys", longest, len(ix.slots), k.Len())
 	}
 }
+
+// Keys allocated but not yet published still grow the key index, and
+// ids held back by Hold are reused only after Release and the epochs.
+func TestKeysAllocBeforePublishAndHold(t *testing.T) {
+	ep := NewEpochs()
+	k := NewKeys(8, ep)
+	for i := range 5000 {
+		if _, ok := k.Lookup(intKey(i)); ok {
+			t.Fatalf("key %d found before it was added", i)
+		}
+		if id := k.Alloc(intKey(i)); id != uint32(i) {
+			t.Fatalf("key %d got id %d", i, id)
+		}
+	}
+	for i := range 5000 {
+		k.Publish(uint32(i))
+	}
+	id, ok := k.Hold(intKey(10))
+	if !ok || k.Live(id) || k.Len() != 4999 {
+		t.Fatalf("hold: %d %v, live %v, %d keys", id, ok, k.Live(id), k.Len())
+	}
+	if got := k.Alloc(intKey(9000)); got == id {
+		t.Fatal("an id held back was reused before its release")
+	}
+	k.Release(id)
+	if got := k.Alloc(intKey(9001)); got != id {
+		t.Fatalf("a released id with no reader pinned was not reused: got %d, want %d", got, id)
+	}
+}

@@ -1,0 +1,310 @@
+package hnsw
+
+import (
+	"encoding/binary"
+	"math"
+
+	"github.com/vecside/vecside/internal/store"
+	"github.com/vecside/vecside/kernels"
+)
+
+// codes is the vector side of the rows, by row id: for the coded stores,
+// each row's extended RaBitQ code against the centroid nearest to it,
+// with its factors, κ and the centroid's number; for store=float the
+// float32 vector. A row is written once, before its id is published, and
+// never changes until the id is reused (see store.Keys).
+//
+// Everything an estimate needs sits in one row, so visiting a neighbour
+// costs one or two cache lines. The 1-bit code is not kept: it is the
+// extended code's top bit, and a graph never scans blocks.
+//
+// The centroids (see train) are kept rotated, in the space searches
+// estimate in: a query is rotated once and prepared once, against the
+// mean g of the training sample, and a row o encoded against its own
+// centroid c (residual r = o − c) is estimated as
+//
+//	‖q−o‖² = ‖q−c‖² + ‖r‖² − 2(<r, q−g> + κ),  κ = <g−c, r>
+//
+// with <r, q−g> from the code (kernels.ExtInner), κ exact from encoding
+// time and ‖q−c‖² computed once per query per centroid met. Its error
+// grows with ‖r‖·‖q−g‖: a centroid near the row makes it several times
+// smaller than one global centroid would (see the package doc). The
+// candidates a search returns are estimated again against their own
+// centroids (refine), as an IVF list scan would, where the error grows
+// with ‖r‖·‖q−c‖ and is smaller still.
+type codes struct {
+	metric   kernels.Metric
+	dims     int
+	rq       *kernels.RaBitQ // nil for store=float
+	cents    *centroids
+	extBytes int
+	ext      *store.Slab[byte]    // code | NormSq Scale Err QErr κ | centroid
+	floats   *store.Slab[float32] // store=float
+}
+
+// Bytes of a coded row past its extended code: five float32 factors and
+// the centroid's number.
+const (
+	tailBytes  = 24
+	kappaAt    = 16
+	centroidAt = 20
+)
+
+func newCodes(cfg store.CodedConfig, rq *kernels.RaBitQ, cents *centroids) *codes {
+	c := &codes{metric: cfg.Metric, dims: cfg.Dims}
+	if cfg.Store == store.Float {
+		c.floats = store.NewSlab[float32](cfg.Dims)
+		return c
+	}
+	c.rq, c.extBytes, c.cents = rq, rq.ExtBytes(), cents
+	c.ext = store.NewSlab[byte](c.extBytes + tailBytes)
+	return c
+}
+
+// fresh returns empty rows of the same codec and centroids.
+func (c *codes) fresh() *codes {
+	n := *c
+	if c.floats != nil {
+		n.floats = store.NewSlab[float32](c.dims)
+	} else {
+		n.ext = store.NewSlab[byte](c.extBytes + tailBytes)
+	}
+	return &n
+}
+
+// grow makes room for ids [0, n).
+func (c *codes) grow(n int) {
+	if c.floats != nil {
+		c.floats.Grow(n)
+	} else {
+		c.ext.Grow(n)
+	}
+}
+
+func (c *codes) bytes() int64 {
+	if c.floats != nil {
+		return c.floats.Bytes()
+	}
+	return c.ext.Bytes() + c.cents.bytes()
+}
+
+// prepared is a row encoded outside the writers' lock: its coded row (or
+// vector) and the vector a linker searches the graph with, in the space
+// searches estimate in (rotated for the coded stores).
+type prepared struct {
+	row  []byte
+	vec  []float32
+	zero bool // a cosine zero vector: held, never returned
+}
+
+// prepare encodes vec.
+func (c *codes) prepare(vec []float32) *prepared {
+	if c.metric == kernels.Cosine && kernels.Dot(vec, vec) == 0 {
+		return &prepared{zero: true}
+	}
+	p := &prepared{vec: make([]float32, c.dims)}
+	if c.floats != nil {
+		copy(p.vec, vec)
+		return p
+	}
+	c.rq.RotateQuery(p.vec, vec)
+	p.row = make([]byte, c.extBytes+tailBytes)
+	c.encode(p.row, p.vec)
+	return p
+}
+
+// encode writes the coded row of v (rotated) to row.
+func (c *codes) encode(row []byte, v []float32) {
+	k := c.cents.nearest(v)
+	cRot := c.cents.at(k)
+	r := make([]float32, c.dims)
+	var kappa float32
+	for i := range r {
+		r[i] = v[i] - cRot[i]
+		kappa += (c.cents.g[i] - cRot[i]) * r[i]
+	}
+	code := make([]byte, c.rq.CodeBytes())
+	_, f := c.rq.EncodeRotated(r, code, row[:c.extBytes])
+	t := row[c.extBytes:]
+	for i, v := range [5]float32{f.NormSq, f.Scale, f.Err, f.QErr, kappa} {
+		binary.LittleEndian.PutUint32(t[4*i:], math.Float32bits(v))
+	}
+	binary.LittleEndian.PutUint32(t[centroidAt:], uint32(k))
+}
+
+// put writes a prepared row under id.
+func (c *codes) put(id uint32, p *prepared) {
+	if c.floats != nil {
+		copy(c.floats.Row(id), p.vec)
+		return
+	}
+	copy(c.ext.Row(id), p.row)
+}
+
+// copyRow writes src's row under dst.
+func (c *codes) copyRow(dst, src uint32) {
+	if c.floats != nil {
+		copy(c.floats.Row(dst), c.floats.Row(src))
+		return
+	}
+	copy(c.ext.Row(dst), c.ext.Row(src))
+}
+
+func f32At(b []byte, at int) float32 { return math.Float32frombits(binary.LittleEndian.Uint32(b[at:])) }
+
+// unpack returns a coded row's extended code, factors, κ and centroid.
+func (c *codes) unpack(row []byte) (ext []byte, f kernels.Factors, kappa float32, k uint32) {
+	t := row[c.extBytes : c.extBytes+tailBytes]
+	f = kernels.Factors{NormSq: f32At(t, 0), Scale: f32At(t, 4), Err: f32At(t, 8), QErr: f32At(t, 12)}
+	return row[:c.extBytes], f, f32At(t, kappaAt), binary.LittleEndian.Uint32(t[centroidAt:])
+}
+
+// centroidOf is the centroid a coded row was encoded against.
+func (c *codes) centroidOf(id uint32) uint32 {
+	_, _, _, k := c.unpack(c.ext.Row(id))
+	return k
+}
+
+// query is a vector prepared for estimating its distance to rows: a
+// search's query, or a row being linked. Its per-centroid terms are
+// computed as centroids are met, and kept until the next setQuery.
+type query struct {
+	v    []float32 // raw (float) or rotated (coded)
+	pq   kernels.Query
+	term []float32 // per centroid: ‖q−c‖² (l2, cosine) or <q, c> (ip)
+	seen []uint32  // per centroid: gen when term was computed
+	gen  uint32
+	// refine's queries prepared against the candidates' own centroids.
+	local map[uint32]*kernels.Query
+	spare []*kernels.Query
+}
+
+// setQuery prepares q (raw, as a client sends it) for a search.
+func (c *codes) setQuery(dst *query, q []float32) {
+	dst.v = grow(dst.v, c.dims)
+	if c.floats != nil {
+		copy(dst.v, q)
+		return
+	}
+	c.rq.RotateQuery(dst.v, q)
+	c.reset(dst)
+}
+
+// setSpaceQuery prepares v, already in the search space (prepared.vec or
+// decode's output), for estimating.
+func (c *codes) setSpaceQuery(dst *query, v []float32) {
+	dst.v = append(dst.v[:0], v...)
+	if c.floats == nil {
+		c.reset(dst)
+	}
+}
+
+func (c *codes) reset(dst *query) {
+	c.rq.PrepareExtQuery(&dst.pq, dst.v, c.cents.g)
+	if n := c.cents.len(); len(dst.seen) != n {
+		dst.seen, dst.term = make([]uint32, n), make([]float32, n)
+	}
+	if dst.gen++; dst.gen == 0 {
+		clear(dst.seen)
+		dst.gen = 1
+	}
+	for _, p := range dst.local {
+		dst.spare = append(dst.spare, p)
+	}
+	clear(dst.local)
+}
+
+// centroidTerm is ‖q−c‖² (or <q, c> for ip) of centroid k.
+func (c *codes) centroidTerm(q *query, k uint32) float32 {
+	if q.seen[k] != q.gen {
+		if c.metric == kernels.IP {
+			q.term[k] = kernels.Dot(q.v, c.cents.at(int(k)))
+		} else {
+			q.term[k] = kernels.L2Sq(q.v, c.cents.at(int(k)))
+		}
+		q.seen[k] = q.gen
+	}
+	return q.term[k]
+}
+
+// prefetch starts loading id's row into the caches (see estimate).
+func (c *codes) prefetch(id uint32) {
+	if c.ext != nil {
+		kernels.Prefetch(c.ext.Row(id))
+	}
+}
+
+// estimate is id's distance from q in the codec's terms (squared for L2,
+// 1−cos for cosine, −ip for ip) and the half-width of its error bound
+// (0 for store=float).
+func (c *codes) estimate(q *query, id uint32) (est, bound float32) {
+	if c.floats != nil {
+		return store.ExactEstimate(c.metric, q.v, c.floats.Row(id)), 0
+	}
+	ext, f, kappa, k := c.unpack(c.ext.Row(id))
+	ip, e := c.rq.ExtInner(&q.pq, ext, &f)
+	term := c.centroidTerm(q, k)
+	switch c.metric {
+	case kernels.L2:
+		return term + f.NormSq - 2*(ip+kappa), 2 * e
+	case kernels.Cosine:
+		return (term + f.NormSq - 2*(ip+kappa)) / 2, e // half the squared distance on the unit sphere
+	}
+	return -(ip + term), e
+}
+
+// refine estimates id again, against its own centroid: the precise
+// estimate a search returns its candidates with.
+func (c *codes) refine(q *query, id uint32) (est, bound float32) {
+	if c.floats != nil {
+		return c.estimate(q, id)
+	}
+	ext, f, _, k := c.unpack(c.ext.Row(id))
+	pq := q.local[k]
+	if pq == nil {
+		if n := len(q.spare); n > 0 {
+			pq, q.spare = q.spare[n-1], q.spare[:n-1]
+		} else {
+			pq = new(kernels.Query)
+		}
+		if q.local == nil {
+			q.local = map[uint32]*kernels.Query{}
+		}
+		c.rq.PrepareExtQuery(pq, q.v, c.cents.at(int(k)))
+		q.local[k] = pq
+	}
+	return c.rq.ExtEstimate(pq, ext, &f)
+}
+
+// decode writes id's vector in the search space to dst: the float vector,
+// or the rotated vector its code stands for.
+func (c *codes) decode(dst []float32, id uint32) {
+	if c.floats != nil {
+		copy(dst, c.floats.Row(id))
+		return
+	}
+	ext, f, _, k := c.unpack(c.ext.Row(id))
+	c.rq.DecodeExt(dst, ext, &f, c.cents.at(int(k)))
+}
+
+// between is the distance of two vectors of the search space (decoded
+// rows), in the same terms as estimate.
+func (c *codes) between(a, b []float32) float32 {
+	if c.floats != nil {
+		return store.ExactEstimate(c.metric, a, b)
+	}
+	switch c.metric {
+	case kernels.L2:
+		return kernels.L2Sq(a, b)
+	case kernels.Cosine:
+		return kernels.L2Sq(a, b) / 2 // on the unit sphere
+	}
+	return -kernels.Dot(a, b)
+}
+
+func grow[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n)
+	}
+	return s[:n]
+}

@@ -1,0 +1,367 @@
+package hnsw
+
+import (
+	"runtime"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	"github.com/vecside/vecside/kernels"
+)
+
+// ring holds the rows inserted but not linked yet, in insertion order:
+// each one's id and the vector its linker searches the graph with.
+// Positions are sequence numbers: the writer fills head, linkers claim
+// next, and tail is the oldest row that may not be linked yet. Searches
+// estimate the rows of [tail, head) one by one (scanPending).
+//
+// The writer reuses position s − size only once tail has passed it, so
+// at most size rows wait; a writer that finds the ring full links rows
+// itself until it is not (see enqueue).
+type ring struct {
+	size             uint64
+	dims             int
+	ids              []atomic.Uint32
+	done             []atomic.Uint64 // position s holds s+1 once its row is linked
+	vecs             []float32
+	head, tail, next atomic.Uint64
+	progress         chan struct{} // a row was linked
+}
+
+func newRing(size, dims int) *ring {
+	return &ring{
+		size: uint64(size), dims: dims,
+		ids: make([]atomic.Uint32, size), done: make([]atomic.Uint64, size),
+		vecs: make([]float32, size*dims), progress: make(chan struct{}, 1),
+	}
+}
+
+func (q *ring) vec(seq uint64) []float32 {
+	s := int(seq%q.size) * q.dims
+	return q.vecs[s : s+q.dims]
+}
+
+func (q *ring) bytes() int64 { return int64(q.size) * (4 + 8 + 4*int64(q.dims)) }
+
+// claim takes the next row to link.
+func (q *ring) claim() (uint64, bool) {
+	for {
+		n := q.next.Load()
+		if n >= q.head.Load() {
+			return 0, false
+		}
+		if q.next.CompareAndSwap(n, n+1) {
+			return n, true
+		}
+	}
+}
+
+// finish records seq's row linked and moves tail past every linked row.
+func (q *ring) finish(seq uint64) {
+	q.done[seq%q.size].Store(seq + 1)
+	select {
+	case q.progress <- struct{}{}:
+	default:
+	}
+	for {
+		t := q.tail.Load()
+		if t >= q.head.Load() || q.done[t%q.size].Load() != t+1 {
+			return
+		}
+		q.tail.CompareAndSwap(t, t+1)
+	}
+}
+
+// wait waits until a row is linked, or a millisecond.
+func (q *ring) wait() {
+	t := time.NewTimer(time.Millisecond)
+	defer t.Stop()
+	select {
+	case <-q.progress:
+	case <-t.C:
+	}
+}
+
+// idle reports whether every row queued has been linked.
+func (q *ring) idle() bool { return q.tail.Load() == q.head.Load() }
+
+// enqueue queues a new node for linking, with vec (in the search space)
+// to search its neighbours with. Writers only.
+func (r *gen) enqueue(id uint32, vec []float32) {
+	q := r.ring
+	for q.head.Load()-q.tail.Load() >= q.size {
+		if !r.linkOne() {
+			q.wait()
+		}
+	}
+	h := q.head.Load()
+	copy(q.vec(h), vec)
+	q.ids[h%q.size].Store(id)
+	q.head.Store(h + 1)
+	r.kick()
+}
+
+// linkOne links the next row waiting, if one is not being linked
+// already.
+func (r *gen) linkOne() bool {
+	seq, ok := r.ring.claim()
+	if !ok {
+		return false
+	}
+	r.link(seq)
+	r.ring.finish(seq)
+	return true
+}
+
+// Flush links every row inserted so far before it returns.
+func (x *Index) Flush() {
+	r := x.cur.Load()
+	for !r.ring.idle() {
+		if !r.linkOne() {
+			r.ring.wait()
+		}
+	}
+}
+
+// kick starts a linker if rows wait unclaimed and fewer than
+// Config.Linkers run.
+func (r *gen) kick() {
+	for !r.closed.Load() {
+		n := r.linkers.Load()
+		if int(n) >= r.x.cfg.Linkers || uint64(n) >= r.ring.head.Load()-r.ring.next.Load() {
+			return
+		}
+		if r.linkers.CompareAndSwap(n, n+1) {
+			go r.linker()
+			return
+		}
+	}
+}
+
+// linker links rows until none waits, then ends; the writer starts
+// linkers as rows come (kick). When the graph has settled it asks for
+// the unreachable rows to be counted.
+func (r *gen) linker() {
+	for {
+		for !r.closed.Load() && r.linkOne() {
+			// Let a search waiting for this core run: linking a row takes
+			// a few hundred microseconds, the scheduler's time slice ten
+			// milliseconds, which a search's latency would otherwise pay.
+			runtime.Gosched()
+		}
+		r.linkers.Add(-1)
+		if r.closed.Load() || r.ring.next.Load() >= r.ring.head.Load() {
+			r.maintain()
+			return
+		}
+		// A row came after the last claim failed: carry on if allowed.
+		for {
+			n := r.linkers.Load()
+			if int(n) >= r.x.cfg.Linkers {
+				return
+			}
+			if r.linkers.CompareAndSwap(n, n+1) {
+				break
+			}
+		}
+	}
+}
+
+// link links the row queued at seq into the graph: it finds the row's
+// neighbours on each of its layers by a search from the entry point,
+// keeps those the heuristic chooses, and adds the row to each of their
+// lists. The row is marked linked at the end, even if it was deleted
+// meanwhile (then nothing is linked).
+func (r *gen) link(seq uint64) {
+	q := r.ring
+	id := q.ids[seq%q.size].Load()
+	defer r.g.setLinked(id)
+	guard := r.ep.Pin()
+	defer guard.Unpin()
+	if !r.keys.Live(id) {
+		return
+	}
+	r.changes.Add(1)
+	x := r.x
+	sc := x.getScratch(1)
+	defer x.putScratch(sc)
+	r.codes.setSpaceQuery(&sc.q, q.vec(seq))
+	lvl := level(r.g.header(id).Load())
+	ep, top, ok := r.g.entryPoint()
+	if !ok {
+		r.epMu.Lock()
+		if ep, top, ok = r.g.entryPoint(); !ok && r.keys.Live(id) {
+			r.g.setEntry(id, lvl) // the first node
+		}
+		r.epMu.Unlock()
+		if !ok {
+			return
+		}
+	}
+	est, _ := r.codes.estimate(&sc.q, ep)
+	cur := kernels.Neighbor{ID: ep, Dist: est}
+	for layer := top; layer > lvl; layer-- {
+		cur = r.greedy(sc, cur, layer)
+	}
+	sc.entries = append(sc.entries[:0], cur)
+	for layer := min(lvl, top); layer >= 0; layer-- {
+		if layer == 0 {
+			r.nearReps(sc, id)
+		}
+		sc.vis.reset()
+		sc.cand = sc.cand[:0]
+		sc.res.Reset(x.cfg.EfConstruction)
+		r.beam(sc, layer, x.cfg.EfConstruction, id, nil)
+		found := sc.nearest()
+		sc.own = append(sc.own[:0], r.choose(sc, found, x.cfg.M)...)
+		for _, nb := range r.setOwn(id, layer, sc.own) {
+			r.addEdge(sc, nb, id, layer)
+		}
+		sc.entries = append(sc.entries[:0], found...)
+	}
+	if r.reps != nil {
+		rep := &r.reps[r.codes.centroidOf(id)]
+		if rep.CompareAndSwap(none, id) && !r.keys.Live(id) {
+			rep.CompareAndSwap(id, none) // deleted meanwhile: see delete
+		}
+	}
+	if lvl > top {
+		r.epMu.Lock()
+		if _, now, ok := r.g.entryPoint(); r.keys.Live(id) && (!ok || lvl > now) {
+			r.g.setEntry(id, lvl)
+		}
+		r.epMu.Unlock()
+	}
+}
+
+// cand is a candidate neighbour of a base node: its distance from the
+// base, and where its decoded vector is in the scratch arena (−1: not
+// decoded yet).
+type cand struct {
+	id  uint32
+	d   float32
+	vec int32
+}
+
+// choose keeps at most max of found (nearest first, with their distances
+// from the node being linked) by the heuristic of the HNSW paper: a
+// candidate is kept unless a node kept already is nearer to it than the
+// base is, so that the edges point in different directions. It returns
+// the ids kept, in sc.ids.
+func (r *gen) choose(sc *scratch, found []kernels.Neighbor, max int) []uint32 {
+	sc.cands = sc.cands[:0]
+	for _, f := range found {
+		sc.cands = append(sc.cands, cand{id: f.ID, d: f.Dist, vec: -1})
+	}
+	return r.heuristic(sc, max, max)
+}
+
+// heuristic applies choose's rule to sc.cands, sorted nearest first,
+// decoding candidates as it needs them.
+func (r *gen) heuristic(sc *scratch, max, fill int) []uint32 {
+	d := r.x.cfg.Dims
+	sc.arena = grow(sc.arena, (len(sc.cands)+1)*d)
+	vec := func(i int) []float32 {
+		c := &sc.cands[i]
+		if c.vec < 0 {
+			c.vec = int32(i)
+			r.codes.decode(sc.arena[i*d:(i+1)*d], c.id)
+		}
+		return sc.arena[int(c.vec)*d : int(c.vec+1)*d]
+	}
+	kept := sc.ids[:0]
+	var keptAt [2 * MaxM]int
+	for i := range sc.cands {
+		if len(kept) == max {
+			break
+		}
+		v, good := vec(i), true
+		for _, j := range keptAt[:len(kept)] {
+			if r.codes.between(v, vec(j)) < sc.cands[i].d {
+				good = false
+				break
+			}
+		}
+		if good {
+			keptAt[len(kept)] = i
+			kept = append(kept, sc.cands[i].id)
+		}
+	}
+	// Fill the list with the nearest candidates the rule left out.
+	for i := 0; i < len(sc.cands) && len(kept) < fill; i++ {
+		if !slices.Contains(keptAt[:len(kept)], i) {
+			keptAt[len(kept)] = i
+			kept = append(kept, sc.cands[i].id)
+		}
+	}
+	sc.ids = kept
+	return kept
+}
+
+// setOwn writes a node's list at a layer: ids, less those deleted since
+// they were chosen, which it returns. No list gains an edge to a deleted
+// node (see repair).
+func (r *gen) setOwn(id uint32, layer int, ids []uint32) []uint32 {
+	r.g.lock(id)
+	defer r.g.unlock(id)
+	live := ids[:0]
+	for _, v := range ids {
+		if r.keys.Live(v) {
+			live = append(live, v)
+		}
+	}
+	r.g.setList(id, layer, live)
+	return live
+}
+
+// addEdge adds to to from's list at a layer, unless to was deleted;
+// a full list is shrunk by the heuristic over its ids and to.
+func (r *gen) addEdge(sc *scratch, from, to uint32, layer int) {
+	g := r.g
+	g.lock(from)
+	defer g.unlock(from)
+	if !r.keys.Live(to) || !r.keys.Live(from) {
+		return
+	}
+	words, n := g.list(from, layer)
+	for i := range n {
+		if words[i].Load() == to {
+			return
+		}
+	}
+	if n < g.capacity(layer) {
+		words[n].Store(to)
+		g.setCount(from, layer, n+1)
+		return
+	}
+	sc.list = append(g.readList(sc.list[:0], from, layer), to)
+	g.setList(from, layer, r.shrink(sc, from, sc.list, g.capacity(layer)))
+}
+
+// shrink chooses at most max of ids, by the heuristic, as the neighbours
+// of base; deleted ids are dropped. The caller holds base's lock.
+func (r *gen) shrink(sc *scratch, base uint32, ids []uint32, max int) []uint32 {
+	d := r.x.cfg.Dims
+	r.codes.decode(sc.base, base)
+	sc.arena = grow(sc.arena, (len(ids)+1)*d)
+	sc.cands = sc.cands[:0]
+	for _, id := range ids {
+		if !r.keys.Live(id) {
+			continue
+		}
+		i := len(sc.cands)
+		v := sc.arena[i*d : (i+1)*d]
+		r.codes.decode(v, id)
+		sc.cands = append(sc.cands, cand{id: id, d: r.codes.between(sc.base, v), vec: int32(i)})
+	}
+	slices.SortFunc(sc.cands, func(a, b cand) int {
+		switch {
+		case a.d < b.d:
+			return -1
+		case a.d > b.d:
+			return 1
+		}
+		return int(a.id) - int(b.id)
+	})
+	return r.heuristic(sc, max, max)
+}
