@@ -287,12 +287,16 @@ func (x *rows) delete(key string) bool {
 	if x.zeros.Remove(key) {
 		return true
 	}
-	id, ok := x.keys.Remove(key)
+	// The id is held until its list slot is dead: released first, a
+	// reader pinned between the release and the kill could still find
+	// the slot live while the id went to another row.
+	id, ok := x.keys.Hold(key)
 	if !ok {
 		return false
 	}
 	l := *x.loc.At(id)
 	x.lists[l>>32].Kill(uint32(l))
+	x.keys.Release(id)
 	return true
 }
 
