@@ -21,6 +21,7 @@ and for each --index its table: privileges, replica identity, column type.
 Exits non-zero only for problems that prevent operation; risks are warnings.
 It changes nothing.`,
 	Flags: []cli.Flag{
+		configFlag,
 		sourceFlag,
 		nameFlag,
 		&cli.StringSliceFlag{Name: "index", Usage: "an index definition, as for serve (repeatable)", EnvVars: []string{"VECSIDE_INDEX"}},
@@ -60,7 +61,7 @@ It changes nothing.`,
 var teardownCommand = &cli.Command{
 	Name:  "teardown",
 	Usage: "drop the replication slot and the publication named --name, and nothing else",
-	Flags: []cli.Flag{sourceFlag, nameFlag},
+	Flags: []cli.Flag{configFlag, sourceFlag, nameFlag},
 	Action: func(c *cli.Context) error {
 		done, err := replicate.Teardown(c.Context, c.String("source"), c.String("name"))
 		for _, d := range done {

@@ -32,6 +32,7 @@ dimension of real[] columns (vector(n) columns carry theirs).
 vecside creates one publication and one replication slot, both named
 --name; "vecside teardown" removes them.`,
 	Flags: append([]cli.Flag{
+		configFlag,
 		sourceFlag,
 		nameFlag,
 		&cli.StringFlag{Name: "listen", Value: "127.0.0.1:6433", Usage: "address of the pgwire server", EnvVars: []string{"VECSIDE_LISTEN"}},
@@ -92,6 +93,7 @@ vecside creates one publication and one replication slot, both named
 			Clients:            limits,
 			AdminUser:          c.String("admin-user"),
 			MetricsToken:       token,
+			CopyProgress:       copyProgress(os.Stderr),
 		})
 		if err != nil {
 			return err
