@@ -71,7 +71,7 @@ vecside creates one publication and one replication slot, both named
 		defer stop()
 		sc, err := sidecar.Start(ctx, sidecar.Config{
 			Source:        c.String("source"),
-			Name:          c.String("name"),
+			Name:          slotName(c),
 			Listen:        c.String("listen"),
 			MetricsListen: c.String("metrics-listen"),
 			ProbesListen:  c.String("probes-listen"),
