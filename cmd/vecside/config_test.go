@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/urfave/cli/v2"
 	"github.com/vecside/vecside/replicate"
 )
 
@@ -131,5 +132,20 @@ func TestCopyBars(t *testing.T) {
 	}
 	if len(cb.bars) != 0 {
 		t.Error("a finished table keeps its bar")
+	}
+}
+
+// TestServeFlagsHaveVariables: every setting of serve can come from the
+// environment, and so from a --config file.
+func TestServeFlagsHaveVariables(t *testing.T) {
+	app := newApp()
+	for _, f := range append(app.Flags, app.Command("serve").Flags...) {
+		if f == cli.HelpFlag {
+			continue // added by the parser
+		}
+		envs := f.(cli.DocGenerationFlag).GetEnvVars()
+		if len(envs) == 0 || !strings.HasPrefix(envs[0], "VECSIDE_") {
+			t.Errorf("--%s has no VECSIDE_* variable: %v", f.Names()[0], envs)
+		}
 	}
 }
