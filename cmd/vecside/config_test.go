@@ -125,7 +125,7 @@ func TestCopyBars(t *testing.T) {
 		cb.report(p)
 	}
 	out := b.String()
-	for _, want := range []string{"copying public.items", "copied public.items in 3s", "100%", "(1200/1200"} {
+	for _, want := range []string{"copying public.items  50%", "(500/1000", "building the index of public.items 100%", "(1200/1200", "copied public.items: 1200 rows in 3s\n"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("progress output lacks %q:\n%q", want, out)
 		}

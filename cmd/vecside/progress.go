@@ -59,12 +59,10 @@ func (cb *copyBars) report(p replicate.CopyProgress) {
 	case replicate.PhaseBuilding:
 		bar.Describe("building the index of " + p.Table)
 	case replicate.PhaseDone:
-		if bar.GetMax64() > 0 {
-			bar.ChangeMax64(p.Rows)
-		}
-		bar.Describe(fmt.Sprintf("copied %s in %s", p.Table, p.Elapsed.Round(time.Millisecond)))
-		bar.Finish()
-		fmt.Fprintln(cb.w)
+		// The bar gives way to a line that stays, on a line erased whole
+		// (ESC [2K): a shorter line drawn over a bar would leave its end.
+		bar.Exit()
+		fmt.Fprintf(cb.w, "\r\x1b[2Kcopied %s: %d rows in %s\n", p.Table, p.Rows, p.Elapsed.Round(time.Millisecond))
 		delete(cb.bars, p.Table)
 	}
 }

@@ -120,10 +120,10 @@ var indexGauges = []struct {
 }
 
 var (
-	mIndexState     = newDesc("vecside_index_state", "1 for the index's lifecycle state (building, ready, error), 0 for the others.", gauge, "index", "state")
-	mCheckpointAge  = newDesc("vecside_index_checkpoint_age_seconds", "Time since the index's last checkpoint; absent before the first.", gauge, "index")
-	allIndexStates  = []indexer.State{indexer.StateBuilding, indexer.StateReady, indexer.StateError}
-	plainCollectors = []desc{mTransactions, mChanges, mApplyRate, mBadKeys, mUnknown, mRepairs, mReconnects, mCopiedTotal, mConfirmed,
+	mIndexState    = newDesc("vecside_index_state", "1 for the index's lifecycle state (building, ready, error), 0 for the others.", gauge, "index", "state")
+	mCheckpointAge = newDesc("vecside_index_checkpoint_age_seconds", "Time since the index's last checkpoint; absent before the first.", gauge, "index")
+	allIndexStates = []indexer.State{indexer.StateBuilding, indexer.StateReady, indexer.StateError}
+	plainDescs     = []desc{mTransactions, mChanges, mApplyRate, mBadKeys, mUnknown, mRepairs, mReconnects, mCopiedTotal, mConfirmed,
 		mSourceWAL, mSlotStatus, mSlotRetained, mSlotSafe, mSlotXminAge, mSlotConfirmed,
 		mRunning, mWaiting, mAdmitted, mRejected, mConnections, mRequests, mErrors, mFaults, mReady, mIndexState, mCheckpointAge}
 )
@@ -136,7 +136,7 @@ type collector struct {
 }
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range plainCollectors {
+	for _, d := range plainDescs {
 		ch <- d.Desc
 	}
 	for _, g := range indexGauges {

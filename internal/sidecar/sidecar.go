@@ -161,7 +161,7 @@ func Start(parent context.Context, cfg Config) (*Sidecar, error) {
 		sc.ProbesAddr = ls.probes.Addr()
 		sc.serveHTTP("probes", ls.probes, sc.probesHandler())
 	}
-	log.Info("vecside serving", "listen", sc.Addr.String(), "metrics", cfg.MetricsListen, "probes", cfg.ProbesListen, "indexes", len(cfg.Indexes))
+	log.Info("vecside serving", "listen", sc.Addr.String(), "metrics", addrText(sc.MetricsAddr), "probes", addrText(sc.ProbesAddr), "indexes", len(cfg.Indexes))
 	return sc, nil
 }
 
@@ -252,6 +252,14 @@ func (sc *Sidecar) Wait() error {
 func (sc *Sidecar) Stop() error {
 	sc.cancel()
 	return sc.Wait()
+}
+
+// addrText is where a listener is, or "off".
+func addrText(a net.Addr) string {
+	if a == nil {
+		return "off"
+	}
+	return a.String()
 }
 
 // isLoopback says whether addr is a loopback address or a Unix socket:
