@@ -21,12 +21,13 @@ var configFlag = &cli.StringFlag{
 }
 
 // applyConfig reads the file --config (or VECSIDE_CONFIG) names, for the
-// command args run, and sets, for each flag it gives a value, the flag's
-// VECSIDE_* variable unless the environment already sets it. The
-// precedence follows: the file gives way to the environment, which gives
-// way to the command line; and a file can supply a required flag. Keys
-// that are no flag of the command, or of a flag without a variable, are
-// errors that name them.
+// command args run, and sets, for each flag of that command it gives a
+// value, the flag's VECSIDE_* variable unless the environment already
+// sets it. The precedence follows: the file gives way to the environment,
+// which gives way to the command line; and a file can supply a required
+// flag. One file serves every command: a key of another command's flag
+// is left alone, and a key that is no flag of any command is an error
+// that names it, as is a key for a flag without a variable.
 func applyConfig(app *cli.App, args []string) error {
 	cmd, path := configTarget(app, args)
 	if path == "" {
@@ -50,8 +51,11 @@ func applyConfig(app *cli.App, args []string) error {
 	}
 	for _, key := range slices.Sorted(maps.Keys(settings)) {
 		f := findFlag(flags, key)
-		if f == nil || key == configFlag.Name {
-			return fmt.Errorf("--config %s: %q is not a flag of %s (see %s --help)", path, key, name, name)
+		if key == configFlag.Name || f == nil && !anyCommandHas(app, key) {
+			return fmt.Errorf("--config %s: %q is not a flag of %s, nor of another command (see %s --help)", path, key, name, name)
+		}
+		if f == nil {
+			continue
 		}
 		envs := f.(cli.DocGenerationFlag).GetEnvVars()
 		if len(envs) == 0 {
@@ -107,6 +111,15 @@ func configTarget(app *cli.App, args []string) (cmd *cli.Command, path string) {
 		}
 	}
 	return cmd, path
+}
+
+func anyCommandHas(app *cli.App, name string) bool {
+	for _, c := range app.Commands {
+		if findFlag(c.Flags, name) != nil {
+			return true
+		}
+	}
+	return false
 }
 
 func findFlag(flags []cli.Flag, name string) cli.Flag {

@@ -71,7 +71,7 @@ func TestConfigErrors(t *testing.T) {
 		file string
 		want string
 	}{
-		{[]string{"serve"}, "listn: 1.2.3.4:5", `"listn" is not a flag of vecside serve`},
+		{[]string{"serve"}, "listn: 1.2.3.4:5", `"listn" is not a flag of vecside serve, nor of another command`},
 		{[]string{"search"}, "k: 5", "--k cannot be set from a file"},
 		{[]string{"serve"}, "index: [\"a=t(v) key=id,x\"]", "holds a comma"},
 		{[]string{"serve"}, "listen: [", "--config"},
@@ -86,6 +86,16 @@ func TestConfigErrors(t *testing.T) {
 		if err := applyConfig(newApp(), args); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%v with %q: %v, want an error saying %q", c.args, c.file, err, c.want)
 		}
+	}
+	// One file for every command: status takes addr and leaves serve's keys.
+	t.Setenv("VECSIDE_ADDR", "")
+	os.Unsetenv("VECSIDE_ADDR")
+	file := filepath.Join(dir, "all.yaml")
+	if err := os.WriteFile(file, []byte("listen: 0.0.0.0:6433\naddr: 10.0.0.1:6433\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := applyConfig(newApp(), []string{"vecside", "status", "--config", file}); err != nil || os.Getenv("VECSIDE_ADDR") != "10.0.0.1:6433" || os.Getenv("VECSIDE_LISTEN") != "" {
+		t.Errorf("status with a file for every command: %v; VECSIDE_ADDR %q, VECSIDE_LISTEN %q", err, os.Getenv("VECSIDE_ADDR"), os.Getenv("VECSIDE_LISTEN"))
 	}
 	if err := applyConfig(newApp(), []string{"vecside", "serve", "--config", filepath.Join(dir, "missing.yaml")}); err == nil {
 		t.Error("a missing config file was accepted")
