@@ -1,7 +1,28 @@
 // Package deploy holds what runs vecside beside a database: the SQL that
 // vecside installs in Postgres (embedded, see DistanceSQL, HelpersSQL and
-// Install), and the files for running the server under systemd, Docker or
-// Kubernetes.
+// Install), and the files for running the server:
+//
+//   - Dockerfile builds a static binary (CGO_ENABLED=0) and copies it onto
+//     distroless/static, with the data directory as a volume owned by the
+//     user it runs as, pgwire and the probes listening beyond loopback and
+//     /metrics on it.
+//   - compose.yaml runs PostgreSQL 15 with the settings of
+//     postgresql.vecside.conf and compose/init.sql (the role, a database,
+//     a table) beside vecside configured by vecside.yaml.
+//   - kubernetes/vecside.yaml is a StatefulSet: each pod's --name is its
+//     own name (vecside-0 becomes the slot vecside_0), its checkpoints on
+//     its own volume claim, readiness on /readyz and liveness on /healthz
+//     of --probes-listen, memory sized by the README's rule; a Service for
+//     clients and a headless one for the pods.
+//   - systemd/vecside.service runs it hardened, with its state directory
+//     as --data-dir, settings from vecside.yaml and an environment file.
+//   - postgresql.vecside.conf holds the server settings vecside needs and
+//     why.
+//
+// files_test.go checks these against the binary itself: every flag and
+// VECSIDE_* variable they use is one that serve --help lists, ports and
+// paths agree with the listen addresses, the binary is static, and a
+// running serve answers the probe paths the manifests name.
 //
 // distance.sql defines exact distances over real[] with pgvector's
 // semantics (vecside.l2_distance as <->, vecside.cosine_distance as <=>,

@@ -93,7 +93,7 @@ func (e *Entry) recordCheckpoint(pause, took time.Duration) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.checkpoints++
-	e.lastPause, e.lastWrite = pause, took
+	e.lastPause, e.lastWrite, e.lastCheckpoint = pause, took, time.Now()
 	e.checkpointError = ""
 }
 

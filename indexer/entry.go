@@ -47,6 +47,7 @@ type Entry struct {
 	checkpoints    int64
 	lastPause      time.Duration // changes held up by the last checkpoint
 	lastWrite      time.Duration // the last checkpoint's total time
+	lastCheckpoint time.Time     // when the last checkpoint was written
 	// Checkpoints that failed, and the last error while it persists.
 	checkpointFailures int64
 	checkpointError    string
@@ -543,12 +544,17 @@ type Status struct {
 	IndexStats      Stats  // the kind's size and shape
 	SlotState       string // the shared slot's wal_status, see SourceHealth
 	LagBytes        int64  // source WAL position − Applied
-	KeyType         pgvalue.KeyType
-	// Checkpoints written, and the last one's pause of changes and total
-	// time.
+	// LagSeconds is how long ago the source's WAL, as health checks saw
+	// it, was at the oldest position not yet applied: 0 when caught up,
+	// within a health-check interval otherwise.
+	LagSeconds float64
+	KeyType    pgvalue.KeyType
+	// Checkpoints written, and the last one's pause of changes, total
+	// time and end (zero before the first).
 	Checkpoints     int64
 	CheckpointPause time.Duration
 	CheckpointTime  time.Duration
+	LastCheckpoint  time.Time
 	// CheckpointFailures counts failed checkpoints; CheckpointError is the
 	// last one's error, until a checkpoint succeeds.
 	CheckpointFailures int64
@@ -593,6 +599,7 @@ func (e *Entry) Status() Status {
 		Checkpoints:     e.checkpoints,
 		CheckpointPause: e.lastPause,
 		CheckpointTime:  e.lastWrite,
+		LastCheckpoint:  e.lastCheckpoint,
 
 		CheckpointFailures: e.checkpointFailures,
 		CheckpointError:    e.checkpointError,

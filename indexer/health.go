@@ -29,13 +29,47 @@ type SourceHealth struct {
 type healthBox struct {
 	mu sync.Mutex
 	h  SourceHealth
+	// seen holds each WAL position the checks saw, with when it was
+	// first seen, oldest first: what lag in seconds is read from.
+	seen []walSample
 }
+
+type walSample struct {
+	wal LSN
+	at  time.Time
+}
+
+// walSamples bounds how far back lag in seconds can see: 256 health
+// checks with a new WAL position, about 40 minutes at the default
+// interval of 10 s; an older lag shows as that.
+const walSamples = 256
 
 // SetSourceHealth records the latest health of the source.
 func (ix *Indexer) SetSourceHealth(h SourceHealth) {
 	ix.health.mu.Lock()
 	defer ix.health.mu.Unlock()
 	ix.health.h = h
+	seen := ix.health.seen
+	if h.WAL != 0 && (len(seen) == 0 || seen[len(seen)-1].wal < h.WAL) {
+		if len(seen) == walSamples {
+			seen = append(seen[:0], seen[1:]...)
+		}
+		ix.health.seen = append(seen, walSample{h.WAL, h.CheckedAt})
+	}
+}
+
+// lagSeconds is how long ago, as of now, the source's WAL was first seen
+// past applied: everything written before then is not applied yet, so
+// the lag is at least that, and at most one health-check interval more.
+func (b *healthBox) lagSeconds(applied LSN, now time.Time) float64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, s := range b.seen {
+		if s.wal > applied {
+			return max(0, now.Sub(s.at).Seconds())
+		}
+	}
+	return 0
 }
 
 // SourceHealth returns what SetSourceHealth last recorded.

@@ -67,12 +67,14 @@ func (ix *Indexer) Status() []Status {
 	entries := ix.Entries()
 	health := ix.SourceHealth()
 	out := make([]Status, len(entries))
+	now := time.Now()
 	for i, e := range entries {
 		out[i] = e.Status()
 		out[i].SlotState = health.SlotState
 		if health.WAL > out[i].Applied {
 			out[i].LagBytes = int64(health.WAL - out[i].Applied)
 		}
+		out[i].LagSeconds = ix.health.lagSeconds(out[i].Applied, now)
 	}
 	return out
 }

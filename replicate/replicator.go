@@ -63,6 +63,10 @@ type Config struct {
 	// BeforeCopy, if set, runs after a snapshot has been exported and
 	// before the copy under it starts (a test hook).
 	BeforeCopy func()
+	// CopyProgress, if set, receives the progress of each table copy
+	// about every second, and each copy's end; nil logs a line every 5 s
+	// instead.
+	CopyProgress func(CopyProgress)
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 }
@@ -506,15 +510,46 @@ func (r *Replicator) snapshot(ctx context.Context, repl *pgconn.PgConn, tables [
 }
 
 func (r *Replicator) copyJob(snapshot string, t *table, entries []*indexer.Entry) copyJob {
-	began := time.Now()
+	began, logged := time.Now(), time.Now()
+	report := r.cfg.CopyProgress
+	if report == nil {
+		report = func(p CopyProgress) {
+			if p.Phase == PhaseCopying && time.Since(logged) < 5*time.Second {
+				return
+			}
+			logged = time.Now()
+			r.log.Info(string(p.Phase), "table", p.Table, "rows", p.Rows, "of about", p.Estimate,
+				"elapsed", p.Elapsed.Round(time.Millisecond).String())
+		}
+	}
 	return copyJob{
 		source: r.cfg.Source, snapshot: snapshot, table: t, entries: entries, readers: r.cfg.CopyReaders, stall: r.cfg.ReceiveTimeout,
-		progress: func(rows, estimate int64) {
-			r.log.Info("copying", "table", t.qualified(), "rows", rows, "of about", estimate,
-				"elapsed", time.Since(began).Round(time.Millisecond).String())
+		progress: func(phase Phase, rows, estimate int64) {
+			report(CopyProgress{Table: t.qualified(), Phase: phase, Rows: rows, Estimate: estimate, Elapsed: time.Since(began)})
 		},
 	}
 }
+
+// CopyProgress is how far the copy of one table has gone.
+type CopyProgress struct {
+	Table    string // schema.table
+	Phase    Phase
+	Rows     int64 // rows read so far
+	Estimate int64 // the planner's estimate of the table's rows; 0 if unknown
+	Elapsed  time.Duration
+}
+
+// Phase is the step of a table's copy that a CopyProgress reports.
+type Phase string
+
+// The phases of a copy, in order: copying reports come about every
+// second; building comes once the rows are read, while the indexes that
+// train or link after the copy do so; done comes when they serve.
+const (
+	PhaseCopying  Phase = "copying"
+	PhaseBuilding Phase = "building"
+	PhaseDone     Phase = "copied"
+)
 
 // besideStream leaves a core to the stream: a copy that runs while
 // changes are applied reads with one reader fewer than there are cores, so
@@ -527,18 +562,20 @@ func (r *Replicator) besideStream(job copyJob) copyJob {
 // copy runs a copy job, calls release (the snapshot is no longer
 // needed), and, when the copy succeeded, ends the sync of its entries.
 func (r *Replicator) copy(ctx context.Context, job copyJob, release func()) error {
-	rows, err := job.run(ctx)
+	rows, estimate, err := job.run(ctx)
 	release()
 	r.stats.CopiedRows.Add(rows)
 	if err != nil {
 		return err
 	}
+	job.progress(PhaseBuilding, rows, estimate)
 	for _, e := range job.entries {
 		e.EndSync() // may build for a while: not under r.mu, which status updates take
 		r.mu.Lock()
 		delete(r.pending, e)
 		r.mu.Unlock()
 	}
+	job.progress(PhaseDone, rows, estimate)
 	return nil
 }
 

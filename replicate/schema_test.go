@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/vecside/vecside/indexer"
+	"github.com/vecside/vecside/internal/pgtest"
 	"github.com/vecside/vecside/internal/workload"
 )
 
@@ -133,23 +134,11 @@ func TestBrokenKeyFailsOnlyItsIndex(t *testing.T) {
 	}
 }
 
-// standInVector creates a type named vector whose type modifier is its
-// dimension and whose binary form is pgvector's, as pgvector's vector(n)
-// has: the test machines have no pgvector package. Values are written as
-// that binary form in bytea's text syntax.
-const standInVector = `CREATE TYPE vector;
-	CREATE FUNCTION vector_in(cstring) RETURNS vector IMMUTABLE STRICT LANGUAGE internal AS 'byteain';
-	CREATE FUNCTION vector_out(vector) RETURNS cstring IMMUTABLE STRICT LANGUAGE internal AS 'byteaout';
-	CREATE FUNCTION vector_recv(internal) RETURNS vector IMMUTABLE STRICT LANGUAGE internal AS 'bytearecv';
-	CREATE FUNCTION vector_send(vector) RETURNS bytea IMMUTABLE STRICT LANGUAGE internal AS 'byteasend';
-	CREATE TYPE vector (INPUT = vector_in, OUTPUT = vector_out, RECEIVE = vector_recv, SEND = vector_send,
-		TYPMOD_IN = bittypmodin, INTERNALLENGTH = variable, STORAGE = extended);`
-
 // TestDimsContradictingTypmodFailsOnlyItsIndex: dims=4 on a vector(3)
 // column fails that index with both dimensions and the fix; the other
 // index is served, and the slot follows the WAL.
 func TestDimsContradictingTypmodFailsOnlyItsIndex(t *testing.T) {
-	h := newHarness(t, standInVector+`CREATE TABLE a (id int PRIMARY KEY, embedding vector(3));
+	h := newHarness(t, pgtest.StandInVector+`CREATE TABLE a (id int PRIMARY KEY, embedding vector(3));
 		INSERT INTO a VALUES (1, '\x000300003f800000c02000003e000000');
 		CREATE TABLE b (id int PRIMARY KEY, v real[]);
 		CREATE TABLE unrelated (x int);

@@ -41,7 +41,7 @@ type copyJob struct {
 	table    *table
 	entries  []*indexer.Entry // the entries being synced; others on the table keep their state
 	readers  int              // parallel ctid ranges for large tables
-	progress func(rows, estimate int64)
+	progress func(phase Phase, rows, estimate int64)
 	// stall is how long the copy may go without a row before its
 	// connections are presumed dead (a network partition sends no error).
 	stall time.Duration
@@ -51,15 +51,16 @@ type copyJob struct {
 // its own.
 const rangePages = 1024
 
-// run copies the table. Every reader imports the same snapshot; a large
-// plain table is split into ctid ranges (TID range scans, PG14+), the last
-// one open-ended so that pages added since the estimate are read too.
-func (j copyJob) run(ctx context.Context) (int64, error) {
+// run copies the table and returns the rows read and the planner's
+// estimate of them. Every reader imports the same snapshot; a large plain
+// table is split into ctid ranges (TID range scans, PG14+), the last one
+// open-ended so that pages added since the estimate are read too.
+func (j copyJob) run(ctx context.Context) (rows, estimate int64, err error) {
 	pctx, cancelPlan := context.WithTimeout(ctx, j.stall)
 	ranges, estimate, err := j.plan(pctx)
 	cancelPlan()
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	var copied atomic.Int64
 	var wg sync.WaitGroup
@@ -67,7 +68,11 @@ func (j copyJob) run(ctx context.Context) (int64, error) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	stop := make(chan struct{})
-	go j.watch(stop, &copied, estimate, cancel)
+	watching := make(chan struct{})
+	go func() {
+		defer close(watching)
+		j.watch(stop, &copied, estimate, cancel)
+	}()
 	for _, where := range ranges {
 		wg.Add(1)
 		go func() {
@@ -80,23 +85,23 @@ func (j copyJob) run(ctx context.Context) (int64, error) {
 	}
 	wg.Wait()
 	close(stop)
+	<-watching // no progress report may overlap the caller's next
 	close(errs)
 	if err := <-errs; err != nil {
 		if cause := context.Cause(ctx); errors.Is(err, context.Canceled) && cause != nil {
 			err = cause
 		}
-		return copied.Load(), fmt.Errorf("copying %s: %w", j.table.qualified(), err)
+		return copied.Load(), estimate, fmt.Errorf("copying %s: %w", j.table.qualified(), err)
 	}
-	j.progress(copied.Load(), estimate)
-	return copied.Load(), nil
+	return copied.Load(), estimate, nil
 }
 
-// watch reports progress every 5 s until stop closes, and cancels the
+// watch reports progress every second until stop closes, and cancels the
 // copy when no row has come for j.stall.
 func (j copyJob) watch(stop <-chan struct{}, copied *atomic.Int64, estimate int64, cancel context.CancelCauseFunc) {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
-	last, moved, reported := int64(0), time.Now(), time.Now()
+	last, moved := int64(0), time.Now()
 	for {
 		select {
 		case <-stop:
@@ -109,10 +114,7 @@ func (j copyJob) watch(stop <-chan struct{}, copied *atomic.Int64, estimate int6
 				cancel(fmt.Errorf("no row for %s (--receive-timeout): presuming a connection dead", j.stall))
 				return
 			}
-			if now.Sub(reported) >= 5*time.Second {
-				j.progress(n, estimate)
-				reported = now
-			}
+			j.progress(PhaseCopying, n, estimate)
 		}
 	}
 }

@@ -322,7 +322,7 @@ func compareValues(col column, a, b any) int {
 	case indexer.LSN:
 		return cmp.Compare(a, b.(indexer.LSN))
 	case bool:
-		return cmp.Compare(b2f(a), b2f(b.(bool)))
+		return boolCompare(a, b.(bool))
 	case string:
 		if col.keyType == pgvalue.KeyInt2 || col.keyType == pgvalue.KeyInt4 || col.keyType == pgvalue.KeyInt8 {
 			x, _ := strconv.ParseInt(col.keyType.FormatKey(a), 10, 64)
@@ -335,4 +335,15 @@ func compareValues(col column, a, b any) int {
 		return strings.Compare(a, b.(string))
 	}
 	return 0
+}
+
+// boolCompare orders false before true, as PostgreSQL does.
+func boolCompare(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case b:
+		return -1
+	}
+	return 1
 }

@@ -10,9 +10,10 @@
 //
 // knn returns id, in the key column's own type, and distance (double
 // precision), nearest first: candidates for the client to re-rank against
-// the table. The package owns the protocol, a small SQL dialect, sessions
-// and the /metrics and /healthz endpoints; searching is the Catalog's job
-// (*indexer.Indexer), and nothing here stores data.
+// the table. The package owns the protocol, a small SQL dialect and
+// sessions, and counts what it answers (Server.Stats); searching is the
+// Catalog's job (*indexer.Indexer), serving metrics is the caller's, and
+// nothing here stores data.
 //
 // # Layers
 //
@@ -34,7 +35,8 @@
 //     and fixes each statement's result columns; exec.go runs statements
 //     against the session (session.go) and the Catalog; encode.go writes
 //     values in text or binary.
-//   - errors.go maps errors to SQLSTATEs, metrics.go counts requests,
+//   - errors.go maps errors to SQLSTATEs, metrics.go counts requests and
+//     searches for Server.Stats,
 //     faults.go counts and samples client misbehaviour, limits.go holds
 //     the limits below.
 

@@ -130,10 +130,10 @@ func (e *pgError) message() *pgproto3.ErrorResponse {
 	}
 }
 
-// class is the SQLSTATE's class, the label requests are counted under.
-func sqlstateClass(err error) string {
+// stateOf is the code a request that ended with err is counted under.
+func stateOf(err error) string {
 	if err == nil {
-		return codeSuccess[:2]
+		return codeSuccess
 	}
-	return toPgError(err).code[:2]
+	return toPgError(err).code
 }

@@ -125,11 +125,13 @@ func (c *conn) runKNN(ctx context.Context, pt *portal) error {
 		return err
 	}
 	var res indexer.Result
+	start := time.Now()
 	err = c.callCatalog(ctx, opts.Timeout, func(ctx context.Context) error {
 		var err error
 		res, err = c.srv.cfg.Catalog.Search(ctx, pt.call.index, pt.call.vec, int(pt.call.k), opts)
 		return err
 	})
+	c.srv.metrics.observeSearch(pt.call.index, err, time.Since(start))
 	if err != nil {
 		return err
 	}

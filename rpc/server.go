@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"hash"
-	"io"
 	"log/slog"
 	"net"
 	"runtime"
@@ -56,11 +55,6 @@ type Config struct {
 	// Version is vecside's version, shown by SELECT version(); empty
 	// takes the main module's version from the build.
 	Version string
-	// ExtraMetrics, if set, appends the metrics of other parts of the
-	// server (in the Prometheus text format) to /metrics.
-	ExtraMetrics func(w io.Writer)
-	// MetricsToken, if set, is the bearer token /metrics asks for.
-	MetricsToken string
 }
 
 // Server answers the PostgreSQL wire protocol in front of a Catalog.

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/urfave/cli/v2"
@@ -10,7 +11,14 @@ import (
 	"github.com/vecside/vecside/replicate"
 )
 
-var nameFlag = &cli.StringFlag{Name: "name", Value: "vecside", Usage: "name of the publication and the replication slot", EnvVars: []string{"VECSIDE_NAME"}}
+var nameFlag = &cli.StringFlag{Name: "name", Value: "vecside", Usage: "name of the publication and the replication slot: lower-case letters, digits and _ ('-' and '.' become '_', so that a pod name such as vecside-0 gives each pod its own)", EnvVars: []string{"VECSIDE_NAME"}}
+
+// slotName is --name as the publication and the slot are named: '-' and
+// '.', which Postgres refuses in a slot's name and host and pod names
+// hold, become '_'.
+func slotName(c *cli.Context) string {
+	return strings.NewReplacer("-", "_", ".", "_").Replace(c.String("name"))
+}
 
 var checkCommand = &cli.Command{
 	Name:  "check",
@@ -21,6 +29,7 @@ and for each --index its table: privileges, replica identity, column type.
 Exits non-zero only for problems that prevent operation; risks are warnings.
 It changes nothing.`,
 	Flags: []cli.Flag{
+		configFlag,
 		sourceFlag,
 		nameFlag,
 		&cli.StringSliceFlag{Name: "index", Usage: "an index definition, as for serve (repeatable)", EnvVars: []string{"VECSIDE_INDEX"}},
@@ -34,7 +43,7 @@ It changes nothing.`,
 			}
 			specs = append(specs, s)
 		}
-		findings, err := replicate.Check(c.Context, c.String("source"), c.String("name"), specs)
+		findings, err := replicate.Check(c.Context, c.String("source"), slotName(c), specs)
 		w := tabwriter.NewWriter(c.App.Writer, 0, 4, 2, ' ', 0)
 		failed := 0
 		for _, f := range findings {
@@ -60,14 +69,14 @@ It changes nothing.`,
 var teardownCommand = &cli.Command{
 	Name:  "teardown",
 	Usage: "drop the replication slot and the publication named --name, and nothing else",
-	Flags: []cli.Flag{sourceFlag, nameFlag},
+	Flags: []cli.Flag{configFlag, sourceFlag, nameFlag},
 	Action: func(c *cli.Context) error {
-		done, err := replicate.Teardown(c.Context, c.String("source"), c.String("name"))
+		done, err := replicate.Teardown(c.Context, c.String("source"), slotName(c))
 		for _, d := range done {
 			fmt.Fprintln(c.App.Writer, d)
 		}
 		if err == nil && len(done) == 0 {
-			fmt.Fprintf(os.Stderr, "nothing named %s to drop\n", c.String("name"))
+			fmt.Fprintf(os.Stderr, "nothing named %s to drop\n", slotName(c))
 		}
 		return err
 	},

@@ -25,7 +25,7 @@ var authFlags = func() []cli.Flag {
 		&cli.StringFlag{Category: cat, Name: "tls-cert", Usage: "PEM certificate (chain) of the pgwire server: clients that ask get TLS, and SCRAM-SHA-256-PLUS channel binding", EnvVars: []string{"VECSIDE_TLS_CERT"}},
 		&cli.StringFlag{Category: cat, Name: "tls-key", Usage: "PEM private key of --tls-cert", EnvVars: []string{"VECSIDE_TLS_KEY"}},
 		&cli.BoolFlag{Category: cat, Name: "tls-required", Usage: "refuse clients that do not use TLS (28000); plaintext cancel requests are still accepted", EnvVars: []string{"VECSIDE_TLS_REQUIRED"}},
-		&cli.StringFlag{Category: cat, Name: "metrics-tls-cert", Usage: "PEM certificate of the metrics listener, which then speaks HTTPS", EnvVars: []string{"VECSIDE_METRICS_TLS_CERT"}},
+		&cli.StringFlag{Category: cat, Name: "metrics-tls-cert", Usage: "PEM certificate of the metrics and probes listeners, which then speak HTTPS (probes: scheme HTTPS)", EnvVars: []string{"VECSIDE_METRICS_TLS_CERT"}},
 		&cli.StringFlag{Category: cat, Name: "metrics-tls-key", Usage: "PEM private key of --metrics-tls-cert", EnvVars: []string{"VECSIDE_METRICS_TLS_KEY"}},
 	}
 }()

@@ -44,7 +44,8 @@ func TestSearchCheckTeardown(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close(ctx)
-	if _, err := db.Exec(ctx, `CREATE TABLE t (id int PRIMARY KEY, v real[]);
+	if _, err := db.Exec(ctx, pgtest.StandInVector+`CREATE TABLE bad (id int PRIMARY KEY, e vector(3));
+		CREATE TABLE t (id int PRIMARY KEY, v real[]);
 		INSERT INTO t VALUES (1, '{1,0}'), (2, '{0,1}'), (3, '{0.9,0.1}'), (4, NULL);
 		CREATE TABLE nokey (v real[])`); err != nil {
 		t.Fatal(err)
@@ -61,7 +62,7 @@ func TestSearchCheckTeardown(t *testing.T) {
 	}
 
 	sc, err := sidecar.Start(ctx, sidecar.Config{Source: dsn, Name: "vecside", Listen: "127.0.0.1:0", Auth: "trust",
-		Indexes: []string{index}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		Indexes: []string{index, "bad_e=bad(e) key=id metric=l2 dims=4"}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +70,17 @@ func TestSearchCheckTeardown(t *testing.T) {
 	if err := waitReady(ctx, e, time.Minute); err != nil {
 		t.Fatal(err)
 	}
+	bad, _ := sc.Indexer.Get("bad_e")
+	if err := waitReady(ctx, bad, time.Minute); err == nil {
+		t.Fatal("bad_e became ready; want it in error")
+	}
 	addr := sc.Addr.String()
+	out, err = run(t, "status", "--addr", addr)
+	if err == nil || !strings.Contains(err.Error(), "1 index(es) in error") ||
+		!regexp.MustCompile(`(?m)^t_v\s+public\.t\(v\)\s+flat\s+ready\s+3\s+1\s+`).MatchString(out) ||
+		!regexp.MustCompile(`(?m)^bad_e\s+public\.bad\(e\)\s+\S+\s+error\s+.*\n\s+error: .*vector\(3\)`).MatchString(out) {
+		t.Fatalf("status: %v\n%s", err, out)
+	}
 	out, err = run(t, "search", "--addr", addr, "--index", "t_v", "--k", "2", "[1,0]")
 	if err != nil || !regexp.MustCompile(`(?s)id\s+distance\n1\s+0\n3\s+0\.14`).MatchString(out) {
 		t.Fatalf("search: %v\n%s", err, out)

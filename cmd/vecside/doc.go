@@ -1,6 +1,7 @@
 // Command vecside runs the vector-search sidecar and its tools.
 //
 //	vecside serve     follow a database and answer knn requests over pgwire
+//	vecside status    a running sidecar's indexes: state, rows, lag, memory, errors
 //	vecside search    ask a running sidecar (and optionally the heap) for the nearest rows
 //	vecside check     pre-flight checks of a database, each failure with its fix
 //	vecside teardown  drop the sidecar's slot and publication
@@ -11,6 +12,9 @@
 //
 // Postgres is always named by --source: a libpq connection string or URL.
 // Passwords come from the string, PGPASSWORD or a passfile, never from a
-// flag of their own. Every flag has an environment variable named in its
-// help text.
+// flag of their own. Every flag of serve has an environment variable named
+// in its help text, and a key in the YAML file --config names (config.go):
+// the file gives way to the environment, which gives way to the command
+// line. serve reports the progress of its first copy as bars on a
+// terminal and as log lines elsewhere (progress.go).
 package main

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 
@@ -9,7 +10,12 @@ import (
 )
 
 func main() {
-	if err := newApp().Run(os.Args); err != nil {
+	app := newApp()
+	err := applyConfig(app, os.Args)
+	if err == nil {
+		err = app.Run(os.Args)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "vecside:", err)
 		os.Exit(1)
 	}
@@ -21,15 +27,33 @@ func newApp() *cli.App {
 		Usage: "vector search beside an unmodified PostgreSQL",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "log-level", Value: "info", Usage: "debug, info, warn or error", EnvVars: []string{"VECSIDE_LOG_LEVEL"}},
+			&cli.StringFlag{Name: "log-format", Value: "text", Usage: "text (key=value lines) or json (one object a line, for log collectors)", EnvVars: []string{"VECSIDE_LOG_FORMAT"}},
+			configFlag,
 		},
 		Before: func(c *cli.Context) error {
-			var level slog.Level
-			if err := level.UnmarshalText([]byte(c.String("log-level"))); err != nil {
-				return fmt.Errorf("--log-level: %w", err)
+			h, err := logHandler(os.Stderr, c.String("log-level"), c.String("log-format"))
+			if err != nil {
+				return err
 			}
-			slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})))
+			slog.SetDefault(slog.New(h))
 			return nil
 		},
-		Commands: []*cli.Command{serveCommand, searchCommand, checkCommand, teardownCommand, passwdCommand, sqlCommand, demoCommand, benchCommand, cpuCommand},
+		Commands: []*cli.Command{serveCommand, statusCommand, searchCommand, checkCommand, teardownCommand, passwdCommand, sqlCommand, demoCommand, benchCommand, cpuCommand},
 	}
+}
+
+// logHandler writes records of level and above to w, as text or JSON.
+func logHandler(w io.Writer, level, format string) (slog.Handler, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level: %w", err)
+	}
+	opts := &slog.HandlerOptions{Level: l}
+	switch format {
+	case "text":
+		return slog.NewTextHandler(w, opts), nil
+	case "json":
+		return slog.NewJSONHandler(w, opts), nil
+	}
+	return nil, fmt.Errorf("--log-format %q: want text or json", format)
 }

@@ -20,7 +20,7 @@ var searchCommand = &cli.Command{
 With --source, fetches those rows from the database and prints them
 re-ranked by exact distance, as an application using heapfetch sees them.`,
 	Flags: []cli.Flag{
-		&cli.StringFlag{Name: "addr", Value: "127.0.0.1:6433", Usage: "the sidecar's pgwire address (host:port, as user vecside) or a connection URL; the password from the URL or PGPASSWORD", EnvVars: []string{"VECSIDE_ADDR"}},
+		addrFlag,
 		&cli.StringFlag{Name: "index", Usage: "index name", Required: true},
 		&cli.IntFlag{Name: "k", Value: 10, Usage: "number of rows"},
 		&cli.Float64Flag{Name: "oversample", Usage: "ask the sidecar for at most k × oversample candidates (default: the index's own)"},

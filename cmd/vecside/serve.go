@@ -32,10 +32,13 @@ dimension of real[] columns (vector(n) columns carry theirs).
 vecside creates one publication and one replication slot, both named
 --name; "vecside teardown" removes them.`,
 	Flags: append([]cli.Flag{
+		configFlag,
 		sourceFlag,
 		nameFlag,
-		&cli.StringFlag{Name: "listen", Value: "127.0.0.1:6433", Usage: "address of the pgwire server", EnvVars: []string{"VECSIDE_LISTEN"}},
-		&cli.StringFlag{Name: "metrics-listen", Value: "127.0.0.1:9433", Usage: "address of /metrics and /healthz; empty disables. /healthz names nothing; /metrics names indexes: keep it on loopback or set --metrics-token-file", EnvVars: []string{"VECSIDE_METRICS_LISTEN"}},
+		&cli.StringFlag{Name: "listen", Value: "127.0.0.1:6433", Usage: "address of the pgwire server (a second sidecar on the same host needs its own, as for every listener)", EnvVars: []string{"VECSIDE_LISTEN"}},
+		&cli.StringFlag{Name: "metrics-listen", Value: "127.0.0.1:9433", Usage: "address of /metrics, /healthz and /readyz; empty disables. /metrics names indexes: keep it on loopback or set --metrics-token-file", EnvVars: []string{"VECSIDE_METRICS_LISTEN"}},
+		&cli.StringFlag{Name: "probes-listen", Usage: "address of /healthz and /readyz alone, which name nothing, e.g. :8080 for a kubelet while /metrics stays on loopback; empty disables", EnvVars: []string{"VECSIDE_PROBES_LISTEN"}},
+		&cli.BoolFlag{Name: "ready-requires-all", Usage: "/readyz answers 503 while any index is in error (by default an index in error shows in status and metrics, and the others serve)", EnvVars: []string{"VECSIDE_READY_REQUIRES_ALL"}},
 		&cli.StringFlag{Name: "metrics-token-file", Usage: "file holding a bearer token that /metrics asks for (Prometheus: authorization.credentials_file)", EnvVars: []string{"VECSIDE_METRICS_TOKEN_FILE"}},
 		&cli.StringFlag{Name: "data-dir", Value: "vecside-data", Usage: "directory for index checkpoints", EnvVars: []string{"VECSIDE_DATA_DIR"}},
 		&cli.DurationFlag{Name: "checkpoint-interval", Value: 5 * time.Minute, Usage: "checkpoint an index with changes at least this often", EnvVars: []string{"VECSIDE_CHECKPOINT_INTERVAL"}},
@@ -68,15 +71,18 @@ vecside creates one publication and one replication slot, both named
 		defer stop()
 		sc, err := sidecar.Start(ctx, sidecar.Config{
 			Source:        c.String("source"),
-			Name:          c.String("name"),
+			Name:          slotName(c),
 			Listen:        c.String("listen"),
 			MetricsListen: c.String("metrics-listen"),
-			Auth:          c.String("auth"),
-			Users:         users,
-			TLS:           pgTLS,
-			TLSRequired:   c.Bool("tls-required"),
-			MetricsTLS:    metricsTLS,
-			Indexes:       c.StringSlice("index"),
+			ProbesListen:  c.String("probes-listen"),
+
+			ReadyRequiresAll: c.Bool("ready-requires-all"),
+			Auth:             c.String("auth"),
+			Users:            users,
+			TLS:              pgTLS,
+			TLSRequired:      c.Bool("tls-required"),
+			MetricsTLS:       metricsTLS,
+			Indexes:          c.StringSlice("index"),
 
 			OnSlotLost:         c.String("on-slot-lost"),
 			ReceiveTimeout:     c.Duration("receive-timeout"),
@@ -87,6 +93,7 @@ vecside creates one publication and one replication slot, both named
 			Clients:            limits,
 			AdminUser:          c.String("admin-user"),
 			MetricsToken:       token,
+			CopyProgress:       copyProgress(os.Stderr),
 		})
 		if err != nil {
 			return err

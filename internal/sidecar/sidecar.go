@@ -1,7 +1,23 @@
 // Package sidecar assembles a running vecside from its parts: the set of
 // indexes, the replicator that feeds them, the pgwire server that answers
-// from them, and the metrics listener. The serve and demo commands and the
-// end-to-end tests all start it the same way.
+// from them, and the HTTP listeners for metrics and probes. The serve and
+// demo commands and the end-to-end tests all start it the same way.
+//
+// The parts keep stats structs of their own (replicate.Stats,
+// indexer.Status and SearchLoad, rpc.Stats); metrics.go turns them into
+// Prometheus series at each scrape, beside the client library's process
+// and Go runtime collectors, so that nothing is counted twice and no part
+// depends on a metrics library. The README lists every series; a test
+// keeps that list complete.
+//
+// Probes (http.go): /healthz answers 200 while the process serves HTTP
+// (liveness: a wedged process stops answering); /readyz answers 200 once
+// every index has finished its first copy and at least one serves
+// (readiness). An index in error leaves the others serving and shows in
+// vecside_status() and vecside_index_state, unless ReadyRequiresAll. The
+// probes name no index or table, so they may listen on an address of
+// their own (ProbesListen) that a kubelet reaches while /metrics stays on
+// loopback.
 package sidecar
 
 import (
@@ -10,7 +26,6 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -28,14 +43,17 @@ type Config struct {
 	Source        string // libpq connection string or URL
 	Name          string // publication and slot
 	Listen        string // pgwire address; port 0 picks a free one
-	MetricsListen string // /metrics and /healthz address; empty disables
-	Auth          string // client authentication method
-	Users         *rpc.Users
-	TLS           *tls.Config // pgwire TLS, if any
-	TLSRequired   bool
-	MetricsTLS    *tls.Config // HTTPS for /metrics and /healthz, if set
-	Indexes       []string    // --index definitions
-	OnSlotLost    string      // fail or resync
+	MetricsListen string // /metrics, /healthz and /readyz address; empty disables
+	ProbesListen  string // /healthz and /readyz only; empty disables
+	// ReadyRequiresAll keeps /readyz at 503 while any index is in error.
+	ReadyRequiresAll bool
+	Auth             string // client authentication method
+	Users            *rpc.Users
+	TLS              *tls.Config // pgwire TLS, if any
+	TLSRequired      bool
+	MetricsTLS       *tls.Config // HTTPS for the metrics and probes listeners, if set
+	Indexes          []string    // --index definitions
+	OnSlotLost       string      // fail or resync
 	// ReceiveTimeout is how long the stream may be silent before its
 	// connection is presumed dead; zero takes the replicator's default.
 	ReceiveTimeout time.Duration
@@ -53,7 +71,12 @@ type Config struct {
 	AdminUser string
 	// MetricsToken, if set, is the bearer token /metrics asks for.
 	MetricsToken string
-	Logger       *slog.Logger
+	// CopyProgress, if set, receives the progress of table copies (see
+	// replicate.Config); nil logs it.
+	CopyProgress func(replicate.CopyProgress)
+	// BeforeCopy, if set, runs before each copy starts (a test hook).
+	BeforeCopy func()
+	Logger     *slog.Logger
 }
 
 // Sidecar is a running server: indexes, replication, pgwire and metrics.
@@ -62,7 +85,11 @@ type Sidecar struct {
 	Replicator *replicate.Replicator
 	Server     *rpc.Server
 	Addr       net.Addr // where pgwire listens
+	// MetricsAddr and ProbesAddr are where the HTTP listeners are, nil
+	// for those disabled.
+	MetricsAddr, ProbesAddr net.Addr
 
+	cfg     Config
 	errs    chan error
 	ctx     context.Context
 	cancel  context.CancelFunc
@@ -88,7 +115,8 @@ func Start(parent context.Context, cfg Config) (*Sidecar, error) {
 	}
 	rcfg := replicate.Config{
 		Source: cfg.Source, Name: cfg.Name, Entries: ix.Entries(), DataDir: cfg.DataDir,
-		OnSlotLost: cfg.OnSlotLost, ReceiveTimeout: cfg.ReceiveTimeout, ReportHealth: ix.SetSourceHealth, Logger: log,
+		OnSlotLost: cfg.OnSlotLost, ReceiveTimeout: cfg.ReceiveTimeout, ReportHealth: ix.SetSourceHealth,
+		CopyProgress: cfg.CopyProgress, BeforeCopy: cfg.BeforeCopy, Logger: log,
 	}
 	if cfg.DataDir != "" {
 		rcfg.Durable = ix.Covered
@@ -97,27 +125,26 @@ func Start(parent context.Context, cfg Config) (*Sidecar, error) {
 	if err != nil {
 		return nil, err
 	}
-	extra := func(w io.Writer) {
-		writeReplication(w, rep.Stats())
-		writeSearchLoad(w, ix.SearchLoad())
-	}
 	srv, err := rpc.NewServer(rpc.Config{Catalog: ix, Auth: cfg.Auth, Users: cfg.Users, TLS: cfg.TLS, TLSRequired: cfg.TLSRequired,
-		AdminUser: cfg.AdminUser, Limits: cfg.Clients, Logger: log, ExtraMetrics: extra, MetricsToken: cfg.MetricsToken})
+		AdminUser: cfg.AdminUser, Limits: cfg.Clients, Logger: log})
 	if err != nil {
 		return nil, err
 	}
 	checkFileLimit(log, cfg.Clients)
-	ln, err := net.Listen("tcp", cfg.Listen)
+	ls, err := openListeners(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("--listen: %w", err)
+		return nil, err
 	}
-	if cfg.Auth == rpc.AuthTrust && !isLoopback(ln.Addr()) {
-		log.Warn("--auth trust lets in anyone who reaches --listen, which is not loopback: every vector and key can be read; use scram-sha-256", "listen", ln.Addr().String())
+	if cfg.Auth == rpc.AuthTrust && !isLoopback(ls.pgwire.Addr()) {
+		log.Warn("--auth trust lets in anyone who reaches --listen, which is not loopback: every vector and key can be read; use scram-sha-256", "listen", ls.pgwire.Addr().String())
+	}
+	if ls.metrics != nil && cfg.MetricsToken == "" && !isLoopback(ls.metrics.Addr()) {
+		log.Warn("/metrics is open to anyone who reaches --metrics-listen, and names every index: set --metrics-token-file, listen on loopback, and give probes their own --probes-listen", "metrics_listen", ls.metrics.Addr().String())
 	}
 	ctx, cancel := context.WithCancel(parent)
-	sc := &Sidecar{Indexer: ix, Replicator: rep, Server: srv, Addr: ln.Addr(), errs: make(chan error, 4), ctx: ctx, cancel: cancel, log: log}
+	sc := &Sidecar{Indexer: ix, Replicator: rep, Server: srv, Addr: ls.pgwire.Addr(), cfg: cfg, errs: make(chan error, 5), ctx: ctx, cancel: cancel, log: log}
 	sc.goRun("replication", func() error { return rep.Run(ctx) })
-	sc.goRun("pgwire", func() error { return srv.Serve(ctx, ln) })
+	sc.goRun("pgwire", func() error { return srv.Serve(ctx, ls.pgwire) })
 	if cfg.DataDir != "" {
 		sc.goRun("checkpoints", func() error {
 			return ix.RunCheckpoints(ctx, indexer.CheckpointPolicy{
@@ -126,29 +153,66 @@ func Start(parent context.Context, cfg Config) (*Sidecar, error) {
 			})
 		})
 	}
-	if cfg.MetricsListen != "" {
-		mln, err := net.Listen("tcp", cfg.MetricsListen)
+	if ls.metrics != nil {
+		sc.MetricsAddr = ls.metrics.Addr()
+		sc.serveHTTP("metrics", ls.metrics, sc.metricsHandler(newRegistry(sc), cfg.MetricsToken))
+	}
+	if ls.probes != nil {
+		sc.ProbesAddr = ls.probes.Addr()
+		sc.serveHTTP("probes", ls.probes, sc.probesHandler())
+	}
+	log.Info("vecside serving", "listen", sc.Addr.String(), "metrics", addrText(sc.MetricsAddr), "probes", addrText(sc.ProbesAddr), "indexes", len(cfg.Indexes))
+	return sc, nil
+}
+
+// listeners are the sidecar's sockets, all opened before anything runs
+// so that an address in use fails Start cleanly.
+type listeners struct {
+	pgwire, metrics, probes net.Listener
+}
+
+func openListeners(cfg Config) (ls listeners, err error) {
+	defer func() {
 		if err != nil {
-			cancel()
-			return nil, fmt.Errorf("--metrics-listen: %w", err)
+			for _, ln := range []net.Listener{ls.pgwire, ls.metrics, ls.probes} {
+				if ln != nil {
+					ln.Close()
+				}
+			}
 		}
-		if cfg.MetricsToken == "" && !isLoopback(mln.Addr()) {
-			log.Warn("/metrics is open to anyone who reaches --metrics-listen, and names every index: set --metrics-token-file, or listen on loopback", "metrics_listen", mln.Addr().String())
+	}()
+	if ls.pgwire, err = listen("listen", cfg.Listen); err != nil {
+		return ls, err
+	}
+	for _, l := range []struct {
+		flag, addr string
+		ln         *net.Listener
+	}{{"metrics-listen", cfg.MetricsListen, &ls.metrics}, {"probes-listen", cfg.ProbesListen, &ls.probes}} {
+		if l.addr == "" {
+			continue
+		}
+		ln, err := listen(l.flag, l.addr)
+		if err != nil {
+			return ls, err
 		}
 		if cfg.MetricsTLS != nil {
-			mln = tls.NewListener(mln, cfg.MetricsTLS)
+			ln = tls.NewListener(ln, cfg.MetricsTLS)
 		}
-		hs := &http.Server{Handler: srv.MetricsHandler(), ReadHeaderTimeout: 10 * time.Second}
-		sc.goRun("metrics", func() error {
-			go func() { <-ctx.Done(); hs.Close() }()
-			if err := hs.Serve(mln); !errors.Is(err, http.ErrServerClosed) {
-				return err
-			}
-			return nil
-		})
+		*l.ln = ln
 	}
-	log.Info("vecside serving", "listen", ln.Addr().String(), "metrics", cfg.MetricsListen, "indexes", len(cfg.Indexes))
-	return sc, nil
+	return ls, nil
+}
+
+// serveHTTP serves h on ln until the sidecar stops.
+func (sc *Sidecar) serveHTTP(name string, ln net.Listener, h http.Handler) {
+	hs := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	sc.goRun(name, func() error {
+		go func() { <-sc.ctx.Done(); hs.Close() }()
+		if err := hs.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			return err
+		}
+		return nil
+	})
 }
 
 func (sc *Sidecar) goRun(name string, fn func() error) {
@@ -188,6 +252,14 @@ func (sc *Sidecar) Wait() error {
 func (sc *Sidecar) Stop() error {
 	sc.cancel()
 	return sc.Wait()
+}
+
+// addrText is where a listener is, or "off".
+func addrText(a net.Addr) string {
+	if a == nil {
+		return "off"
+	}
+	return a.String()
 }
 
 // isLoopback says whether addr is a loopback address or a Unix socket:
