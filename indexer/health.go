@@ -27,8 +27,25 @@ type SourceHealth struct {
 }
 
 type healthBox struct {
-	mu sync.Mutex
-	h  SourceHealth
+	mu  sync.Mutex
+	h   SourceHealth
+	src Source
+}
+
+// SetSource records the system, timeline and slot the replication layer
+// follows, for status: a client trusts the rows' xids only against a
+// heap server of the same system and timeline.
+func (ix *Indexer) SetSource(src Source) {
+	ix.health.mu.Lock()
+	defer ix.health.mu.Unlock()
+	ix.health.src = src
+}
+
+// Source returns what SetSource last recorded.
+func (ix *Indexer) Source() Source {
+	ix.health.mu.Lock()
+	defer ix.health.mu.Unlock()
+	return ix.health.src
 }
 
 // SetSourceHealth records the latest health of the source.

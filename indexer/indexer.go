@@ -65,11 +65,12 @@ func (ix *Indexer) Entries() []*Entry {
 // WAL.
 func (ix *Indexer) Status() []Status {
 	entries := ix.Entries()
-	health := ix.SourceHealth()
+	health, src := ix.SourceHealth(), ix.Source()
 	out := make([]Status, len(entries))
 	for i, e := range entries {
 		out[i] = e.Status()
 		out[i].SlotState = health.SlotState
+		out[i].SystemID, out[i].Timeline = src.SystemID, src.Timeline
 		if health.WAL > out[i].Applied {
 			out[i].LagBytes = int64(health.WAL - out[i].Applied)
 		}

@@ -83,6 +83,10 @@ type SearchOptions struct {
 	// the WAL up to it (read-your-writes: pass pg_current_wal_lsn() taken
 	// after a write).
 	MinLSN LSN
+	// WithXID makes knn fill its xid column: per candidate, the id of the
+	// transaction that wrote the row its distance comes from, where that
+	// distance is exact (store=float) and the xid known; NULL elsewhere.
+	WithXID bool
 	// Allow, if not nil, restricts the search to these keys (in their
 	// text form): an in-process hook for filtered search, which knn does
 	// not pass yet.
@@ -136,6 +140,14 @@ var searchSetters = map[string]func(*SearchOptions, string) error{
 		o.MinLSN = lsn
 		return nil
 	},
+	"with_xid": func(o *SearchOptions, v string) error {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return fmt.Errorf("with_xid=%s: want true or false", v)
+		}
+		o.WithXID = b
+		return nil
+	},
 	"timeout": func(o *SearchOptions, v string) error {
 		d, err := time.ParseDuration(v)
 		if err != nil || d <= 0 {
@@ -187,6 +199,8 @@ func (o SearchOptions) Get(key string) (string, error) {
 		return strconv.Itoa(o.Probes), nil
 	case "ef_search":
 		return strconv.Itoa(o.EfSearch), nil
+	case "with_xid":
+		return strconv.FormatBool(o.WithXID), nil
 	}
 	return "", fmt.Errorf("%w: unknown search option %q", ErrInvalidArgument, key)
 }

@@ -2,6 +2,7 @@ package replicate
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -63,6 +64,14 @@ type Config struct {
 	// BeforeCopy, if set, runs after a snapshot has been exported and
 	// before the copy under it starts (a test hook).
 	BeforeCopy func()
+	// BeforeMessage, if set, runs before the stream applies each pgoutput
+	// message, with its type byte ('B', 'I', 'U', 'D', 'C', …); the stream
+	// waits while it blocks (a test hook, to hold a transaction half
+	// applied).
+	BeforeMessage func(typ byte)
+	// ReportSource, if set, is told the system, timeline and slot
+	// followed, each time streaming starts.
+	ReportSource func(indexer.Source)
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 }
@@ -283,6 +292,9 @@ func (r *Replicator) runOnce(ctx context.Context) error {
 	r.mu.Lock()
 	r.floor, r.source = floor, src
 	r.mu.Unlock()
+	if r.cfg.ReportSource != nil {
+		r.cfg.ReportSource(src)
+	}
 	repair := func(ctx context.Context, t *table, e *indexer.Entry, key string) error {
 		r.stats.Repairs.Add(1)
 		ctx, cancel := r.bounded(ctx)
@@ -290,6 +302,7 @@ func (r *Replicator) runOnce(ctx context.Context) error {
 		return repairRow(ctx, conn, t, e, key)
 	}
 	dec := newDecoder(tables, repair, r.log, &r.stats)
+	dec.before = r.cfg.BeforeMessage
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	background := make(chan error, 2+len(syncs))
@@ -624,7 +637,11 @@ func repairRow(ctx context.Context, conn *pgx.Conn, t *table, e *indexer.Entry, 
 	if err != nil {
 		return fmt.Errorf("naming the key and vector columns of %s: %w", t.qualified(), err)
 	}
-	sql := fmt.Sprintf("SELECT %s FROM %s WHERE %s = $1::text::%s",
+	// The xmin read pairs with the vector read; pg_current_wal_lsn(),
+	// evaluated after the statement's snapshot was taken, is at or past
+	// every commit that snapshot sees: the xmin is recorded once the
+	// stream has been applied that far (see indexer's UpsertRead).
+	sql := fmt.Sprintf("SELECT %s, xmin, pg_current_wal_lsn() FROM %s WHERE %s = $1::text::%s",
 		indexer.QuoteIdent(colName), t.qualified(), indexer.QuoteIdent(keyName), t.keyType)
 	res := conn.PgConn().ExecParams(ctx, sql, [][]byte{[]byte(t.keyType.FormatKey(key))}, nil, nil, []int16{1}).Read()
 	if res.Err != nil {
@@ -633,6 +650,14 @@ func repairRow(ctx context.Context, conn *pgx.Conn, t *table, e *indexer.Entry, 
 	if len(res.Rows) == 0 {
 		return nil // deleted since; the stream will say so
 	}
-	e.Upsert(key, decodeVector(e, res.Rows[0][0], true))
+	row := res.Rows[0]
+	xmin, err := decodeXID(row[1])
+	if err != nil {
+		return fmt.Errorf("reading row %s of %s: %w", t.keyType.FormatKey(key), t.qualified(), err)
+	}
+	if len(row[2]) != 8 {
+		return fmt.Errorf("reading row %s of %s: an LSN of %d bytes", t.keyType.FormatKey(key), t.qualified(), len(row[2]))
+	}
+	e.UpsertRead(key, decodeVector(e, row[0], true), xmin, indexer.LSN(binary.BigEndian.Uint64(row[2])))
 	return nil
 }

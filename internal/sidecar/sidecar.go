@@ -54,6 +54,8 @@ type Config struct {
 	// MetricsToken, if set, is the bearer token /metrics asks for.
 	MetricsToken string
 	Logger       *slog.Logger
+	// BeforeMessage is replicate.Config's test hook that holds the stream.
+	BeforeMessage func(typ byte)
 }
 
 // Sidecar is a running server: indexes, replication, pgwire and metrics.
@@ -89,6 +91,7 @@ func Start(parent context.Context, cfg Config) (*Sidecar, error) {
 	rcfg := replicate.Config{
 		Source: cfg.Source, Name: cfg.Name, Entries: ix.Entries(), DataDir: cfg.DataDir,
 		OnSlotLost: cfg.OnSlotLost, ReceiveTimeout: cfg.ReceiveTimeout, ReportHealth: ix.SetSourceHealth, Logger: log,
+		ReportSource: ix.SetSource, BeforeMessage: cfg.BeforeMessage,
 	}
 	if cfg.DataDir != "" {
 		rcfg.Durable = ix.Covered
