@@ -18,6 +18,22 @@
 // another length, not finite) counts as vanished: the sidecar will drop
 // it too once it has applied the change.
 //
+// Fetching only the vectors that are needed: a large vector is TOASTed,
+// so reading it is most of a query's heap cost. Where the sidecar's
+// distances are exact (store=float), it also returns, per candidate, the
+// id of the transaction that wrote the row it measured, and the client
+// fetches each row's xmin and, in the same statement, the vector only
+// where the xmin differs; where it is the same, the heap's row is the one
+// the sidecar measured and its distance stands. xids count only when the
+// heap server's system identifier and timeline are the sidecar's source's
+// (checked in the same statement). Rows written in a subtransaction, and
+// every row after a table rewrite, have xmins the sidecar never records:
+// correct, just fetched. Request.AlwaysFetch turns the fast path off, and
+// Client.FastPathStats counts how often it spared a fetch (see
+// fastpath.go; BenchmarkFastPath measures it on Fashion-MNIST). A column
+// of double precision[] always takes the slow path: the sidecar holds its
+// values rounded to float32.
+//
 // Distances follow pgvector's operators: Euclidean (<->), 1 − cosine
 // similarity (<=>), negative inner product (<#>); ties are broken by key,
 // so results are deterministic.
