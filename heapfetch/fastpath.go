@@ -161,16 +161,18 @@ func (ix *index) fetchFast(ctx context.Context, heap Querier, cands []candidate,
 		keys[i], xids[i] = cd.key, cd.xid
 		sidecar[mapKey(cd.key)] = cd.distance
 	}
-	// same is true where the heap's row is the version the sidecar
+	// hf_same is true where the heap's row is the version the sidecar
 	// measured. The server's identity is read once per statement (an
 	// InitPlan); a primary's timeline is that of its WAL insert position,
-	// a standby's that of its last restartpoint.
-	same := fmt.Sprintf(`(xmin::text::int8 = ($2::int8[])[array_position($1, %s)] AND (SELECT s.system_identifier = $3 AND
-		CASE WHEN pg_is_in_recovery() THEN (SELECT timeline_id FROM pg_control_checkpoint())
-		ELSE ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::int8 END = $4
-		FROM pg_control_system() s))`, ix.key)
-	sql := fmt.Sprintf("SELECT %s, %s, CASE WHEN %s THEN NULL ELSE %s::real[] END FROM %s WHERE %s = ANY($1)",
-		ix.key, same, same, ix.column, ix.table, ix.key)
+	// a standby's that of its last restartpoint. OFFSET 0 keeps the
+	// subquery whole, so that hf_same is computed once a row; the vector
+	// leaves it as a TOAST pointer, read only where it is returned.
+	sql := fmt.Sprintf(`SELECT hf_key, hf_same, CASE WHEN hf_same THEN NULL ELSE hf_vec::real[] END FROM (
+		SELECT %[1]s AS hf_key, %[2]s AS hf_vec, xmin::text::int8 = ($2::int8[])[array_position($1, %[1]s)] AND (
+			SELECT s.system_identifier = $3 AND CASE WHEN pg_is_in_recovery() THEN (SELECT timeline_id FROM pg_control_checkpoint())
+				ELSE ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::int8 END = $4
+			FROM pg_control_system() s) AS hf_same
+		FROM %[3]s WHERE %[1]s = ANY($1) OFFSET 0) c`, ix.key, ix.column, ix.table)
 	rows, err := heap.Query(ctx, sql, typedKeys(keys), xids, src.systemID, src.timeline)
 	if err != nil {
 		return nil, fmt.Errorf("heapfetch: fetching candidates from %s: %w", ix.table, err)
