@@ -25,8 +25,9 @@
 // fetches each row's xmin and, in the same statement, the vector only
 // where the xmin differs; where it is the same, the heap's row is the one
 // the sidecar measured and its distance stands. xids count only when the
-// heap server's system identifier and timeline are the sidecar's source's
-// (checked in the same statement). Rows written in a subtransaction, and
+// heap server's system identifier and timeline are the sidecar's source's:
+// the heap statement checks its server's, and the sidecar returns xids
+// only while it follows the source the client expects (xid_source). Rows written in a subtransaction, and
 // every row after a table rewrite, have xmins the sidecar never records:
 // correct, just fetched. Request.AlwaysFetch turns the fast path off, and
 // Client.FastPathStats counts how often it spared a fetch (see

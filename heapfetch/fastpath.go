@@ -28,7 +28,9 @@ import (
 // timeline equal those of the sidecar's source (after a failover, PITR or
 // restore, xids are reused); the statement checks them itself, so a heap
 // connection that lands on another server after a failover falls back to
-// fetching. The sidecar publishes an xid only once the transaction that
+// fetching, and knn's xid_source makes the sidecar return no xids once it
+// follows another source than the one the client read (it forgets them
+// all when its source changes). The sidecar publishes an xid only once the transaction that
 // wrote the row has been applied whole, and never one whose version of the
 // row has another vector (see the indexer), so a matching xmin is never
 // stale.
@@ -122,7 +124,7 @@ func (c *Client) fastCandidates(ctx context.Context, req Request, oversample flo
 		opts += " min_lsn=" + req.MinLSN
 	}
 	if src.systemID != 0 {
-		opts += " with_xid=true"
+		opts += fmt.Sprintf(" with_xid=true xid_source=%d/%d", src.systemID, src.timeline)
 	}
 	opts = strings.TrimSpace(opts + " " + req.Options)
 	rows, err := c.sidecar.Query(ctx, "SELECT id, distance, xid FROM knn($1, $2, $3, $4)", req.Index, req.Vector, req.K, opts)

@@ -187,6 +187,25 @@ func (e *Entry) settle(applied LSN) {
 	e.pendingN.Store(int64(len(e.pending)))
 }
 
+// ForgetAllXIDs forgets the xid of every row: the replication layer
+// follows another system or timeline, whose xids mean other writes.
+func (e *Entry) ForgetAllXIDs() {
+	e.wmu.Lock()
+	defer e.wmu.Unlock()
+	e.forgetXIDs()
+	for _, x := range []Index{e.index, e.syncIndex()} {
+		if x != nil {
+			keys := x.Keys()
+			for id := range keys.High() {
+				keys.SetXID(id, 0)
+			}
+		}
+	}
+}
+
+// sameSystem reports whether a and b are the same system and timeline.
+func sameSystem(a, b Source) bool { return a.SystemID == b.SystemID && a.Timeline == b.Timeline }
+
 // xidSnapshot is what a checkpoint keeps of the xids: those of the live
 // rows, captured with the index's snapshot while changes wait.
 type xidSnapshot struct {

@@ -119,3 +119,41 @@ func TestCheckpointKeepsXIDs(t *testing.T) {
 		t.Fatalf("loaded %v, want 70 for a and none for b (its transaction was open)", got)
 	}
 }
+
+// TestXIDSource: a search expecting another source than the indexer's
+// returns no xids, and forgetting them clears every row's.
+func TestXIDSource(t *testing.T) {
+	ix := New()
+	spec, err := ParseSpec("e=t(v) key=id metric=l2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := ix.Add(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.BeginTx(0x100, 70)
+	e.Upsert(key(t, "1"), []float32{1, 0})
+	e.Commit(0x101)
+	e.SetReady()
+	ix.SetSource(Source{SystemID: 7, Timeline: 2})
+	search := func(want Source) uint32 {
+		opts := DefaultSearchOptions()
+		opts.XIDSource = &want
+		res, err := ix.Search(context.Background(), "e", []float32{0, 0}, 1, opts)
+		if err != nil || len(res.Hits) != 1 {
+			t.Fatalf("%v, %v", res, err)
+		}
+		return res.Hits[0].XID
+	}
+	if got := search(Source{SystemID: 7, Timeline: 2}); got != 70 {
+		t.Fatalf("same source: xid %d, want 70", got)
+	}
+	if got := search(Source{SystemID: 7, Timeline: 3}); got != 0 {
+		t.Fatalf("another timeline: xid %d, want none", got)
+	}
+	e.ForgetAllXIDs()
+	if got := search(Source{SystemID: 7, Timeline: 2}); got != 0 {
+		t.Fatalf("forgotten: xid %d, want none", got)
+	}
+}

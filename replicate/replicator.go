@@ -290,8 +290,18 @@ func (r *Replicator) runOnce(ctx context.Context) error {
 		return err
 	}
 	r.mu.Lock()
+	prev := r.source
 	r.floor, r.source = floor, src
 	r.mu.Unlock()
+	if prev.SystemID != 0 && (prev.SystemID != src.SystemID || prev.Timeline != src.Timeline) {
+		// xids of another system or timeline mean other writes: forget
+		// them before the new source is reported (see indexer's
+		// SearchOptions.XIDSource).
+		r.log.Warn("the source changed system or timeline; forgetting every row's xid", "system", src.SystemID, "timeline", src.Timeline)
+		for _, e := range r.cfg.Entries {
+			e.ForgetAllXIDs()
+		}
+	}
 	if r.cfg.ReportSource != nil {
 		r.cfg.ReportSource(src)
 	}

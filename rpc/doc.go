@@ -19,7 +19,9 @@
 // answers before parameters are bound, so with options passed as a
 // parameter, select xid by name. vecside_status() reports the source's
 // system_identifier and timeline, against which the client checks the
-// heap server before trusting xids. The package owns the protocol, a small SQL dialect, sessions
+// heap server before trusting xids; xid_source=<system_identifier>/<timeline>
+// makes knn return xids only from a search that ran entirely under that
+// source. The package owns the protocol, a small SQL dialect, sessions
 // and the /metrics and /healthz endpoints; searching is the Catalog's job
 // (*indexer.Indexer), and nothing here stores data.
 //

@@ -11,7 +11,8 @@ import (
 
 // TestKNNWithXID: knn's xid column holds each row's xid with
 // with_xid=true, in every query mode, whether SELECT * or by name; NULL
-// without it; and vecside_status() reports the source.
+// without it, or when xid_source names another system or timeline; and
+// vecside_status() reports the source.
 func TestKNNWithXID(t *testing.T) {
 	ix := indexer.New()
 	e := addIndex(t, ix, "items", pgvalue.KeyInt8)
@@ -35,6 +36,9 @@ func TestKNNWithXID(t *testing.T) {
 			{"SELECT * FROM knn('items', '[0,0]', 3, 'with_xid=true')", nil, int64(4242)},
 			{"SELECT id, distance, xid FROM knn($1, $2, $3, $4)", []any{"items", []float32{0, 0}, 3, "with_xid=true"}, int64(4242)},
 			{"SELECT id, distance, xid FROM knn('items', '[0,0]', 3)", nil, nil},
+			{"SELECT id, distance, xid FROM knn('items', '[0,0]', 3, 'with_xid=true xid_source=7/3')", nil, int64(4242)},
+			{"SELECT id, distance, xid FROM knn('items', '[0,0]', 3, 'with_xid=true xid_source=7/4')", nil, nil},
+			{"SELECT id, distance, xid FROM knn('items', '[0,0]', 3, 'with_xid=true xid_source=8/3')", nil, nil},
 		} {
 			rows, err := conn.Query(ctx, c.sql, c.args...)
 			if err != nil {
