@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -214,11 +215,13 @@ func (ix *index) fetchFast(ctx context.Context, heap Querier, cands []candidate,
 }
 
 // fetchCandidates reads the candidates from the heap and ranks them: by
-// the fast path where the sidecar's source is known, else fetching every
-// vector. A heap role not allowed to read the server's identity
-// (pg_control_system) gets the slow path from then on.
+// the fast path where the sidecar's source is known and it gave xids
+// (only exact distances come with one), else fetching every vector. A
+// heap role not allowed to read the server's identity (pg_control_system)
+// gets the slow path from then on.
 func (c *Client) fetchCandidates(ctx context.Context, ix *index, cands []candidate, q []float32, src source) ([]Row, error) {
-	if src.systemID != 0 && !c.fast.denied.Load() {
+	anyXID := slices.ContainsFunc(cands, func(cd candidate) bool { return cd.xid != 0 })
+	if src.systemID != 0 && anyXID && !c.fast.denied.Load() {
 		rows, err := ix.fetchFast(ctx, c.heap, cands, q, src, &c.fast)
 		var pgErr *pgconn.PgError
 		if !errors.As(err, &pgErr) || pgErr.Code != insufficientPrivilege {
