@@ -31,9 +31,18 @@
 // every row after a table rewrite, have xmins the sidecar never records:
 // correct, just fetched. Request.AlwaysFetch turns the fast path off, and
 // Client.FastPathStats counts how often it spared a fetch (see
-// fastpath.go; BenchmarkFastPath measures it on Fashion-MNIST). A column
-// of double precision[] always takes the slow path: the sidecar holds its
-// values rounded to float32.
+// fastpath.go). A column of double precision[] always takes the slow
+// path: the sidecar holds its values rounded to float32.
+//
+// Measured by BenchmarkFastPath on Fashion-MNIST (60,000 × 784, vectors
+// out of line in a real[] column with SET STORAGE EXTERNAL, IVF with
+// store=float, k = 10, recall@10 0.99, 2 shared cores, medians of three
+// runs): the sidecar alone 0.39 ms p50, the fast path 0.67 ms with no
+// vector fetched, fetching every vector 1.33 ms; the fast path returns the
+// same rows, order and distances as fetching every vector on every query.
+// With the compact store (ext4) the sidecar's distances are estimates
+// without a deterministic bound, so every candidate's vector is fetched:
+// 14.5 a query.
 //
 // Distances follow pgvector's operators: Euclidean (<->), 1 − cosine
 // similarity (<=>), negative inner product (<#>); ties are broken by key,
