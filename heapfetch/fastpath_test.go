@@ -281,3 +281,39 @@ func TestFastPathOtherSystem(t *testing.T) {
 		fastEqualsFetch(t, other, "docs_v", vecAt(rng.Float32()*600), 5)
 	}
 }
+
+// TestFastPathAfterRestart: the xids are kept in the checkpoints, so a
+// sidecar restarted from them spares the same fetches, for rows of the
+// copy and of the stream alike.
+func TestFastPathAfterRestart(t *testing.T) {
+	ctx := context.Background()
+	dsn, db := newDatabase(t)
+	mustExec(t, db, `CREATE TABLE docs (id bigint PRIMARY KEY, v real[])`)
+	mustExec(t, db, rowsSQL(10))
+	dir := t.TempDir()
+	cfg := sidecar.Config{Source: dsn, Indexes: []string{"docs_v=public.docs(v) key=id metric=l2"}, DataDir: dir, CheckpointInterval: 50 * time.Millisecond}
+	sc, side := startSidecarConfig(t, cfg)
+	waitApplied(t, db, sc)
+	mustExecArgs(t, db, `UPDATE docs SET v = $1 WHERE id = 50`, vecAt(1000))
+	waitApplied(t, db, sc)
+	e := mustEntry(t, sc, "docs_v")
+	for e.Covered() < e.Applied() {
+		time.Sleep(20 * time.Millisecond)
+	}
+	side.Close(ctx)
+	if err := sc.Stop(); err != nil {
+		t.Fatal(err)
+	}
+
+	sc, side = startSidecarConfig(t, cfg)
+	waitApplied(t, db, sc)
+	if st := mustEntry(t, sc, "docs_v").Status(); st.CopiedRows > 0 {
+		t.Fatalf("the restarted sidecar copied %d rows: it did not load its checkpoint", st.CopiedRows)
+	}
+	client := heapfetch.New(side, db)
+	for _, q := range [][]float32{vecAt(100), vecAt(1000)} {
+		if got := fastEqualsFetch(t, client, "docs_v", q, 5); got.VectorsFetched != 0 || got.Candidates != 5 {
+			t.Fatalf("after a restart: %+v, want 5 candidates and no vector fetched", got)
+		}
+	}
+}
