@@ -30,6 +30,10 @@ import (
 //   - Rows written in a subtransaction have the subtransaction's xmin, not
 //     the streamed (top-level) xid, and a table rewrite gives every row a
 //     new xmin: neither ever matches, and the client fetches.
+//   - What waits to be recorded is dropped when the indexes change under
+//     it (a copy's point or end, a load, a truncation: forgetXIDs), and
+//     every xid is forgotten when the source becomes another system or
+//     timeline, whose xids name other writes (ForgetAllXIDs).
 //
 // Checkpoints keep the xids of the rows they write (see Checkpoint).
 
