@@ -22,7 +22,9 @@ import (
 // fast path returns the rows, order and distances of the path that
 // fetches every vector, and reports recall@10 against exact ground
 // truth. It does so for an IVF index with store=float, whose distances
-// are exact, and with the compact store, whose are not.
+// are exact, and with the compact store, whose are not; and, where
+// pgvector is installed, for store=float over a vector(784) column
+// stored out of line as well.
 //
 // Each path reports p50_ms (the median latency) and vectors/query (the
 // vectors fetched from the heap per query).
@@ -41,18 +43,35 @@ func BenchmarkFastPath(b *testing.B) {
 		pgx.CopyFromSlice(len(data), func(i int) ([]any, error) { return []any{int64(i), data[i]}, nil })); err != nil {
 		b.Fatal(err)
 	}
-	mustExec(b, db, `VACUUM ANALYZE fmnist`)
-	var toasted bool
-	if err := db.QueryRow(ctx, `SELECT pg_relation_size(reltoastrelid) > 10 * pg_relation_size(oid) FROM pg_class WHERE relname = 'fmnist'`).Scan(&toasted); err != nil || !toasted {
-		b.Fatalf("the vectors are not out of line (%v)", err)
-	}
-	sc, side := startSidecar(b, dsn,
+	indexes := []string{"fmnist_float", "fmnist_ext4"}
+	defs := []string{
 		"fmnist_float=public.fmnist(v) key=id metric=l2 kind=ivf store=float",
-		"fmnist_ext4=public.fmnist(v) key=id metric=l2 kind=ivf")
+		"fmnist_ext4=public.fmnist(v) key=id metric=l2 kind=ivf",
+	}
+	tables := []string{"fmnist"}
+	// Where pgvector is installed, the same through a vector column.
+	if _, err := db.Exec(ctx, `CREATE EXTENSION IF NOT EXISTS vector`); err == nil {
+		mustExec(b, db, `CREATE TABLE fmnist_vector (id bigint PRIMARY KEY, v vector(784));
+			ALTER TABLE fmnist_vector ALTER COLUMN v SET STORAGE EXTERNAL;
+			INSERT INTO fmnist_vector SELECT id, v::vector FROM fmnist`)
+		indexes = append(indexes, "fmnist_vector_float")
+		defs = append(defs, "fmnist_vector_float=public.fmnist_vector(v) key=id metric=l2 kind=ivf store=float")
+		tables = append(tables, "fmnist_vector")
+	} else {
+		b.Logf("no pgvector (%v): measuring the real[] column only", err)
+	}
+	for _, table := range tables {
+		mustExec(b, db, `VACUUM ANALYZE `+table)
+		var toasted bool
+		if err := db.QueryRow(ctx, `SELECT pg_relation_size(reltoastrelid) > 10 * pg_relation_size(oid) FROM pg_class WHERE relname = $1`, table).Scan(&toasted); err != nil || !toasted {
+			b.Fatalf("the vectors of %s are not out of line (%v)", table, err)
+		}
+	}
+	sc, side := startSidecar(b, dsn, defs...)
 	waitApplied(b, db, sc)
 	truth := dataset.GroundTruth(kernels.L2, data, qs, k)
 
-	for _, index := range []string{"fmnist_float", "fmnist_ext4"} {
+	for _, index := range indexes {
 		client := heapfetch.New(side, db)
 		hits := 0
 		for i, q := range qs {
