@@ -2,6 +2,9 @@ package indexer
 
 import (
 	"context"
+	"encoding/binary"
+	"hash/crc32"
+	"os"
 	"testing"
 )
 
@@ -155,5 +158,49 @@ func TestXIDSource(t *testing.T) {
 	e.ForgetAllXIDs()
 	if got := search(Source{SystemID: 7, Timeline: 2}); got != 0 {
 		t.Fatalf("forgotten: xid %d, want none", got)
+	}
+}
+
+// TestCheckpointFormat2Loads: a checkpoint of the format before xids
+// loads, with none known.
+func TestCheckpointFormat2Loads(t *testing.T) {
+	dir := t.TempDir()
+	e := newTestEntry(t, "e=t(v) key=id metric=l2")
+	e.Upsert(key(t, "1"), []float32{1, 0}) // no xid: its section is one zero byte
+	e.SetReady()
+	if _, err := e.Checkpoint(dir, testSource); err != nil {
+		t.Fatal(err)
+	}
+	// Rewrite it as format 2: drop the xid section's count, which follows
+	// the skipped keys' count (one zero byte too), then fix the trailer.
+	path := e.CheckpointPath(dir)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := 14 + int(binary.LittleEndian.Uint32(b[10:]))
+	if b[body] != 0 || b[body+1] != 0 {
+		t.Fatalf("body starts % x, want two zero counts", b[body:body+2])
+	}
+	old := append(append([]byte{}, b[:body+1]...), b[body+2:len(b)-trailerLen]...)
+	binary.LittleEndian.PutUint16(old[8:], 2)
+	old = binary.LittleEndian.AppendUint64(old, uint64(len(old)-body))
+	old = binary.LittleEndian.AppendUint32(old, crc32.Checksum(old, castagnoli))
+	if err := os.WriteFile(path, old, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	loaded := newTestEntry(t, "e=t(v) key=id metric=l2")
+	if _, err := loaded.LoadCheckpoint(dir, testSource, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := xids(t, loaded); len(got) != 1 || got[key(t, "1")] != 0 {
+		t.Fatalf("loaded %v, want key 1 without xid", got)
+	}
+	binary.LittleEndian.PutUint16(old[8:], 9)
+	if err := os.WriteFile(path, old, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := newTestEntry(t, "e=t(v) key=id metric=l2").LoadCheckpoint(dir, testSource, nil); err == nil {
+		t.Fatal("a format from the future loaded")
 	}
 }
