@@ -54,6 +54,10 @@ func (x *Index) newRows() *floatRows {
 // Dims is the dimension of every vector held.
 func (x *Index) Dims() int { return x.dims }
 
+// Keys is the current rows' keys, for the xids the owner records
+// under them (Keys.SetXID).
+func (x *Index) Keys() *store.Keys { return x.cur.Load().keys }
+
 // Len is the number of vectors held.
 func (x *Index) Len() int { return x.cur.Load().keys.Len() }
 
@@ -197,7 +201,7 @@ func (x *Index) Search(ctx context.Context, q []float32, k int, allow *Allow) ([
 	found := s.top.Sorted()
 	hits := make([]Hit, len(found))
 	for i, n := range found {
-		hits[i] = Hit{Key: r.keys.Key(n.ID), Distance: x.metric.Distance(q, r.vecs.Row(n.ID))}
+		hits[i] = Hit{Key: r.keys.Key(n.ID), Distance: x.metric.Distance(q, r.vecs.Row(n.ID)), XID: r.keys.XID(n.ID), Exact: true}
 	}
 	return hits, nil
 }

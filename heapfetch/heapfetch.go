@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -28,6 +27,7 @@ type Client struct {
 	heap    Querier
 	indexes *lru.Cache[string, *index]
 	replica atomic.Int32 // 0 unknown, 1 primary, 2 in recovery
+	fast    fastPath
 }
 
 // New returns a client asking sidecar for candidates and fetching rows
@@ -56,6 +56,9 @@ type Request struct {
 	// only once it has applied that far, and when the heap is a read
 	// replica the client also waits until the replica has replayed it.
 	MinLSN string
+	// AlwaysFetch fetches every candidate's vector, never taking the fast
+	// path (see fastpath.go): for comparisons.
+	AlwaysFetch bool
 }
 
 // Row is a result: the key as Postgres returned it (int16, int32, int64,
@@ -85,13 +88,19 @@ func (c *Client) Search(ctx context.Context, req Request) ([]Row, error) {
 			return nil, err
 		}
 	}
+	var src source // zero: no fast path
+	if !req.AlwaysFetch && !ix.float8 {
+		if src, err = c.source(ctx, req.Index); err != nil {
+			return nil, err
+		}
+	}
 	oversample := req.Oversample
 	for attempt := 0; ; attempt++ {
-		keys, err := c.candidates(ctx, req, oversample)
+		keys, err := c.fastCandidates(ctx, req, oversample, src)
 		if err != nil {
 			return nil, err
 		}
-		rows, err := ix.fetch(ctx, c.heap, keys, req.Vector)
+		rows, err := c.fetchCandidates(ctx, ix, keys, req.Vector, src)
 		if err != nil {
 			return nil, err
 		}
@@ -104,27 +113,6 @@ func (c *Client) Search(ctx context.Context, req Request) ([]Row, error) {
 		}
 		oversample = 2 * float64(len(keys)) / float64(req.K)
 	}
-}
-
-// candidates asks the sidecar for the keys nearest to the query.
-func (c *Client) candidates(ctx context.Context, req Request, oversample float64) ([]any, error) {
-	var opts string
-	if oversample > 0 {
-		opts = "oversample=" + strconv.FormatFloat(max(oversample, 1), 'g', -1, 64)
-	}
-	if req.MinLSN != "" {
-		opts += " min_lsn=" + req.MinLSN
-	}
-	opts = strings.TrimSpace(opts + " " + req.Options)
-	rows, err := c.sidecar.Query(ctx, "SELECT id FROM knn($1, $2, $3, $4)", req.Index, req.Vector, req.K, opts)
-	if err != nil {
-		return nil, fmt.Errorf("heapfetch: asking the sidecar: %w", err)
-	}
-	keys, err := pgx.CollectRows(rows, pgx.RowTo[any])
-	if err != nil {
-		return nil, fmt.Errorf("heapfetch: asking the sidecar: %w", err)
-	}
-	return keys, nil
 }
 
 // index says where an index's rows live in the heap.
@@ -211,13 +199,18 @@ func (ix *index) fetch(ctx context.Context, heap Querier, keys []any, q []float3
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("heapfetch: fetching candidates from %s: %w", ix.table, err)
 	}
-	slices.SortFunc(out, func(a, b Row) int {
+	sortRows(out)
+	return out, nil
+}
+
+// sortRows orders rows nearest first, ties to the smaller key.
+func sortRows(rows []Row) {
+	slices.SortFunc(rows, func(a, b Row) int {
 		if c := cmp.Compare(a.Distance, b.Distance); c != 0 {
 			return c
 		}
 		return compareKeys(a.Key, b.Key)
 	})
-	return out, nil
 }
 
 // scanRow reads a fetched row and its exact distance to q. ok is false

@@ -73,7 +73,7 @@ func TestMatchesExactSQL(t *testing.T) {
 }
 
 // newDatabase creates a database for the test and connects to it.
-func newDatabase(t *testing.T) (string, *pgx.Conn) {
+func newDatabase(t testing.TB) (string, *pgx.Conn) {
 	t.Helper()
 	dsn := pgtest.Shared(t).NewDatabase(t)
 	db, err := pgx.Connect(context.Background(), dsn)
@@ -86,11 +86,19 @@ func newDatabase(t *testing.T) (string, *pgx.Conn) {
 
 // startSidecar runs a sidecar over dsn's database until the test ends,
 // and connects to it.
-func startSidecar(t *testing.T, dsn string, defs ...string) (*sidecar.Sidecar, *pgx.Conn) {
+func startSidecar(t testing.TB, dsn string, defs ...string) (*sidecar.Sidecar, *pgx.Conn) {
+	t.Helper()
+	return startSidecarConfig(t, sidecar.Config{Source: dsn, Indexes: defs})
+}
+
+// startSidecarConfig is startSidecar with cfg's fields, and the test's
+// name, listener, authentication and logger.
+func startSidecarConfig(t testing.TB, cfg sidecar.Config) (*sidecar.Sidecar, *pgx.Conn) {
 	t.Helper()
 	ctx := context.Background()
-	sc, err := sidecar.Start(ctx, sidecar.Config{Source: dsn, Name: "vecside", Listen: "127.0.0.1:0", Auth: "trust",
-		Indexes: defs, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	cfg.Name, cfg.Listen, cfg.Auth = "vecside", "127.0.0.1:0", "trust"
+	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	sc, err := sidecar.Start(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -269,7 +277,7 @@ func compareTopK(got []heapfetch.Row, want []exactRow) string {
 	return ""
 }
 
-func waitApplied(t *testing.T, db *pgx.Conn, sc *sidecar.Sidecar) {
+func waitApplied(t testing.TB, db *pgx.Conn, sc *sidecar.Sidecar) {
 	t.Helper()
 	var lsn string
 	if err := db.QueryRow(context.Background(), "SELECT pg_current_wal_lsn()::text").Scan(&lsn); err != nil {
@@ -302,7 +310,7 @@ func mustEntry(t *testing.T, sc *sidecar.Sidecar, name string) *indexer.Entry {
 	return e
 }
 
-func mustExec(t *testing.T, db *pgx.Conn, sql string) {
+func mustExec(t testing.TB, db *pgx.Conn, sql string) {
 	t.Helper()
 	if _, err := db.Exec(context.Background(), sql); err != nil {
 		t.Fatalf("%.80s: %v", sql, err)

@@ -186,6 +186,10 @@ func (x *Index) newGen(c *codes) *gen {
 // Config is the configuration the index was made with, defaults filled.
 func (x *Index) Config() Config { return x.cfg }
 
+// Keys is the current rows' keys, for the xids the owner records
+// under them (Keys.SetXID).
+func (x *Index) Keys() *store.Keys { return x.cur.Load().keys }
+
 // Len is the number of keys held, zero vectors included.
 func (x *Index) Len() int {
 	r := x.cur.Load()

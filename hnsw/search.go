@@ -87,7 +87,7 @@ func (x *Index) search(ctx context.Context, q []float32, k, limit, ef int, allow
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	return store.Hits(r.keys, x.cfg.Metric, sc.s.Result(limit)), nil
+	return store.Hits(r.keys, x.cfg.Metric, sc.s.Result(limit), q, r.codes.floats), nil
 }
 
 // allowSet turns keys into the set of their live ids, under the caller's

@@ -41,7 +41,7 @@ func BenchmarkSync(b *testing.B) {
 				for part := range 2 {
 					copiers.Go(func() {
 						for i := part; i < rows; i += 2 {
-							e.CopyUpsert(fmt.Sprint(i), data[i])
+							e.CopyUpsert(fmt.Sprint(i), data[i], 0)
 						}
 					})
 				}

@@ -18,7 +18,8 @@ import (
 //	version    uint16   checkpointVersion
 //	headerLen  uint32
 //	header     JSON of CheckpointHeader
-//	body       the index kind's own format, to the end less 12 bytes
+//	body       the skipped keys, the rows' xids (from version 3), and
+//	           the index kind's own format, to the end less 12 bytes
 //	bodyLen    uint64   length of body
 //	crc        uint32   CRC-32C of everything before it
 //
@@ -29,8 +30,11 @@ import (
 // body, so a torn or corrupt file is refused, never half-loaded.
 const (
 	checkpointMagic   = "VECSIDE\x00"
-	checkpointVersion = 2
-	trailerLen        = 12
+	checkpointVersion = 3
+	// oldestCheckpoint is the oldest format this build reads: version 2
+	// has no xids, and loads with none known.
+	oldestCheckpoint = 2
+	trailerLen       = 12
 )
 
 // ErrCorruptCheckpoint marks a checkpoint file that fails its checks.
@@ -54,6 +58,8 @@ type CheckpointHeader struct {
 	SystemID   uint64 `json:"system_id"`
 	Timeline   uint32 `json:"timeline"`
 	Slot       string `json:"slot"`
+	// Format is the file's format version, set by ReadCheckpoint.
+	Format uint16 `json:"-"`
 }
 
 // WriteCheckpoint writes a checkpoint to path atomically (see
@@ -172,8 +178,9 @@ func ReadCheckpoint(path string, load func(CheckpointHeader, io.Reader) error) (
 	if string(pre[:8]) != checkpointMagic {
 		return h, corrupt("bad magic")
 	}
-	if v := binary.LittleEndian.Uint16(pre[8:]); v != checkpointVersion {
-		return h, corrupt("format version %d, this build reads %d", v, checkpointVersion)
+	v := binary.LittleEndian.Uint16(pre[8:])
+	if v < oldestCheckpoint || v > checkpointVersion {
+		return h, corrupt("format version %d, this build reads %d to %d", v, oldestCheckpoint, checkpointVersion)
 	}
 	hlen := int64(binary.LittleEndian.Uint32(pre[10:]))
 	bodyLen := fi.Size() - 14 - hlen - trailerLen
@@ -187,6 +194,7 @@ func ReadCheckpoint(path string, load func(CheckpointHeader, io.Reader) error) (
 	if err := json.Unmarshal(hdr, &h); err != nil {
 		return h, corrupt("header: %v", err)
 	}
+	h.Format = v
 	body := &io.LimitedReader{R: r, N: bodyLen}
 	if err := load(h, body); err != nil {
 		return h, corrupt("body: %v", err)

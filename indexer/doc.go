@@ -64,6 +64,18 @@
 // their error does not grow from one rebuild to the next. While it runs
 // the entry holds two indexes.
 //
+// # Transaction ids
+//
+// Per row, an index records the xid that wrote the version whose vector
+// it holds (4 bytes a row, in store.Keys), and a search returns it with
+// each hit, so that a client finding the same xmin in the heap can skip
+// fetching the vector. An xid is recorded only when that transaction's
+// version of the row has exactly the row's vector: streamed changes at
+// their Commit (BeginTx, Commit), the copy's rows with the xmin it read
+// (CopyUpsert), rows read by key once the stream has caught up with the
+// read (UpsertRead), an update that left the vector alone only onto a row
+// whose xid was known (Unchanged). xid.go gives the reasoning.
+//
 // # Searches under control
 //
 // Indexer.Search admits a bounded number of searches at once (Limits: one
@@ -83,7 +95,9 @@
 // WriteCheckpoint and ReadCheckpoint frame any kind's body with a header
 // (index, kind, parameters, dimension, metric, the LSN covered, the
 // source's system identifier, timeline and slot) and a CRC-32C trailer,
-// written atomically. A reader checks the whole file before it parses the
+// written atomically. Format 3 keeps the rows' xids (captured with the
+// live rows, so each belongs to the row written); format 2 files still
+// load, with no xid known. A reader checks the whole file before it parses the
 // body, so a damaged file is refused whole.
 //
 // RunCheckpoints writes them by time and by change count. Taking one

@@ -6,12 +6,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
 	"time"
 
 	"github.com/vecside/vecside/internal/pgvalue"
+	"github.com/vecside/vecside/internal/store"
 )
 
 // Source identifies the replication stream an index follows; a checkpoint
@@ -47,8 +49,10 @@ func (e *Entry) Checkpoint(dir string, src Source) (pause time.Duration, err err
 		return 0, nil
 	}
 	write, release := func(io.Writer) error { return nil }, func() {}
+	var xids xidSnapshot
 	if e.index != nil {
 		write, release = e.index.Snapshot()
+		xids = takeXIDs(e.index)
 	}
 	defer release()
 	skipped := make([]string, 0, len(e.skipped))
@@ -78,6 +82,9 @@ func (e *Entry) Checkpoint(dir string, src Source) (pause time.Duration, err err
 	slices.Sort(skipped)
 	err = WriteCheckpoint(e.CheckpointPath(dir), h, func(w io.Writer) error {
 		if err := writeKeys(w, skipped); err != nil {
+			return err
+		}
+		if err := writeXIDs(w, xids); err != nil {
 			return err
 		}
 		return write(w)
@@ -150,6 +157,7 @@ func (e *Entry) idlePosition() (lsn LSN, version uint64, ok bool) {
 func (e *Entry) LoadCheckpoint(dir string, src Source, state IdleState) (LSN, error) {
 	var loaded Index
 	var skipped []string
+	var xids []keyXID
 	h, err := ReadCheckpoint(e.CheckpointPath(dir), func(h CheckpointHeader, body io.Reader) error {
 		switch {
 		case h.Params != e.spec.String():
@@ -163,6 +171,11 @@ func (e *Entry) LoadCheckpoint(dir string, src Source, state IdleState) (LSN, er
 		if skipped, err = readKeys(br); err != nil {
 			return err
 		}
+		if h.Format >= 3 {
+			if xids, err = readXIDs(br); err != nil {
+				return err
+			}
+		}
 		if h.HasIndex {
 			loaded, err = loadIndex(e.spec, pgvalue.KeyType(h.KeyType), h.Dims, br)
 		}
@@ -175,9 +188,13 @@ func (e *Entry) LoadCheckpoint(dir string, src Source, state IdleState) (LSN, er
 	if idle, ok := state[e.spec.Name]; ok && idle.Version == h.Version && idle.LSN > lsn {
 		lsn = idle.LSN
 	}
+	for _, kx := range xids {
+		setXID(loaded, kx.key, kx.xid)
+	}
 	e.wmu.Lock()
 	dropped(e.index)
 	dropped(e.syncIndex())
+	e.forgetXIDs()
 	e.index, e.sync = loaded, nil
 	clear(e.skipped)
 	for _, k := range skipped {
@@ -225,6 +242,61 @@ func readKeys(r *bufio.Reader) ([]string, error) {
 		keys = append(keys, string(k))
 	}
 	return keys, nil
+}
+
+// writeXIDs writes the known xids of the rows a checkpoint holds: a
+// count, then each key with its xid.
+func writeXIDs(w io.Writer, xids xidSnapshot) error {
+	var n uint64
+	xids.each(func(string, uint32) { n++ })
+	buf := binary.AppendUvarint(nil, n)
+	var err error
+	xids.each(func(key string, xid uint32) {
+		buf = binary.AppendUvarint(buf, uint64(len(key)))
+		buf = append(buf, key...)
+		buf = binary.AppendUvarint(buf, uint64(xid))
+		if len(buf) >= 64<<10 && err == nil {
+			_, err = w.Write(buf)
+			buf = buf[:0]
+		}
+	})
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(buf)
+	return err
+}
+
+type keyXID struct {
+	key string
+	xid uint32
+}
+
+func readXIDs(r *bufio.Reader) ([]keyXID, error) {
+	n, err := binary.ReadUvarint(r)
+	if err != nil {
+		return nil, err
+	}
+	if n > store.MaxRows {
+		return nil, fmt.Errorf("%d xids", n)
+	}
+	var out []keyXID
+	for i := uint64(0); i < n; i++ {
+		l, err := binary.ReadUvarint(r)
+		if err != nil || l > 1<<20 {
+			return nil, fmt.Errorf("xid %d: bad key length (%v)", i, err)
+		}
+		k := make([]byte, l)
+		if _, err := io.ReadFull(r, k); err != nil {
+			return nil, err
+		}
+		xid, err := binary.ReadUvarint(r)
+		if err != nil || xid > math.MaxUint32 {
+			return nil, fmt.Errorf("xid %d: bad value (%v)", i, err)
+		}
+		out = append(out, keyXID{string(k), uint32(xid)})
+	}
+	return out, nil
 }
 
 // IdleState records, per index, a position reached without changes since

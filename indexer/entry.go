@@ -66,6 +66,16 @@ type Entry struct {
 	// before it are in the copy (see SkipBelow).
 	syncFrom LSN
 	txLSN    LSN // commit LSN of the transaction being applied
+	// txXID is the id of the transaction being applied (0: unknown), and
+	// txWrites the rows it wrote, which carry it once it commits (see
+	// xid.go).
+	txXID    uint32
+	txWrites map[written]struct{}
+	// pending holds the xmins of rows read ahead of the stream, by key,
+	// until the applied position reaches them; pendingN is its size, for
+	// SetApplied to read without the lock.
+	pending  map[string]pendingRead
+	pendingN atomic.Int64
 	// version counts the changes applied; a checkpoint records it, so an
 	// unchanged version later proves that only the LSN has moved since.
 	version atomic.Uint64
@@ -90,6 +100,8 @@ func newEntry(spec Spec) *Entry {
 		spec:     spec,
 		dims:     spec.Dims,
 		skipped:  map[string]struct{}{},
+		txWrites: map[written]struct{}{},
+		pending:  map[string]pendingRead{},
 		state:    StateBuilding,
 		advanced: make(chan struct{}),
 	}
@@ -204,10 +216,12 @@ func (e *Entry) Upsert(key string, vec []float32) {
 	if toMain, toShadow := e.routes(key); toMain || toShadow {
 		if toMain {
 			e.insertLocked(&e.index, e.skipped, main, mainRow, key, vec)
+			e.wrote(e.index, key)
 		}
 		if toShadow {
 			s := e.sync
 			e.insertLocked(&s.index, s.skipped, shadow, shadowRow, key, vec)
+			e.wrote(s.index, key)
 		}
 	}
 }
@@ -233,6 +247,7 @@ func (e *Entry) targets() (main, shadow Index) {
 // snapshot point is known go to both and are sorted out when it is (see
 // SetSyncPoint).
 func (e *Entry) routes(key string) (toMain, toShadow bool) {
+	e.dropPending(key)
 	toMain, toShadow = e.route()
 	if toShadow {
 		e.sync.touched[key] = e.txLSN
@@ -341,12 +356,27 @@ func (e *Entry) Move(from, to string) bool {
 	toMain, toShadow := e.routes(to)
 	ok := true
 	if toMain {
-		ok = moveIn(e.index, e.skipped, from, to)
+		ok = e.moveIn(e.index, e.skipped, from, to)
 	}
 	if toShadow {
-		ok = moveIn(e.sync.index, e.sync.skipped, from, to) && ok
+		ok = e.moveIn(e.sync.index, e.sync.skipped, from, to) && ok
 	}
 	return ok
+}
+
+// moveIn moves from's row to to in x. The row keeps its vector, so the
+// transaction's version of it has that vector if the row's xid was known
+// or the transaction wrote it (see Unchanged).
+func (e *Entry) moveIn(x Index, skipped map[string]struct{}, from, to string) bool {
+	_, ours := e.txWrites[written{x, from}]
+	keep := ours || xidOf(x, from) != 0
+	if !moveIn(x, skipped, from, to) {
+		return false
+	}
+	if keep {
+		e.wrote(x, to)
+	}
+	return true
 }
 
 func moveIn(x Index, skipped map[string]struct{}, from, to string) bool {
@@ -394,6 +424,7 @@ func (e *Entry) Truncate() {
 	e.wmu.Lock()
 	defer e.wmu.Unlock()
 	e.changed()
+	e.forgetXIDs()
 	toMain, toShadow := e.route()
 	if s := e.sync; s != nil {
 		if toShadow {
@@ -468,13 +499,17 @@ func (e *Entry) Applied() LSN {
 // WAL end when no transaction is open.
 func (e *Entry) SetApplied(lsn LSN) {
 	e.lsnMu.Lock()
-	defer e.lsnMu.Unlock()
 	if lsn <= e.applied {
+		e.lsnMu.Unlock()
 		return
 	}
 	e.applied = lsn
 	close(e.advanced)
 	e.advanced = make(chan struct{})
+	e.lsnMu.Unlock()
+	if e.pendingN.Load() > 0 {
+		e.settle(lsn)
+	}
 }
 
 // WaitApplied blocks until the applied LSN reaches lsn or ctx ends.
@@ -543,7 +578,11 @@ type Status struct {
 	RebuildError    string
 	IndexStats      Stats  // the kind's size and shape
 	SlotState       string // the shared slot's wal_status, see SourceHealth
-	LagBytes        int64  // source WAL position − Applied
+	// SystemID and Timeline are the source's, from IDENTIFY_SYSTEM on the
+	// replication connection (0 until it has connected).
+	SystemID uint64
+	Timeline uint32
+	LagBytes int64 // source WAL position − Applied
 	// LagSeconds is how long ago the source's WAL, as health checks saw
 	// it, was at the oldest position not yet applied: 0 when caught up,
 	// within a health-check interval otherwise.

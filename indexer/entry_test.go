@@ -288,10 +288,10 @@ func TestStatusReportsDurability(t *testing.T) {
 	}
 	e.BeginSync(nil, 0)
 	e.SetSyncPoint(0x2000)
-	e.CopyUpsert(key(t, "7"), []float32{1, 1})
+	e.CopyUpsert(key(t, "7"), []float32{1, 1}, 0)
 	e.Begin(0x2100)
 	e.Delete(key(t, "8"))
-	e.CopyUpsert(key(t, "8"), []float32{2, 2}) // older than the delete: ignored
+	e.CopyUpsert(key(t, "8"), []float32{2, 2}, 0) // older than the delete: ignored
 	e.EndSync()
 	if st := e.Status(); st.CopiedRows != 2 || st.Rows != 1 || st.Applied != 0x2000 || st.Covered != 0 {
 		t.Fatalf("after a sync: %+v", st)

@@ -27,11 +27,28 @@ type SourceHealth struct {
 }
 
 type healthBox struct {
-	mu sync.Mutex
-	h  SourceHealth
+	mu  sync.Mutex
+	h   SourceHealth
+	src Source
 	// seen holds each WAL position the checks saw, with when it was
 	// first seen, oldest first: what lag in seconds is read from.
 	seen []walSample
+}
+
+// SetSource records the system, timeline and slot the replication layer
+// follows, for status: a client trusts the rows' xids only against a
+// heap server of the same system and timeline.
+func (ix *Indexer) SetSource(src Source) {
+	ix.health.mu.Lock()
+	defer ix.health.mu.Unlock()
+	ix.health.src = src
+}
+
+// Source returns what SetSource last recorded.
+func (ix *Indexer) Source() Source {
+	ix.health.mu.Lock()
+	defer ix.health.mu.Unlock()
+	return ix.health.src
 }
 
 type walSample struct {

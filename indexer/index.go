@@ -48,6 +48,9 @@ type Index interface {
 	// It is asked only once the index holds its table: after the copy
 	// that fills it, or its load.
 	NeedsRebuild() bool
+	// Keys is the current rows' keys, under which the entry records each
+	// row's xid (see xid.go).
+	Keys() *store.Keys
 }
 
 // Row is a row prepared by an Index for its Insert.

@@ -65,12 +65,13 @@ func (ix *Indexer) Entries() []*Entry {
 // WAL.
 func (ix *Indexer) Status() []Status {
 	entries := ix.Entries()
-	health := ix.SourceHealth()
+	health, src := ix.SourceHealth(), ix.Source()
 	out := make([]Status, len(entries))
 	now := time.Now()
 	for i, e := range entries {
 		out[i] = e.Status()
 		out[i].SlotState = health.SlotState
+		out[i].SystemID, out[i].Timeline = src.SystemID, src.Timeline
 		if health.WAL > out[i].Applied {
 			out[i].LagBytes = int64(health.WAL - out[i].Applied)
 		}
@@ -122,9 +123,18 @@ func (ix *Indexer) Search(ctx context.Context, name string, q []float32, k int, 
 		return Result{}, err
 	}
 	defer done()
+	before := ix.Source()
 	hits, err := e.Search(ctx, q, n, opts)
 	if err != nil {
 		return Result{}, err
+	}
+	if want := opts.XIDSource; want != nil && !(sameSystem(before, *want) && sameSystem(ix.Source(), *want)) {
+		// The replication layer forgets every xid before it reports a
+		// new source: a search that saw the expected source before and
+		// after holds none from another.
+		for i := range hits {
+			hits[i].XID = 0
+		}
 	}
 	return Result{KeyType: e.KeyType(), Hits: hits}, nil
 }

@@ -136,7 +136,7 @@ func copiedIndexer(b *testing.B, def string, rows [][]float32) (*Indexer, *Entry
 		if keys[i], err = pgvalue.KeyInt8.DecodeText(strconv.Itoa(i)); err != nil {
 			b.Fatal(err)
 		}
-		e.CopyUpsert(keys[i], v)
+		e.CopyUpsert(keys[i], v, 0)
 	}
 	e.EndSync()
 	return ix, e, keys

@@ -83,6 +83,15 @@ type SearchOptions struct {
 	// the WAL up to it (read-your-writes: pass pg_current_wal_lsn() taken
 	// after a write).
 	MinLSN LSN
+	// WithXID makes knn fill its xid column: per candidate, the id of the
+	// transaction that wrote the row its distance comes from, where that
+	// distance is exact (store=float) and the xid known; NULL elsewhere.
+	WithXID bool
+	// XIDSource, if set, is the source the client expects the xids to
+	// come from (the system identifier, as vecside_status() reports it,
+	// and the timeline): a search that does not run entirely under that
+	// source returns none.
+	XIDSource *Source
 	// Allow, if not nil, restricts the search to these keys (in their
 	// text form): an in-process hook for filtered search, which knn does
 	// not pass yet.
@@ -136,6 +145,24 @@ var searchSetters = map[string]func(*SearchOptions, string) error{
 		o.MinLSN = lsn
 		return nil
 	},
+	"with_xid": func(o *SearchOptions, v string) error {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return fmt.Errorf("with_xid=%s: want true or false", v)
+		}
+		o.WithXID = b
+		return nil
+	},
+	"xid_source": func(o *SearchOptions, v string) error {
+		sys, tli, ok := strings.Cut(v, "/")
+		id, err1 := strconv.ParseInt(sys, 10, 64)
+		t, err2 := strconv.ParseUint(tli, 10, 32)
+		if !ok || err1 != nil || err2 != nil {
+			return fmt.Errorf("xid_source=%s: want system_identifier/timeline as vecside_status() reports them, such as 7345216198834587648/1", v)
+		}
+		o.XIDSource = &Source{SystemID: uint64(id), Timeline: uint32(t)}
+		return nil
+	},
 	"timeout": func(o *SearchOptions, v string) error {
 		d, err := time.ParseDuration(v)
 		if err != nil || d <= 0 {
@@ -187,6 +214,13 @@ func (o SearchOptions) Get(key string) (string, error) {
 		return strconv.Itoa(o.Probes), nil
 	case "ef_search":
 		return strconv.Itoa(o.EfSearch), nil
+	case "with_xid":
+		return strconv.FormatBool(o.WithXID), nil
+	case "xid_source":
+		if o.XIDSource == nil {
+			return "", nil
+		}
+		return fmt.Sprintf("%d/%d", int64(o.XIDSource.SystemID), o.XIDSource.Timeline), nil
 	}
 	return "", fmt.Errorf("%w: unknown search option %q", ErrInvalidArgument, key)
 }

@@ -79,6 +79,7 @@ func (e *Entry) beginSync(sample [][]float32, tableRows int, rebuild bool) error
 	e.wmu.Lock()
 	defer e.wmu.Unlock()
 	dropped(e.syncIndex())
+	e.forgetXIDs()
 	e.sync = &syncState{index: x, skipped: map[string]struct{}{}, rebuild: rebuild, touched: map[string]LSN{}}
 	if !e.sync.rebuild {
 		// A first copy (or one after an error) starts from nothing: what
@@ -107,6 +108,7 @@ func (e *Entry) SetSyncPoint(point LSN) {
 		return
 	}
 	s.point = point
+	e.forgetXIDs()
 	for key, lsn := range s.touched {
 		if lsn < point {
 			deleteIn(s.index, s.skipped, key)
@@ -118,10 +120,11 @@ func (e *Entry) SetSyncPoint(point LSN) {
 	}
 }
 
-// CopyUpsert stores a row read by the copy, unless the stream has changed
-// that key (or truncated the table) since the snapshot. The row is encoded
-// before the apply lock is taken.
-func (e *Entry) CopyUpsert(key string, vec []float32) {
+// CopyUpsert stores a row read by the copy, with the xmin read with it
+// (0: unknown), unless the stream has changed that key (or truncated the
+// table) since the snapshot. The row is encoded before the apply lock is
+// taken.
+func (e *Entry) CopyUpsert(key string, vec []float32, xmin uint32) {
 	e.wmu.Lock()
 	s := e.sync
 	var x Index
@@ -148,6 +151,9 @@ func (e *Entry) CopyUpsert(key string, vec []float32) {
 		return
 	}
 	e.insertLocked(&s.index, s.skipped, x, row, key, vec)
+	if xmin != 0 {
+		setXID(s.index, key, xmin)
+	}
 }
 
 // EndSync ends the copy: the new index serves from now on, reflecting the
@@ -164,6 +170,7 @@ func (e *Entry) EndSync() {
 	}
 	e.sync = nil
 	e.syncFrom = s.point
+	e.forgetXIDs()
 	if e.index != s.index {
 		dropped(e.index)
 	}

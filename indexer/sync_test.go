@@ -33,7 +33,7 @@ func copyInto(t testing.TB, e *Entry, rows [][]float32, point LSN) {
 	}
 	e.SetSyncPoint(point)
 	for i, v := range rows {
-		e.CopyUpsert(fmt.Sprint(i), v)
+		e.CopyUpsert(fmt.Sprint(i), v, 0)
 	}
 	e.EndSync()
 }
@@ -84,9 +84,9 @@ func TestRebuildRoutesChanges(t *testing.T) {
 		e.Upsert("d", v(40))
 		e.SetApplied(0x121)
 		// The table as of 0x100: a=10, c=3, no b (deleted at 0x80), e=5.
-		e.CopyUpsert("a", v(10))
-		e.CopyUpsert("c", v(3))
-		e.CopyUpsert("e", v(5))
+		e.CopyUpsert("a", v(10), 0)
+		e.CopyUpsert("c", v(3), 0)
+		e.CopyUpsert("e", v(5), 0)
 		if got := searchKeys(t, e, v(5), 10); slices.Contains(got, "e") || slices.Contains(got, "b") {
 			t.Fatalf("%s: the serving index answered from the copy, or kept a deleted key: %v", kind, got)
 		}
@@ -125,7 +125,7 @@ func TestEndSyncKeepsAFailure(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.SetSyncPoint(0x10)
-	e.CopyUpsert("a", []float32{1, 1})
+	e.CopyUpsert("a", []float32{1, 1}, 0)
 	e.Fail(errors.New("column v changed type"))
 	e.EndSync()
 	if state, why := e.State(); state != StateError || why != "column v changed type" {
@@ -197,7 +197,7 @@ func TestSyncBesideChangesAndSearches(t *testing.T) {
 		for part := range 2 {
 			copiers.Go(func() {
 				for i := part; i < rows; i += 2 {
-					e.CopyUpsert(fmt.Sprint(i), data[i])
+					e.CopyUpsert(fmt.Sprint(i), data[i], 0)
 				}
 			})
 		}
@@ -315,7 +315,7 @@ func TestCopyOfMixedDimensions(t *testing.T) {
 	for part, dims := range []int{3, 2} {
 		wg.Go(func() {
 			for i := range 2000 {
-				e.CopyUpsert(fmt.Sprint(part, "-", i), make([]float32, dims))
+				e.CopyUpsert(fmt.Sprint(part, "-", i), make([]float32, dims), 0)
 			}
 		})
 	}

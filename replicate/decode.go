@@ -31,6 +31,7 @@ type decoder struct {
 	inTx    bool
 	begin   pglogrepl.BeginMessage
 	applyTo map[*indexer.Entry]bool // entries not yet past this transaction
+	before  func(typ byte)          // see Config.BeforeMessage
 }
 
 func newDecoder(tables []*table, repair func(context.Context, *table, *indexer.Entry, string) error, log *slog.Logger, stats *Stats) *decoder {
@@ -46,6 +47,9 @@ func (d *decoder) handle(ctx context.Context, data []byte) (err error) {
 			err = fmt.Errorf("replicate: decoding message %q: %v", data[:1], p)
 		}
 	}()
+	if d.before != nil && len(data) > 0 {
+		d.before(data[0])
+	}
 	msg, err := pglogrepl.Parse(data)
 	if err != nil {
 		d.stats.UnknownMessages.Add(1)
@@ -61,7 +65,7 @@ func (d *decoder) handle(ctx context.Context, data []byte) (err error) {
 				// A reconnect replays from the confirmed position, and a
 				// table sync's copy holds what committed before its
 				// snapshot: either is skipped.
-				d.applyTo[e] = e.Begin(m.FinalLSN)
+				d.applyTo[e] = e.BeginTx(m.FinalLSN, m.Xid)
 			}
 		}
 	case *pglogrepl.CommitMessage:
@@ -74,7 +78,7 @@ func (d *decoder) handle(ctx context.Context, data []byte) (err error) {
 		d.inTx = false
 		for _, t := range d.tables {
 			for _, e := range t.entries {
-				e.SetApplied(m.TransactionEndLSN)
+				e.Commit(m.TransactionEndLSN)
 			}
 		}
 		d.stats.Transactions.Add(1)
@@ -290,7 +294,11 @@ func (d *decoder) upsert(ctx context.Context, r *relation, old, new *pglogrepl.T
 			// The vector did not change and was not sent. Keep it (moving
 			// it to the new key), or read it if this index never had it:
 			// an INSERT through a row filter, or a row the index lost.
-			if (oldKey != key && e.Move(oldKey, key)) || (oldKey == key && e.Known(key)) {
+			if oldKey != key && e.Move(oldKey, key) {
+				continue
+			}
+			if oldKey == key && e.Known(key) {
+				e.Unchanged(key)
 				continue
 			}
 			if err := d.repair(ctx, r.table, e, key); err != nil {

@@ -32,13 +32,22 @@
 //
 // The slot is created with EXPORT_SNAPSHOT. While the replication
 // connection stays idle, a second connection imports that snapshot in a
-// REPEATABLE READ transaction and copies the key and vector columns with a
-// binary COPY. The copy therefore shows exactly the rows committed before
-// the slot's consistent point, and the stream starts right after it:
-// nothing is lost or seen twice. Config.CopyProgress hears how far each
-// copy has gone about every second (rows read against the planner's
-// estimate, then the build of the indexes); without it, a log line every
-// 5 s says so.
+// REPEATABLE READ transaction and copies the key and vector columns, and
+// each row's xmin, with a binary COPY. The copy therefore shows exactly
+// the rows committed before the slot's consistent point, and the stream
+// starts right after it: nothing is lost or seen twice. Config.CopyProgress
+// hears how far each copy has gone about every second (rows read against
+// the planner's estimate, then the build of the indexes); without it, a
+// log line every 5 s says so.
+//
+// # Transaction ids
+//
+// Each index records per row the xid that wrote the version it holds
+// (see the indexer's xid.go): the copy's xmin, the Begin message's xid for
+// streamed changes (recorded at Commit), the xmin of a row read by key
+// together with pg_current_wal_lsn() (recorded once the stream has been
+// applied that far). The source's system identifier and timeline, from
+// IDENTIFY_SYSTEM, go to ReportSource, for status.
 //
 // # Streaming
 //
@@ -55,7 +64,8 @@
 // no value): the stored vector is kept, and moved when the key changed (the
 // old key then arrives in a 'K' tuple whose other columns are 'n', "not
 // part of the identity", not NULL). A 'u' for a key the index does not
-// have is answered by reading that row from the table. Rows whose vector
+// have is answered by reading that row from the table. A 'u' otherwise
+// passes the transaction's xid on to the row (Entry.Unchanged). Rows whose vector
 // cannot be indexed (NULL, wrong length, NaN or infinite, a
 // multi-dimensional array) are left out and counted until a change makes
 // them valid.

@@ -2,6 +2,7 @@ package replicate
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -67,6 +68,14 @@ type Config struct {
 	// about every second, and each copy's end; nil logs a line every 5 s
 	// instead.
 	CopyProgress func(CopyProgress)
+	// BeforeMessage, if set, runs before the stream applies each pgoutput
+	// message, with its type byte ('B', 'I', 'U', 'D', 'C', …); the stream
+	// waits while it blocks (a test hook, to hold a transaction half
+	// applied).
+	BeforeMessage func(typ byte)
+	// ReportSource, if set, is told the system, timeline and slot
+	// followed, each time streaming starts.
+	ReportSource func(indexer.Source)
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 }
@@ -285,8 +294,21 @@ func (r *Replicator) runOnce(ctx context.Context) error {
 		return err
 	}
 	r.mu.Lock()
+	prev := r.source
 	r.floor, r.source = floor, src
 	r.mu.Unlock()
+	if prev.SystemID != 0 && (prev.SystemID != src.SystemID || prev.Timeline != src.Timeline) {
+		// xids of another system or timeline mean other writes: forget
+		// them before the new source is reported (see indexer's
+		// SearchOptions.XIDSource).
+		r.log.Warn("the source changed system or timeline; forgetting every row's xid", "system", src.SystemID, "timeline", src.Timeline)
+		for _, e := range r.cfg.Entries {
+			e.ForgetAllXIDs()
+		}
+	}
+	if r.cfg.ReportSource != nil {
+		r.cfg.ReportSource(src)
+	}
 	repair := func(ctx context.Context, t *table, e *indexer.Entry, key string) error {
 		r.stats.Repairs.Add(1)
 		ctx, cancel := r.bounded(ctx)
@@ -294,6 +316,7 @@ func (r *Replicator) runOnce(ctx context.Context) error {
 		return repairRow(ctx, conn, t, e, key)
 	}
 	dec := newDecoder(tables, repair, r.log, &r.stats)
+	dec.before = r.cfg.BeforeMessage
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	background := make(chan error, 2+len(syncs))
@@ -661,7 +684,11 @@ func repairRow(ctx context.Context, conn *pgx.Conn, t *table, e *indexer.Entry, 
 	if err != nil {
 		return fmt.Errorf("naming the key and vector columns of %s: %w", t.qualified(), err)
 	}
-	sql := fmt.Sprintf("SELECT %s FROM %s WHERE %s = $1::text::%s",
+	// The xmin read pairs with the vector read; pg_current_wal_lsn(),
+	// evaluated after the statement's snapshot was taken, is at or past
+	// every commit that snapshot sees: the xmin is recorded once the
+	// stream has been applied that far (see indexer's UpsertRead).
+	sql := fmt.Sprintf("SELECT %s, xmin, pg_current_wal_lsn() FROM %s WHERE %s = $1::text::%s",
 		indexer.QuoteIdent(colName), t.qualified(), indexer.QuoteIdent(keyName), t.keyType)
 	res := conn.PgConn().ExecParams(ctx, sql, [][]byte{[]byte(t.keyType.FormatKey(key))}, nil, nil, []int16{1}).Read()
 	if res.Err != nil {
@@ -670,6 +697,14 @@ func repairRow(ctx context.Context, conn *pgx.Conn, t *table, e *indexer.Entry, 
 	if len(res.Rows) == 0 {
 		return nil // deleted since; the stream will say so
 	}
-	e.Upsert(key, decodeVector(e, res.Rows[0][0], true))
+	row := res.Rows[0]
+	xmin, err := decodeXID(row[1])
+	if err != nil {
+		return fmt.Errorf("reading row %s of %s: %w", t.keyType.FormatKey(key), t.qualified(), err)
+	}
+	if len(row[2]) != 8 {
+		return fmt.Errorf("reading row %s of %s: an LSN of %d bytes", t.keyType.FormatKey(key), t.qualified(), len(row[2]))
+	}
+	e.UpsertRead(key, decodeVector(e, row[0], true), xmin, indexer.LSN(binary.BigEndian.Uint64(row[2])))
 	return nil
 }

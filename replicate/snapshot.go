@@ -2,6 +2,7 @@ package replicate
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -171,7 +172,9 @@ func (j copyJob) copyRange(ctx context.Context, where string, copied *atomic.Int
 	if t.partitioned {
 		only = ""
 	}
-	sql := "COPY (SELECT " + strings.Join(cols, ", ") + " FROM " + only + t.qualified() + where + ") TO STDOUT (FORMAT binary)"
+	// Each row's xmin comes last: the index records it as the xid that
+	// wrote the row (see indexer's xid.go).
+	sql := "COPY (SELECT " + strings.Join(cols, ", ") + ", xmin FROM " + only + t.qualified() + where + ") TO STDOUT (FORMAT binary)"
 	pr, pw := io.Pipe()
 	done := make(chan error, 1)
 	go func() {
@@ -190,8 +193,8 @@ func (j copyJob) copyRange(ctx context.Context, where string, copied *atomic.Int
 	return tx.Commit(ctx)
 }
 
-// load decodes a binary COPY of the table's published columns into the
-// entries being synced.
+// load decodes a binary COPY of the table's published columns and xmin
+// into the entries being synced.
 func (j copyJob) load(r io.Reader, copied *atomic.Int64) error {
 	cr, err := newCopyReader(r)
 	if err != nil {
@@ -207,18 +210,30 @@ func (j copyJob) load(r io.Reader, copied *atomic.Int64) error {
 		if err != nil || !ok {
 			return err
 		}
-		if len(cr.fields) != len(t.columns) {
-			return fmt.Errorf("COPY row has %d fields, want %d", len(cr.fields), len(t.columns))
+		if len(cr.fields) != len(t.columns)+1 {
+			return fmt.Errorf("COPY row has %d fields, want %d", len(cr.fields), len(t.columns)+1)
+		}
+		xmin, err := decodeXID(cr.fields[len(t.columns)])
+		if err != nil {
+			return err
 		}
 		key, err := t.keyType.DecodeBinary(cr.fields[0])
 		if err != nil {
 			return err
 		}
 		for i, e := range j.entries {
-			e.CopyUpsert(key, decodeVector(e, cr.fields[pos[i]], true))
+			e.CopyUpsert(key, decodeVector(e, cr.fields[pos[i]], true), xmin)
 		}
 		copied.Add(1)
 	}
+}
+
+// decodeXID decodes an xid in binary form.
+func decodeXID(raw []byte) (uint32, error) {
+	if len(raw) != 4 {
+		return 0, fmt.Errorf("xmin of %d bytes, want 4", len(raw))
+	}
+	return binary.BigEndian.Uint32(raw), nil
 }
 
 // decodeVector decodes a vector value, binary or text; nil means NULL or

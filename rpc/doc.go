@@ -10,7 +10,18 @@
 //
 // knn returns id, in the key column's own type, and distance (double
 // precision), nearest first: candidates for the client to re-rank against
-// the table. The package owns the protocol, a small SQL dialect and
+// the table. With with_xid=true it fills a third column, xid (bigint): the
+// id of the transaction that wrote the version of the row the distance
+// was computed from, where that distance is exact (store=float) and the
+// xid known, NULL elsewhere; a client that finds the same xmin in the heap
+// need not fetch the vector (see heapfetch). SELECT * includes xid when
+// with_xid=true is SET or given as a literal options argument; Describe
+// answers before parameters are bound, so with options passed as a
+// parameter, select xid by name. vecside_status() reports the source's
+// system_identifier and timeline, against which the client checks the
+// heap server before trusting xids; xid_source=<system_identifier>/<timeline>
+// makes knn return xids only from a search that ran entirely under that
+// source. The package owns the protocol, a small SQL dialect and
 // sessions, and counts what it answers (Server.Stats); searching is the
 // Catalog's job (*indexer.Indexer), serving metrics is the caller's, and
 // nothing here stores data.

@@ -141,7 +141,7 @@ func (c *conn) runKNN(ctx context.Context, pt *portal) error {
 	}
 	pt.rows = make([][]any, len(res.Hits))
 	for i, h := range res.Hits {
-		pt.rows[i] = []any{h.Key, h.Distance}
+		pt.rows[i] = knnRow(h, opts.WithXID)
 	}
 	pt.rows, err = pt.stmt.clauses.apply(pt.rows, knnColumns(pt.keyType))
 	return err

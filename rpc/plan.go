@@ -56,6 +56,11 @@ var statusColumns = []column{
 	{name: "rebuilds", oid: pgtype.Int8OID, size: 8},
 	{name: "rebuilding", oid: pgtype.BoolOID, size: 1},
 	textColumn("rebuild_error"),
+	// The source's, as pg_control_system() and the timeline of its WAL
+	// report them: a client trusts knn's xids only from a heap server
+	// with the same two.
+	{name: "system_identifier", oid: pgtype.Int8OID, size: 8},
+	{name: "timeline", oid: pgtype.Int8OID, size: 8},
 }
 
 // nullIfEmpty is NULL for an empty string.
@@ -77,11 +82,50 @@ func statusRow(s indexer.Status) []any {
 	return []any{s.Name, s.Table, s.Column, s.Kind, s.Metric.String(), int64(s.Dims),
 		int64(s.Rows), int64(s.Skipped), string(s.State), s.Applied, failure, int64(s.ZeroVectors),
 		s.KeyColumn, slot, s.LagBytes, s.Covered, s.CopiedRows,
-		x.Bytes(), x.BytesPerRow(), int64(len(x.Lists)), int64(listMax), s.Rebuilds, s.Rebuilding, nullIfEmpty(s.RebuildError)}
+		x.Bytes(), x.BytesPerRow(), int64(len(x.Lists)), int64(listMax), s.Rebuilds, s.Rebuilding, nullIfEmpty(s.RebuildError),
+		nullIfZero(int64(s.SystemID)), nullIfZero(int64(s.Timeline))}
 }
 
+// nullIfZero is NULL for 0: not known yet.
+func nullIfZero(v int64) any {
+	if v == 0 {
+		return nil
+	}
+	return v
+}
+
+// knnColumns are knn()'s columns. xid is selected by * only when
+// with_xid=true is known from the statement itself (see starWithXID).
 func knnColumns(kt pgvalue.KeyType) []column {
-	return []column{keyColumn("id", kt), {name: "distance", oid: pgtype.Float8OID, size: 8}}
+	return []column{keyColumn("id", kt), {name: "distance", oid: pgtype.Float8OID, size: 8}, {name: "xid", oid: pgtype.Int8OID, size: 8}}
+}
+
+// knnStar is what SELECT * from knn() selects without with_xid.
+var knnStar = []string{"id", "distance"}
+
+// knnRow is one candidate as knn() returns it: the xid only where asked
+// for, known, and paired with an exact distance.
+func knnRow(h indexer.Hit, withXID bool) []any {
+	var xid any
+	if withXID && h.Exact && h.XID != 0 {
+		xid = int64(h.XID)
+	}
+	return []any{h.Key, h.Distance, xid}
+}
+
+// starWithXID reports whether SELECT * from the knn statement s includes
+// the xid column: with_xid=true in the session or in a literal options
+// argument. Describe must answer before parameters are bound, so an
+// option passed as a parameter does not widen *: select xid by name.
+func (c *conn) starWithXID(s statement) bool {
+	opts := c.sess.search
+	if len(s.args) > 3 && s.args[3].param == 0 {
+		o, err := indexer.ParseOptions(s.args[3].lit)
+		if err != nil || opts.Apply(o) != nil {
+			return false
+		}
+	}
+	return opts.WithXID
 }
 
 // project picks the selected columns of a table function's columns by
@@ -228,12 +272,15 @@ func (c *conn) describeStatement(p *prepared) (shape, error) {
 			return shape{}, nil
 		}
 		p.described = kt
-		return knnShape(kt, s.cols)
+		return knnShape(kt, s.cols, c.starWithXID(s))
 	}
 	return c.fixedShape(s)
 }
 
-func knnShape(kt pgvalue.KeyType, names []string) (shape, error) {
+func knnShape(kt pgvalue.KeyType, names []string, starXID bool) (shape, error) {
+	if names == nil && !starXID {
+		names = knnStar
+	}
 	cols, idx, err := project(knnColumns(kt), names)
 	return shape{cols, idx}, err
 }
@@ -292,7 +339,7 @@ func (c *conn) bind(p *prepared, params []any, formatCodes []int16) (*portal, er
 			return nil, errorf(codeFeatureNotSupported, "cached plan must not change result type").
 				withHint("index %s has %s keys, the statement was described with %s keys: prepare it again", pt.call.index, pt.keyType, p.described)
 		}
-		pt.shape, err = knnShape(pt.keyType, p.stmt.cols)
+		pt.shape, err = knnShape(pt.keyType, p.stmt.cols, c.starWithXID(p.stmt))
 	} else {
 		pt.shape, err = c.fixedShape(p.stmt)
 	}

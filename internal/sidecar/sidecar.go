@@ -76,7 +76,9 @@ type Config struct {
 	CopyProgress func(replicate.CopyProgress)
 	// BeforeCopy, if set, runs before each copy starts (a test hook).
 	BeforeCopy func()
-	Logger     *slog.Logger
+	// BeforeMessage is replicate.Config's test hook that holds the stream.
+	BeforeMessage func(typ byte)
+	Logger        *slog.Logger
 }
 
 // Sidecar is a running server: indexes, replication, pgwire and metrics.
@@ -117,6 +119,7 @@ func Start(parent context.Context, cfg Config) (*Sidecar, error) {
 		Source: cfg.Source, Name: cfg.Name, Entries: ix.Entries(), DataDir: cfg.DataDir,
 		OnSlotLost: cfg.OnSlotLost, ReceiveTimeout: cfg.ReceiveTimeout, ReportHealth: ix.SetSourceHealth,
 		CopyProgress: cfg.CopyProgress, BeforeCopy: cfg.BeforeCopy, Logger: log,
+		ReportSource: ix.SetSource, BeforeMessage: cfg.BeforeMessage,
 	}
 	if cfg.DataDir != "" {
 		rcfg.Durable = ix.Covered

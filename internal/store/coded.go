@@ -18,6 +18,13 @@ import (
 type Hit struct {
 	Key      string
 	Distance float64
+	// XID is the transaction that wrote the row the distance was computed
+	// from, 0 if unknown (see Keys.SetXID).
+	XID uint32
+	// Exact says Distance was computed from the row's float32 vector as
+	// kernels.ExactDistance computes it from the heap's value, bit for
+	// bit; otherwise it is an estimate.
+	Exact bool
 }
 
 // Coded holds the rows of a quantized index: a fixed set of centroids, one
@@ -176,6 +183,10 @@ func (x *Coded) Radius(c int) float32 {
 
 // ListLive is the number of live rows in list c.
 func (x *Coded) ListLive(c int) int { return x.cur.Load().lists[c].Live() }
+
+// Keys is the current rows' keys, for the xids the owner records
+// under them (Keys.SetXID).
+func (x *Coded) Keys() *Keys { return x.cur.Load().keys }
 
 // Len is the number of keys held, zero vectors included.
 func (x *Coded) Len() int {
@@ -483,14 +494,16 @@ func (x *Coded) Search(ctx context.Context, q []float32, k, limit int, probe Pro
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	return Hits(r.keys, x.cfg.Metric, qs.s.Result(limit)), nil
+	return Hits(r.keys, x.cfg.Metric, qs.s.Result(limit), q, r.floats), nil
 }
 
 // Hits turns a search's candidates (nearest first, see Searcher.Result)
-// into keys and distances under m, read under the search's pin; a key
-// updated while the search ran may have been seen under its old and its
-// new id, and is returned once, at its nearer estimate.
-func Hits(keys *Keys, m kernels.Metric, found []Candidate) []Hit {
+// into keys, distances under m and xids, read under the search's pin; a
+// key updated while the search ran may have been seen under its old and
+// its new id, and is returned once, at its nearer estimate. With floats
+// (store=float) each distance is computed again exactly from the row's
+// vector and q, the way the client computes it from the heap's value.
+func Hits(keys *Keys, m kernels.Metric, found []Candidate, q []float32, floats *Slab[float32]) []Hit {
 	hits := make([]Hit, 0, len(found))
 	seen := make(map[string]struct{}, len(found))
 	for _, c := range found {
@@ -499,7 +512,11 @@ func Hits(keys *Keys, m kernels.Metric, found []Candidate) []Hit {
 			continue
 		}
 		seen[key] = struct{}{}
-		hits = append(hits, Hit{Key: key, Distance: Distance(m, c.Est)})
+		h := Hit{Key: key, Distance: Distance(m, c.Est), XID: keys.XID(c.ID)}
+		if floats != nil {
+			h.Distance, h.Exact = kernels.ExactDistance(m, q, floats.Row(c.ID)), true
+		}
+		hits = append(hits, h)
 	}
 	return hits
 }

@@ -62,8 +62,9 @@
 // Per row of D dimensions with the compact store (Ext4): the 1-bit code
 // (D/8 bytes, padded to 8) and its factors (16), its id in the block (4),
 // the extended code (D/2) and its factors (16), the key (8 for bigint),
-// its location (8), the key index (5 to 11 at its load factor), and live
-// bits: about 0.19 × 4·D + 60 bytes. Stats counts every structure.
+// its location (8), the key index (5 to 11 at its load factor), the xid
+// that wrote the row (4, see Keys.SetXID) and live bits: about
+// 0.19 × 4·D + 64 bytes. Stats counts every structure.
 //
 // # What this package does not do
 //

@@ -26,6 +26,7 @@ type Keys struct {
 	vari  *Slab[string]
 	index atomic.Pointer[keyIndex]
 	live  Bitmap
+	xids  *Slab[atomic.Uint32] // id → the xid that wrote its row, 0 if unknown
 	ep    *Epochs
 	high  atomic.Uint32 // ids ever given out
 	count atomic.Int64  // live keys
@@ -59,7 +60,7 @@ const (
 // NewKeys returns an empty table for keys of width bytes (0: any length),
 // whose ids are reused under ep.
 func NewKeys(width int, ep *Epochs) *Keys {
-	k := &Keys{width: width, live: NewBitmap(), ep: ep}
+	k := &Keys{width: width, live: NewBitmap(), xids: NewSlab[atomic.Uint32](1), ep: ep}
 	if width > 0 {
 		k.fixed = NewSlab[byte](width)
 	} else {
@@ -149,7 +150,9 @@ func (k *Keys) Alloc(key string) uint32 {
 			k.vari.Grow(int(id) + 1)
 		}
 		k.live.Grow(int(id) + 1)
+		k.xids.Grow(int(id) + 1)
 	}
+	k.xids.At(id).Store(0)
 	if k.width > 0 {
 		if len(key) != k.width {
 			panic("store: key of the wrong width")
@@ -182,6 +185,29 @@ func (k *Keys) reuse() (uint32, bool) {
 		k.reclaimed(r.id)
 	}
 	return r.id, true
+}
+
+// SetXID records xid as the transaction that wrote id's row, as it is
+// stored: only ever a transaction whose version of the row has exactly
+// the row's vector (see the indexer), so that a reader who finds the
+// same xid in the heap may trust the row. 0 means unknown.
+func (k *Keys) SetXID(id uint32, xid uint32) { k.xids.At(id).Store(xid) }
+
+// XID is what SetXID last recorded for id, 0 if nothing since Alloc.
+func (k *Keys) XID(id uint32) uint32 { return k.xids.At(id).Load() }
+
+// XIDCopy returns the xids of ids [0, High) as they are now, for a
+// snapshot taken with LiveCopy.
+func (k *Keys) XIDCopy() []uint32 {
+	out := make([]uint32, k.High())
+	for c, chunk := range k.xids.Chunks() {
+		for i := range chunk {
+			if id := c*chunkRows + i; id < len(out) {
+				out[id] = chunk[i].Load()
+			}
+		}
+	}
+	return out
 }
 
 // Publish makes id live.
@@ -289,7 +315,7 @@ func (k *Keys) LiveCopy() []uint64 { return k.live.Copy(int(k.High())) }
 
 // Bytes is the memory of the keys, the index and the live set.
 func (k *Keys) Bytes() int64 {
-	b := int64(4*len(k.index.Load().slots)) + k.live.Bytes() + int64(12*cap(k.limbo))
+	b := int64(4*len(k.index.Load().slots)) + k.live.Bytes() + k.xids.Bytes() + int64(12*cap(k.limbo))
 	if k.width > 0 {
 		return b + k.fixed.Bytes()
 	}

@@ -1,0 +1,206 @@
+package indexer
+
+import (
+	"context"
+	"encoding/binary"
+	"hash/crc32"
+	"os"
+	"testing"
+)
+
+// xids returns each hit's xid by key, for every kind of index.
+func xids(t *testing.T, e *Entry) map[string]uint32 {
+	t.Helper()
+	hits, err := e.Search(context.Background(), []float32{0, 0}, 100, DefaultSearchOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]uint32{}
+	for _, h := range hits {
+		out[h.Key] = h.XID
+	}
+	return out
+}
+
+// xidKinds are index definitions of every kind that keeps float32 rows,
+// and one that keeps codes only.
+var xidKinds = []string{
+	"e=t(v) key=id metric=l2",
+	"e=t(v) key=id metric=l2 kind=ivf store=float lists=1",
+	"e=t(v) key=id metric=l2 kind=hnsw store=float",
+	"e=t(v) key=id metric=l2 kind=flat store=ext8",
+}
+
+func TestXIDsPublishedAtCommit(t *testing.T) {
+	for _, def := range xidKinds {
+		t.Run(def, func(t *testing.T) {
+			e := newTestEntry(t, def)
+			a, b, c := key(t, "1"), key(t, "2"), key(t, "3")
+			e.BeginTx(0x100, 70)
+			e.Upsert(a, []float32{1, 0})
+			e.Upsert(b, []float32{0, 1})
+			e.Commit(0x101)
+			e.SetReady()
+			if got := xids(t, e); got[a] != 70 || got[b] != 70 {
+				t.Fatalf("after the commit: %v, want 70 for both", got)
+			}
+
+			e.BeginTx(0x200, 71)
+			e.Upsert(a, []float32{2, 0})
+			if got := xids(t, e); got[a] != 0 || got[b] != 70 {
+				t.Fatalf("a written by an open transaction: %v, want 0 and 70", got)
+			}
+			e.Upsert(a, []float32{3, 0})
+			e.Unchanged(b)
+			e.Move(b, c)
+			if got := xids(t, e); got[a] != 0 || got[c] != 0 {
+				t.Fatalf("before the commit: %v, want none", got)
+			}
+			e.Commit(0x201)
+			if got := xids(t, e); got[a] != 71 || got[c] != 71 {
+				t.Fatalf("after the commit: %v, want 71 for both", got)
+			}
+
+			// A row whose xid is unknown does not get one from an update
+			// that leaves its vector alone.
+			e.BeginTx(0x300, 72)
+			e.Upsert(b, []float32{5, 5})
+			e.Commit(0x301)
+			e.BeginTx(0x400, 0) // no xid known: the row's is dropped
+			e.Upsert(b, []float32{6, 6})
+			e.Commit(0x401)
+			e.BeginTx(0x500, 73)
+			e.Unchanged(b)
+			e.Commit(0x501)
+			if got := xids(t, e); got[b] != 0 {
+				t.Fatalf("unchanged row of unknown xid: %v, want none", got)
+			}
+		})
+	}
+}
+
+func TestReadXIDWaitsForTheStream(t *testing.T) {
+	e := newTestEntry(t, "e=t(v) key=id metric=l2")
+	a, b := key(t, "1"), key(t, "2")
+	e.SetReady()
+	e.SetApplied(0x100)
+	e.UpsertRead(a, []float32{1, 0}, 50, 0x300)
+	e.UpsertRead(b, []float32{0, 1}, 51, 0x300)
+	e.SetApplied(0x2ff)
+	if got := xids(t, e); got[a] != 0 || got[b] != 0 {
+		t.Fatalf("before the stream reached the reads: %v, want none", got)
+	}
+	// An older transaction changes b meanwhile: the read's xmin must not
+	// land on its row.
+	e.BeginTx(0x2ff, 40)
+	e.Upsert(b, []float32{0, 2})
+	e.Commit(0x300)
+	if got := xids(t, e); got[a] != 50 || got[b] != 40 {
+		t.Fatalf("once the stream reached the reads: %v, want 50 and 40", got)
+	}
+}
+
+func TestCheckpointKeepsXIDs(t *testing.T) {
+	dir := t.TempDir()
+	e := newTestEntry(t, "e=t(v) key=id metric=l2")
+	a, b := key(t, "1"), key(t, "2")
+	e.BeginTx(0x100, 70)
+	e.Upsert(a, []float32{1, 0})
+	e.Commit(0x101)
+	e.BeginTx(0x200, 71)
+	e.Upsert(b, []float32{0, 1})
+	e.SetReady()
+	if _, err := e.Checkpoint(dir, testSource); err != nil {
+		t.Fatal(err)
+	}
+	e.Commit(0x201)
+	loaded := newTestEntry(t, "e=t(v) key=id metric=l2")
+	if _, err := loaded.LoadCheckpoint(dir, testSource, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := xids(t, loaded); got[a] != 70 || got[b] != 0 || len(got) != 2 {
+		t.Fatalf("loaded %v, want 70 for a and none for b (its transaction was open)", got)
+	}
+}
+
+// TestXIDSource: a search expecting another source than the indexer's
+// returns no xids, and forgetting them clears every row's.
+func TestXIDSource(t *testing.T) {
+	ix := New()
+	spec, err := ParseSpec("e=t(v) key=id metric=l2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := ix.Add(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.BeginTx(0x100, 70)
+	e.Upsert(key(t, "1"), []float32{1, 0})
+	e.Commit(0x101)
+	e.SetReady()
+	ix.SetSource(Source{SystemID: 7, Timeline: 2})
+	search := func(want Source) uint32 {
+		opts := DefaultSearchOptions()
+		opts.XIDSource = &want
+		res, err := ix.Search(context.Background(), "e", []float32{0, 0}, 1, opts)
+		if err != nil || len(res.Hits) != 1 {
+			t.Fatalf("%v, %v", res, err)
+		}
+		return res.Hits[0].XID
+	}
+	if got := search(Source{SystemID: 7, Timeline: 2}); got != 70 {
+		t.Fatalf("same source: xid %d, want 70", got)
+	}
+	if got := search(Source{SystemID: 7, Timeline: 3}); got != 0 {
+		t.Fatalf("another timeline: xid %d, want none", got)
+	}
+	e.ForgetAllXIDs()
+	if got := search(Source{SystemID: 7, Timeline: 2}); got != 0 {
+		t.Fatalf("forgotten: xid %d, want none", got)
+	}
+}
+
+// TestCheckpointFormat2Loads: a checkpoint of the format before xids
+// loads, with none known.
+func TestCheckpointFormat2Loads(t *testing.T) {
+	dir := t.TempDir()
+	e := newTestEntry(t, "e=t(v) key=id metric=l2")
+	e.Upsert(key(t, "1"), []float32{1, 0}) // no xid: its section is one zero byte
+	e.SetReady()
+	if _, err := e.Checkpoint(dir, testSource); err != nil {
+		t.Fatal(err)
+	}
+	// Rewrite it as format 2: drop the xid section's count, which follows
+	// the skipped keys' count (one zero byte too), then fix the trailer.
+	path := e.CheckpointPath(dir)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := 14 + int(binary.LittleEndian.Uint32(b[10:]))
+	if b[body] != 0 || b[body+1] != 0 {
+		t.Fatalf("body starts % x, want two zero counts", b[body:body+2])
+	}
+	old := append(append([]byte{}, b[:body+1]...), b[body+2:len(b)-trailerLen]...)
+	binary.LittleEndian.PutUint16(old[8:], 2)
+	old = binary.LittleEndian.AppendUint64(old, uint64(len(old)-body))
+	old = binary.LittleEndian.AppendUint32(old, crc32.Checksum(old, castagnoli))
+	if err := os.WriteFile(path, old, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	loaded := newTestEntry(t, "e=t(v) key=id metric=l2")
+	if _, err := loaded.LoadCheckpoint(dir, testSource, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := xids(t, loaded); len(got) != 1 || got[key(t, "1")] != 0 {
+		t.Fatalf("loaded %v, want key 1 without xid", got)
+	}
+	binary.LittleEndian.PutUint16(old[8:], 9)
+	if err := os.WriteFile(path, old, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := newTestEntry(t, "e=t(v) key=id metric=l2").LoadCheckpoint(dir, testSource, nil); err == nil {
+		t.Fatal("a format from the future loaded")
+	}
+}
