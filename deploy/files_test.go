@@ -22,7 +22,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"go.yaml.in/yaml/v3"
 
 	"github.com/vecside/vecside/internal/pgtest"
@@ -574,11 +573,7 @@ func TestSystemdUnit(t *testing.T) {
 func TestProbePaths(t *testing.T) {
 	ctx := context.Background()
 	dsn := pgtest.Shared(t).NewDatabase(t)
-	db, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close(ctx)
+	db := pgtest.Connect(t, dsn)
 	if _, err := db.Exec(ctx, `CREATE TABLE items (id bigint PRIMARY KEY, embedding real[]);
 		INSERT INTO items SELECT g, ARRAY[g, 1]::real[] FROM generate_series(1, 100) g`); err != nil {
 		t.Fatal(err)

@@ -39,11 +39,7 @@ func run(t *testing.T, args ...string) (string, error) {
 func TestSearchCheckTeardown(t *testing.T) {
 	ctx := context.Background()
 	dsn := pgtest.Shared(t).NewDatabase(t)
-	db, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close(ctx)
+	db := pgtest.Connect(t, dsn)
 	if _, err := db.Exec(ctx, pgtest.StandInVector+`CREATE TABLE bad (id int PRIMARY KEY, e vector(3));
 		CREATE TABLE t (id int PRIMARY KEY, v real[]);
 		INSERT INTO t VALUES (1, '{1,0}'), (2, '{0,1}'), (3, '{0.9,0.1}'), (4, NULL);
@@ -156,11 +152,7 @@ func TestPasswdAndUsersFile(t *testing.T) {
 	if err != nil || !strings.HasPrefix(out, `"alice" "SCRAM-SHA-256$4096:`) {
 		t.Fatalf("passwd: %v %q", err, out)
 	}
-	db, err := pgx.Connect(ctx, pgtest.Shared(t).NewDatabase(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close(ctx)
+	db := pgtest.Connect(t, pgtest.Shared(t).NewDatabase(t))
 	if _, err := db.Exec(ctx, `SET password_encryption = 'scram-sha-256';
 		CREATE ROLE passwd_bob PASSWORD 'bob''s secret'`); err != nil {
 		t.Fatal(err)
@@ -226,11 +218,7 @@ func TestSQLCommands(t *testing.T) {
 		t.Fatalf("sql print: %v\n%s", err, out)
 	}
 	dsn := pgtest.Shared(t).NewDatabase(t)
-	db, err := pgx.Connect(context.Background(), dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close(context.Background())
+	db := pgtest.Connect(t, dsn)
 	db.Exec(context.Background(), "CREATE TABLE t (id int PRIMARY KEY, v real[])")
 	if out, err := run(t, append([]string{"sql", "install", "--source", dsn}, args...)...); err != nil {
 		t.Fatalf("sql install: %v\n%s", err, out)

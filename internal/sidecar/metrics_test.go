@@ -30,11 +30,7 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 func TestMetricsAndProbes(t *testing.T) {
 	ctx := context.Background()
 	dsn := pgtest.Shared(t).NewDatabase(t)
-	db, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close(ctx)
+	db := pgtest.Connect(t, dsn)
 	if _, err := db.Exec(ctx, pgtest.StandInVector+`
 		CREATE TABLE items (id int PRIMARY KEY, v real[]);
 		INSERT INTO items SELECT g, ARRAY[g, 1]::real[] FROM generate_series(1, 200) g;
