@@ -84,8 +84,8 @@ type SearchOptions struct {
 	// after a write).
 	MinLSN LSN
 	// Allow, if not nil, restricts the search to these keys (in their
-	// text form): an in-process hook for filtered search, which knn does
-	// not pass yet.
+	// canonical form, see pgvalue.KeyType): knn's allow argument, the
+	// pre-filter of a filtered search. Empty allows nothing.
 	Allow []string
 }
 
