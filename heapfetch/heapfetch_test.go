@@ -73,7 +73,7 @@ func TestMatchesExactSQL(t *testing.T) {
 }
 
 // newDatabase creates a database for the test and connects to it.
-func newDatabase(t *testing.T) (string, *pgx.Conn) {
+func newDatabase(t testing.TB) (string, *pgx.Conn) {
 	t.Helper()
 	dsn := pgtest.Shared(t).NewDatabase(t)
 	db, err := pgx.Connect(context.Background(), dsn)
@@ -84,13 +84,21 @@ func newDatabase(t *testing.T) (string, *pgx.Conn) {
 	return dsn, db
 }
 
+var discard = slog.New(slog.NewTextHandler(io.Discard, nil))
+
 // startSidecar runs a sidecar over dsn's database until the test ends,
 // and connects to it.
-func startSidecar(t *testing.T, dsn string, defs ...string) (*sidecar.Sidecar, *pgx.Conn) {
+func startSidecar(t testing.TB, dsn string, defs ...string) (*sidecar.Sidecar, *pgx.Conn) {
+	return startNamedSidecar(t, dsn, "vecside", defs...)
+}
+
+// startNamedSidecar is startSidecar with a publication and slot of the
+// given name, so that several sidecars can follow one database.
+func startNamedSidecar(t testing.TB, dsn, name string, defs ...string) (*sidecar.Sidecar, *pgx.Conn) {
 	t.Helper()
 	ctx := context.Background()
-	sc, err := sidecar.Start(ctx, sidecar.Config{Source: dsn, Name: "vecside", Listen: "127.0.0.1:0", Auth: "trust",
-		Indexes: defs, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	sc, err := sidecar.Start(ctx, sidecar.Config{Source: dsn, Name: name, Listen: "127.0.0.1:0", Auth: "trust",
+		Indexes: defs, Logger: discard})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,15 +165,7 @@ func TestReadYourWrites(t *testing.T) {
 	found := 0
 	for i := 0; i < rounds; i++ {
 		id := int64(100000 + i)
-		v := make([]float32, dims)
-		for j := range v {
-			v[j] = rng.Float32()*1000 + 2000
-		}
-		mustExecArgs(t, db, `INSERT INTO docs VALUES ($1, $2)`, id, v)
-		var lsn string
-		if err := db.QueryRow(ctx, `SELECT pg_current_wal_lsn()::text`).Scan(&lsn); err != nil {
-			t.Fatal(err)
-		}
+		v, lsn := writeOwnRow(t, db, rng, id, dims)
 		rows, err := client.Search(ctx, heapfetch.Request{Index: "docs_v", Vector: v, K: 1, MinLSN: lsn})
 		if err != nil {
 			t.Fatalf("round %d: %v", i, err)
@@ -183,7 +183,23 @@ func TestReadYourWrites(t *testing.T) {
 	}
 }
 
-func mustExecArgs(t *testing.T, db *pgx.Conn, sql string, args ...any) {
+// writeOwnRow inserts a row far from the others into docs(id, v), and
+// returns its vector and the LSN after the write.
+func writeOwnRow(t testing.TB, db *pgx.Conn, rng *rand.Rand, id int64, dims int) ([]float32, string) {
+	t.Helper()
+	v := make([]float32, dims)
+	for j := range v {
+		v[j] = rng.Float32()*1000 + 2000
+	}
+	mustExecArgs(t, db, `INSERT INTO docs VALUES ($1, $2)`, id, v)
+	var lsn string
+	if err := db.QueryRow(context.Background(), `SELECT pg_current_wal_lsn()::text`).Scan(&lsn); err != nil {
+		t.Fatal(err)
+	}
+	return v, lsn
+}
+
+func mustExecArgs(t testing.TB, db *pgx.Conn, sql string, args ...any) {
 	t.Helper()
 	if _, err := db.Exec(context.Background(), sql, args...); err != nil {
 		t.Fatalf("%s: %v", sql, err)
@@ -269,7 +285,7 @@ func compareTopK(got []heapfetch.Row, want []exactRow) string {
 	return ""
 }
 
-func waitApplied(t *testing.T, db *pgx.Conn, sc *sidecar.Sidecar) {
+func waitApplied(t testing.TB, db *pgx.Conn, sc *sidecar.Sidecar) {
 	t.Helper()
 	var lsn string
 	if err := db.QueryRow(context.Background(), "SELECT pg_current_wal_lsn()::text").Scan(&lsn); err != nil {
@@ -293,7 +309,7 @@ func waitApplied(t *testing.T, db *pgx.Conn, sc *sidecar.Sidecar) {
 	}
 }
 
-func mustEntry(t *testing.T, sc *sidecar.Sidecar, name string) *indexer.Entry {
+func mustEntry(t testing.TB, sc *sidecar.Sidecar, name string) *indexer.Entry {
 	t.Helper()
 	e, err := sc.Indexer.Get(name)
 	if err != nil {
@@ -302,7 +318,7 @@ func mustEntry(t *testing.T, sc *sidecar.Sidecar, name string) *indexer.Entry {
 	return e
 }
 
-func mustExec(t *testing.T, db *pgx.Conn, sql string) {
+func mustExec(t testing.TB, db *pgx.Conn, sql string) {
 	t.Helper()
 	if _, err := db.Exec(context.Background(), sql); err != nil {
 		t.Fatalf("%.80s: %v", sql, err)

@@ -624,8 +624,9 @@ func repairRow(ctx context.Context, conn *pgx.Conn, t *table, e *indexer.Entry, 
 	if err != nil {
 		return fmt.Errorf("naming the key and vector columns of %s: %w", t.qualified(), err)
 	}
-	sql := fmt.Sprintf("SELECT %s FROM %s WHERE %s = $1::text::%s",
-		indexer.QuoteIdent(colName), t.qualified(), indexer.QuoteIdent(keyName), t.keyType)
+	// A row outside the row filter is not the index's, as if deleted.
+	sql := fmt.Sprintf("SELECT %s FROM %s%s",
+		indexer.QuoteIdent(colName), t.qualified(), t.filter(fmt.Sprintf(" WHERE %s = $1::text::%s", indexer.QuoteIdent(keyName), t.keyType)))
 	res := conn.PgConn().ExecParams(ctx, sql, [][]byte{[]byte(t.keyType.FormatKey(key))}, nil, nil, []int16{1}).Read()
 	if res.Err != nil {
 		return fmt.Errorf("reading row %s of %s: %w", t.keyType.FormatKey(key), t.qualified(), res.Err)

@@ -169,7 +169,7 @@ func (j copyJob) copyRange(ctx context.Context, where string, copied *atomic.Int
 	if t.partitioned {
 		only = ""
 	}
-	sql := "COPY (SELECT " + strings.Join(cols, ", ") + " FROM " + only + t.qualified() + where + ") TO STDOUT (FORMAT binary)"
+	sql := "COPY (SELECT " + strings.Join(cols, ", ") + " FROM " + only + t.qualified() + t.filter(where) + ") TO STDOUT (FORMAT binary)"
 	pr, pw := io.Pipe()
 	done := make(chan error, 1)
 	go func() {

@@ -1,0 +1,131 @@
+package heapfetch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// ask runs fn against one sidecar of s: the next in turn, then, while
+// they fail with an error another sidecar may not have, each of the
+// others once.
+func (s shard) ask(ctx context.Context, fn func(Querier) error) error {
+	start := int(s.next.Add(1))
+	var errs []error
+	for i := range s.sidecars {
+		err := fn(s.sidecars[(start+i)%len(s.sidecars)])
+		if err == nil {
+			return nil
+		}
+		errs = append(errs, err)
+		if !failover(ctx, err) {
+			break
+		}
+	}
+	if len(errs) == 1 {
+		return errs[0]
+	}
+	return fmt.Errorf("every sidecar of the shard failed: %w", errors.Join(errs...))
+}
+
+// failover reports whether err is a sidecar's own trouble, so that another
+// sidecar may answer: a lost or refused connection, a server shutting
+// down, out of resources, or an index not ready on it. The caller's
+// mistakes (bad vector, unknown index, bad options), a cancelled request
+// and a timeout are not retried.
+func failover(ctx context.Context, err error) bool {
+	if ctx.Err() != nil {
+		return false
+	}
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) {
+		return true // the connection, not the server, failed
+	}
+	switch pe.Code[:2] {
+	case "08", "53", "57":
+		return pe.Code != "57014"
+	}
+	return pe.Code == "55000"
+}
+
+// ask is what a search asks every shard: the nearest keys, of the allowed
+// ones if allow is not nil.
+type ask struct {
+	index      string
+	vector     []float32
+	k          int
+	oversample float64
+	options    string // further knn options
+	minLSN     string
+	allow      []any // nil: no allow-set
+}
+
+// candidates asks one sidecar of each shard and returns the union of their
+// keys.
+func (c *Client) candidates(ctx context.Context, a ask) ([]any, error) {
+	sql, args := a.knnCall()
+	if len(c.shards) == 1 {
+		return c.shards[0].candidates(ctx, sql, args)
+	}
+	var mu sync.Mutex
+	var keys []any
+	var errs []error
+	var wg sync.WaitGroup
+	for i, s := range c.shards {
+		wg.Go(func() {
+			got, err := s.candidates(ctx, sql, args)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs = append(errs, fmt.Errorf("shard %d: %w", i, err))
+			}
+			keys = append(keys, got...)
+		})
+	}
+	wg.Wait()
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return keys, nil
+}
+
+func (s shard) candidates(ctx context.Context, sql string, args []any) ([]any, error) {
+	var keys []any
+	err := s.ask(ctx, func(q Querier) error {
+		rows, err := q.Query(ctx, sql, args...)
+		if err == nil {
+			keys, err = pgx.CollectRows(rows, pgx.RowTo[any])
+		}
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("heapfetch: asking the sidecar: %w", err)
+	}
+	return keys, nil
+}
+
+// knnCall is the knn statement and arguments for a.
+func (a ask) knnCall() (string, []any) {
+	var opts []string
+	if a.oversample > 0 {
+		opts = append(opts, "oversample="+strconv.FormatFloat(max(a.oversample, 1), 'g', -1, 64))
+	}
+	if a.minLSN != "" {
+		opts = append(opts, "min_lsn="+a.minLSN)
+	}
+	if a.options != "" {
+		opts = append(opts, a.options)
+	}
+	args := []any{a.index, a.vector, a.k, strings.Join(opts, " ")}
+	if a.allow == nil {
+		return "SELECT id FROM knn($1, $2, $3, $4)", args
+	}
+	typ, keys := allowArray(a.allow)
+	return "SELECT id FROM knn($1, $2, $3, $4, $5::" + typ + ")", append(args, keys)
+}
