@@ -42,7 +42,7 @@
 // A filter is SQL pasted into the heap's queries (the application's, not
 // an end user's text). Two ways to apply it, chosen per search:
 //
-//   - post-filter: ask for more candidates, in proportion to the filter's
+//   - post-filter: ask for more candidates, twice k over the filter's
 //     selectivity as the planner estimates it (EXPLAIN, no row read),
 //     keep those the heap query lets through, and ask again for twice as
 //     many while fewer than k remain, at most three times and at most the
@@ -57,7 +57,7 @@
 //     its graph or scans the allowed rows directly when few.
 //
 // FilterAuto post-filters while that needs at most PostFilterBudget
-// candidates (k / selectivity × oversample), else pre-filters; a
+// candidates (2k / selectivity × oversample), else pre-filters; a
 // post-filter that starves (a filter correlated with the query, a bad
 // estimate) falls back to a pre-filter. So a search returns k rows
 // whenever at least k rows match, up to MaxPreFilterKeys matching rows;

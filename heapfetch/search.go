@@ -58,8 +58,8 @@ type Filtering int
 
 const (
 	// FilterAuto pre-filters when post-filtering would need more than
-	// PostFilterBudget candidates (estimated from the planner's row count
-	// for the filter), else post-filters; a post-filter that starves
+	// PostFilterBudget candidates (2k / selectivity, the selectivity
+	// estimated from the planner's row counts), else post-filters; a post-filter that starves
 	// falls back to a pre-filter.
 	FilterAuto Filtering = iota
 	// PostFilter asks the sidecar for more candidates, in proportion to
@@ -106,6 +106,11 @@ const (
 	// PostFilterBudget is the most candidates FilterAuto lets a
 	// post-filter ask for at first: each costs a heap row.
 	PostFilterBudget = 512
+	// postFilterMargin multiplies the candidates a post-filter asks for
+	// beyond k / selectivity: the rows that pass are a binomial draw,
+	// fewer than expected half the time, and an index finds the nearest
+	// of a wider request with a wider search (ef_search, probes).
+	postFilterMargin = 2
 	// MaxPreFilterKeys bounds the keys a pre-filter reads from the heap;
 	// a filter matching more is post-filtered.
 	MaxPreFilterKeys = 1 << 20
@@ -178,7 +183,7 @@ func (s *search[T]) run(ctx context.Context) ([]Hit[T], error) {
 		if selectivity, err = s.selectivity(ctx); err != nil {
 			return nil, err
 		}
-		if how == FilterAuto && float64(req.K)/selectivity*max(req.Oversample, 1) > PostFilterBudget {
+		if how == FilterAuto && postFilterMargin*float64(req.K)/selectivity*max(req.Oversample, 1) > PostFilterBudget {
 			how = PreFilter
 		}
 	}
@@ -188,7 +193,7 @@ func (s *search[T]) run(ctx context.Context) ([]Hit[T], error) {
 			return hits, err
 		}
 	}
-	k := min(int(math.Ceil(float64(req.K)/selectivity)), s.maxK())
+	k := min(int(math.Ceil(postFilterMargin*float64(req.K)/selectivity)), s.maxK())
 	hits, starved, err := s.widening(ctx, k, nil)
 	if err != nil || !starved || req.Filtering == PostFilter {
 		return hits, err
