@@ -3,15 +3,11 @@ package heapfetch
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 
 	"github.com/jackc/pgx/v5"
 )
-
-// errTooManyKeys: a pre-filter matched more than MaxPreFilterKeys rows.
-var errTooManyKeys = errors.New("heapfetch: the filter matches too many rows to pre-filter")
 
 // selectivity estimates the share of the table's rows the filter keeps,
 // from the planner's row estimates (EXPLAIN: no row is read), at least
@@ -58,7 +54,7 @@ func (s *search[T]) preFiltered(ctx context.Context) ([]Hit[T], error) {
 		return nil, fmt.Errorf("heapfetch: reading the keys the filter keeps: %w", err)
 	}
 	if len(keys) > MaxPreFilterKeys {
-		return nil, errTooManyKeys
+		return nil, ErrTooManyMatches
 	}
 	if len(keys) == 0 {
 		return nil, nil

@@ -91,6 +91,10 @@ type Row struct {
 // ErrUnknownIndex: the sidecar has no index of that name.
 var ErrUnknownIndex = errors.New("heapfetch: unknown index")
 
+// ErrTooManyMatches: a search forced to pre-filter (Request.Filtering)
+// has a filter that matches more than MaxPreFilterKeys rows.
+var ErrTooManyMatches = errors.New("heapfetch: the filter matches too many rows to pre-filter")
+
 // ErrReplicaBehind: the heap, a read replica, had not replayed a
 // read-your-writes search's MinLSN within its ReplicaWait.
 var ErrReplicaBehind = errors.New("heapfetch: the replica has not replayed the requested LSN")
@@ -189,7 +193,7 @@ func (s *search[T]) run(ctx context.Context) ([]Hit[T], error) {
 	}
 	if how == PreFilter {
 		hits, err := s.preFiltered(ctx)
-		if !errors.Is(err, errTooManyKeys) || req.Filtering == PreFilter {
+		if !errors.Is(err, ErrTooManyMatches) || req.Filtering == PreFilter {
 			return hits, err
 		}
 	}
@@ -199,15 +203,21 @@ func (s *search[T]) run(ctx context.Context) ([]Hit[T], error) {
 		return hits, err
 	}
 	more, err := s.preFiltered(ctx)
-	if errors.Is(err, errTooManyKeys) {
+	if errors.Is(err, ErrTooManyMatches) {
 		return hits, nil
 	}
 	return more, err
 }
 
-// maxK is the most candidates a search asks for with req's oversampling.
+// maxK is the most candidates a search asks for with req's oversampling,
+// or, when it leaves that to the index, with the largest default an index
+// takes (DefaultOversample in indexer: 3, for ext4).
 func (s *search[T]) maxK() int {
-	return int(maxCandidates / max(s.req.Oversample, 1))
+	o := s.req.Oversample
+	if o == 0 {
+		o = 3
+	}
+	return int(maxCandidates / max(o, 1))
 }
 
 // widening asks for the k nearest candidates (of the allowed keys, one
