@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync/atomic"
+	"time"
 
 	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/jackc/pgx/v5"
@@ -30,7 +31,18 @@ type Config struct {
 	// Request.UsePrimary reads when Heap is a replica that has not yet
 	// replayed Request.MinLSN.
 	Primary Querier
+	// SidecarTimeout bounds each attempt on one sidecar of a shard that
+	// has others to try: past it the search goes to the next, since a
+	// sidecar cut off by the network never answers. 0 takes
+	// DefaultSidecarTimeout. A pgx connection whose query is cut short by
+	// it is closed; give pools.
+	SidecarTimeout time.Duration
 }
+
+// DefaultSidecarTimeout is Config.SidecarTimeout's default: above a
+// search's usual milliseconds and a read-your-writes wait of a few
+// seconds, below the sidecar's own 30 s request timeout.
+const DefaultSidecarTimeout = 10 * time.Second
 
 // Client searches through sidecars and reads rows from the heap. Its
 // methods may be called concurrently if its Queriers may (pools).
@@ -46,6 +58,7 @@ type Client struct {
 type shard struct {
 	sidecars []Querier
 	next     *atomic.Uint32 // round-robin position
+	timeout  time.Duration  // of an attempt, when there are others
 }
 
 // New returns a client asking one sidecar for candidates and reading rows
@@ -71,11 +84,15 @@ func NewClient(cfg Config) (*Client, error) {
 		panic(err) // only for a size ≤ 0
 	}
 	c := &Client{heap: cfg.Heap, primary: cfg.Primary, indexes: cache}
+	timeout := cfg.SidecarTimeout
+	if timeout <= 0 {
+		timeout = DefaultSidecarTimeout
+	}
 	for i, s := range cfg.Shards {
 		if len(s) == 0 {
 			return nil, fmt.Errorf("heapfetch: Config.Shards[%d] has no sidecar", i)
 		}
-		c.shards = append(c.shards, shard{sidecars: s, next: new(atomic.Uint32)})
+		c.shards = append(c.shards, shard{sidecars: s, next: new(atomic.Uint32), timeout: timeout})
 	}
 	return c, nil
 }

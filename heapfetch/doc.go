@@ -87,6 +87,32 @@
 // candidates against the heap, which gives the same top k as one sidecar
 // on the whole table.
 //
+// A sidecar that does not answer within Config.SidecarTimeout (10 s by
+// default; a partition leaves a connection silent, not closed) is given
+// up for the next one of its shard.
+//
+// # Measured
+//
+// BenchmarkFilteredSearch, 200,000 clustered rows of 32 dimensions, k =
+// 10, default index settings, everything on one 2-core machine (client,
+// sidecar and Postgres), mean latency per search end to end and recall@10
+// against the exact filtered SQL answer; every search returned exactly 10
+// rows:
+//
+//	rows kept   ivf              hnsw
+//	50%         2.3 ms  1.000    0.59 ms  0.990
+//	10%        10.1 ms  0.995    1.37 ms  1.000
+//	1%          3.6 ms  1.000    5.5 ms   1.000
+//	0.1%        0.97 ms 1.000    1.9 ms   1.000
+//
+//	go test ./heapfetch -run '^$' -bench FilteredSearch -heapfetch.rows 200000 -benchtime 200x
+//
+// At 10% the post-filter asks for 200 candidates, which ivf finds by
+// probing widely; at 1% the 2,000 matching keys are read from the heap
+// and sent as the allow-set. On 50,000 rows ivf's recall at 10% was 0.915
+// (pre- and post-filtered alike): the rows it misses lie in lists its
+// adaptive probing stops before; Options "probes=16" raised it to 0.985.
+//
 // When rows have vanished between the sidecar's answer and the fetch
 // (deleted meanwhile), fewer than k may remain; the client widens as for a
 // filter. A row whose vector has meanwhile become one the sidecar does not

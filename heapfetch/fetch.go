@@ -30,7 +30,7 @@ func (c *Client) index(ctx context.Context, name string) (*index, error) {
 	}
 	type status struct{ Name, Table, Column, Key, Metric string }
 	var all []status
-	err := c.shards[0].ask(ctx, func(q Querier) error {
+	err := c.shards[0].ask(ctx, func(ctx context.Context, q Querier) error {
 		rows, err := q.Query(ctx, "SELECT index_name, table_name, column_name, key_column, metric FROM vecside_status()")
 		if err == nil {
 			all, err = pgx.CollectRows(rows, pgx.RowToStructByPos[status])

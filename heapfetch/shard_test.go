@@ -5,13 +5,13 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/vecside/vecside/heapfetch"
+	"github.com/vecside/vecside/internal/pgtest"
 	"github.com/vecside/vecside/internal/sidecar"
 )
 
@@ -115,10 +115,12 @@ func TestRowFilterOutsideIdentity(t *testing.T) {
 	mustExec(t, db, "UPDATE docs SET tenant = 2") // the application's writes still work
 }
 
-// TestFailover: searches spread over two sidecars of one index; one is
-// stopped mid-run, and no search fails or returns a wrong answer.
+// TestFailover: searches spread over two sidecars of one index. The
+// connections to one are cut mid-run (a partition: they never answer
+// again), later the other is stopped; no search fails or returns a wrong
+// answer.
 func TestFailover(t *testing.T) {
-	const rows, dims, k, searches = 2000, 8, 5, 400
+	const rows, dims, k, searches = 2000, 8, 5, 300
 	ctx := context.Background()
 	dsn, db := newDatabase(t)
 	loadRandom(t, db, rows, dims, 21)
@@ -127,8 +129,12 @@ func TestFailover(t *testing.T) {
 	b, _ := startNamedSidecar(t, dsn, "vecside_b", def)
 	waitApplied(t, db, a)
 	waitApplied(t, db, b)
-	pool := func(sc *sidecar.Sidecar) *pgxpool.Pool {
-		p, err := pgxpool.New(ctx, "postgres://vecside@"+sc.Addr.String()+"/vecside?sslmode=disable&pool_max_conns=2")
+	proxy := pgtest.NewProxy(t, b.Addr.String())
+	url := func(sc *sidecar.Sidecar) string {
+		return "postgres://vecside@" + sc.Addr.String() + "/vecside?sslmode=disable"
+	}
+	pool := func(url string) *pgxpool.Pool {
+		p, err := pgxpool.New(ctx, url)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -140,7 +146,8 @@ func TestFailover(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(heap.Close)
-	client, err := heapfetch.NewClient(heapfetch.Config{Shards: [][]heapfetch.Querier{{pool(a), pool(b)}}, Heap: heap})
+	client, err := heapfetch.NewClient(heapfetch.Config{Shards: [][]heapfetch.Querier{{pool(url(a)), pool(proxy.Via(t, url(b)))}},
+		Heap: heap, SidecarTimeout: 500 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,19 +162,19 @@ func TestFailover(t *testing.T) {
 		}
 		want[i] = fmt.Sprint(got)
 	}
-	var stopOnce sync.Once
 	var failed, wrong int
 	for i := range searches {
-		if i == searches/3 {
-			stopOnce.Do(func() {
-				if err := a.Stop(); err != nil {
-					t.Errorf("stopping a sidecar: %v", err)
-				}
-			})
+		switch i {
+		case searches / 3:
+			if proxy.Partition() == 0 {
+				t.Fatal("no connection to the second sidecar to cut")
+			}
+		case 2 * searches / 3:
+			if err := a.Stop(); err != nil {
+				t.Errorf("stopping a sidecar: %v", err)
+			}
 		}
-		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		got, err := client.Search(sctx, heapfetch.Request{Index: "docs_v", Vector: qs[i%len(qs)], K: k})
-		cancel()
+		got, err := client.Search(ctx, heapfetch.Request{Index: "docs_v", Vector: qs[i%len(qs)], K: k})
 		switch {
 		case err != nil:
 			failed++
@@ -177,6 +184,6 @@ func TestFailover(t *testing.T) {
 		}
 	}
 	if failed+wrong > 0 {
-		t.Fatalf("%d of %d searches failed and %d were wrong with one of two sidecars stopped", failed, searches, wrong)
+		t.Fatalf("%d of %d searches failed and %d were wrong with one sidecar cut off, then the other stopped", failed, searches, wrong)
 	}
 }

@@ -13,13 +13,13 @@ import (
 )
 
 // ask runs fn against one sidecar of s: the next in turn, then, while
-// they fail with an error another sidecar may not have, each of the
-// others once.
-func (s shard) ask(ctx context.Context, fn func(Querier) error) error {
+// they fail with an error another sidecar may not have or do not answer
+// within s.timeout, each of the others once.
+func (s shard) ask(ctx context.Context, fn func(context.Context, Querier) error) error {
 	start := int(s.next.Add(1))
 	var errs []error
 	for i := range s.sidecars {
-		err := fn(s.sidecars[(start+i)%len(s.sidecars)])
+		err := s.attempt(ctx, s.sidecars[(start+i)%len(s.sidecars)], fn)
 		if err == nil {
 			return nil
 		}
@@ -32,6 +32,17 @@ func (s shard) ask(ctx context.Context, fn func(Querier) error) error {
 		return errs[0]
 	}
 	return fmt.Errorf("every sidecar of the shard failed: %w", errors.Join(errs...))
+}
+
+// attempt runs fn on one sidecar, within s.timeout when others remain
+// to be tried.
+func (s shard) attempt(ctx context.Context, q Querier, fn func(context.Context, Querier) error) error {
+	if len(s.sidecars) == 1 {
+		return fn(ctx, q)
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	return fn(ctx, q)
 }
 
 // failover reports whether err is a sidecar's own trouble, so that another
@@ -97,7 +108,7 @@ func (c *Client) candidates(ctx context.Context, a ask) ([]any, error) {
 
 func (s shard) candidates(ctx context.Context, sql string, args []any) ([]any, error) {
 	var keys []any
-	err := s.ask(ctx, func(q Querier) error {
+	err := s.ask(ctx, func(ctx context.Context, q Querier) error {
 		rows, err := q.Query(ctx, sql, args...)
 		if err == nil {
 			keys, err = pgx.CollectRows(rows, pgx.RowTo[any])
