@@ -35,6 +35,22 @@ func randomVector(rng *rand.Rand, dims int) []float32 {
 	return v
 }
 
+// startHalves starts two sidecars of index def, one on the rows with an
+// even id, one on the odd, waits for their copies, and returns them and a
+// client searching both.
+func startHalves(t *testing.T, dsn string, db *pgx.Conn, def string) (even, odd *sidecar.Sidecar, c *heapfetch.Client) {
+	t.Helper()
+	even, evenConn := startNamedSidecar(t, dsn, "vecside_even", def+" where='id % 2 = 0'")
+	odd, oddConn := startNamedSidecar(t, dsn, "vecside_odd", def+" where='id % 2 = 1'")
+	waitApplied(t, db, even)
+	waitApplied(t, db, odd)
+	c, err := heapfetch.NewClient(heapfetch.Config{Shards: [][]heapfetch.Querier{{evenConn}, {oddConn}}, Heap: db})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return even, odd, c
+}
+
 // TestShards: two sidecars, each indexing half of a table through a row
 // filter on its own publication, give the same top k as one sidecar on
 // the whole table, after the copy and after changes that move rows between
@@ -45,16 +61,9 @@ func TestShards(t *testing.T) {
 	dsn, db := newDatabase(t)
 	loadRandom(t, db, rows, dims, 11)
 	const def = "docs_v=public.docs(v) key=id metric=l2 kind=ivf lists=16 probes=16"
-	even, evenConn := startNamedSidecar(t, dsn, "vecside_even", def+" where='id % 2 = 0'")
-	odd, oddConn := startNamedSidecar(t, dsn, "vecside_odd", def+" where='id % 2 = 1'")
+	even, odd, sharded := startHalves(t, dsn, db, def)
 	whole, wholeConn := startNamedSidecar(t, dsn, "vecside_whole", def)
-	for _, sc := range []*sidecar.Sidecar{even, odd, whole} {
-		waitApplied(t, db, sc)
-	}
-	sharded, err := heapfetch.NewClient(heapfetch.Config{Shards: [][]heapfetch.Querier{{evenConn}, {oddConn}}, Heap: db})
-	if err != nil {
-		t.Fatal(err)
-	}
+	waitApplied(t, db, whole)
 	one := heapfetch.New(wholeConn, db)
 	rng := rand.New(rand.NewPCG(12, 13))
 	compare := func(stage string) {
@@ -198,10 +207,7 @@ func TestShardsMoveToastedRows(t *testing.T) {
 	dsn, db := newDatabase(t)
 	loadRandom(t, db, rows, dims, 31)
 	const def = "docs_v=public.docs(v) key=id metric=l2"
-	even, evenConn := startNamedSidecar(t, dsn, "vecside_even", def+" where='id % 2 = 0'")
-	odd, oddConn := startNamedSidecar(t, dsn, "vecside_odd", def+" where='id % 2 = 1'")
-	waitApplied(t, db, even)
-	waitApplied(t, db, odd)
+	even, odd, client := startHalves(t, dsn, db, def)
 	mustExec(t, db, "UPDATE docs SET id = id + 1001 WHERE id < 20") // even ↔ odd, vector untouched
 	waitApplied(t, db, even)
 	waitApplied(t, db, odd)
@@ -212,10 +218,6 @@ func TestShardsMoveToastedRows(t *testing.T) {
 		if n := mustEntry(t, sc, "docs_v").Status().Rows; n != rows/2 {
 			t.Errorf("a shard holds %d rows, want %d", n, rows/2)
 		}
-	}
-	client, err := heapfetch.NewClient(heapfetch.Config{Shards: [][]heapfetch.Querier{{evenConn}, {oddConn}}, Heap: db})
-	if err != nil {
-		t.Fatal(err)
 	}
 	for id := int64(1001); id < 1021; id++ {
 		var v []float32
