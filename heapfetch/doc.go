@@ -2,21 +2,122 @@
 // candidates, fetches those rows from Postgres (the primary or a read
 // replica), computes their exact distances from the fetched values, and
 // returns the top k. The sidecar is only ever trusted for which keys to
-// look at: every row returned exists in Postgres at fetch time, with its
-// distance computed from the heap's value.
+// look at: every row returned exists in Postgres at fetch time, satisfies
+// the caller's filter there, and carries the distance computed from the
+// heap's value.
 //
-// A Client talks pgwire to both ends through anything that can run a
-// query (a *pgx.Conn, a *pgxpool.Pool, a pgx.Tx), and imports nothing of
-// the server. What it needs to know about an index (its table, key and
-// vector columns, metric) it reads once from vecside_status() and the
-// heap's catalog, and keeps in a small LRU cache.
+// Which rows come back is as good as the index's recall, and no better:
+// a row the index does not propose is never seen. The rows returned are
+// exact, current and in exact order; whether they are the true k nearest
+// depends on the index and its settings (oversample, probes, ef_search),
+// as measured in the README and each index package's doc.
+//
+// # Use
+//
+// A Client is built from pgx pools or connections (anything with Query:
+// *pgx.Conn, *pgxpool.Pool, pgx.Tx) for the sidecar(s) and for the heap,
+// and imports nothing of the server:
+//
+//	c, err := heapfetch.NewClient(heapfetch.Config{Shards: [][]heapfetch.Querier{{sidecar}}, Heap: pool})
+//	type doc struct{ Title string }
+//	hits, err := heapfetch.Collect(ctx, c, heapfetch.Request{
+//		Index: "docs_embedding", Vector: q, K: 10,
+//		Columns: []string{"title"},
+//		Filter:  "tenant_id = $1 AND published", Args: []any{tenant},
+//		MinLSN:  lsnAfterMyWrite,
+//	}, pgx.RowToStructByName[doc])
+//	// hits[i].Row.Title, hits[i].Key, hits[i].Distance
+//
+// Collect scans the caller's columns the way pgx.CollectRows does, with
+// the key and exact distance alongside; OrderOnly leaves the distances
+// out (NaN) for applications that want the order, not the numbers.
+// Search is the short form returning keys and distances.
+//
+// Everything is read in one statement per round (heapQuery): key, vector
+// and the caller's columns for the candidate keys, restricted by the
+// filter. What that statement fetches is decided there alone.
+//
+// # Filters
+//
+// A filter is SQL pasted into the heap's queries (the application's, not
+// an end user's text). Two ways to apply it, chosen per search:
+//
+//   - post-filter: ask for more candidates, twice k over the filter's
+//     selectivity as the planner estimates it (EXPLAIN, no row read),
+//     keep those the heap query lets through, and ask again for twice as
+//     many while fewer than k remain, at most three times and at most the
+//     sidecar's cap of 10,000 candidates;
+//   - pre-filter: read the keys of the matching rows first (at most
+//     MaxPreFilterKeys) and pass them to knn as its allow argument, a
+//     typed array (bigint[] for integer keys, else text[]), in chunks of
+//     at most 65,536 keys and 768 KiB so each call stays within the
+//     sidecar's limits; each chunk's candidates are merged before the
+//     fetch. Every index kind searches only the allowed rows: flat scans
+//     them, ivf widens its probes by the inverse selectivity, hnsw walks
+//     its graph or scans the allowed rows directly when few.
+//
+// FilterAuto post-filters while that needs at most PostFilterBudget
+// candidates (2k / selectivity × oversample), else pre-filters; a
+// post-filter that starves (a filter correlated with the query, a bad
+// estimate) falls back to a pre-filter. So a search returns k rows
+// whenever at least k rows match, up to MaxPreFilterKeys matching rows;
+// past that a filter is post-filtered only. The caller can force either
+// way (Request.Filtering).
+//
+// # Consistency
+//
+// Read-your-writes: pass the LSN after a write (pg_current_wal_lsn()) as
+// Request.MinLSN. Each sidecar answers only once it has applied that far
+// (its min_lsn option). When the heap is a read replica, the client also
+// waits until the replica has replayed it, polling
+// pg_last_wal_replay_lsn(), at most Request.ReplicaWait (DefaultReplicaWait)
+// even when the caller's context has no deadline, then fails with
+// ErrReplicaBehind; or, with Request.UsePrimary, reads the rows from
+// Config.Primary when the replica is behind.
+//
+// # Several sidecars
+//
+// Config.Shards lists the sidecars. The sidecars of one shard serve the
+// same index over the same rows: searches go to them in turn, and when one
+// fails with a connection error, a shutdown, lack of resources or an index
+// not ready, to the next (searches are read-only, so a retry is safe).
+// Several shards each index a slice of the table, through a row filter on
+// each sidecar's publication (--index … where='id % 2 = 0'): a search asks
+// one sidecar of each, in parallel, and re-ranks the union of their
+// candidates against the heap, which gives the same top k as one sidecar
+// on the whole table.
+//
+// A sidecar that does not answer within Config.SidecarTimeout (10 s by
+// default; a partition leaves a connection silent, not closed) is given
+// up for the next one of its shard.
+//
+// # Measured
+//
+// BenchmarkFilteredSearch, 200,000 clustered rows of 32 dimensions, k =
+// 10, default index settings, everything on one 2-core machine (client,
+// sidecar and Postgres), mean latency per search end to end and recall@10
+// against the exact filtered SQL answer; every search returned exactly 10
+// rows:
+//
+//	rows kept   ivf              hnsw
+//	50%         2.3 ms  1.000    0.59 ms  0.990
+//	10%        10.1 ms  0.995    1.37 ms  1.000
+//	1%          3.6 ms  1.000    5.5 ms   1.000
+//	0.1%        0.97 ms 1.000    1.9 ms   1.000
+//
+//	go test ./heapfetch -run '^$' -bench FilteredSearch -heapfetch.rows 200000 -benchtime 200x
+//
+// At 10% the post-filter asks for 200 candidates, which ivf finds by
+// probing widely; at 1% the 2,000 matching keys are read from the heap
+// and sent as the allow-set. On 50,000 rows ivf's recall at 10% was 0.915
+// (pre- and post-filtered alike): the rows it misses lie in lists its
+// adaptive probing stops before; Options "probes=16" raised it to 0.985.
 //
 // When rows have vanished between the sidecar's answer and the fetch
-// (deleted meanwhile), fewer than k may remain; the client then asks again
-// with twice the oversampling, a bounded number of times. A row whose
-// vector has meanwhile become one the sidecar does not index (NULL, of
-// another length, not finite) counts as vanished: the sidecar will drop
-// it too once it has applied the change.
+// (deleted meanwhile), fewer than k may remain; the client widens as for a
+// filter. A row whose vector has meanwhile become one the sidecar does not
+// index (NULL, of another length, not finite) counts as vanished: the
+// sidecar will drop it too once it has applied the change.
 //
 // Fetching only the vectors that are needed: a large vector is TOASTed,
 // so reading it is most of a query's heap cost. Where the sidecar's

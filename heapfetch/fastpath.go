@@ -2,18 +2,12 @@ package heapfetch
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"math"
-	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // The fast path: a large vector is TOASTed, so fetching it is the dearest
@@ -91,8 +85,11 @@ func (c *Client) source(ctx context.Context, name string) (source, error) {
 		return s, nil
 	}
 	s = source{read: time.Now()}
-	rows, err := c.sidecar.Query(ctx, "SELECT index_name, system_identifier, timeline FROM vecside_status()")
-	if err == nil {
+	err := c.shards[0].ask(ctx, func(ctx context.Context, q Querier) error {
+		rows, err := q.Query(ctx, "SELECT index_name, system_identifier, timeline FROM vecside_status()")
+		if err != nil {
+			return err
+		}
 		var index string
 		var sys, tli *int64
 		_, err = pgx.ForEachRow(rows, []any{&index, &sys, &tli}, func() error {
@@ -101,7 +98,8 @@ func (c *Client) source(ctx context.Context, name string) (source, error) {
 			}
 			return nil
 		})
-	}
+		return err
+	})
 	if err != nil {
 		return source{}, fmt.Errorf("heapfetch: reading the source of index %s from vecside_status(): %w", name, err)
 	}
@@ -114,129 +112,18 @@ func (c *Client) source(ctx context.Context, name string) (source, error) {
 	return s, nil
 }
 
-// fastCandidates asks the sidecar for candidates; with src known, for
-// their distances and xids too.
-func (c *Client) fastCandidates(ctx context.Context, req Request, oversample float64, src source) ([]candidate, error) {
-	var opts string
-	if oversample > 0 {
-		opts = "oversample=" + strconv.FormatFloat(max(oversample, 1), 'g', -1, 64)
-	}
-	if req.MinLSN != "" {
-		opts += " min_lsn=" + req.MinLSN
-	}
-	if src.systemID != 0 {
-		opts += fmt.Sprintf(" with_xid=true xid_source=%d/%d", src.systemID, src.timeline)
-	}
-	opts = strings.TrimSpace(opts + " " + req.Options)
-	rows, err := c.sidecar.Query(ctx, "SELECT id, distance, xid FROM knn($1, $2, $3, $4)", req.Index, req.Vector, req.K, opts)
-	if err != nil {
-		return nil, fmt.Errorf("heapfetch: asking the sidecar: %w", err)
-	}
-	var out []candidate
-	var cd candidate
-	var xid *int64
-	_, err = pgx.ForEachRow(rows, []any{&cd.key, &cd.distance, &xid}, func() error {
-		cd.xid = 0
-		if xid != nil {
-			cd.xid = *xid
-		}
-		out = append(out, cd)
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("heapfetch: asking the sidecar: %w", err)
-	}
-	return out, nil
-}
-
-// fetchFast reads the candidates' rows in one statement, each row's
-// vector only where the sidecar's xid for it is not the row's xmin (or
-// the heap server is not the sidecar's source), and ranks them as fetch
-// does.
-func (ix *index) fetchFast(ctx context.Context, heap Querier, cands []candidate, q []float32, src source, fp *fastPath) ([]Row, error) {
-	if len(cands) == 0 {
-		return nil, nil
-	}
-	keys := make([]any, len(cands))
-	xids := make([]int64, len(cands))
-	sidecar := make(map[any]float64, len(cands))
-	for i, cd := range cands {
-		keys[i], xids[i] = cd.key, cd.xid
-		sidecar[mapKey(cd.key)] = cd.distance
-	}
-	// hf_same is true where the heap's row is the version the sidecar
-	// measured. The server's identity is read once per statement (an
-	// InitPlan); a primary's timeline is that of its WAL insert position,
-	// a standby's that of its last restartpoint. OFFSET 0 keeps the
-	// subquery whole, so that hf_same is computed once a row; the vector
-	// leaves it as a TOAST pointer, read only where it is returned.
-	sql := fmt.Sprintf(`SELECT hf_key, hf_same, CASE WHEN hf_same THEN NULL ELSE hf_vec::real[] END FROM (
-		SELECT %[1]s AS hf_key, %[2]s AS hf_vec, xmin::text::int8 = ($2::int8[])[array_position($1, %[1]s)] AND (
-			SELECT s.system_identifier = $3 AND CASE WHEN pg_is_in_recovery() THEN (SELECT timeline_id FROM pg_control_checkpoint())
-				ELSE ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::int8 END = $4
-			FROM pg_control_system() s) AS hf_same
-		FROM %[3]s WHERE %[1]s = ANY($1) OFFSET 0) c`, ix.key, ix.column, ix.table)
-	rows, err := heap.Query(ctx, sql, typedKeys(keys), xids, src.systemID, src.timeline)
-	if err != nil {
-		return nil, fmt.Errorf("heapfetch: fetching candidates from %s: %w", ix.table, err)
-	}
-	defer rows.Close()
-	var out []Row
-	var read, fetched int64
-	for rows.Next() {
-		read++
-		var r Row
-		var hit bool
-		var v []float32
-		if err := rows.Scan(&r.Key, &hit, &v); err != nil {
-			return nil, fmt.Errorf("heapfetch: reading %s: %w", ix.table, err)
-		}
-		if hit {
-			r.Distance = sidecar[mapKey(r.Key)]
-		} else {
-			fetched++
-			if len(v) != len(q) {
-				continue // no longer indexable: as if deleted (see scanRow)
-			}
-			r.Distance = ix.metric.Distance(q, v)
-			if math.IsNaN(r.Distance) || math.IsInf(r.Distance, 0) {
-				continue
-			}
-		}
-		out = append(out, r)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("heapfetch: fetching candidates from %s: %w", ix.table, err)
-	}
-	fp.candidates.Add(read)
-	fp.vectors.Add(fetched)
-	sortRows(out)
-	return out, nil
-}
-
-// fetchCandidates reads the candidates from the heap and ranks them: by
-// the fast path where the sidecar's source is known and it gave xids
-// (only exact distances come with one), else fetching every vector. A
-// heap role not allowed to read the server's identity (pg_control_system)
-// gets the slow path from then on.
-func (c *Client) fetchCandidates(ctx context.Context, ix *index, cands []candidate, q []float32, src source) ([]Row, error) {
-	anyXID := slices.ContainsFunc(cands, func(cd candidate) bool { return cd.xid != 0 })
-	if src.systemID != 0 && anyXID && !c.fast.denied.Load() {
-		rows, err := ix.fetchFast(ctx, c.heap, cands, q, src, &c.fast)
-		var pgErr *pgconn.PgError
-		if !errors.As(err, &pgErr) || pgErr.Code != insufficientPrivilege {
-			return rows, err
-		}
-		c.fast.denied.Store(true)
-	}
-	keys := make([]any, len(cands))
-	for i, cd := range cands {
-		keys[i] = cd.key
-	}
-	rows, err := ix.fetch(ctx, c.heap, keys, q)
-	c.fast.candidates.Add(int64(len(rows)))
-	c.fast.vectors.Add(int64(len(rows)))
-	return rows, err
+// sameVersion is the SQL expression that is true where the heap's row
+// is the version the sidecar measured: its xmin is the sidecar's xid for
+// its key (the keys bound as $keys, their xids next), and the server is
+// the sidecar's source (system identifier and timeline bound after). The
+// server's identity is read once per statement (an InitPlan); a
+// primary's timeline is that of its WAL insert position, a standby's that
+// of its last restartpoint.
+func sameVersion(key string, keys int) string {
+	return fmt.Sprintf(`xmin::text::int8 = ($%[2]d::int8[])[array_position($%[1]d, %[5]s)] AND (
+		SELECT s.system_identifier = $%[3]d AND CASE WHEN pg_is_in_recovery() THEN (SELECT timeline_id FROM pg_control_checkpoint())
+			ELSE ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::int8 END = $%[4]d
+		FROM pg_control_system() s)`, keys, keys+1, keys+2, keys+3, key)
 }
 
 // insufficientPrivilege is SQLSTATE 42501.

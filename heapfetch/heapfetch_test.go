@@ -84,6 +84,8 @@ func newDatabase(t testing.TB) (string, *pgx.Conn) {
 	return dsn, db
 }
 
+var discard = slog.New(slog.NewTextHandler(io.Discard, nil))
+
 // startSidecar runs a sidecar over dsn's database until the test ends,
 // and connects to it.
 func startSidecar(t testing.TB, dsn string, defs ...string) (*sidecar.Sidecar, *pgx.Conn) {
@@ -91,13 +93,23 @@ func startSidecar(t testing.TB, dsn string, defs ...string) (*sidecar.Sidecar, *
 	return startSidecarConfig(t, sidecar.Config{Source: dsn, Indexes: defs})
 }
 
-// startSidecarConfig is startSidecar with cfg's fields, and the test's
-// name, listener, authentication and logger.
+// startNamedSidecar is startSidecar with a publication and slot of the
+// given name, so that several sidecars can follow one database.
+func startNamedSidecar(t testing.TB, dsn, name string, defs ...string) (*sidecar.Sidecar, *pgx.Conn) {
+	t.Helper()
+	return startSidecarConfig(t, sidecar.Config{Source: dsn, Name: name, Indexes: defs})
+}
+
+// startSidecarConfig is startSidecar with cfg's fields (Name defaults to
+// vecside), and a loopback listener without authentication and a silent
+// logger.
 func startSidecarConfig(t testing.TB, cfg sidecar.Config) (*sidecar.Sidecar, *pgx.Conn) {
 	t.Helper()
 	ctx := context.Background()
-	cfg.Name, cfg.Listen, cfg.Auth = "vecside", "127.0.0.1:0", "trust"
-	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	if cfg.Name == "" {
+		cfg.Name = "vecside"
+	}
+	cfg.Listen, cfg.Auth, cfg.Logger = "127.0.0.1:0", "trust", discard
 	sc, err := sidecar.Start(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -165,15 +177,7 @@ func TestReadYourWrites(t *testing.T) {
 	found := 0
 	for i := 0; i < rounds; i++ {
 		id := int64(100000 + i)
-		v := make([]float32, dims)
-		for j := range v {
-			v[j] = rng.Float32()*1000 + 2000
-		}
-		mustExecArgs(t, db, `INSERT INTO docs VALUES ($1, $2)`, id, v)
-		var lsn string
-		if err := db.QueryRow(ctx, `SELECT pg_current_wal_lsn()::text`).Scan(&lsn); err != nil {
-			t.Fatal(err)
-		}
+		v, lsn := writeOwnRow(t, db, rng, id, dims)
 		rows, err := client.Search(ctx, heapfetch.Request{Index: "docs_v", Vector: v, K: 1, MinLSN: lsn})
 		if err != nil {
 			t.Fatalf("round %d: %v", i, err)
@@ -191,7 +195,23 @@ func TestReadYourWrites(t *testing.T) {
 	}
 }
 
-func mustExecArgs(t *testing.T, db *pgx.Conn, sql string, args ...any) {
+// writeOwnRow inserts a row far from the others into docs(id, v), and
+// returns its vector and the LSN after the write.
+func writeOwnRow(t testing.TB, db *pgx.Conn, rng *rand.Rand, id int64, dims int) ([]float32, string) {
+	t.Helper()
+	v := make([]float32, dims)
+	for j := range v {
+		v[j] = rng.Float32()*1000 + 2000
+	}
+	mustExecArgs(t, db, `INSERT INTO docs VALUES ($1, $2)`, id, v)
+	var lsn string
+	if err := db.QueryRow(context.Background(), `SELECT pg_current_wal_lsn()::text`).Scan(&lsn); err != nil {
+		t.Fatal(err)
+	}
+	return v, lsn
+}
+
+func mustExecArgs(t testing.TB, db *pgx.Conn, sql string, args ...any) {
 	t.Helper()
 	if _, err := db.Exec(context.Background(), sql, args...); err != nil {
 		t.Fatalf("%s: %v", sql, err)
@@ -301,7 +321,7 @@ func waitApplied(t testing.TB, db *pgx.Conn, sc *sidecar.Sidecar) {
 	}
 }
 
-func mustEntry(t *testing.T, sc *sidecar.Sidecar, name string) *indexer.Entry {
+func mustEntry(t testing.TB, sc *sidecar.Sidecar, name string) *indexer.Entry {
 	t.Helper()
 	e, err := sc.Indexer.Get(name)
 	if err != nil {

@@ -1,6 +1,7 @@
 package indexer
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"regexp"
@@ -8,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/vecside/vecside/hnsw"
 )
@@ -15,18 +17,40 @@ import (
 // Options are key=value settings in the one grammar vecside uses
 // everywhere: --index definitions, knn's options argument, SET vecside.<key>
 // and the config file. Pairs are separated by white space; keys are
-// lower-case identifiers; values contain no white space.
+// lower-case identifiers; a value is a word without white space, or
+// quoted in single quotes as SQL quotes a string (” for a quote), which
+// lets it hold spaces: where='id % 2 = 0'.
 type Options map[string]string
 
 var optionKey = regexp.MustCompile(`^[a-z_][a-z0-9_]*$`)
 
-// ParseOptions parses "a=1 b=two". Repeated keys are an error.
+// ParseOptions parses "a=1 b=two c='x y'". Repeated keys are an error.
 func ParseOptions(s string) (Options, error) {
 	opts := Options{}
-	for _, field := range strings.Fields(s) {
+	for {
+		s = strings.TrimLeftFunc(s, unicode.IsSpace)
+		if s == "" {
+			return opts, nil
+		}
+		end := strings.IndexFunc(s, func(r rune) bool { return unicode.IsSpace(r) || r == '\'' })
+		if end < 0 {
+			end = len(s)
+		}
+		field := s[:end]
 		k, v, ok := strings.Cut(field, "=")
+		s = s[end:]
+		if ok && v == "" && strings.HasPrefix(s, "'") {
+			var err error
+			if v, s, err = unquote(s); err != nil {
+				return nil, fmt.Errorf("%w: option %q: %v", ErrInvalidArgument, k, err)
+			}
+			field += "'" + v + "'"
+		}
 		if !ok || v == "" {
 			return nil, fmt.Errorf("%w: option %q: want key=value", ErrInvalidArgument, field)
+		}
+		if s != "" && !unicode.IsSpace(rune(s[0])) {
+			return nil, fmt.Errorf("%w: option %q: a value is a word or a whole 'quoted string'", ErrInvalidArgument, k)
 		}
 		if !optionKey.MatchString(k) {
 			return nil, fmt.Errorf("%w: option %q: %q is not a valid key", ErrInvalidArgument, field, k)
@@ -36,10 +60,32 @@ func ParseOptions(s string) (Options, error) {
 		}
 		opts[k] = v
 	}
-	return opts, nil
 }
 
-// String renders the options sorted by key, in the grammar ParseOptions reads.
+// unquote reads the 'quoted string' s starts with, and returns it and
+// what follows it.
+func unquote(s string) (value, rest string, err error) {
+	var b strings.Builder
+	for i := 1; i < len(s); i++ {
+		if s[i] != '\'' {
+			b.WriteByte(s[i])
+			continue
+		}
+		if i+1 < len(s) && s[i+1] == '\'' {
+			b.WriteByte('\'')
+			i++
+			continue
+		}
+		if b.Len() == 0 {
+			return "", "", errors.New("empty quoted value")
+		}
+		return b.String(), s[i+1:], nil
+	}
+	return "", "", errors.New("unterminated quoted value")
+}
+
+// String renders the options sorted by key, in the grammar ParseOptions
+// reads, quoting the values that need it.
 func (o Options) String() string {
 	keys := make([]string, 0, len(o))
 	for k := range o {
@@ -51,9 +97,17 @@ func (o Options) String() string {
 		if i > 0 {
 			b.WriteByte(' ')
 		}
-		b.WriteString(k + "=" + o[k])
+		b.WriteString(k + "=" + quoteOption(o[k]))
 	}
 	return b.String()
+}
+
+// quoteOption quotes a value that holds white space or quotes.
+func quoteOption(v string) string {
+	if !strings.ContainsFunc(v, func(r rune) bool { return unicode.IsSpace(r) || r == '\'' }) {
+		return v
+	}
+	return "'" + strings.ReplaceAll(v, "'", "''") + "'"
 }
 
 // MaxCandidates bounds k × oversample: every candidate costs the client a
@@ -93,8 +147,8 @@ type SearchOptions struct {
 	// source returns none.
 	XIDSource *Source
 	// Allow, if not nil, restricts the search to these keys (in their
-	// text form): an in-process hook for filtered search, which knn does
-	// not pass yet.
+	// canonical form, see pgvalue.KeyType): knn's allow argument, the
+	// pre-filter of a filtered search. Empty allows nothing.
 	Allow []string
 }
 

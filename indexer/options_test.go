@@ -2,6 +2,7 @@ package indexer
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -10,13 +11,13 @@ import (
 )
 
 func TestParseSpec(t *testing.T) {
-	s, err := ParseSpec(`docs_emb=Public."My Docs"(Emb) key=ID metric=cosine kind=flat dims=384`)
+	s, err := ParseSpec(`docs_emb=Public."My Docs"(Emb) key=ID metric=cosine kind=flat dims=384 where='(id % 2) = 0'`)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Spec{Name: "docs_emb", Schema: "public", Table: "My Docs", Column: "emb", Key: "id", Metric: kernels.Cosine, Kind: "flat", Dims: 384}
+	want := Spec{Name: "docs_emb", Schema: "public", Table: "My Docs", Column: "emb", Key: "id", Metric: kernels.Cosine, Kind: "flat", Dims: 384, Where: "(id % 2) = 0"}
 	if s.Name != want.Name || s.Schema != want.Schema || s.Table != want.Table || s.Column != want.Column ||
-		s.Key != want.Key || s.Metric != want.Metric || s.Kind != want.Kind || s.Dims != want.Dims {
+		s.Key != want.Key || s.Metric != want.Metric || s.Kind != want.Kind || s.Dims != want.Dims || s.Where != want.Where {
 		t.Fatalf("got %+v, want %+v", s, want)
 	}
 	again, err := ParseSpec(s.String())
@@ -89,5 +90,28 @@ func TestLSN(t *testing.T) {
 	}
 	if _, err := ParseLSN("16-B3"); !errors.Is(err, ErrInvalidArgument) {
 		t.Errorf("malformed LSN: %v", err)
+	}
+}
+
+// TestQuotedOptions: a quoted value holds spaces and doubled quotes, and
+// String quotes it back so that it parses to the same options.
+func TestQuotedOptions(t *testing.T) {
+	const s = " where='id % 2 = 0 AND tag <> ''x''' \tlists=4 "
+	opts, err := ParseOptions(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Options{"where": "id % 2 = 0 AND tag <> 'x'", "lists": "4"}
+	if fmt.Sprint(opts) != fmt.Sprint(want) {
+		t.Fatalf("got %v, want %v", opts, want)
+	}
+	again, err := ParseOptions(opts.String())
+	if err != nil || fmt.Sprint(again) != fmt.Sprint(want) {
+		t.Fatalf("%s parsed back to %v, %v", opts.String(), again, err)
+	}
+	for _, bad := range []string{"a='x", "a=''", "a='x'y", "a=x'y'"} {
+		if _, err := ParseOptions(bad); err == nil {
+			t.Errorf("ParseOptions(%q) accepted", bad)
+		}
 	}
 }

@@ -12,7 +12,7 @@ import (
 
 // Spec defines one index: what it reads and how it is built.
 //
-//	NAME=SCHEMA.TABLE(COLUMN) key=KEYCOL metric=l2|cosine|ip [kind=flat|ivf|hnsw] [dims=N] [KIND OPTIONS]
+//	NAME=SCHEMA.TABLE(COLUMN) key=KEYCOL metric=l2|cosine|ip [kind=flat|ivf|hnsw] [dims=N] [where='CONDITION'] [KIND OPTIONS]
 //
 // Kind options (see kinds.go): kind=flat store=float|ext4|ext8 (default
 // float, the exact float32 index); kind=ivf lists=N probes=N
@@ -33,6 +33,13 @@ type Spec struct {
 	// Dims fixes the dimension; 0 takes it from vector(n), or else from the
 	// first valid row of the initial copy.
 	Dims int
+	// Where, if not empty, is a row filter: the index holds only the rows
+	// that satisfy it (a SQL condition on the table's replica-identity
+	// columns, e.g. "id % 2 = 0"), one shard of a table that several
+	// sidecars share. It becomes the row filter of the table in the
+	// sidecar's publication (PostgreSQL 15+), and the copy applies it too,
+	// so every index of the table in one sidecar must give the same.
+	Where string
 	// Options are the kind-specific build options, validated by the kind
 	// (see kinds.go).
 	Options Options
@@ -102,6 +109,8 @@ func ParseSpec(def string) (Spec, error) {
 				return fail("unknown kind %q (known: %s)", v, strings.Join(Kinds, ", "))
 			}
 			s.Kind = v
+		case "where":
+			s.Where = v
 		case "dims":
 			if s.Dims, err = strconv.Atoi(v); err != nil || s.Dims < 1 || s.Dims > MaxDims {
 				return fail("dims=%s: want 1 to %d", v, MaxDims)
@@ -136,6 +145,9 @@ func (s Spec) String() string {
 	out := fmt.Sprintf("%s=%s(%s) key=%s metric=%s kind=%s", s.Name, s.QualifiedTable(), QuoteIdent(s.Column), QuoteIdent(s.Key), s.Metric, s.Kind)
 	if s.Dims > 0 {
 		out += fmt.Sprintf(" dims=%d", s.Dims)
+	}
+	if s.Where != "" {
+		out += " " + Options{"where": s.Where}.String()
 	}
 	if len(s.Options) > 0 {
 		out += " " + s.Options.String()

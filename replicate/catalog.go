@@ -30,7 +30,22 @@ type table struct {
 	published    []*column          // the key and the vector columns, by attribute number
 	columns      []string           // what a copy selects: the key, then each vector column
 	listed       listing            // the table's entry in the publication when it was resolved
-	entries      []*indexer.Entry
+	// where is the row filter of the table's indexes (indexer.Spec.Where):
+	// the publication's, the copy's and a repair read's.
+	where   string
+	entries []*indexer.Entry
+}
+
+// filter appends the table's row filter to a WHERE clause (which may be
+// empty).
+func (t *table) filter(where string) string {
+	switch {
+	case t.where == "":
+		return where
+	case where == "":
+		return " WHERE (" + t.where + ")"
+	}
+	return where + " AND (" + t.where + ")"
 }
 
 // column is a column the indexes read. Its name is the one it had when
@@ -91,8 +106,11 @@ func resolveTable(ctx context.Context, conn *pgx.Conn, pub string, entries []*in
 		if specs[i].Key != specs[0].Key {
 			return nil, configError{fmt.Errorf("index %s: key=%s, but another index reads %s with key=%s", specs[i].Name, specs[i].Key, specs[0].QualifiedTable(), specs[0].Key)}
 		}
+		if specs[i].Where != specs[0].Where {
+			return nil, configError{fmt.Errorf("index %s: where=%q, but another index reads %s with where=%q: a publication holds one row filter per table", specs[i].Name, specs[i].Where, specs[0].QualifiedTable(), specs[0].Where)}
+		}
 	}
-	t := &table{schema: specs[0].Schema, name: specs[0].Table}
+	t := &table{schema: specs[0].Schema, name: specs[0].Table, where: specs[0].Where}
 	if err := t.resolve(ctx, conn, pub, specs[0].Key, log); err != nil {
 		return nil, err
 	}
@@ -398,12 +416,16 @@ func ensurePublication(ctx context.Context, conn *pgx.Conn, name string, tables 
 	}
 	for _, t := range tables {
 		var published []string
-		err := tx.QueryRow(ctx, `SELECT attnames FROM pg_publication_tables WHERE pubname = $1 AND schemaname = $2 AND tablename = $3`, name, t.schema, t.name).Scan(&published)
+		var rowFilter *string
+		err := tx.QueryRow(ctx, `SELECT attnames, rowfilter FROM pg_publication_tables WHERE pubname = $1 AND schemaname = $2 AND tablename = $3`, name, t.schema, t.name).Scan(&published, &rowFilter)
 		switch {
 		case errors.Is(err, pgx.ErrNoRows):
 		case err != nil:
 			return err
-		case sameSet(published, t.columns):
+		// A row filter comes back deparsed, unlike the one given: a table
+		// with one is added anew, which changes nothing when it is the
+		// same.
+		case sameSet(published, t.columns) && rowFilter == nil && t.where == "":
 			continue
 		default:
 			if _, err := tx.Exec(ctx, "ALTER PUBLICATION "+pub+" DROP TABLE "+t.qualified()); err != nil {
@@ -414,11 +436,35 @@ func ensurePublication(ctx context.Context, conn *pgx.Conn, name string, tables 
 		for i, c := range t.columns {
 			cols[i] = indexer.QuoteIdent(c)
 		}
-		if _, err := tx.Exec(ctx, "ALTER PUBLICATION "+pub+" ADD TABLE "+t.qualified()+" ("+strings.Join(cols, ", ")+")"); err != nil {
+		add := "ALTER PUBLICATION " + pub + " ADD TABLE " + t.qualified() + " (" + strings.Join(cols, ", ") + ")"
+		if t.where != "" {
+			add += " WHERE (" + t.where + ")"
+		}
+		if _, err := tx.Exec(ctx, add); err != nil {
 			return refused(fmt.Errorf("adding %s to publication %s (needs ownership of the table): %w", t.qualified(), name, err))
+		}
+		if err := checkRowFilter(ctx, tx, t); err != nil {
+			return err
 		}
 	}
 	return tx.Commit(ctx)
+}
+
+// checkRowFilter refuses a row filter that would make the application's
+// UPDATEs and DELETEs of the table fail: PostgreSQL requires the columns
+// it reads to be in the replica identity, and checks it only when a row
+// is changed. An UPDATE and a DELETE of no row run the same check.
+func checkRowFilter(ctx context.Context, tx pgx.Tx, t *table) error {
+	if t.where == "" {
+		return nil
+	}
+	key := indexer.QuoteIdent(t.key.name)
+	for _, sql := range []string{"UPDATE " + t.qualified() + " SET " + key + " = " + key + " WHERE false", "DELETE FROM " + t.qualified() + " WHERE false"} {
+		if _, err := tx.Exec(ctx, sql); err != nil {
+			return configError{fmt.Errorf("where=%q on %s: %w (a row filter may read only the replica-identity columns: %s)", t.where, t.qualified(), err, t.key.name)}
+		}
+	}
+	return nil
 }
 
 func sameSet(a, b []string) bool {

@@ -687,9 +687,10 @@ func repairRow(ctx context.Context, conn *pgx.Conn, t *table, e *indexer.Entry, 
 	// The xmin read pairs with the vector read; pg_current_wal_lsn(),
 	// evaluated after the statement's snapshot was taken, is at or past
 	// every commit that snapshot sees: the xmin is recorded once the
-	// stream has been applied that far (see indexer's UpsertRead).
-	sql := fmt.Sprintf("SELECT %s, xmin, pg_current_wal_lsn() FROM %s WHERE %s = $1::text::%s",
-		indexer.QuoteIdent(colName), t.qualified(), indexer.QuoteIdent(keyName), t.keyType)
+	// stream has been applied that far (see indexer's UpsertRead). A row
+	// outside the row filter is not the index's, as if deleted.
+	sql := fmt.Sprintf("SELECT %s, xmin, pg_current_wal_lsn() FROM %s%s",
+		indexer.QuoteIdent(colName), t.qualified(), t.filter(fmt.Sprintf(" WHERE %s = $1::text::%s", indexer.QuoteIdent(keyName), t.keyType)))
 	res := conn.PgConn().ExecParams(ctx, sql, [][]byte{[]byte(t.keyType.FormatKey(key))}, nil, nil, []int16{1}).Read()
 	if res.Err != nil {
 		return fmt.Errorf("reading row %s of %s: %w", t.keyType.FormatKey(key), t.qualified(), res.Err)

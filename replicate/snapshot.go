@@ -174,7 +174,7 @@ func (j copyJob) copyRange(ctx context.Context, where string, copied *atomic.Int
 	}
 	// Each row's xmin comes last: the index records it as the xid that
 	// wrote the row (see indexer's xid.go).
-	sql := "COPY (SELECT " + strings.Join(cols, ", ") + ", xmin FROM " + only + t.qualified() + where + ") TO STDOUT (FORMAT binary)"
+	sql := "COPY (SELECT " + strings.Join(cols, ", ") + ", xmin FROM " + only + t.qualified() + t.filter(where) + ") TO STDOUT (FORMAT binary)"
 	pr, pw := io.Pipe()
 	done := make(chan error, 1)
 	go func() {

@@ -5,6 +5,7 @@
 //
 //	SELECT * FROM knn('items_embedding', '[0.1,0.2,...]', 10);
 //	SELECT id, distance FROM knn($1, $2, $3, 'oversample=2');
+//	SELECT id, distance FROM knn($1, $2, $3, '', $4::bigint[]);  -- only these keys
 //	SELECT * FROM vecside_status();
 //	SET vecside.timeout = '2s';
 //
@@ -158,7 +159,7 @@
 //
 // # Compatibility
 //
-// Supported: SELECT [* | col, ...] FROM knn(index, vector, k[, options])
+// Supported: SELECT [* | col, ...] FROM knn(index, vector, k[, options[, allow]])
 // and SELECT [* | col, ...] FROM vecside_status(), each with [WHERE col op
 // literal [AND ...]] [ORDER BY col [ASC|DESC], ...] [LIMIT n|ALL] [OFFSET
 // n] over any of its columns (op: = <> != < <= > >= IS [NOT] NULL;
@@ -170,7 +171,17 @@
 // escapes a quote; E'…' strings take backslash escapes, as format('%L')
 // writes them) or $n parameters, optionally cast ($2::real[]). Vectors are text
 // ([1,2,3] or {1,2,3}) or binary real[] / double precision[]; k is an
-// integer in text or binary. Results are text or binary per column, for
+// integer in text or binary. allow, the keys a filtered search may
+// return (an allow-set: a pre-filter, the keys a filter selected in the
+// table), is an array of the key's type (bigint[], integer[], smallint[],
+// uuid[]; integers of any width serve any integer key) or of text
+// (text[], varchar[]) in the keys' text form, binary or text
+// ('{1,2,3}'); it cannot travel in the options string, whose grammar
+// splits on spaces. An empty array allows nothing. It holds at most
+// MaxAllowKeys (65,536) keys, else 54000, and the whole Bind message
+// stays within the 1 MiB message cap (65,536 bigint keys take 768 KiB); a
+// NULL key is 22004, a malformed array or one whose elements cannot be
+// the index's keys 22P02. Results are text or binary per column, for
 // every type returned (int2/4/8, uuid, text, varchar, float8, pg_lsn).
 //
 // Not supported: tables, expressions, OR, joins and the rest of SQL (0A000

@@ -22,6 +22,19 @@ var knnParams = [...]knnParam{
 	{"vector", pgtype.Float4ArrayOID, []uint32{pgtype.Float4ArrayOID, pgtype.Float8ArrayOID, pgtype.TextOID, pgtype.VarcharOID}},
 	{"k", pgtype.Int4OID, []uint32{pgtype.Int4OID, pgtype.Int8OID, pgtype.Int2OID, pgtype.TextOID, pgtype.VarcharOID}},
 	{"options", pgtype.TextOID, []uint32{pgtype.TextOID, pgtype.VarcharOID}},
+	{"allow", pgtype.TextArrayOID, append(slices.Clone(keyArrayOIDs), pgtype.TextOID, pgtype.VarcharOID)},
+}
+
+// keyArrayOIDs are the array types knn's allow argument may be sent as:
+// the key's own array type, or text[] whose elements are keys' text form.
+var keyArrayOIDs = []uint32{pgtype.Int8ArrayOID, pgtype.Int4ArrayOID, pgtype.Int2ArrayOID,
+	pgtype.UUIDArrayOID, pgtype.TextArrayOID, pgtype.VarcharArrayOID}
+
+// keyArray is an allow argument as bound, decoded once the index's key
+// type is known (see decodeAllow).
+type keyArray struct {
+	binary bool
+	data   []byte
 }
 
 // castOIDs maps a cast's type to the type of the value it stands for.
@@ -30,11 +43,15 @@ var castOIDs = map[string]uint32{
 	"real[]": pgtype.Float4ArrayOID, "double precision[]": pgtype.Float8ArrayOID,
 	"text": pgtype.TextOID, "varchar": pgtype.VarcharOID, "vector": pgtype.TextOID,
 	"integer": pgtype.Int4OID, "bigint": pgtype.Int8OID, "smallint": pgtype.Int2OID,
+	"bigint[]": pgtype.Int8ArrayOID, "integer[]": pgtype.Int4ArrayOID, "smallint[]": pgtype.Int2ArrayOID,
+	"uuid[]": pgtype.UUIDArrayOID, "text[]": pgtype.TextArrayOID, "varchar[]": pgtype.VarcharArrayOID,
 }
 
 var typeNames = map[uint32]string{
 	pgtype.Int2OID: "smallint", pgtype.Int4OID: "integer", pgtype.Int8OID: "bigint", pgtype.TextOID: "text",
 	pgtype.VarcharOID: "varchar", pgtype.Float4ArrayOID: "real[]", pgtype.Float8ArrayOID: "double precision[]",
+	pgtype.Int8ArrayOID: "bigint[]", pgtype.Int4ArrayOID: "integer[]", pgtype.Int2ArrayOID: "smallint[]",
+	pgtype.UUIDArrayOID: "uuid[]", pgtype.TextArrayOID: "text[]", pgtype.VarcharArrayOID: "varchar[]",
 }
 
 func typeName(oid uint32) string {
@@ -104,7 +121,7 @@ func typeList(oids []uint32) string {
 }
 
 // decodeParams decodes a Bind message's parameters by their types into
-// nil (NULL), string, []float32 or int64.
+// nil (NULL), string, []float32, int64 or keyArray.
 func decodeParams(types []uint32, formatCodes []int16, values [][]byte) ([]any, error) {
 	if len(values) != len(types) {
 		return nil, protocolViolation("bind message supplies %d parameters, but prepared statement requires %d", len(values), len(types))
@@ -126,6 +143,10 @@ func decodeParams(types []uint32, formatCodes []int16, values [][]byte) ([]any, 
 }
 
 func decodeParam(oid uint32, format int16, v []byte) (any, error) {
+	if slices.Contains(keyArrayOIDs, oid) {
+		// A copy: the Bind message's buffer is reused by the next message.
+		return keyArray{binary: format == formatBinary, data: slices.Clone(v)}, nil
+	}
 	switch oid {
 	case pgtype.Float4ArrayOID, pgtype.Float8ArrayOID:
 		if format == formatBinary {

@@ -179,7 +179,7 @@ func (p *parser) statement() (statement, error) {
 	}
 	if unsupportedCommands[t.text] {
 		return statement{}, errorf(codeFeatureNotSupported, "%s is not supported by vecside", strings.ToUpper(t.text)).
-			withHint("vecside answers SELECT ... FROM knn(index, vector, k[, options]), SELECT ... FROM vecside_status(), SET/SHOW/RESET vecside.<option> and no-op transaction commands")
+			withHint("vecside answers SELECT ... FROM knn(index, vector, k[, options[, allow]]), SELECT ... FROM vecside_status(), SET/SHOW/RESET vecside.<option> and no-op transaction commands")
 	}
 	return statement{}, p.syntaxError(t)
 }
@@ -262,7 +262,7 @@ func (p *parser) selectStmt() (statement, error) {
 		}
 	}
 	switch {
-	case s.fn == fnKNN && (len(s.args) == 3 || len(s.args) == 4), s.fn == fnStatus && len(s.args) == 0:
+	case s.fn == fnKNN && len(s.args) >= 3, s.fn == fnStatus && len(s.args) == 0:
 		var err error
 		s.clauses, err = p.clauses()
 		return s, err
@@ -271,7 +271,7 @@ func (p *parser) selectStmt() (statement, error) {
 		withHint(functionsHint)
 }
 
-const functionsHint = "vecside has knn(index text, vector real[], k integer[, options text]) and vecside_status()"
+const functionsHint = "vecside has knn(index text, vector real[], k integer[, options text[, allow key[]]]) and vecside_status()"
 
 // maxSettingList bounds the text of SET name = a, b, ...: a list is
 // rebuilt as it is read, and no parameter takes a long one.
@@ -347,7 +347,7 @@ var typeAliases = map[string]string{
 	"bigint": "bigint", "int8": "bigint",
 	"smallint": "smallint", "int2": "smallint",
 	"text": "text", "varchar": "varchar", "character varying": "varchar",
-	"vector": "vector",
+	"vector": "vector", "uuid": "uuid",
 }
 
 // typeName parses a cast's type: a name, an optional (typmod), optional [].

@@ -1,6 +1,7 @@
 package rpc
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 
@@ -27,7 +28,19 @@ type knnCall struct {
 	vec     []float32
 	k       int64
 	options string
+	// allowArg is the allow argument as bound (a string or a keyArray),
+	// allow its keys once decoded against the index's key type: nil
+	// means no allow-set, an empty one allows nothing.
+	allowArg any
+	allow    []string
 }
+
+// MaxAllowKeys bounds knn's allow-set. 65,536 bigint keys take 768 KiB in
+// the binary array format, within the 1 MiB message cap beside a vector
+// of 16,000 dimensions; wider keys (uuid, text) reach the message cap
+// first. A larger set is refused with 54000: split it over several calls
+// and merge, or filter the rows after the search.
+const MaxAllowKeys = 1 << 16
 
 // statusColumns are vecside_status()'s columns. Columns are only ever
 // appended: clients select them by position.
@@ -199,12 +212,42 @@ func evalKNN(s statement, params []any) (knnCall, error) {
 			}
 		case 3:
 			c.options = v.(string)
+		case 4:
+			c.allowArg = v
 		}
 		if err != nil {
 			return c, err
 		}
 	}
 	return c, nil
+}
+
+// decodeAllow decodes the allow argument, if any, into keys of type kt.
+func (c *knnCall) decodeAllow(kt pgvalue.KeyType) error {
+	var err error
+	switch a := c.allowArg.(type) {
+	case nil:
+		return nil
+	case string:
+		c.allow, err = kt.ParseArray(a)
+	case keyArray:
+		if a.binary {
+			c.allow, err = kt.DecodeBinaryArray(a.data)
+		} else {
+			c.allow, err = kt.ParseArray(string(a.data))
+		}
+	}
+	switch {
+	case errors.Is(err, pgvalue.ErrNullKey):
+		return errorf(codeNullValueNotAllowed, "knn's allow argument: %v", err)
+	case err != nil:
+		return errorf(codeInvalidTextRepresent, "knn's allow argument: %v", err).
+			withHint("send the index's keys (%s) as an array of their type or of text", kt)
+	case len(c.allow) > MaxAllowKeys:
+		return errorf(codeProgramLimitExceeded, "knn's allow argument has %d keys, at most %d are allowed", len(c.allow), MaxAllowKeys).
+			withHint("split the keys over several calls and merge their answers, or filter the rows after the search")
+	}
+	return nil
 }
 
 // searchOptions are the session's search options with the call's options
@@ -217,6 +260,7 @@ func (c knnCall) searchOptions(session indexer.SearchOptions) (indexer.SearchOpt
 	if err := session.Apply(opts); err != nil {
 		return session, err
 	}
+	session.Allow = c.allow
 	return session, nil
 }
 
@@ -333,6 +377,9 @@ func (c *conn) bind(p *prepared, params []any, formatCodes []int16) (*portal, er
 			return nil, err
 		}
 		if pt.keyType, err = keyTypeOf(c.srv.cfg.Catalog, pt.call.index); err != nil {
+			return nil, err
+		}
+		if err = pt.call.decodeAllow(pt.keyType); err != nil {
 			return nil, err
 		}
 		if p.described != 0 && pt.keyType != p.described {

@@ -49,7 +49,7 @@ vecside creates one publication and one replication slot, both named
 		&cli.IntFlag{Name: "max-queued-searches", Usage: "searches that wait for a turn beyond --max-searches before new ones are refused with SQLSTATE 53000 (default: 64 per running search)", EnvVars: []string{"VECSIDE_MAX_QUEUED_SEARCHES"}},
 		&cli.IntFlag{Name: "gc-percent", Value: 25, Usage: "Go garbage collector target: heap growth over the live heap, in percent, before a collection (GOGC, which overrides it); the indexes are large and hold no pointers, so collections are cheap and a low target keeps the process's size near the indexes' size", EnvVars: []string{"VECSIDE_GC_PERCENT"}},
 		&cli.StringFlag{Name: "memory-limit", Usage: "soft memory limit for the process, e.g. 6GiB (GOMEMLIMIT, which overrides it): the collector works harder as it nears it", EnvVars: []string{"VECSIDE_MEMORY_LIMIT"}},
-		&cli.StringSliceFlag{Name: "index", Usage: "an index: 'NAME=SCHEMA.TABLE(COLUMN) key=KEYCOL metric=l2|cosine|ip kind=flat' (repeatable)", EnvVars: []string{"VECSIDE_INDEX"}, Required: true},
+		&cli.StringSliceFlag{Name: "index", Usage: "an index: 'NAME=SCHEMA.TABLE(COLUMN) key=KEYCOL metric=l2|cosine|ip kind=flat' (repeatable); where='CONDITION' indexes only the rows that satisfy it, a condition on the key (a row filter on this sidecar's publication: one shard of a table several sidecars share)", EnvVars: []string{"VECSIDE_INDEX"}, Required: true},
 	}, append(authFlags, limitFlags...)...),
 	Action: func(c *cli.Context) error {
 		if err := setMemoryPolicy(c.Int("gc-percent"), c.String("memory-limit")); err != nil {

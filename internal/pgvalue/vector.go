@@ -97,21 +97,13 @@ func AppendPgvector(dst []byte, v []float32) []byte {
 // array binary format: ndim, has-null flag, element OID, then per
 // dimension its length and lower bound, then each element length-prefixed.
 func DecodeFloatArray(b []byte) ([]float32, error) {
-	if len(b) < 12 {
-		return nil, fmt.Errorf("%w: array of %d bytes has no header", ErrMalformedVector, len(b))
+	n, elem, body, err := arrayHeader(b)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrMalformedVector, err)
 	}
-	ndim := int32(binary.BigEndian.Uint32(b))
-	elem := binary.BigEndian.Uint32(b[8:])
-	if ndim == 0 {
+	if n == 0 {
 		return []float32{}, nil
 	}
-	if ndim != 1 {
-		return nil, fmt.Errorf("%w: array has %d dimensions, want 1", ErrMalformedVector, ndim)
-	}
-	if len(b) < 20 {
-		return nil, fmt.Errorf("%w: truncated array header", ErrMalformedVector)
-	}
-	n := int(int32(binary.BigEndian.Uint32(b[12:])))
 	var width int
 	switch elem {
 	case pgtype.Float4OID:
@@ -121,8 +113,7 @@ func DecodeFloatArray(b []byte) ([]float32, error) {
 	default:
 		return nil, fmt.Errorf("%w: array element type OID %d, want real or double precision", ErrMalformedVector, elem)
 	}
-	body := b[20:]
-	if n < 0 || len(body) != n*(4+width) {
+	if len(body) != n*(4+width) {
 		return nil, fmt.Errorf("%w: array of %d elements has %d body bytes", ErrMalformedVector, n, len(body))
 	}
 	v := make([]float32, n)
@@ -142,6 +133,33 @@ func DecodeFloatArray(b []byte) ([]float32, error) {
 		body = body[4+width:]
 	}
 	return v, nil
+}
+
+// arrayHeader reads the header of a one-dimensional array in the binary
+// format: the element count and type, and the elements' bytes. An empty
+// array (no dimensions) has n = 0.
+func arrayHeader(b []byte) (n int, elem uint32, body []byte, err error) {
+	if len(b) < 12 {
+		return 0, 0, nil, fmt.Errorf("array of %d bytes has no header", len(b))
+	}
+	ndim := int32(binary.BigEndian.Uint32(b))
+	elem = binary.BigEndian.Uint32(b[8:])
+	switch {
+	case ndim == 0:
+		return 0, elem, nil, nil
+	case ndim != 1:
+		return 0, 0, nil, fmt.Errorf("array has %d dimensions, want 1", ndim)
+	case len(b) < 20:
+		return 0, 0, nil, errors.New("truncated array header")
+	}
+	n = int(int32(binary.BigEndian.Uint32(b[12:])))
+	body = b[20:]
+	// Each element takes at least its 4-byte length: a count beyond that
+	// is a lie that must not size an allocation.
+	if n < 0 || n > len(body)/4 {
+		return 0, 0, nil, fmt.Errorf("array of %d elements in %d bytes", n, len(body))
+	}
+	return n, elem, body, nil
 }
 
 // ParseVector parses a vector literal in pgvector's form [1,2,3] or the

@@ -1,0 +1,157 @@
+package heapfetch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// ask runs fn against one sidecar of s: the next in turn, then, while
+// they fail with an error another sidecar may not have or do not answer
+// within s.timeout, each of the others once.
+func (s shard) ask(ctx context.Context, fn func(context.Context, Querier) error) error {
+	start := int(s.next.Add(1))
+	var errs []error
+	for i := range s.sidecars {
+		err := s.attempt(ctx, s.sidecars[(start+i)%len(s.sidecars)], fn)
+		if err == nil {
+			return nil
+		}
+		errs = append(errs, err)
+		if !failover(ctx, err) {
+			break
+		}
+	}
+	if len(errs) == 1 {
+		return errs[0]
+	}
+	return fmt.Errorf("every sidecar of the shard failed: %w", errors.Join(errs...))
+}
+
+// attempt runs fn on one sidecar, within s.timeout when others remain
+// to be tried.
+func (s shard) attempt(ctx context.Context, q Querier, fn func(context.Context, Querier) error) error {
+	if len(s.sidecars) == 1 {
+		return fn(ctx, q)
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	return fn(ctx, q)
+}
+
+// failover reports whether err is a sidecar's own trouble, so that another
+// sidecar may answer: a lost or refused connection, a server shutting
+// down, out of resources, or an index not ready on it. The caller's
+// mistakes (bad vector, unknown index, bad options), a cancelled request
+// and a timeout are not retried.
+func failover(ctx context.Context, err error) bool {
+	if ctx.Err() != nil {
+		return false
+	}
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) {
+		return true // the connection, not the server, failed
+	}
+	switch pe.Code[:2] {
+	case "08", "53", "57":
+		return pe.Code != "57014"
+	}
+	return pe.Code == "55000"
+}
+
+// ask is what a search asks every shard: the nearest keys, of the allowed
+// ones if allow is not nil.
+type ask struct {
+	index      string
+	vector     []float32
+	k          int
+	oversample float64
+	options    string // further knn options
+	minLSN     string
+	allow      []any  // nil: no allow-set
+	source     source // known: ask for xids (see fastpath.go)
+}
+
+// candidates asks one sidecar of each shard and returns the union of their
+// candidates.
+func (c *Client) candidates(ctx context.Context, a ask) ([]candidate, error) {
+	sql, args := a.knnCall()
+	if len(c.shards) == 1 {
+		return c.shards[0].candidates(ctx, sql, args)
+	}
+	var mu sync.Mutex
+	var all []candidate
+	var errs []error
+	var wg sync.WaitGroup
+	for i, s := range c.shards {
+		wg.Go(func() {
+			got, err := s.candidates(ctx, sql, args)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs = append(errs, fmt.Errorf("shard %d: %w", i, err))
+			}
+			all = append(all, got...)
+		})
+	}
+	wg.Wait()
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return all, nil
+}
+
+func (s shard) candidates(ctx context.Context, sql string, args []any) ([]candidate, error) {
+	var out []candidate
+	err := s.ask(ctx, func(ctx context.Context, q Querier) error {
+		out = out[:0]
+		rows, err := q.Query(ctx, sql, args...)
+		if err != nil {
+			return err
+		}
+		var cd candidate
+		var xid *int64
+		_, err = pgx.ForEachRow(rows, []any{&cd.key, &cd.distance, &xid}, func() error {
+			cd.xid = 0
+			if xid != nil {
+				cd.xid = *xid
+			}
+			out = append(out, cd)
+			return nil
+		})
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("heapfetch: asking the sidecar: %w", err)
+	}
+	return out, nil
+}
+
+// knnCall is the knn statement and arguments for a.
+func (a ask) knnCall() (string, []any) {
+	var opts []string
+	if a.oversample > 0 {
+		opts = append(opts, "oversample="+strconv.FormatFloat(max(a.oversample, 1), 'g', -1, 64))
+	}
+	if a.minLSN != "" {
+		opts = append(opts, "min_lsn="+a.minLSN)
+	}
+	if a.source.systemID != 0 {
+		opts = append(opts, fmt.Sprintf("with_xid=true xid_source=%d/%d", a.source.systemID, a.source.timeline))
+	}
+	if a.options != "" {
+		opts = append(opts, a.options)
+	}
+	args := []any{a.index, a.vector, a.k, strings.Join(opts, " ")}
+	if a.allow == nil {
+		return "SELECT id, distance, xid FROM knn($1, $2, $3, $4)", args
+	}
+	typ, keys := allowArray(a.allow)
+	return "SELECT id, distance, xid FROM knn($1, $2, $3, $4, $5::" + typ + ")", append(args, keys)
+}
