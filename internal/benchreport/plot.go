@@ -4,7 +4,9 @@ import (
 	"cmp"
 	"fmt"
 	"io"
+	"math"
 	"slices"
+	"strconv"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -16,7 +18,7 @@ import (
 
 // WriteSVG plots recall against queries per second, end to end, one panel
 // per concurrency measured, one line per system and index through its
-// Pareto frontier.
+// Pareto frontier, the legend below the panels.
 func (r *Report) WriteSVG(w io.Writer) error {
 	var concurrency []int
 	for _, p := range r.Points {
@@ -30,10 +32,13 @@ func (r *Report) WriteSVG(w io.Writer) error {
 	slices.Sort(concurrency)
 	var series []string // system and index, in the order measured
 	for _, p := range r.Points {
-		if s := p.System + " " + p.Index; !slices.Contains(series, s) {
+		if s := p.System + " " + p.Index; p.Mode == EndToEnd && !slices.Contains(series, s) {
 			series = append(series, s)
 		}
 	}
+	legend := plot.NewLegend()
+	legend.Top, legend.Left = true, true
+	legend.ThumbnailWidth, legend.Padding = vg.Centimeter, vg.Millimeter
 	panels := make([]*plot.Plot, len(concurrency))
 	for i, c := range concurrency {
 		p := plot.New()
@@ -43,11 +48,11 @@ func (r *Report) WriteSVG(w io.Writer) error {
 		}
 		p.Title.Text = fmt.Sprintf("%s, end to end, %s", r.Header.Dataset.Name, clients)
 		p.X.Label.Text = fmt.Sprintf("recall@%d", r.Header.Dataset.K)
-		p.Y.Label.Text = "queries per second (log)"
+		p.Y.Label.Text = "queries per second (log scale)"
 		p.Y.Scale = plot.LogScale{}
-		p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
+		p.Y.Tick.Marker = plot.TickerFunc(logTicks)
 		p.Add(plotter.NewGrid())
-		p.Legend.Top, p.Legend.Left = false, true
+		var all plotter.XYs
 		for si, s := range series {
 			xys := frontier(r.Points, func(p Point) bool {
 				return p.Mode == EndToEnd && p.Concurrency == c && p.System+" "+p.Index == s
@@ -55,27 +60,70 @@ func (r *Report) WriteSVG(w io.Writer) error {
 			if len(xys) == 0 {
 				continue
 			}
+			all = append(all, xys...)
 			line, points, err := plotter.NewLinePoints(xys)
 			if err != nil {
 				return fmt.Errorf("benchreport: %s: %w", s, err)
 			}
-			line.Color, line.Dashes = plotutil.Color(si), plotutil.Dashes(si)
-			line.Width = vg.Points(1.5)
-			points.Color, points.Shape = plotutil.Color(si), plotutil.Shape(si)
+			line.Color, line.Dashes, line.Width = plotutil.Color(si), plotutil.Dashes(si), vg.Points(1.5)
+			points.Color, points.Shape, points.Radius = plotutil.Color(si), plotutil.Shape(si), vg.Points(3.5)
 			p.Add(line, points)
-			p.Legend.Add(s, line, points)
+			if i == 0 {
+				legend.Add(s, line, points)
+			}
 		}
+		pad(p, all)
 		panels[i] = p
 	}
-	width, height := vg.Length(len(panels))*16*vg.Centimeter, 12*vg.Centimeter
+	// The legend goes below the panels, where it hides no point.
+	entry := vg.Length(0.55) * vg.Centimeter
+	legendHeight := entry*vg.Length(len(series)) + 5*vg.Millimeter
+	width, height := vg.Length(len(panels))*15*vg.Centimeter, 11*vg.Centimeter+legendHeight
 	canvas := vgsvg.New(width, height)
-	tiles := draw.Tiles{Rows: 1, Cols: len(panels), PadX: vg.Centimeter, PadTop: vg.Millimeter * 3, PadBottom: vg.Millimeter * 3, PadLeft: vg.Millimeter * 3, PadRight: vg.Millimeter * 3}
-	canvases := plot.Align([][]*plot.Plot{panels}, tiles, draw.New(canvas))
+	dc := draw.New(canvas)
+	top := draw.Crop(dc, 0, 0, legendHeight, 0)
+	tiles := draw.Tiles{Rows: 1, Cols: len(panels), PadX: vg.Centimeter, PadTop: 3 * vg.Millimeter, PadLeft: 3 * vg.Millimeter, PadRight: 5 * vg.Millimeter}
+	canvases := plot.Align([][]*plot.Plot{panels}, tiles, top)
 	for i, p := range panels {
 		p.Draw(canvases[0][i])
 	}
+	bottom := draw.Crop(dc, 2*vg.Centimeter, 0, 0, -(height - legendHeight + 3*vg.Millimeter))
+	legend.Draw(bottom)
 	_, err := canvas.WriteTo(w)
 	return err
+}
+
+// pad widens the axes a little beyond the points, so that no glyph is cut
+// at the edge.
+func pad(p *plot.Plot, xys plotter.XYs) {
+	if len(xys) == 0 {
+		return
+	}
+	xmin, xmax, ymin, ymax := plotter.XYRange(xys)
+	dx := max((xmax-xmin)*0.05, 0.002)
+	p.X.Min, p.X.Max = xmin-dx, xmax+dx
+	p.Y.Min, p.Y.Max = ymin/1.15, ymax*1.15
+}
+
+// logTicks labels 1, 2 and 5 times the powers of ten within [min, max],
+// and every integer multiple where that gives fewer than three labels (a
+// range within one decade).
+func logTicks(min, max float64) []plot.Tick {
+	for _, steps := range [][]float64{{1, 2, 5}, {1, 2, 3, 4, 5, 6, 7, 8, 9}} {
+		var ticks []plot.Tick
+		for decade := math.Pow(10, math.Floor(math.Log10(min))); decade <= max; decade *= 10 {
+			for _, m := range steps {
+				if v := m * decade; v >= min && v <= max {
+					ticks = append(ticks, plot.Tick{Value: v, Label: strconv.FormatFloat(v, 'f', -1, 64)})
+				}
+			}
+		}
+		if len(ticks) >= 3 {
+			return ticks
+		}
+	}
+	// Within a factor of two or so: the ends will do.
+	return []plot.Tick{{Value: min, Label: fmt.Sprintf("%.0f", min)}, {Value: max, Label: fmt.Sprintf("%.0f", max)}}
 }
 
 // WriteSVGFile writes the plot to path.
