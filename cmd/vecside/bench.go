@@ -104,7 +104,7 @@ and --svg write the results to files.`,
 			pgvMaintenanceWorkMem: c.String("pgvector-maintenance-work-mem"), sharedBuffers: c.String("shared-buffers"),
 			writeRate: c.Int("write-rate"), writeDuration: c.Duration("write-duration"),
 			jsonFile: c.String("json"), markdownFile: c.String("markdown"), svgFile: c.String("svg"),
-			command: strings.Join(os.Args, " "),
+			command: strings.Join(append([]string{"vecside"}, os.Args[1:]...), " "),
 		}
 		for _, l := range []struct {
 			flag string
