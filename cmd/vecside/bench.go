@@ -30,7 +30,10 @@ each setting of the sweep measures recall@k (a row is a hit when its exact
 distance is at most the true k-th), the mean number of candidates, and QPS
 and p50/p95/p99 latency with 1 and --clients clients: sidecar only (the
 knn call over pgwire) and end to end through heapfetch (candidates, heap
-fetch, exact re-rank).
+fetch, exact re-rank). The recall pass asks every query once, in order, on
+one connection: it is also the timing of one client, sidecar only (and
+pgvector's); the other runs time --measure queries, for --measure-time at
+most.
 
 Data sets: the seeded generators (clustered, textlike), Fashion-MNIST
 (Debian's dataset-fashion-mnist), .fvecs/.bvecs files (--fvecs-base,
@@ -67,13 +70,14 @@ and --svg write the results to files.`,
 		&cli.IntFlag{Name: "queries", Value: 1000, Usage: "held-out queries (fashion-mnist and files: the first N)"},
 		&cli.Uint64Flag{Name: "seed", Value: 1, Usage: "generators: seed; --table: which rows are sampled as queries"},
 		&cli.StringFlag{Name: "metric", Value: "cosine", Usage: "l2, cosine or ip (fashion-mnist is l2)"},
-		&cli.StringSliceFlag{Name: "index", Value: cli.NewStringSlice("kind=flat", "kind=flat store=ext8", "kind=ivf", "kind=hnsw"), Usage: "index kind and options to measure, e.g. 'kind=ivf store=ext8' (repeat)"},
+		&cli.StringSliceFlag{Name: "index", Value: cli.NewStringSlice("kind=flat store=ext8", "kind=ivf", "kind=hnsw"), Usage: "index kind and options to measure, e.g. 'kind=ivf store=ext8' (repeat)"},
 		&cli.IntFlag{Name: "k", Value: 10, Usage: "neighbours per query"},
 		&cli.StringFlag{Name: "probes", Value: "0,2,8,32", Usage: "ivf: probes to sweep (0 = the index's default)"},
 		&cli.StringFlag{Name: "ef-search", Value: "0,16,32,64,128,256", Usage: "hnsw: ef_search values to sweep (0 = the index's default)"},
 		&cli.StringFlag{Name: "oversample", Value: "0,2", Usage: "oversample values to sweep (0 = the index's default)"},
 		&cli.IntFlag{Name: "clients", Value: 8, Usage: "concurrent clients for the throughput runs"},
-		&cli.IntFlag{Name: "measure", Value: 1000, Usage: "queries timed per run (cycling through the held-out ones)"},
+		&cli.IntFlag{Name: "measure", Value: 1000, Usage: "queries timed per run with --clients clients, and end to end (cycling through the held-out ones); at one client the sidecar-only and pgvector timings are those of the recall pass over every query"},
+		&cli.DurationFlag{Name: "measure-time", Value: 3 * time.Second, Usage: "at most this long per timed run, whatever --measure says"},
 		&cli.BoolFlag{Name: "e2e", Value: true, Usage: "also measure end to end through heapfetch"},
 		&cli.BoolFlag{Name: "pgvector", Value: true, Usage: "compare with pgvector HNSW when the database offers the vector extension"},
 		&cli.IntFlag{Name: "pgvector-m", Value: 16, Usage: "pgvector HNSW: m"},
@@ -99,7 +103,7 @@ and --svg write the results to files.`,
 			table: c.String("table"), column: c.String("column"),
 			rows: c.Int("rows"), limitRows: c.IsSet("rows"), dims: c.Int("dims"), queries: c.Int("queries"), seed: c.Uint64("seed"), metric: metric,
 			indexes: c.StringSlice("index"), k: c.Int("k"),
-			clients: c.Int("clients"), measure: c.Int("measure"), e2e: c.Bool("e2e"), process: c.Bool("process"),
+			clients: c.Int("clients"), measure: c.Int("measure"), measureTime: c.Duration("measure-time"), e2e: c.Bool("e2e"), process: c.Bool("process"),
 			pgvector: c.Bool("pgvector"), pgvM: c.Int("pgvector-m"), pgvEfConstruction: c.Int("pgvector-ef-construction"),
 			pgvMaintenanceWorkMem: c.String("pgvector-maintenance-work-mem"), sharedBuffers: c.String("shared-buffers"),
 			writeRate: c.Int("write-rate"), writeDuration: c.Duration("write-duration"),
@@ -144,6 +148,7 @@ type benchParams struct {
 	probes, efSearch                     []int
 	oversample                           []float64
 	clients, measure                     int
+	measureTime                          time.Duration
 	e2e, process                         bool
 	pgvector                             bool
 	pgvM, pgvEfConstruction              int
@@ -167,8 +172,8 @@ func (p benchParams) check() error {
 		return fmt.Errorf("--table needs --source, the database that holds it, and --column, its vector column")
 	case p.table != "" && p.fvecsBase != "":
 		return fmt.Errorf("--table and --fvecs-base both name a data set: give one")
-	case p.k < 1 || p.clients < 1 || p.measure < 1 || p.queries < 1:
-		return fmt.Errorf("--k, --clients, --measure and --queries must be at least 1")
+	case p.k < 1 || p.clients < 1 || p.measure < 1 || p.queries < 1 || p.measureTime <= 0:
+		return fmt.Errorf("--k, --clients, --measure and --queries must be at least 1, --measure-time more than 0")
 	case p.writeRate < 0:
 		return fmt.Errorf("--write-rate %d: want rows per second, or 0 for none", p.writeRate)
 	case p.writeRate > 0 && p.process:
@@ -480,8 +485,35 @@ type timing struct {
 
 func ms(d time.Duration) float64 { return float64(d) / 1e6 }
 
-// timeRun runs p.measure queries spread over clients goroutines (after a
-// short warm-up on each) and reports throughput and latency percentiles.
+// recallPass asks every query once, in order, on one connection (after
+// a short warm-up): the recall@k, the mean number of rows returned, and
+// the latencies, which are the concurrency-1 timing of the call.
+func (b *bench) recallPass(search func(qi int) ([]int64, error)) (recall, rows float64, t timing) {
+	for qi := range min(20, len(b.queries)) {
+		if _, t.err = search(qi); t.err != nil {
+			return 0, 0, t
+		}
+	}
+	lat := make([]time.Duration, len(b.queries))
+	var hits, n int
+	start := time.Now()
+	for qi := range b.queries {
+		t0 := time.Now()
+		ids, err := search(qi)
+		lat[qi] = time.Since(t0)
+		if err != nil {
+			return 0, 0, timing{err: err}
+		}
+		n += len(ids)
+		hits += b.hits(qi, ids)
+	}
+	t = percentiles(lat, time.Since(start))
+	return float64(hits) / float64(b.p.k*len(b.queries)), float64(n) / float64(len(b.queries)), t
+}
+
+// timeRun runs --measure queries spread over clients goroutines (after a
+// short warm-up on each), for --measure-time at most, and reports
+// throughput and latency percentiles.
 func (b *bench) timeRun(clients int, call func(client, qi int) error) timing {
 	for c := range clients {
 		for i := range min(20, len(b.queries)) {
@@ -497,7 +529,7 @@ func (b *bench) timeRun(clients int, call func(client, qi int) error) timing {
 	start := time.Now()
 	for c := range clients {
 		wg.Go(func() {
-			for i := range per {
+			for i := 0; i < per && time.Since(start) < b.p.measureTime; i++ {
 				qi := (c*per + i) % len(b.queries)
 				t0 := time.Now()
 				if err := call(c, qi); err != nil {
@@ -509,14 +541,21 @@ func (b *bench) timeRun(clients int, call func(client, qi int) error) timing {
 		})
 	}
 	wg.Wait()
-	elapsed := time.Since(start)
-	all := slices.Concat(lat...)
-	slices.Sort(all)
-	t := timing{err: errorsJoin(errs)}
-	if len(all) > 0 {
-		t.qps = float64(len(all)) / elapsed.Seconds()
-		t.p50, t.p95, t.p99 = all[len(all)/2], all[len(all)*95/100], all[len(all)*99/100]
+	t := percentiles(slices.Concat(lat...), time.Since(start))
+	t.err = errorsJoin(errs)
+	return t
+}
+
+// percentiles sorts lat and summarises it, with the throughput of
+// len(lat) calls in elapsed.
+func percentiles(lat []time.Duration, elapsed time.Duration) timing {
+	var t timing
+	if len(lat) == 0 {
+		return t
 	}
+	slices.Sort(lat)
+	t.qps = float64(len(lat)) / elapsed.Seconds()
+	t.p50, t.p95, t.p99 = lat[len(lat)/2], lat[len(lat)*95/100], lat[len(lat)*99/100]
 	return t
 }
 

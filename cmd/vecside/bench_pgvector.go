@@ -162,7 +162,7 @@ func (b *bench) copyVectors(ctx context.Context) error {
 
 // measurePGVector measures one hnsw.ef_search: set on every client's
 // connection, the statement prepared again under it, recall over every
-// query, timings at concurrency 1 and --clients. EXPLAIN of the prepared
+// query (the timing at concurrency 1), then at --clients. EXPLAIN of the prepared
 // statement must show the index before the first execution (a custom
 // plan) and after the last (by then perhaps the generic plan).
 func (b *bench) measurePGVector(ctx context.Context, t *pgvectorTarget, ef int) error {
@@ -191,22 +191,18 @@ func (b *bench) measurePGVector(ctx context.Context, t *pgvectorTarget, ef int) 
 	if err := t.checkPlan(ctx, b.queries[0], ef); err != nil {
 		return err
 	}
-	var hits int
-	for qi := range b.queries {
-		ids, err := search(0, qi)
-		if err != nil {
-			return fmt.Errorf("pgvector: %w", err)
-		}
-		hits += b.hits(qi, ids)
-	}
-	recall := float64(hits) / float64(b.p.k*len(b.queries))
 	params := map[string]float64{"hnsw.ef_search": float64(ef)}
-	for _, clients := range concurrencies(b.p.clients) {
-		tm := b.timeRun(clients, func(c, qi int) error { _, err := search(c, qi); return err })
+	recall, _, tm := b.recallPass(func(qi int) ([]int64, error) { return search(0, qi) })
+	if tm.err != nil {
+		return fmt.Errorf("pgvector: %w", tm.err)
+	}
+	b.point("pgvector", t.index, benchreport.EndToEnd, params, recall, nil, 1, tm)
+	if b.p.clients > 1 {
+		tm := b.timeRun(b.p.clients, func(c, qi int) error { _, err := search(c, qi); return err })
 		if tm.err != nil {
 			return fmt.Errorf("pgvector: %w", tm.err)
 		}
-		b.point("pgvector", t.index, benchreport.EndToEnd, params, recall, nil, clients, tm)
+		b.point("pgvector", t.index, benchreport.EndToEnd, params, recall, nil, b.p.clients, tm)
 	}
 	return t.checkPlan(ctx, b.queries[0], ef)
 }

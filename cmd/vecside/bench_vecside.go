@@ -137,17 +137,20 @@ func (b *bench) measureVecside(ctx context.Context, t *vecsideTarget, opts strin
 		params[k], _ = strconv.ParseFloat(v, 64)
 	}
 	b.say("vecside %s %s: recall over %d queries", t.def, opts, len(b.queries))
-	recall, cands, err := b.recall(ctx, t.conns[0], t.name, opts)
-	if err != nil {
-		return err
+	recall, cands, tm := b.recallPass(func(qi int) ([]int64, error) { return b.knn(ctx, t.conns[0], t.name, qi, opts) })
+	if tm.err != nil {
+		return tm.err
 	}
-	pgw := func(c, qi int) error {
-		rows, err := t.conns[c].Query(ctx, "SELECT id, distance FROM knn($1, $2, $3, $4)", t.name, b.queries[qi], b.p.k, opts)
-		if err != nil {
-			return err
+	b.point("vecside", t.def, benchreport.SidecarOnly, params, recall, &cands, 1, tm)
+	if b.p.clients > 1 {
+		tm := b.timeRun(b.p.clients, func(c, qi int) error { _, err := b.knn(ctx, t.conns[c], t.name, qi, opts); return err })
+		if tm.err != nil {
+			return tm.err
 		}
-		rows.Close()
-		return rows.Err()
+		b.point("vecside", t.def, benchreport.SidecarOnly, params, recall, &cands, b.p.clients, tm)
+	}
+	if !b.p.e2e {
+		return nil
 	}
 	hf := make([]*heapfetch.Client, len(t.conns))
 	for i := range hf {
@@ -158,22 +161,12 @@ func (b *bench) measureVecside(ctx context.Context, t *vecsideTarget, opts strin
 		_, err := hf[c].Search(ctx, heapfetch.Request{Index: t.name, Vector: b.queries[qi], K: b.p.k, Oversample: so.Oversample, Options: rest})
 		return err
 	}
-	type run struct {
-		mode string
-		call func(c, qi int) error
-	}
-	runs := []run{{benchreport.SidecarOnly, pgw}}
-	if b.p.e2e {
-		runs = append(runs, run{benchreport.EndToEnd, e2e})
-	}
-	for _, r := range runs {
-		for _, clients := range concurrencies(b.p.clients) {
-			tm := b.timeRun(clients, r.call)
-			if tm.err != nil {
-				return tm.err
-			}
-			b.point("vecside", t.def, r.mode, params, recall, &cands, clients, tm)
+	for _, clients := range concurrencies(b.p.clients) {
+		tm := b.timeRun(clients, e2e)
+		if tm.err != nil {
+			return tm.err
 		}
+		b.point("vecside", t.def, benchreport.EndToEnd, params, recall, &cands, clients, tm)
 	}
 	return nil
 }
@@ -186,21 +179,18 @@ func concurrencies(clients int) []int {
 	return []int{1, clients}
 }
 
+// knn asks the sidecar for query qi's candidates.
+func (b *bench) knn(ctx context.Context, conn *pgx.Conn, name string, qi int, opts string) ([]int64, error) {
+	rows, err := conn.Query(ctx, "SELECT id FROM knn($1, $2, $3, $4)", name, b.queries[qi], b.p.k, opts)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[int64])
+}
+
 // recall asks the sidecar for every query's candidates and returns
 // recall@k after exact re-rank and the mean number of candidates.
 func (b *bench) recall(ctx context.Context, conn *pgx.Conn, name, opts string) (recall, cands float64, err error) {
-	var hits, n int
-	for qi, q := range b.queries {
-		rows, err := conn.Query(ctx, "SELECT id FROM knn($1, $2, $3, $4)", name, q, b.p.k, opts)
-		if err != nil {
-			return 0, 0, err
-		}
-		ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-		if err != nil {
-			return 0, 0, err
-		}
-		n += len(ids)
-		hits += b.hits(qi, ids)
-	}
-	return float64(hits) / float64(b.p.k*len(b.queries)), float64(n) / float64(len(b.queries)), nil
+	recall, cands, t := b.recallPass(func(qi int) ([]int64, error) { return b.knn(ctx, conn, name, qi, opts) })
+	return recall, cands, t.err
 }
