@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"encoding/xml"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"github.com/vecside/vecside/internal/benchreport"
 	"github.com/vecside/vecside/internal/dataset"
 	"github.com/vecside/vecside/internal/pgtest"
+	"github.com/vecside/vecside/kernels"
 )
 
 // readReport reads a bench's JSON and checks what every point must hold.
@@ -88,6 +90,32 @@ func TestBenchOnFvecsFiles(t *testing.T) {
 	svg, _ := os.ReadFile(out + ".svg")
 	if err := xml.Unmarshal(svg, new(struct{})); err != nil || !strings.Contains(string(svg), "vecside kind=hnsw") {
 		t.Errorf("SVG: %v", err)
+	}
+
+	// A ground-truth file is read, not computed again: the exact one
+	// gives an exact index full recall; one too short for k is refused.
+	writeIvecs := func(name string, n int) string {
+		var raw []byte
+		for _, truth := range dataset.GroundTruth(kernels.L2, data, queries, n) {
+			raw = binary.LittleEndian.AppendUint32(raw, uint32(n))
+			for _, row := range truth.Rows {
+				raw = binary.LittleEndian.AppendUint32(raw, uint32(row))
+			}
+		}
+		path := filepath.Join(dir, name)
+		os.WriteFile(path, raw, 0o644)
+		return path
+	}
+	args := []string{"bench", "--source", pgtest.Shared(t).NewDatabase(t), "--fvecs-base", base, "--fvecs-query", query, "--metric", "l2",
+		"--index", "kind=flat store=float", "--oversample", "1", "--pgvector=false", "--e2e=false", "--clients", "1", "--json", out + ".json", "--fvecs-truth"}
+	if md, err := run(t, append(args, writeIvecs("gt.ivecs", 10))...); err != nil {
+		t.Fatalf("%v\n%s", err, md)
+	}
+	if r := readReport(t, out+".json"); r.Header.Dataset.Truth != "from gt.ivecs" || len(r.Points) != 1 || r.Points[0].Recall != 1 {
+		t.Errorf("with the truth from a file: %+v, %+v", r.Header.Dataset, r.Points)
+	}
+	if _, err := run(t, append(args, writeIvecs("gt5.ivecs", 5))...); err == nil || !strings.Contains(err.Error(), "fewer than k=10") {
+		t.Errorf("a truth file of 5 neighbours for k=10: %v", err)
 	}
 }
 
