@@ -14,6 +14,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/urfave/cli/v2"
+	"github.com/vecside/vecside/indexer"
 	"github.com/vecside/vecside/internal/benchreport"
 	"github.com/vecside/vecside/internal/dataset"
 	"github.com/vecside/vecside/internal/pgtest"
@@ -50,8 +51,10 @@ queried with the same client, protocol and statement shape as the end to
 end path (one prepared statement, the vector as a binary float4[]
 parameter), hnsw.ef_search set on every connection and the statement
 prepared again per setting, the plan checked with EXPLAIN to use the
-index. Its settings are measured interleaved with vecside's, so that a
-change in the machine's load falls on both.
+index. It is built before the sidecars start, so that no walsender
+decodes its WAL while it is measured, and its settings are measured
+interleaved with vecside's, so that a change in the machine's load falls
+on both.
 
 Progress goes to stderr, the Markdown table to stdout; --json, --markdown
 and --svg write the results to files.`,
@@ -274,6 +277,16 @@ func runBench(ctx context.Context, out io.Writer, p benchParams) error {
 		return b.churn(ctx, p.indexes[0])
 	}
 
+	// pgvector first: the WAL of its COPY and build comes before the
+	// sidecars' slots, so that no walsender decodes it while pgvector is
+	// measured.
+	pgv, err := b.startPGVector(ctx)
+	if err != nil {
+		return err
+	}
+	if pgv != nil {
+		defer pgv.close()
+	}
 	var targets []*vecsideTarget
 	defer func() {
 		for _, t := range targets {
@@ -287,12 +300,8 @@ func runBench(ctx context.Context, out io.Writer, p benchParams) error {
 		}
 		targets = append(targets, t)
 	}
-	pgv, err := b.startPGVector(ctx)
-	if err != nil {
+	if err := b.settle(ctx, targets); err != nil {
 		return err
-	}
-	if pgv != nil {
-		defer pgv.close()
 	}
 	if err := b.sweep(ctx, targets, pgv); err != nil {
 		return err
@@ -324,6 +333,27 @@ func (b *bench) setSharedBuffers(ctx context.Context) error {
 }
 
 func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
+
+// settle lets the server and the sidecars finish what the setup left
+// them before anything is timed: a checkpoint writes out what the loads
+// dirtied, and every sidecar applies the WAL written so far, which its
+// walsender would otherwise be decoding during the first points.
+func (b *bench) settle(ctx context.Context, targets []*vecsideTarget) error {
+	if _, err := b.db.Exec(ctx, "CHECKPOINT"); err != nil {
+		return err
+	}
+	var lsn indexer.LSN
+	if err := b.db.QueryRow(ctx, "SELECT pg_current_wal_lsn()").Scan(&lsn); err != nil {
+		return err
+	}
+	b.say("waiting for every sidecar to apply %s", lsn)
+	for _, t := range targets {
+		if err := t.waitApplied(ctx, lsn); err != nil {
+			return fmt.Errorf("%s: %w", t.def, err)
+		}
+	}
+	return nil
+}
 
 // sweep measures every setting of every index, vecside's and pgvector's
 // interleaved: each list of settings is spread evenly over the run, so

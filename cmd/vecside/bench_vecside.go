@@ -33,6 +33,31 @@ func (t *vecsideTarget) stop() {
 	}
 }
 
+// waitApplied returns once the index has applied lsn: in process, as the
+// indexer reports it; in a child process, as vecside_status() does.
+func (t *vecsideTarget) waitApplied(ctx context.Context, lsn indexer.LSN) error {
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+	defer cancel()
+	if t.entry != nil {
+		return t.entry.WaitApplied(wctx, lsn)
+	}
+	for {
+		var applied indexer.LSN
+		// The child serves this index alone.
+		if err := t.conns[0].QueryRow(wctx, "SELECT applied_lsn FROM vecside_status()").Scan(&applied); err != nil {
+			return err
+		}
+		if applied >= lsn {
+			return nil
+		}
+		select {
+		case <-wctx.Done():
+			return fmt.Errorf("not applied %s after 10 minutes: %w", lsn, wctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
 func sidecarName(n int) string { return fmt.Sprintf("bench_%d", n) }
 
 // startVecside starts a sidecar with one index (in this process, or as a
