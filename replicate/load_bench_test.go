@@ -1,14 +1,9 @@
 package replicate
 
 import (
-	"bytes"
 	"context"
 	"flag"
-	"fmt"
 	"net"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -16,6 +11,7 @@ import (
 	"github.com/vecside/vecside/indexer"
 	"github.com/vecside/vecside/internal/dataset"
 	"github.com/vecside/vecside/internal/loadgen"
+	"github.com/vecside/vecside/internal/writeload"
 	"github.com/vecside/vecside/rpc"
 )
 
@@ -136,67 +132,16 @@ func searchClients(b *testing.B, h *harness, n int) []*pgx.Conn {
 }
 
 // writeAtRate inserts vecs one row per transaction, with ids from
-// firstID, at rate rows per second for d, from pgbench: a process of its
-// own, as an application's writes are, so that the sidecar's searches in
-// this process cannot slow the writer down. Meanwhile it probes the lag
-// every 10 ms: it takes the source's WAL position and times how long the
-// index takes to apply that far, which is how stale a search begun then
-// could be. It returns the lags and the rows per second achieved.
+// firstID, at rate rows per second for d, from pgbench, probing every
+// 10 ms how long the index takes to apply the source's WAL position (see
+// internal/writeload). It returns the lags and the rows per second
+// achieved.
 func writeAtRate(b *testing.B, h *harness, e *indexer.Entry, vecs [][]float32, firstID, rate int, d time.Duration) (loadgen.Latencies, float64) {
 	b.Helper()
-	pgbench, err := exec.LookPath("pgbench")
+	r, err := writeload.Run(h.ctx, writeload.Config{DSN: h.dsn, Conn: h.conn, Table: "items", Key: "id", Vector: "embedding",
+		Vectors: vecs, FirstID: int64(firstID), Rate: rate, Duration: d, WaitApplied: e.WaitApplied, Dir: b.TempDir()})
 	if err != nil {
-		pgbench = "/usr/lib/postgresql/15/bin/pgbench"
-	}
-	h.exec(`DROP TABLE IF EXISTS staged; CREATE TABLE staged (id bigint PRIMARY KEY, v real[]); DROP SEQUENCE IF EXISTS staged_next`)
-	if _, err := h.conn.CopyFrom(h.ctx, pgx.Identifier{"staged"}, []string{"id", "v"},
-		pgx.CopyFromSlice(len(vecs), func(i int) ([]any, error) { return []any{int64(firstID + i), vecs[i]}, nil })); err != nil {
 		b.Fatal(err)
 	}
-	h.exec(fmt.Sprintf(`CREATE SEQUENCE staged_next START %d`, firstID))
-	script := filepath.Join(b.TempDir(), "insert.sql")
-	if err := os.WriteFile(script, []byte("WITH n AS MATERIALIZED (SELECT nextval('staged_next') AS id) INSERT INTO items SELECT s.id, s.v FROM staged s JOIN n USING (id);\n"), 0o644); err != nil {
-		b.Fatal(err)
-	}
-	before := h.count("items")
-	cmd := exec.Command(pgbench, "--no-vacuum", "--file", script, "--rate", fmt.Sprint(rate), "--time", fmt.Sprint(int(d/time.Second)),
-		"--client", "2", "--jobs", "2", h.dsn)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	began := time.Now()
-	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
-	var lags loadgen.Latencies
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	for tick := time.NewTicker(10 * time.Millisecond); ; <-tick.C {
-		select {
-		case err := <-done:
-			tick.Stop()
-			if err != nil {
-				b.Fatalf("pgbench: %v\n%s", err, out.String())
-			}
-			return lags, float64(h.count("items")-before) / time.Since(began).Seconds()
-		default:
-		}
-		var lsn indexer.LSN
-		if err := h.conn.QueryRow(h.ctx, `SELECT pg_current_wal_lsn()`).Scan(&lsn); err != nil {
-			b.Fatal(err)
-		}
-		at := time.Now()
-		if err := e.WaitApplied(h.ctx, lsn); err != nil {
-			b.Fatal(err)
-		}
-		lags = append(lags, time.Since(at))
-	}
-}
-
-// count is the number of rows in table.
-func (h *harness) count(table string) int64 {
-	var n int64
-	if err := h.conn.QueryRow(h.ctx, "SELECT count(*) FROM "+table).Scan(&n); err != nil {
-		h.t.Fatal(err)
-	}
-	return n
+	return r.Lag, r.PerSecond
 }

@@ -1,10 +1,10 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"slices"
 	"strconv"
@@ -14,45 +14,85 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/urfave/cli/v2"
-	"github.com/vecside/vecside/heapfetch"
 	"github.com/vecside/vecside/indexer"
+	"github.com/vecside/vecside/internal/benchreport"
 	"github.com/vecside/vecside/internal/dataset"
 	"github.com/vecside/vecside/internal/pgtest"
-	"github.com/vecside/vecside/internal/sidecar"
 	"github.com/vecside/vecside/kernels"
+	"github.com/vecside/vecside/replicate"
 )
 
 var benchCommand = &cli.Command{
 	Name:  "bench",
-	Usage: "measure recall, candidates, build time, memory and latency of index kinds end to end",
-	Description: `Loads a data set into a table (a throwaway PostgreSQL 15, or --source),
-starts one sidecar per --index, waits until it is ready, and for each
-setting of the sweep measures recall@k after exact re-rank (a row is a hit
-when its exact distance is at most the true k-th), the mean number of
-candidates the sidecar returned, and QPS and p50/p95/p99 latency: in
-process, over pgwire (sidecar only) with 1 and --clients clients, and end
-to end through heapfetch (candidates, heap fetch, exact re-rank). Ground
-truth is computed by brute force. When the database offers the vector
-extension, pgvector HNSW and IVFFlat on a vector copy of the column are
-measured too.`,
+	Usage: "measure recall, latency, throughput, build time and memory of index kinds end to end, against pgvector where it is installed",
+	Description: `Loads a data set into a scratch table (in a throwaway PostgreSQL 15, or in
+the database named by --source), starts one sidecar per --index, and for
+each setting of the sweep measures recall@k (a row is a hit when its exact
+distance is at most the true k-th), the mean number of candidates, and QPS
+and p50/p95/p99 latency with 1 and --clients clients: sidecar only (the
+knn call over pgwire) and end to end through heapfetch (candidates, heap
+fetch, exact re-rank). The recall pass asks every query once, in order, on
+one connection: it is also the timing of one client, sidecar only (and
+pgvector's); the other runs time --measure queries, for --measure-time at
+most.
+
+Data sets: the seeded generators (clustered, textlike), Fashion-MNIST
+(Debian's dataset-fashion-mnist), .fvecs/.bvecs files (--fvecs-base,
+--fvecs-query, optional --fvecs-truth; without it the ground truth is
+computed exactly), or a column of an existing table (--source --table
+--column): the table is only read; --queries rows sampled from it are held
+out as queries and the rest copied into the scratch table.
+
+When the database offers the vector extension, pgvector HNSW is measured
+in its best case: its own table of just the key and a vector column,
+loaded by COPY, VACUUM ANALYZEd, built with --pgvector-m and
+--pgvector-ef-construction, prewarmed with pg_prewarm where available, and
+queried with the same client, protocol and statement shape as the end to
+end path (one prepared statement, the vector as a binary float4[]
+parameter), hnsw.ef_search set on every connection and the statement
+prepared again per setting, the plan checked with EXPLAIN to use the
+index. It is built before the sidecars start, so that no walsender
+decodes its WAL while it is measured, and its settings are measured
+interleaved with vecside's, so that a change in the machine's load falls
+on both.
+
+Progress goes to stderr, the Markdown table to stdout; --json, --markdown
+and --svg write the results to files.`,
 	Flags: []cli.Flag{
 		&cli.StringFlag{Name: "source", Usage: "Postgres to use (libpq connection string or URL); default: start a throwaway one", EnvVars: []string{"VECSIDE_SOURCE"}},
-		&cli.StringFlag{Name: "dataset", Value: "clustered", Usage: "clustered (seeded generator), textlike (seeded, like text embeddings: anisotropic, low contrast) or fashion-mnist (Debian's dataset-fashion-mnist)"},
+		&cli.StringFlag{Name: "dataset", Value: "clustered", Usage: "clustered (seeded generator), textlike (seeded, like text embeddings: anisotropic, low contrast) or fashion-mnist (Debian's dataset-fashion-mnist); ignored with --fvecs-base or --table"},
+		&cli.StringFlag{Name: "fvecs-base", Usage: "data set from a .fvecs or .bvecs file of rows"},
+		&cli.StringFlag{Name: "fvecs-query", Usage: "with --fvecs-base: the .fvecs or .bvecs file of queries"},
+		&cli.StringFlag{Name: "fvecs-truth", Usage: "with --fvecs-base: an .ivecs file of each query's nearest row ids, nearest first (default: computed exactly)"},
+		&cli.StringFlag{Name: "table", Usage: "data set from this table of --source (read only; schema-qualified if need be)"},
+		&cli.StringFlag{Name: "column", Usage: "with --table: the vector column (vector, real[] or double precision[])"},
 		&cli.BoolFlag{Name: "process", Usage: "run each sidecar as a child vecside serve process, and report its memory (RSS after the build, peak during it) apart from the bench's own"},
 		&cli.StringFlag{Name: "fashion-dir", Value: dataset.FashionMNISTDir, Usage: "where the Fashion-MNIST IDX files are"},
-		&cli.IntFlag{Name: "rows", Value: 100000, Usage: "clustered: rows"},
-		&cli.IntFlag{Name: "dims", Value: 128, Usage: "clustered: dimensions"},
-		&cli.IntFlag{Name: "queries", Value: 1000, Usage: "held-out queries (fashion-mnist: the first N test images)"},
-		&cli.Uint64Flag{Name: "seed", Value: 1, Usage: "clustered: seed"},
-		&cli.StringFlag{Name: "metric", Value: "cosine", Usage: "clustered: l2, cosine or ip (fashion-mnist is l2)"},
-		&cli.StringSliceFlag{Name: "index", Value: cli.NewStringSlice("kind=flat", "kind=flat store=ext8", "kind=ivf"), Usage: "index kind and options to measure, e.g. 'kind=ivf store=ext8' (repeat)"},
+		&cli.IntFlag{Name: "rows", Value: 100000, Usage: "generators: rows; files and tables: read at most this many rows when given"},
+		&cli.IntFlag{Name: "dims", Value: 128, Usage: "generators: dimensions"},
+		&cli.IntFlag{Name: "queries", Value: 1000, Usage: "held-out queries (fashion-mnist and files: the first N)"},
+		&cli.Uint64Flag{Name: "seed", Value: 1, Usage: "generators: seed; --table: which rows are sampled as queries"},
+		&cli.StringFlag{Name: "metric", Value: "cosine", Usage: "l2, cosine or ip (fashion-mnist is l2)"},
+		&cli.StringSliceFlag{Name: "index", Value: cli.NewStringSlice("kind=flat store=ext8", "kind=ivf", "kind=hnsw"), Usage: "index kind and options to measure, e.g. 'kind=ivf store=ext8' (repeat)"},
 		&cli.IntFlag{Name: "k", Value: 10, Usage: "neighbours per query"},
-		&cli.StringFlag{Name: "probes", Value: "0,1,2,4,8,16,32", Usage: "ivf: probes to sweep (0 = the index's default)"},
+		&cli.StringFlag{Name: "probes", Value: "0,2,8,32", Usage: "ivf: probes to sweep (0 = the index's default)"},
 		&cli.StringFlag{Name: "ef-search", Value: "0,16,32,64,128,256", Usage: "hnsw: ef_search values to sweep (0 = the index's default)"},
-		&cli.StringFlag{Name: "oversample", Value: "0,1,2", Usage: "oversample values to sweep (0 = the index's default)"},
+		&cli.StringFlag{Name: "oversample", Value: "0,2", Usage: "oversample values to sweep (0 = the index's default)"},
 		&cli.IntFlag{Name: "clients", Value: 8, Usage: "concurrent clients for the throughput runs"},
-		&cli.IntFlag{Name: "measure", Value: 1000, Usage: "queries timed per run (cycling through the held-out ones)"},
+		&cli.IntFlag{Name: "measure", Value: 1000, Usage: "queries timed per run with --clients clients, and end to end (cycling through the held-out ones); at one client the sidecar-only and pgvector timings are those of the recall pass over every query"},
+		&cli.DurationFlag{Name: "measure-time", Value: 3 * time.Second, Usage: "at most this long per timed run, whatever --measure says"},
 		&cli.BoolFlag{Name: "e2e", Value: true, Usage: "also measure end to end through heapfetch"},
+		&cli.BoolFlag{Name: "pgvector", Value: true, Usage: "compare with pgvector HNSW when the database offers the vector extension"},
+		&cli.IntFlag{Name: "pgvector-m", Value: 16, Usage: "pgvector HNSW: m"},
+		&cli.IntFlag{Name: "pgvector-ef-construction", Value: 64, Usage: "pgvector HNSW: ef_construction"},
+		&cli.StringFlag{Name: "pgvector-ef-search", Value: "10,20,40,80,120,200,400", Usage: "pgvector HNSW: hnsw.ef_search values to sweep"},
+		&cli.StringFlag{Name: "pgvector-maintenance-work-mem", Value: "2GB", Usage: "maintenance_work_mem for pgvector's build (its graph should fit, or the build slows down many times)"},
+		&cli.StringFlag{Name: "shared-buffers", Value: "2GB", Usage: "throwaway Postgres: shared_buffers, enough to hold the tables and pgvector's index"},
+		&cli.IntFlag{Name: "write-rate", Usage: "after the sweep, per index: insert this many rows per second (pgbench, one row per transaction) while --clients search, and report the replication lag and apply rate; 0: no writes"},
+		&cli.DurationFlag{Name: "write-duration", Value: 20 * time.Second, Usage: "how long --write-rate writes per index"},
+		&cli.StringFlag{Name: "json", Usage: "write the results as JSON to this file"},
+		&cli.StringFlag{Name: "markdown", Usage: "write the results as Markdown to this file"},
+		&cli.StringFlag{Name: "svg", Usage: "write a recall-vs-QPS plot (end to end) as SVG to this file"},
 		&cli.StringFlag{Name: "churn", Usage: "clustered: INSERTS,DELETES streamed through replication into the first --index under query load, then recall against a fresh build, e.g. 100000,50000"},
 	},
 	Action: func(c *cli.Context) error {
@@ -60,46 +100,91 @@ measured too.`,
 		if err != nil {
 			return fmt.Errorf("--metric: %w", err)
 		}
-		probes, err := intList(c.String("probes"))
-		if err != nil {
-			return fmt.Errorf("--probes: %w", err)
+		p := benchParams{
+			source: c.String("source"), dataset: c.String("dataset"), fashionDir: c.String("fashion-dir"),
+			fvecsBase: c.String("fvecs-base"), fvecsQuery: c.String("fvecs-query"), fvecsTruth: c.String("fvecs-truth"),
+			table: c.String("table"), column: c.String("column"),
+			rows: c.Int("rows"), limitRows: c.IsSet("rows"), dims: c.Int("dims"), queries: c.Int("queries"), seed: c.Uint64("seed"), metric: metric,
+			indexes: c.StringSlice("index"), k: c.Int("k"),
+			clients: c.Int("clients"), measure: c.Int("measure"), measureTime: c.Duration("measure-time"), e2e: c.Bool("e2e"), process: c.Bool("process"),
+			pgvector: c.Bool("pgvector"), pgvM: c.Int("pgvector-m"), pgvEfConstruction: c.Int("pgvector-ef-construction"),
+			pgvMaintenanceWorkMem: c.String("pgvector-maintenance-work-mem"), sharedBuffers: c.String("shared-buffers"),
+			writeRate: c.Int("write-rate"), writeDuration: c.Duration("write-duration"),
+			jsonFile: c.String("json"), markdownFile: c.String("markdown"), svgFile: c.String("svg"),
+			command: strings.Join(append([]string{"vecside"}, os.Args[1:]...), " "),
 		}
-		efs, err := intList(c.String("ef-search"))
-		if err != nil {
-			return fmt.Errorf("--ef-search: %w", err)
-		}
-		over, err := floatList(c.String("oversample"))
-		if err != nil {
-			return fmt.Errorf("--oversample: %w", err)
-		}
-		churn := []int{0, 0}
-		if v := c.String("churn"); v != "" {
-			if churn, err = intList(v); err != nil || len(churn) != 2 {
-				return fmt.Errorf("--churn %q: want INSERTS,DELETES", v)
+		for _, l := range []struct {
+			flag string
+			dst  *[]int
+		}{{"probes", &p.probes}, {"ef-search", &p.efSearch}, {"pgvector-ef-search", &p.pgvEfSearch}} {
+			if *l.dst, err = intList(c.String(l.flag)); err != nil {
+				return fmt.Errorf("--%s: %w", l.flag, err)
 			}
 		}
-		return runBench(c.Context, c.App.Writer, benchParams{
-			inserts: churn[0], deletes: churn[1],
-			source: c.String("source"), dataset: c.String("dataset"), fashionDir: c.String("fashion-dir"),
-			rows: c.Int("rows"), dims: c.Int("dims"), queries: c.Int("queries"), seed: c.Uint64("seed"), metric: metric,
-			indexes: c.StringSlice("index"), k: c.Int("k"), probes: probes, efSearch: efs, oversample: over,
-			clients: c.Int("clients"), measure: c.Int("measure"), e2e: c.Bool("e2e"), process: c.Bool("process"),
-		})
+		if p.oversample, err = floatList(c.String("oversample")); err != nil {
+			return fmt.Errorf("--oversample: %w", err)
+		}
+		if v := c.String("churn"); v != "" {
+			churn, err := intList(v)
+			if err != nil || len(churn) != 2 {
+				return fmt.Errorf("--churn %q: want INSERTS,DELETES", v)
+			}
+			p.inserts, p.deletes = churn[0], churn[1]
+		}
+		if err := p.check(); err != nil {
+			return err
+		}
+		return runBench(c.Context, c.App.Writer, p)
 	},
 }
 
 type benchParams struct {
-	source, dataset, fashionDir string
-	rows, dims, queries         int
-	seed                        uint64
-	metric                      kernels.Metric
-	indexes                     []string
-	k                           int
-	probes, efSearch            []int
-	oversample                  []float64
-	clients, measure            int
-	e2e, process                bool
-	inserts, deletes            int // --churn
+	source, dataset, fashionDir          string
+	fvecsBase, fvecsQuery, fvecsTruth    string
+	table, column                        string
+	rows, dims, queries                  int
+	limitRows                            bool // --rows given: read at most rows from files and tables
+	seed                                 uint64
+	metric                               kernels.Metric
+	indexes                              []string
+	k                                    int
+	probes, efSearch                     []int
+	oversample                           []float64
+	clients, measure                     int
+	measureTime                          time.Duration
+	e2e, process                         bool
+	pgvector                             bool
+	pgvM, pgvEfConstruction              int
+	pgvEfSearch                          []int
+	pgvMaintenanceWorkMem, sharedBuffers string
+	writeRate                            int
+	writeDuration                        time.Duration
+	jsonFile, markdownFile, svgFile      string
+	command                              string
+	inserts, deletes                     int // --churn
+}
+
+// check refuses combinations of flags that cannot work, naming the fix.
+func (p benchParams) check() error {
+	switch {
+	case p.fvecsBase != "" && p.fvecsQuery == "":
+		return fmt.Errorf("--fvecs-base needs --fvecs-query, the file of queries")
+	case p.fvecsBase == "" && (p.fvecsQuery != "" || p.fvecsTruth != ""):
+		return fmt.Errorf("--fvecs-query and --fvecs-truth go with --fvecs-base")
+	case p.table != "" && (p.source == "" || p.column == ""):
+		return fmt.Errorf("--table needs --source, the database that holds it, and --column, its vector column")
+	case p.table != "" && p.fvecsBase != "":
+		return fmt.Errorf("--table and --fvecs-base both name a data set: give one")
+	case p.k < 1 || p.clients < 1 || p.measure < 1 || p.queries < 1 || p.measureTime <= 0:
+		return fmt.Errorf("--k, --clients, --measure and --queries must be at least 1, --measure-time more than 0")
+	case p.writeRate < 0:
+		return fmt.Errorf("--write-rate %d: want rows per second, or 0 for none", p.writeRate)
+	case p.writeRate > 0 && p.process:
+		return fmt.Errorf("--write-rate measures the lag of an in-process sidecar: leave out --process")
+	case p.inserts+p.deletes > 0 && (p.fvecsBase != "" || p.table != "" || p.dataset == "fashion-mnist"):
+		return fmt.Errorf("--churn draws its new rows from a generator: use --dataset clustered or textlike")
+	}
+	return nil
 }
 
 func intList(s string) ([]int, error) {
@@ -126,7 +211,14 @@ func floatList(s string) ([]float64, error) {
 	return out, nil
 }
 
-// bench is one run: the data, its ground truth, the database.
+// The scratch tables the bench creates, in the throwaway database or in
+// --source's, and drops at the end when it is --source's.
+const (
+	benchTable    = "vecside_bench"
+	pgvectorTable = "vecside_bench_pgvector"
+)
+
+// bench is one run: the data, its ground truth, the database, the report.
 type bench struct {
 	p       benchParams
 	data    [][]float32 // row i has id i
@@ -134,9 +226,11 @@ type bench struct {
 	queries [][]float32
 	truth   []dataset.Truth
 	dsn     string
+	cluster *pgtest.Cluster // the throwaway database, if there is one
 	db      *pgx.Conn
 	say     func(format string, args ...any)
 	out     io.Writer
+	report  benchreport.Report
 }
 
 func runBench(ctx context.Context, out io.Writer, p benchParams) error {
@@ -145,69 +239,202 @@ func runBench(ctx context.Context, out io.Writer, p benchParams) error {
 	b.say = func(format string, args ...any) {
 		fmt.Fprintf(os.Stderr, "[%6.1fs] "+format+"\n", append([]any{time.Since(began).Seconds()}, args...)...)
 	}
-	var err error
-	switch p.dataset {
-	case "clustered":
-		b.say("generating %d × %d clustered vectors (seed %d, %s) and %d held-out queries", p.rows, p.dims, p.seed, p.metric, p.queries)
-		// Rows to insert later come from the same generator, after the
-		// loaded ones.
-		b.data, b.queries = dataset.Clustered{Seed: p.seed, Rows: p.rows + p.inserts, Queries: p.queries, Dims: p.dims, Normalize: p.metric == kernels.Cosine}.Generate()
-		b.rows = p.rows
-	case "textlike":
-		b.p.metric = kernels.Cosine
-		b.say("generating %d × %d text-like vectors (seed %d) and %d held-out queries", p.rows, p.dims, p.seed, p.queries)
-		b.data, b.queries = dataset.TextLike{Seed: p.seed, Rows: p.rows + p.inserts, Queries: p.queries, Dims: p.dims}.Generate()
-		b.rows = p.rows
-	case "fashion-mnist":
-		b.p.metric = kernels.L2
-		b.say("loading Fashion-MNIST from %s", p.fashionDir)
-		if b.data, b.queries, err = dataset.FashionMNIST(p.fashionDir); err != nil {
-			return err
-		}
-		b.queries = b.queries[:min(p.queries, len(b.queries))]
-		b.rows = len(b.data)
-	default:
-		return fmt.Errorf("--dataset %q: want clustered, textlike or fashion-mnist", p.dataset)
-	}
-	b.say("ground truth: brute force top-%d of %d queries over %d rows", p.k, len(b.queries), len(b.data))
-	b.truth = dataset.GroundTruth(b.p.metric, b.data[:b.rows], b.queries, p.k)
+	b.report.Header.Started = began.UTC().Format(time.RFC3339)
+	b.report.Header.Command = p.command
+	b.report.Header.Settings = benchreport.Settings{Clients: p.clients, Measured: p.measure, WriteRate: p.writeRate}
 
 	b.dsn = p.source
 	if b.dsn == "" {
-		b.say("starting a throwaway PostgreSQL 15")
+		b.say("starting a throwaway PostgreSQL 15 (shared_buffers %s)", p.sharedBuffers)
 		cluster, err := pgtest.Start()
 		if err != nil {
 			return err
 		}
 		defer cluster.Stop()
-		b.dsn = cluster.DSN("postgres")
+		b.cluster, b.dsn = cluster, cluster.DSN("postgres")
+		if err := b.setSharedBuffers(ctx); err != nil {
+			return err
+		}
 	}
+	var err error
 	if b.db, err = pgx.Connect(ctx, b.dsn); err != nil {
 		return err
 	}
 	defer b.db.Close(context.Background())
-	if err := b.load(ctx); err != nil {
+	if err := b.loadData(ctx); err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "data set %s: %d rows × %d dims, %s, %d held-out queries, k=%d; clients=%d\n",
-		p.dataset, len(b.data), len(b.data[0]), b.p.metric, len(b.queries), p.k, p.clients)
-	fmt.Fprintf(out, "%-26s %-18s %7s %6s | %9s | %8s %7s %7s %7s | %8s %7s | %8s %7s %8s\n",
-		"index", "setting", "recall", "cands", "inproc/s", "pgw1 q/s", "p50ms", "p95ms", "p99ms", "pgwN q/s", "p99ms", "e2e1 q/s", "p50ms", "e2eN q/s")
-	for i, def := range p.indexes {
-		if err := b.measureIndex(ctx, i, def); err != nil {
-			return err
-		}
+	if p.source != "" {
+		defer b.dropScratch()
+	}
+	if err := b.describeMachine(ctx); err != nil {
+		return err
+	}
+	if err := b.load(ctx); err != nil {
+		return err
 	}
 	if p.inserts+p.deletes > 0 {
 		return b.churn(ctx, p.indexes[0])
 	}
-	return b.pgvector(ctx)
+
+	// pgvector first: the WAL of its COPY and build comes before the
+	// sidecars' slots, so that no walsender decodes it while pgvector is
+	// measured.
+	pgv, err := b.startPGVector(ctx)
+	if err != nil {
+		return err
+	}
+	if pgv != nil {
+		defer pgv.close()
+	}
+	var targets []*vecsideTarget
+	defer func() {
+		for _, t := range targets {
+			t.stop()
+		}
+	}()
+	for i, def := range p.indexes {
+		t, err := b.startVecside(ctx, i, def)
+		if err != nil {
+			return err
+		}
+		targets = append(targets, t)
+	}
+	if err := b.settle(ctx, targets); err != nil {
+		return err
+	}
+	if err := b.sweep(ctx, targets, pgv); err != nil {
+		return err
+	}
+	if p.writeRate > 0 {
+		for _, t := range targets {
+			if err := b.writeLoad(ctx, t); err != nil {
+				return err
+			}
+		}
+	}
+	return b.writeReport()
 }
 
-// load creates items(id bigint primary key, embedding real[]) and copies
-// the data in.
+// setSharedBuffers restarts the throwaway database with shared_buffers
+// large enough for the tables and pgvector's index, as a server tuned for
+// the job would have.
+func (b *bench) setSharedBuffers(ctx context.Context) error {
+	db, err := pgx.Connect(ctx, b.dsn)
+	if err != nil {
+		return err
+	}
+	_, err = db.Exec(ctx, "ALTER SYSTEM SET shared_buffers = "+quoteLiteral(b.p.sharedBuffers))
+	db.Close(ctx)
+	if err != nil {
+		return fmt.Errorf("--shared-buffers: %w", err)
+	}
+	return b.cluster.Restart("fast")
+}
+
+func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
+
+// settle lets the server and the sidecars finish what the setup left
+// them before anything is timed: a checkpoint writes out what the loads
+// dirtied, and every sidecar applies the WAL written so far, which its
+// walsender would otherwise be decoding during the first points.
+func (b *bench) settle(ctx context.Context, targets []*vecsideTarget) error {
+	if _, err := b.db.Exec(ctx, "CHECKPOINT"); err != nil {
+		return err
+	}
+	var lsn indexer.LSN
+	if err := b.db.QueryRow(ctx, "SELECT pg_current_wal_lsn()").Scan(&lsn); err != nil {
+		return err
+	}
+	b.say("waiting for every sidecar to apply %s", lsn)
+	for _, t := range targets {
+		if err := t.waitApplied(ctx, lsn); err != nil {
+			return fmt.Errorf("%s: %w", t.def, err)
+		}
+	}
+	return nil
+}
+
+// sweep measures every setting of every index, vecside's and pgvector's
+// interleaved: each list of settings is spread evenly over the run, so
+// that a drift in the machine's load falls on both systems alike.
+func (b *bench) sweep(ctx context.Context, targets []*vecsideTarget, pgv *pgvectorTarget) error {
+	type step struct {
+		at  float64 // position in the run, 0 to 1
+		run func() error
+	}
+	var vs []func() error
+	for _, t := range targets {
+		for _, opts := range b.settings(t.def) {
+			vs = append(vs, func() error { return b.measureVecside(ctx, t, opts) })
+		}
+	}
+	var steps []step
+	for i, run := range vs {
+		steps = append(steps, step{(float64(i) + 0.5) / float64(len(vs)), run})
+	}
+	if pgv != nil {
+		for i, ef := range b.p.pgvEfSearch {
+			steps = append(steps, step{(float64(i) + 0.5) / float64(len(b.p.pgvEfSearch)), func() error { return b.measurePGVector(ctx, pgv, ef) }})
+		}
+	}
+	slices.SortStableFunc(steps, func(x, y step) int { return cmp.Compare(x.at, y.at) })
+	for i, s := range steps {
+		b.say("point %d of %d", i+1, len(steps))
+		if err := s.run(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// settings lists the search options to sweep for an index definition.
+func (b *bench) settings(def string) []string {
+	sweep, values := "", []int{0}
+	switch {
+	case strings.Contains(def, "kind=ivf"):
+		sweep, values = "probes", b.p.probes
+	case strings.Contains(def, "kind=hnsw"):
+		sweep, values = "ef_search", b.p.efSearch
+	}
+	var out []string
+	for _, v := range values {
+		for _, o := range b.p.oversample {
+			opts := fmt.Sprintf("oversample=%g %s=%d", o, sweep, v)
+			if v == 0 {
+				opts = fmt.Sprintf("oversample=%g", o)
+			}
+			out = append(out, opts)
+		}
+	}
+	return out
+}
+
+// writeReport prints the Markdown and writes the files asked for.
+func (b *bench) writeReport() error {
+	r := &b.report
+	if err := r.WriteMarkdown(b.out); err != nil {
+		return err
+	}
+	for _, f := range []struct {
+		path  string
+		write func(string) error
+	}{{b.p.jsonFile, r.WriteJSON}, {b.p.markdownFile, r.WriteMarkdownFile}, {b.p.svgFile, r.WriteSVGFile}} {
+		if f.path == "" {
+			continue
+		}
+		if err := f.write(f.path); err != nil {
+			return err
+		}
+		b.say("wrote %s", f.path)
+	}
+	return nil
+}
+
+// load creates the scratch table (id bigint primary key, embedding real[])
+// and copies the data in.
 func (b *bench) load(ctx context.Context) error {
-	if _, err := b.db.Exec(ctx, `DROP TABLE IF EXISTS vecside_bench; CREATE TABLE vecside_bench (id bigint PRIMARY KEY, embedding real[])`); err != nil {
+	if _, err := b.db.Exec(ctx, fmt.Sprintf(`DROP TABLE IF EXISTS %[1]s; CREATE TABLE %[1]s (id bigint PRIMARY KEY, embedding real[])`, benchTable)); err != nil {
 		return err
 	}
 	const batch = 50000
@@ -216,192 +443,50 @@ func (b *bench) load(ctx context.Context) error {
 		if err := b.copyRows(ctx, lo, hi); err != nil {
 			return err
 		}
-		b.say("loaded %d/%d rows", hi, b.rows)
+		b.say("loaded %d/%d rows into %s", hi, b.rows, benchTable)
 	}
-	_, err := b.db.Exec(ctx, "VACUUM ANALYZE vecside_bench")
+	_, err := b.db.Exec(ctx, "VACUUM ANALYZE "+benchTable)
 	return err
 }
 
 // copyRows copies rows [lo, hi) of the data into the table.
 func (b *bench) copyRows(ctx context.Context, lo, hi int) error {
-	_, err := b.db.CopyFrom(ctx, pgx.Identifier{"vecside_bench"}, []string{"id", "embedding"}, pgx.CopyFromSlice(hi-lo, func(i int) ([]any, error) {
+	_, err := b.db.CopyFrom(ctx, pgx.Identifier{benchTable}, []string{"id", "embedding"}, pgx.CopyFromSlice(hi-lo, func(i int) ([]any, error) {
 		return []any{int64(lo + i), b.data[lo+i]}, nil
 	}))
 	return err
 }
 
+// dropScratch removes from --source's database what the bench made
+// there: its tables, and the slots and publications of its sidecars.
+func (b *bench) dropScratch() {
+	ctx := context.Background()
+	names := []string{"churn", "fresh"}
+	for i := range b.p.indexes {
+		names = append(names, sidecarName(i))
+	}
+	for _, name := range names {
+		// A stopped sidecar's walsender may take a moment to release
+		// the slot.
+		for try := 0; ; try++ {
+			_, err := replicate.Teardown(ctx, b.dsn, "vecside_"+name)
+			if err == nil || try == 50 {
+				if err != nil {
+					b.say("%v", err)
+				}
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	for _, t := range []string{benchTable, pgvectorTable, "vecside_staged"} {
+		b.db.Exec(ctx, "DROP TABLE IF EXISTS "+t)
+	}
+	b.db.Exec(ctx, "DROP SEQUENCE IF EXISTS vecside_staged_next")
+	b.say("dropped the scratch tables, slots and publications from --source")
+}
+
 func perRow(b int64, rows int) float64 { return float64(b) / float64(max(rows, 1)) }
-
-// measureIndex starts a sidecar with one index (in this process, or as a
-// child process with --process) and sweeps its settings.
-func (b *bench) measureIndex(ctx context.Context, n int, def string) error {
-	name := fmt.Sprintf("bench_%d", n)
-	t0 := time.Now()
-	var addr string
-	var inproc func(qi int, so indexer.SearchOptions) error
-	if b.p.process {
-		proc, err := b.startProcess(ctx, name, def)
-		if err != nil {
-			return err
-		}
-		defer proc.stop()
-		addr = proc.addr
-		fmt.Fprintf(b.out, "%-26s ready in %.1fs; index %.0f bytes/row (%d MiB); process RSS %d MiB after the build, peak %d MiB during it (%.2f× steady; RSS %.2f× index + %d MiB)\n",
-			def, time.Since(t0).Seconds(), perRow(proc.indexBytes, proc.rows), proc.indexBytes>>20, proc.rss>>20, proc.peak>>20,
-			float64(proc.peak)/float64(proc.rss), float64(proc.rss-64<<20)/float64(proc.indexBytes), 64)
-	} else {
-		sc, entry, err := b.startSidecar(ctx, name, def)
-		if err != nil {
-			return err
-		}
-		defer sc.Stop()
-		addr = sc.Addr.String()
-		inproc = func(qi int, so indexer.SearchOptions) error {
-			_, err := sc.Indexer.Search(ctx, name, b.queries[qi], b.p.k, so)
-			return err
-		}
-		st := entry.Status().IndexStats
-		shape := fmt.Sprintf("lists %d %s", len(st.Lists), st.ListHistogram())
-		if st.GraphBytes > 0 {
-			shape = fmt.Sprintf("graph %.0f bytes/row, %d rows unreachable", perRow(st.GraphBytes, st.Rows), st.Unreachable)
-		}
-		fmt.Fprintf(b.out, "%-26s ready in %.1fs; %.0f bytes/row (codes %.0f, floats %.0f, keys %.0f); %s\n",
-			def, time.Since(t0).Seconds(), st.BytesPerRow(), perRow(st.CodeBytes, st.Rows), perRow(st.FloatBytes, st.Rows), perRow(st.KeyBytes, st.Rows), shape)
-	}
-	var err error
-
-	conns := make([]*pgx.Conn, b.p.clients)
-	heaps := make([]*pgx.Conn, b.p.clients)
-	for i := range conns {
-		if conns[i], err = pgx.Connect(ctx, sidecarURL(addr)); err != nil {
-			return err
-		}
-		defer conns[i].Close(context.Background())
-		if b.p.e2e {
-			if heaps[i], err = pgx.Connect(ctx, b.dsn); err != nil {
-				return err
-			}
-			defer heaps[i].Close(context.Background())
-		}
-	}
-	sweep, values := "", []int{0}
-	switch {
-	case strings.Contains(def, "kind=ivf"):
-		sweep, values = "probes", b.p.probes
-	case strings.Contains(def, "kind=hnsw"):
-		sweep, values = "ef_search", b.p.efSearch
-	}
-	for _, v := range values {
-		for _, o := range b.p.oversample {
-			opts := fmt.Sprintf("oversample=%g %s=%d", o, sweep, v)
-			if v == 0 {
-				opts = fmt.Sprintf("oversample=%g", o)
-			}
-			if err := b.measureSetting(ctx, inproc, name, def, opts, conns, heaps); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
-}
-
-// startSidecar starts a sidecar with one index over the table and waits
-// until it is ready.
-func (b *bench) startSidecar(ctx context.Context, name, def string) (*sidecar.Sidecar, *indexer.Entry, error) {
-	spec := fmt.Sprintf("%s=public.vecside_bench(embedding) key=id metric=%s %s", name, b.p.metric, def)
-	b.say("%s: starting a sidecar for %s", def, spec)
-	sc, err := sidecar.Start(ctx, sidecar.Config{
-		Source: b.dsn, Name: "vecside_" + name, Listen: "127.0.0.1:0", Auth: "trust",
-		Indexes: []string{spec}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-	})
-	if err != nil {
-		return nil, nil, err
-	}
-	entry, err := sc.Indexer.Get(name)
-	if err == nil {
-		err = waitReady(ctx, entry, time.Hour)
-	}
-	if err != nil {
-		sc.Stop()
-		return nil, nil, err
-	}
-	return sc, entry, nil
-}
-
-// measureSetting measures one index at one setting.
-func (b *bench) measureSetting(ctx context.Context, inproc func(int, indexer.SearchOptions) error, name, def, opts string, conns, heaps []*pgx.Conn) error {
-	so := indexer.DefaultSearchOptions()
-	parsed, err := indexer.ParseOptions(opts)
-	if err != nil {
-		return err
-	}
-	if err := so.Apply(parsed); err != nil {
-		return err
-	}
-	b.say("%s %s: recall over %d queries", def, opts, len(b.queries))
-	recall, cands, err := b.recall(ctx, conns[0], name, opts)
-	if err != nil {
-		return err
-	}
-
-	var in timing
-	if inproc != nil {
-		in = b.timeRun(1, func(_, qi int) error { return inproc(qi, so) })
-	}
-	pgw := func(c, qi int) error {
-		rows, err := conns[c].Query(ctx, "SELECT id, distance FROM knn($1, $2, $3, $4)", name, b.queries[qi], b.p.k, opts)
-		if err != nil {
-			return err
-		}
-		rows.Close()
-		return rows.Err()
-	}
-	b.say("%s %s: pgwire timing", def, opts)
-	pg1, pgN := b.timeRun(1, pgw), b.timeRun(b.p.clients, pgw)
-	var e1, eN timing
-	if b.p.e2e {
-		b.say("%s %s: end-to-end timing", def, opts)
-		hf := make([]*heapfetch.Client, len(conns))
-		for i := range hf {
-			hf[i] = heapfetch.New(conns[i], heaps[i])
-		}
-		o := so.Oversample
-		rest := strings.TrimSpace(strings.Replace(opts, fmt.Sprintf("oversample=%g", o), "", 1))
-		e2e := func(c, qi int) error {
-			_, err := hf[c].Search(ctx, heapfetch.Request{Index: name, Vector: b.queries[qi], K: b.p.k, Oversample: o, Options: rest})
-			return err
-		}
-		e1, eN = b.timeRun(1, e2e), b.timeRun(b.p.clients, e2e)
-	}
-	for _, t := range []timing{in, pg1, pgN, e1, eN} {
-		if t.err != nil {
-			return t.err
-		}
-	}
-	fmt.Fprintf(b.out, "%-26s %-18s %7.4f %6.1f | %9.0f | %8.0f %7.2f %7.2f %7.2f | %8.0f %7.2f | %8.0f %7.2f %8.0f\n",
-		def, opts, recall, cands, in.qps,
-		pg1.qps, ms(pg1.p50), ms(pg1.p95), ms(pg1.p99), pgN.qps, ms(pgN.p99), e1.qps, ms(e1.p50), eN.qps)
-	return nil
-}
-
-// recall asks the sidecar for every query's candidates and returns
-// recall@k after exact re-rank and the mean number of candidates.
-func (b *bench) recall(ctx context.Context, conn *pgx.Conn, name, opts string) (recall, cands float64, err error) {
-	var hits, n int
-	for qi, q := range b.queries {
-		rows, err := conn.Query(ctx, "SELECT id FROM knn($1, $2, $3, $4)", name, q, b.p.k, opts)
-		if err != nil {
-			return 0, 0, err
-		}
-		ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-		if err != nil {
-			return 0, 0, err
-		}
-		n += len(ids)
-		hits += b.hits(qi, ids)
-	}
-	return float64(hits) / float64(b.p.k*len(b.queries)), float64(n) / float64(len(b.queries)), nil
-}
 
 // hits counts the rows among ids, re-ranked by exact distance, whose
 // distance is within the true k-th.
@@ -430,12 +515,41 @@ type timing struct {
 
 func ms(d time.Duration) float64 { return float64(d) / 1e6 }
 
-// timeRun runs p.measure queries spread over clients goroutines (after a
-// short warm-up) and reports throughput and latency percentiles.
+// recallPass asks every query once, in order, on one connection (after
+// a short warm-up): the recall@k, the mean number of rows returned, and
+// the latencies, which are the concurrency-1 timing of the call.
+func (b *bench) recallPass(search func(qi int) ([]int64, error)) (recall, rows float64, t timing) {
+	for qi := range min(20, len(b.queries)) {
+		if _, t.err = search(qi); t.err != nil {
+			return 0, 0, t
+		}
+	}
+	lat := make([]time.Duration, len(b.queries))
+	var hits, n int
+	start := time.Now()
+	for qi := range b.queries {
+		t0 := time.Now()
+		ids, err := search(qi)
+		lat[qi] = time.Since(t0)
+		if err != nil {
+			return 0, 0, timing{err: err}
+		}
+		n += len(ids)
+		hits += b.hits(qi, ids)
+	}
+	t = percentiles(lat, time.Since(start))
+	return float64(hits) / float64(b.p.k*len(b.queries)), float64(n) / float64(len(b.queries)), t
+}
+
+// timeRun runs --measure queries spread over clients goroutines (after a
+// short warm-up on each), for --measure-time at most, and reports
+// throughput and latency percentiles.
 func (b *bench) timeRun(clients int, call func(client, qi int) error) timing {
-	for i := range min(20, len(b.queries)) {
-		if err := call(0, i); err != nil {
-			return timing{err: err}
+	for c := range clients {
+		for i := range min(20, len(b.queries)) {
+			if err := call(c, i); err != nil {
+				return timing{err: err}
+			}
 		}
 	}
 	per := max(1, b.p.measure/clients)
@@ -444,10 +558,8 @@ func (b *bench) timeRun(clients int, call func(client, qi int) error) timing {
 	var wg sync.WaitGroup
 	start := time.Now()
 	for c := range clients {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range per {
+		wg.Go(func() {
+			for i := 0; i < per && time.Since(start) < b.p.measureTime; i++ {
 				qi := (c*per + i) % len(b.queries)
 				t0 := time.Now()
 				if err := call(c, qi); err != nil {
@@ -456,18 +568,34 @@ func (b *bench) timeRun(clients int, call func(client, qi int) error) timing {
 				}
 				lat[c] = append(lat[c], time.Since(t0))
 			}
-		}()
+		})
 	}
 	wg.Wait()
-	elapsed := time.Since(start)
-	all := slices.Concat(lat...)
-	slices.Sort(all)
-	t := timing{err: errorsJoin(errs)}
-	if len(all) > 0 {
-		t.qps = float64(len(all)) / elapsed.Seconds()
-		t.p50, t.p95, t.p99 = all[len(all)/2], all[len(all)*95/100], all[len(all)*99/100]
-	}
+	t := percentiles(slices.Concat(lat...), time.Since(start))
+	t.err = errorsJoin(errs)
 	return t
+}
+
+// percentiles sorts lat and summarises it, with the throughput of
+// len(lat) calls in elapsed.
+func percentiles(lat []time.Duration, elapsed time.Duration) timing {
+	var t timing
+	if len(lat) == 0 {
+		return t
+	}
+	slices.Sort(lat)
+	t.qps = float64(len(lat)) / elapsed.Seconds()
+	t.p50, t.p95, t.p99 = lat[len(lat)/2], lat[len(lat)*95/100], lat[len(lat)*99/100]
+	return t
+}
+
+// point records a measured point and shows it.
+func (b *bench) point(system, index, mode string, params map[string]float64, recall float64, cands *float64, concurrency int, t timing) {
+	p := benchreport.Point{System: system, Index: index, Mode: mode, Params: params, K: b.p.k, Recall: recall,
+		P50: ms(t.p50), P95: ms(t.p95), P99: ms(t.p99), QPS: t.qps, Concurrency: concurrency, CandidatesMean: cands}
+	b.report.Points = append(b.report.Points, p)
+	b.say("  %s %s %s %s c=%d: recall %.4f, %.0f q/s, p50 %.3f ms, p99 %.3f ms",
+		system, index, benchreport.FormatParams(params), mode, concurrency, recall, p.QPS, p.P50, p.P99)
 }
 
 func errorsJoin(errs []error) error {

@@ -68,7 +68,7 @@ func (b *bench) churn(ctx context.Context, def string) error {
 		}
 	}
 	for lo := 0; lo < 2*b.p.deletes; lo += 20000 {
-		if _, err := b.db.Exec(ctx, "DELETE FROM vecside_bench WHERE id >= $1 AND id < $2 AND id % 2 = 0", lo, min(lo+20000, 2*b.p.deletes)); err != nil {
+		if _, err := b.db.Exec(ctx, "DELETE FROM "+benchTable+" WHERE id >= $1 AND id < $2 AND id % 2 = 0", lo, min(lo+20000, 2*b.p.deletes)); err != nil {
 			return err
 		}
 	}

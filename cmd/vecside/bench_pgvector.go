@@ -2,104 +2,243 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/vecside/vecside/internal/benchreport"
+	"github.com/vecside/vecside/internal/pgvalue"
 	"github.com/vecside/vecside/kernels"
 )
 
-// pgvector measures pgvector's HNSW and IVFFlat indexes on a vector copy
-// of the column, when the database offers the extension; it never
-// requires it.
-func (b *bench) pgvector(ctx context.Context) error {
-	var one int
-	err := b.db.QueryRow(ctx, "SELECT 1 FROM pg_available_extensions WHERE name = 'vector'").Scan(&one)
-	if err == pgx.ErrNoRows {
-		fmt.Fprintln(b.out, "pgvector: the vector extension is not available in this database; not compared")
-		return nil
+// pgvectorTarget is pgvector's HNSW index on its own table, with one
+// connection per client.
+type pgvectorTarget struct {
+	index string // as reported: "hnsw m=16 ef_construction=64"
+	query string // the statement every client prepares
+	conns []*pgx.Conn
+}
+
+func (t *pgvectorTarget) close() {
+	for _, c := range t.conns {
+		c.Close(context.Background())
+	}
+}
+
+const (
+	pgvectorIndex     = pgvectorTable + "_hnsw"
+	pgvectorStatement = "vecside_bench_pgvector_knn"
+)
+
+// startPGVector gives pgvector its best case, when the database offers
+// the extension (nil otherwise): a table of just the key and a vector
+// column loaded by COPY, VACUUM ANALYZEd, an HNSW index built with the
+// build settings reported, table and index prewarmed where pg_prewarm is
+// available.
+func (b *bench) startPGVector(ctx context.Context) (*pgvectorTarget, error) {
+	if !b.p.pgvector {
+		return nil, nil
+	}
+	var version string
+	err := b.db.QueryRow(ctx, "SELECT default_version FROM pg_available_extensions WHERE name = 'vector'").Scan(&version)
+	if errors.Is(err, pgx.ErrNoRows) {
+		b.say("pgvector: the vector extension is not available in this database; not compared")
+		return nil, nil
 	}
 	if err != nil {
-		return err
+		return nil, err
 	}
 	op := map[kernels.Metric]string{kernels.L2: "vector_l2_ops", kernels.Cosine: "vector_cosine_ops", kernels.IP: "vector_ip_ops"}[b.p.metric]
-	setup := []string{
-		"CREATE EXTENSION IF NOT EXISTS vector",
-		fmt.Sprintf("ALTER TABLE vecside_bench ADD COLUMN IF NOT EXISTS v vector(%d)", len(b.data[0])),
-		"UPDATE vecside_bench SET v = embedding::vector",
-		"SET maintenance_work_mem = '2GB'",
+	t := &pgvectorTarget{
+		index: fmt.Sprintf("hnsw m=%d ef_construction=%d", b.p.pgvM, b.p.pgvEfConstruction),
+		query: fmt.Sprintf("SELECT id FROM %s ORDER BY v %s $1::real[]::vector LIMIT %d", pgvectorTable, b.p.metric.Operator(), b.p.k),
 	}
-	for _, sql := range setup {
+	exec := func(sql string) error {
 		b.say("pgvector: %s", sql)
 		if _, err := b.db.Exec(ctx, sql); err != nil {
 			return fmt.Errorf("pgvector: %s: %w", sql, err)
 		}
+		return nil
 	}
-	lists := max(1, len(b.data)/1000)
-	for _, ix := range []struct {
-		name, create, knob string
-		values             []int
-	}{
-		{"hnsw", fmt.Sprintf("CREATE INDEX vecside_bench_hnsw ON vecside_bench USING hnsw (v %s) WITH (m = 16, ef_construction = 64)", op), "hnsw.ef_search", []int{40, 100, 200, 400}},
-		{"ivfflat", fmt.Sprintf("CREATE INDEX vecside_bench_ivf ON vecside_bench USING ivfflat (v %s) WITH (lists = %d)", op, lists), "ivfflat.probes", []int{1, 5, 10, 20, 50}},
+	for _, sql := range []string{
+		"CREATE EXTENSION IF NOT EXISTS vector",
+		fmt.Sprintf("DROP TABLE IF EXISTS %[1]s; CREATE TABLE %[1]s (id bigint PRIMARY KEY, v vector(%[2]d))", pgvectorTable, len(b.data[0])),
 	} {
-		b.say("pgvector: %s", ix.create)
-		t0 := time.Now()
-		if _, err := b.db.Exec(ctx, ix.create); err != nil {
-			return fmt.Errorf("pgvector: %w", err)
-		}
-		fmt.Fprintf(b.out, "pgvector %-17s built in %.1fs\n", ix.name, time.Since(t0).Seconds())
-		for _, v := range ix.values {
-			if _, err := b.db.Exec(ctx, fmt.Sprintf("SET %s = %d", ix.knob, v)); err != nil {
-				return err
-			}
-			if err := b.pgvectorSetting(ctx, ix.name, fmt.Sprintf("%s=%d", ix.knob, v)); err != nil {
-				return err
-			}
-		}
-		if _, err := b.db.Exec(ctx, "DROP INDEX vecside_bench_"+map[string]string{"hnsw": "hnsw", "ivfflat": "ivf"}[ix.name]); err != nil {
-			return err
+		if err := exec(sql); err != nil {
+			return nil, err
 		}
 	}
-	return nil
+	if err := b.db.QueryRow(ctx, "SELECT extversion FROM pg_extension WHERE extname = 'vector'").Scan(&b.report.Header.Machine.PGVector); err != nil {
+		return nil, err
+	}
+	b.say("pgvector: COPY %d rows into %s", b.rows, pgvectorTable)
+	if err := b.copyVectors(ctx); err != nil {
+		return nil, fmt.Errorf("pgvector: COPY: %w", err)
+	}
+	if err := exec("VACUUM ANALYZE " + pgvectorTable); err != nil {
+		return nil, err
+	}
+	if err := exec("SET maintenance_work_mem = " + quoteLiteral(b.p.pgvMaintenanceWorkMem)); err != nil {
+		return nil, err
+	}
+	build := benchreport.Build{System: "pgvector", Index: t.index, Settings: map[string]string{"loaded": "COPY, then VACUUM ANALYZE"}}
+	for _, name := range []string{"maintenance_work_mem", "max_parallel_maintenance_workers", "max_worker_processes"} {
+		var v string
+		if err := b.db.QueryRow(ctx, "SELECT current_setting($1)", name).Scan(&v); err != nil {
+			return nil, err
+		}
+		build.Settings[name] = v
+	}
+	create := fmt.Sprintf("CREATE INDEX %s ON %s USING hnsw (v %s) WITH (m = %d, ef_construction = %d)",
+		pgvectorIndex, pgvectorTable, op, b.p.pgvM, b.p.pgvEfConstruction)
+	t0 := time.Now()
+	stop := b.every(15*time.Second, func() { b.say("pgvector: building HNSW, %.0fs so far", time.Since(t0).Seconds()) })
+	err = exec(create)
+	stop()
+	if err != nil {
+		return nil, err
+	}
+	build.Seconds = time.Since(t0).Seconds()
+	if err := b.db.QueryRow(ctx, "SELECT pg_relation_size($1), pg_total_relation_size($2)", pgvectorIndex, pgvectorTable).Scan(&build.IndexBytes, &build.TableBytes); err != nil {
+		return nil, err
+	}
+	build.TableBytes -= build.IndexBytes // the heap, its TOAST and the primary key
+	build.BytesPerRow = perRow(build.IndexBytes, b.rows)
+	build.Settings["prewarmed"] = "no (pg_prewarm is not available)"
+	if err := exec("CREATE EXTENSION IF NOT EXISTS pg_prewarm"); err == nil {
+		var pages int64
+		if err := b.db.QueryRow(ctx, "SELECT pg_prewarm($1) + pg_prewarm($2)", pgvectorTable, pgvectorIndex).Scan(&pages); err != nil {
+			return nil, err
+		}
+		build.Settings["prewarmed"] = fmt.Sprintf("%d pages (pg_prewarm)", pages)
+	}
+	b.report.Header.Builds = append(b.report.Header.Builds, build)
+	b.say("pgvector: built in %.1fs; index %d MiB, table %d MiB", build.Seconds, build.IndexBytes>>20, build.TableBytes>>20)
+
+	build.Settings["session"] = "enable_seqscan=off, hnsw.ef_search per point"
+	for range b.p.clients {
+		c, err := pgx.Connect(ctx, b.dsn)
+		if err == nil {
+			// The planner may judge a scan cheaper than the index at a
+			// high ef_search on a small table; it is the index that is
+			// measured.
+			_, err = c.Exec(ctx, "SET enable_seqscan = off")
+		}
+		if err != nil {
+			t.close()
+			return nil, err
+		}
+		t.conns = append(t.conns, c)
+	}
+	return t, nil
 }
 
-// pgvectorSetting times one setting on one connection with literal
-// vectors in simple protocol, so that no generic plan can trade the index
-// for a sequential scan.
-func (b *bench) pgvectorSetting(ctx context.Context, name, setting string) error {
-	opr := b.p.metric.Operator()
-	query := func(qi int) ([]int64, error) {
-		var lit strings.Builder
-		lit.WriteByte('[')
-		for i, f := range b.queries[qi] {
-			if i > 0 {
-				lit.WriteByte(',')
+// copyVectors loads the rows into pgvector's table with COPY in text
+// format, the vector in its own text form.
+func (b *bench) copyVectors(ctx context.Context) error {
+	r, w := io.Pipe()
+	go func() {
+		var line []byte
+		for id, v := range b.data[:b.rows] {
+			line = strconv.AppendInt(line[:0], int64(id), 10)
+			line = append(line, '\t')
+			line = pgvalue.AppendVectorText(line, v)
+			line = append(line, '\n')
+			if _, err := w.Write(line); err != nil {
+				return
 			}
-			lit.WriteString(strconv.FormatFloat(float64(f), 'g', -1, 32))
 		}
-		lit.WriteByte(']')
-		rows, err := b.db.Query(ctx, fmt.Sprintf("SELECT id FROM vecside_bench ORDER BY v %s '%s' LIMIT %d", opr, lit.String(), b.p.k), pgx.QueryExecModeSimpleProtocol)
+		w.Close()
+	}()
+	_, err := b.db.PgConn().CopyFrom(ctx, r, fmt.Sprintf("COPY %s (id, v) FROM STDIN", pgvectorTable))
+	r.Close()
+	return err
+}
+
+// measurePGVector measures one hnsw.ef_search: set on every client's
+// connection, the statement prepared again under it, recall over every
+// query (the timing at concurrency 1), then at --clients. EXPLAIN of the prepared
+// statement must show the index before the first execution (a custom
+// plan) and after the last (by then perhaps the generic plan).
+func (b *bench) measurePGVector(ctx context.Context, t *pgvectorTarget, ef int) error {
+	b.say("pgvector %s hnsw.ef_search=%d: recall over %d queries", t.index, ef, len(b.queries))
+	for _, c := range t.conns {
+		if _, err := c.Exec(ctx, fmt.Sprintf("SET hnsw.ef_search = %d", ef)); err != nil {
+			return fmt.Errorf("pgvector: %w", err)
+		}
+		if err := c.Deallocate(ctx, pgvectorStatement); err != nil {
+			var pgErr *pgconn.PgError
+			if !errors.As(err, &pgErr) || pgErr.Code != "26000" { // not prepared yet
+				return fmt.Errorf("pgvector: %w", err)
+			}
+		}
+		if _, err := c.Prepare(ctx, pgvectorStatement, t.query); err != nil {
+			return fmt.Errorf("pgvector: %w", err)
+		}
+	}
+	search := func(c, qi int) ([]int64, error) {
+		rows, err := t.conns[c].Query(ctx, pgvectorStatement, b.queries[qi])
 		if err != nil {
 			return nil, err
 		}
 		return pgx.CollectRows(rows, pgx.RowTo[int64])
 	}
-	var hits int
-	for qi := range b.queries {
-		ids, err := query(qi)
-		if err != nil {
-			return err
+	if err := t.checkPlan(ctx, b.queries[0], ef); err != nil {
+		return err
+	}
+	params := map[string]float64{"hnsw.ef_search": float64(ef)}
+	recall, _, tm := b.recallPass(func(qi int) ([]int64, error) { return search(0, qi) })
+	if tm.err != nil {
+		return fmt.Errorf("pgvector: %w", tm.err)
+	}
+	b.point("pgvector", t.index, benchreport.EndToEnd, params, recall, nil, 1, tm)
+	if b.p.clients > 1 {
+		tm := b.timeRun(b.p.clients, func(c, qi int) error { _, err := search(c, qi); return err })
+		if tm.err != nil {
+			return fmt.Errorf("pgvector: %w", tm.err)
 		}
-		hits += b.hits(qi, ids)
+		b.point("pgvector", t.index, benchreport.EndToEnd, params, recall, nil, b.p.clients, tm)
 	}
-	t := b.timeRun(1, func(_, qi int) error { _, err := query(qi); return err })
-	if t.err != nil {
-		return t.err
+	return t.checkPlan(ctx, b.queries[0], ef)
+}
+
+// checkPlan fails unless EXPLAIN of the prepared statement, as the plan
+// cache has it now, shows an index scan of pgvector's index.
+func (t *pgvectorTarget) checkPlan(ctx context.Context, q []float32, ef int) error {
+	explain := fmt.Sprintf("EXPLAIN (COSTS OFF) EXECUTE %s('%s'::vector::real[])", pgvectorStatement, pgvalue.AppendVectorText(nil, q))
+	rows, err := t.conns[0].Query(ctx, explain, pgx.QueryExecModeSimpleProtocol)
+	if err != nil {
+		return fmt.Errorf("pgvector: EXPLAIN: %w", err)
 	}
-	fmt.Fprintf(b.out, "pgvector %-17s %-18s %7.4f %6d | %9s | %8.0f %7.2f %7.2f %7.2f |\n",
-		name, setting, float64(hits)/float64(b.p.k*len(b.queries)), b.p.k, "-", t.qps, ms(t.p50), ms(t.p95), ms(t.p99))
+	plan, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return fmt.Errorf("pgvector: EXPLAIN: %w", err)
+	}
+	if !strings.Contains(strings.Join(plan, "\n"), "Index Scan using "+pgvectorIndex) {
+		return fmt.Errorf("pgvector: at hnsw.ef_search=%d the plan does not use %s:\n%s", ef, pgvectorIndex, strings.Join(plan, "\n"))
+	}
 	return nil
+}
+
+// every calls fn every d until the returned stop is called.
+func (b *bench) every(d time.Duration, fn func()) (stop func()) {
+	done := make(chan struct{})
+	go func() {
+		tick := time.NewTicker(d)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+				fn()
+			}
+		}
+	}()
+	return func() { close(done) }
 }

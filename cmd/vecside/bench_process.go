@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/vecside/vecside/replicate"
 )
 
 // sidecarProcess is a vecside serve child process that the bench measures
@@ -42,7 +43,10 @@ func (b *bench) startProcess(ctx context.Context, name, def string) (*sidecarPro
 	if err != nil {
 		return nil, err
 	}
-	spec := fmt.Sprintf("%s=public.vecside_bench(embedding) key=id metric=%s %s", name, b.p.metric, def)
+	spec := fmt.Sprintf("%s=public.%s(embedding) key=id metric=%s %s", name, benchTable, b.p.metric, def)
+	if _, err := replicate.Teardown(ctx, b.dsn, "vecside_"+name); err != nil {
+		return nil, err
+	}
 	b.say("%s: starting vecside serve for %s", def, spec)
 	p := &sidecarProcess{addr: addr, dir: dir}
 	p.cmd = exec.CommandContext(ctx, exe, "--log-level", "warn", "serve", "--source", b.dsn, "--name", "vecside_"+name,

@@ -8,6 +8,7 @@
 //	vecside passwd    a users file line with a SCRAM-SHA-256 verifier, for serve --users
 //	vecside sql       install, uninstall or print the SQL helpers (dblink) in a database
 //	vecside demo      a throwaway Postgres, a clustered data set, recall and live updates
+//	vecside bench     recall, latency, QPS, builds and lag of index kinds on a data set of yours, against pgvector
 //	vecside cpu       CPU features and the kernel implementations chosen
 //
 // Postgres is always named by --source: a libpq connection string or URL.

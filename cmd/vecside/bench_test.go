@@ -1,0 +1,176 @@
+package main
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"encoding/xml"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/vecside/vecside/internal/benchreport"
+	"github.com/vecside/vecside/internal/dataset"
+	"github.com/vecside/vecside/internal/pgtest"
+	"github.com/vecside/vecside/kernels"
+)
+
+// readReport reads a bench's JSON and checks what every point must hold.
+func readReport(t *testing.T, path string) benchreport.Report {
+	t.Helper()
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r benchreport.Report
+	if err := json.Unmarshal(raw, &r); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	for _, p := range r.Points {
+		if p.Recall < 0 || p.Recall > 1 || p.QPS <= 0 || p.P50 <= 0 || p.P50 > p.P95 || p.P95 > p.P99 || p.K != 10 ||
+			(p.Mode != benchreport.SidecarOnly && p.Mode != benchreport.EndToEnd) || (p.System == "vecside") != (p.CandidatesMean != nil) {
+			t.Errorf("malformed point %+v", p)
+		}
+	}
+	return r
+}
+
+// TestBenchOnFvecsFiles runs the bench on a small .fvecs file set and
+// checks the three outputs and that the recall is what the indexes can
+// do (pgvector's too, where the test database has it).
+func TestBenchOnFvecsFiles(t *testing.T) {
+	dir := t.TempDir()
+	data, queries := dataset.Clustered{Seed: 3, Rows: 3000, Queries: 40, Dims: 16}.Generate()
+	base, query := filepath.Join(dir, "base.fvecs"), filepath.Join(dir, "query.fvecs")
+	if err := dataset.WriteFvecs(base, data); err != nil {
+		t.Fatal(err)
+	}
+	if err := dataset.WriteFvecs(query, queries); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "out")
+	md, err := run(t, "bench", "--source", pgtest.Shared(t).NewDatabase(t), "--fvecs-base", base, "--fvecs-query", query, "--metric", "l2",
+		"--index", "kind=flat store=float", "--index", "kind=hnsw", "--ef-search", "16,64", "--oversample", "1", "--pgvector-ef-search", "10,80",
+		"--clients", "2", "--measure", "40", "--json", out+".json", "--markdown", out+".md", "--svg", out+".svg")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, md)
+	}
+	r := readReport(t, out+".json")
+	if d := r.Header.Dataset; d.Name != "fvecs:base.fvecs" || d.Rows != 3000 || d.Dims != 16 || d.Queries != 40 || d.Truth != "computed by brute force" {
+		t.Errorf("dataset %+v", d)
+	}
+	vecside, pgvector := 0, 0
+	for _, p := range r.Points {
+		switch {
+		case p.System == "vecside" && strings.Contains(p.Index, "flat") && p.Recall != 1:
+			t.Errorf("flat store=float: recall %v, want 1 (exact)", p.Recall)
+		case p.System == "vecside" && p.Params["ef_search"] == 64 && p.Recall < 0.9,
+			p.System == "pgvector" && p.Params["hnsw.ef_search"] == 80 && p.Recall < 0.9:
+			t.Errorf("%s %s %v: recall %v, want ≥ 0.9", p.System, p.Index, p.Params, p.Recall)
+		}
+		if p.System == "vecside" {
+			vecside++
+		} else {
+			pgvector++
+		}
+	}
+	// 3 settings × 2 modes × 2 concurrencies; pgvector: 2 × 2.
+	if vecside != 12 || (pgvector != 0 && pgvector != 4) {
+		t.Errorf("%d vecside points, %d pgvector: want 12 and 4 (or 0 without pgvector)", vecside, pgvector)
+	}
+	if len(r.Header.Builds) != 2+pgvector/4 || r.Header.Machine.Postgres == "" {
+		t.Errorf("header %+v", r.Header)
+	}
+	raw, _ := os.ReadFile(out + ".md")
+	if !strings.Contains(string(raw), "| system | index | params | mode | clients | recall |") || string(raw) != md {
+		t.Errorf("Markdown file:\n%s\nstdout:\n%s", raw, md)
+	}
+	svg, _ := os.ReadFile(out + ".svg")
+	if err := xml.Unmarshal(svg, new(struct{})); err != nil || !strings.Contains(string(svg), "vecside kind=hnsw") {
+		t.Errorf("SVG: %v", err)
+	}
+
+	// A ground-truth file is read, not computed again: the exact one
+	// gives an exact index full recall; one too short for k is refused.
+	writeIvecs := func(name string, n int) string {
+		var raw []byte
+		for _, truth := range dataset.GroundTruth(kernels.L2, data, queries, n) {
+			raw = binary.LittleEndian.AppendUint32(raw, uint32(n))
+			for _, row := range truth.Rows {
+				raw = binary.LittleEndian.AppendUint32(raw, uint32(row))
+			}
+		}
+		path := filepath.Join(dir, name)
+		os.WriteFile(path, raw, 0o644)
+		return path
+	}
+	args := []string{"bench", "--source", pgtest.Shared(t).NewDatabase(t), "--fvecs-base", base, "--fvecs-query", query, "--metric", "l2",
+		"--index", "kind=flat store=float", "--oversample", "1", "--pgvector=false", "--e2e=false", "--clients", "1", "--json", out + ".json", "--fvecs-truth"}
+	if md, err := run(t, append(args, writeIvecs("gt.ivecs", 10))...); err != nil {
+		t.Fatalf("%v\n%s", err, md)
+	}
+	if r := readReport(t, out+".json"); r.Header.Dataset.Truth != "from gt.ivecs" || len(r.Points) != 1 || r.Points[0].Recall != 1 {
+		t.Errorf("with the truth from a file: %+v, %+v", r.Header.Dataset, r.Points)
+	}
+	if _, err := run(t, append(args, writeIvecs("gt5.ivecs", 5))...); err == nil || !strings.Contains(err.Error(), "fewer than k=10") {
+		t.Errorf("a truth file of 5 neighbours for k=10: %v", err)
+	}
+}
+
+// TestBenchOnATable: the bench reads a table without writing to it, holds
+// out sampled rows as queries, measures under writes and leaves nothing
+// behind in the database.
+func TestBenchOnATable(t *testing.T) {
+	ctx := context.Background()
+	dsn := pgtest.Shared(t).NewDatabase(t)
+	db, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close(ctx)
+	data, _ := dataset.Clustered{Seed: 5, Rows: 2000, Dims: 8}.Generate()
+	if _, err := db.Exec(ctx, "CREATE TABLE docs (id int PRIMARY KEY, emb real[]); INSERT INTO docs VALUES (-1, NULL)"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.CopyFrom(ctx, pgx.Identifier{"docs"}, []string{"id", "emb"}, pgx.CopyFromSlice(len(data), func(i int) ([]any, error) {
+		return []any{i, data[i]}, nil
+	})); err != nil {
+		t.Fatal(err)
+	}
+	checksum := func() (s string) {
+		if err := db.QueryRow(ctx, "SELECT md5(string_agg(id || ':' || coalesce(emb::text, ''), ',' ORDER BY id)) || count(*) FROM docs").Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	before := checksum()
+	out := filepath.Join(t.TempDir(), "r.json")
+	if md, err := run(t, "bench", "--source", dsn, "--table", "docs", "--column", "emb", "--metric", "l2", "--queries", "20",
+		"--index", "kind=flat", "--oversample", "2", "--pgvector=false", "--clients", "2", "--measure", "20",
+		"--write-rate", "100", "--write-duration", "2s", "--json", out); err != nil {
+		t.Fatalf("%v\n%s", err, md)
+	}
+	r := readReport(t, out)
+	if d := r.Header.Dataset; d.Rows != 1980 || d.Queries != 20 || d.Name != "table:docs(emb)" {
+		t.Errorf("dataset %+v: want 2,000 rows less 20 held out", d)
+	}
+	if len(r.Points) != 4 || r.Points[0].Recall < 0.9 {
+		t.Errorf("points %+v", r.Points)
+	}
+	if len(r.Writes) != 1 || r.Writes[0].LagP50 <= 0 || r.Writes[0].LagP99 < r.Writes[0].LagP50 || r.Writes[0].ApplyRate <= 0 || r.Writes[0].Written <= 0 {
+		t.Errorf("write load %+v", r.Writes)
+	}
+	if checksum() != before {
+		t.Error("the bench changed the table it read")
+	}
+	var left int
+	if err := db.QueryRow(ctx, `SELECT (SELECT count(*) FROM pg_replication_slots) + (SELECT count(*) FROM pg_publication)
+		+ (SELECT count(*) FROM pg_class WHERE relname LIKE 'vecside%')`).Scan(&left); err != nil || left != 0 {
+		t.Errorf("%d slots, publications and scratch relations left behind (%v)", left, err)
+	}
+	if _, err := run(t, "bench", "--source", dsn, "--table", "docs"); err == nil || !strings.Contains(err.Error(), "--column") {
+		t.Errorf("--table without --column: %v", err)
+	}
+}

@@ -1,0 +1,221 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/vecside/vecside/heapfetch"
+	"github.com/vecside/vecside/indexer"
+	"github.com/vecside/vecside/internal/benchreport"
+	"github.com/vecside/vecside/internal/sidecar"
+	"github.com/vecside/vecside/replicate"
+)
+
+// vecsideTarget is one index served by one sidecar, with the bench's
+// connections to it and to the heap.
+type vecsideTarget struct {
+	def, name string
+	entry     *indexer.Entry // in process only
+	conns     []*pgx.Conn    // to the sidecar, one per client
+	heaps     []*pgx.Conn    // to Postgres, one per client
+	closers   []func()
+}
+
+func (t *vecsideTarget) stop() {
+	for i := len(t.closers) - 1; i >= 0; i-- {
+		t.closers[i]()
+	}
+}
+
+// waitApplied returns once the index has applied lsn: in process, as the
+// indexer reports it; in a child process, as vecside_status() does.
+func (t *vecsideTarget) waitApplied(ctx context.Context, lsn indexer.LSN) error {
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+	defer cancel()
+	if t.entry != nil {
+		return t.entry.WaitApplied(wctx, lsn)
+	}
+	for {
+		var applied indexer.LSN
+		// The child serves this index alone.
+		if err := t.conns[0].QueryRow(wctx, "SELECT applied_lsn FROM vecside_status()").Scan(&applied); err != nil {
+			return err
+		}
+		if applied >= lsn {
+			return nil
+		}
+		select {
+		case <-wctx.Done():
+			return fmt.Errorf("not applied %s after 10 minutes: %w", lsn, wctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+func sidecarName(n int) string { return fmt.Sprintf("bench_%d", n) }
+
+// startVecside starts a sidecar with one index (in this process, or as a
+// child process with --process), records its build and opens the
+// clients' connections.
+func (b *bench) startVecside(ctx context.Context, n int, def string) (t *vecsideTarget, err error) {
+	t = &vecsideTarget{def: def, name: sidecarName(n)}
+	defer func() {
+		if err != nil {
+			t.stop()
+		}
+	}()
+	t0 := time.Now()
+	var addr string
+	build := benchreport.Build{System: "vecside", Index: def}
+	if b.p.process {
+		proc, err := b.startProcess(ctx, t.name, def)
+		if err != nil {
+			return nil, err
+		}
+		t.closers = append(t.closers, proc.stop)
+		addr = proc.addr
+		build.IndexBytes, build.BytesPerRow = proc.indexBytes, perRow(proc.indexBytes, proc.rows)
+		build.RSSBytes, build.PeakRSSBytes = proc.rss, proc.peak
+	} else {
+		sc, entry, err := b.startSidecar(ctx, t.name, def)
+		if err != nil {
+			return nil, err
+		}
+		t.closers = append(t.closers, func() { sc.Stop() })
+		addr, t.entry = sc.Addr.String(), entry
+		st := entry.Status().IndexStats
+		build.IndexBytes, build.BytesPerRow = st.Bytes(), st.BytesPerRow()
+	}
+	build.Seconds = time.Since(t0).Seconds()
+	b.report.Header.Builds = append(b.report.Header.Builds, build)
+	b.say("%s ready in %.1fs: %.0f bytes/row, %d MiB", def, build.Seconds, build.BytesPerRow, build.IndexBytes>>20)
+
+	t.conns = make([]*pgx.Conn, b.p.clients)
+	t.heaps = make([]*pgx.Conn, b.p.clients)
+	for i := range t.conns {
+		if t.conns[i], err = pgx.Connect(ctx, sidecarURL(addr)); err != nil {
+			return nil, err
+		}
+		t.closers = append(t.closers, func() { t.conns[i].Close(context.Background()) })
+		if t.heaps[i], err = pgx.Connect(ctx, b.dsn); err != nil {
+			return nil, err
+		}
+		t.closers = append(t.closers, func() { t.heaps[i].Close(context.Background()) })
+	}
+	return t, nil
+}
+
+// startSidecar starts a sidecar with one index over the table and waits
+// until it is ready, showing the copy's progress.
+func (b *bench) startSidecar(ctx context.Context, name, def string) (*sidecar.Sidecar, *indexer.Entry, error) {
+	spec := fmt.Sprintf("%s=public.%s(embedding) key=id metric=%s %s", name, benchTable, b.p.metric, def)
+	// A slot left behind by an interrupted run would resume a stream over
+	// a table since replaced.
+	if _, err := replicate.Teardown(ctx, b.dsn, "vecside_"+name); err != nil {
+		return nil, nil, err
+	}
+	b.say("%s: starting a sidecar for %s", def, spec)
+	sc, err := sidecar.Start(ctx, sidecar.Config{
+		Source: b.dsn, Name: "vecside_" + name, Listen: "127.0.0.1:0", Auth: "trust",
+		Indexes: []string{spec}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	entry, err := sc.Indexer.Get(name)
+	for err == nil {
+		if err = waitReady(ctx, entry, 10*time.Second); err == nil {
+			return sc, entry, nil
+		}
+		if state, _ := entry.State(); state == indexer.StateError {
+			break
+		}
+		st := entry.Status()
+		b.say("%s: %s, %d of %d rows copied, %d indexed", def, st.State, st.CopiedRows, b.rows, st.Rows)
+		err = nil
+	}
+	sc.Stop()
+	return nil, nil, err
+}
+
+// measureVecside measures one index at one setting: recall and candidates
+// over every query, then sidecar-only and end-to-end timings at
+// concurrency 1 and --clients.
+func (b *bench) measureVecside(ctx context.Context, t *vecsideTarget, opts string) error {
+	so := indexer.DefaultSearchOptions()
+	parsed, err := indexer.ParseOptions(opts)
+	if err != nil {
+		return err
+	}
+	if err := so.Apply(parsed); err != nil {
+		return err
+	}
+	params := map[string]float64{}
+	for _, f := range strings.Fields(opts) {
+		k, v, _ := strings.Cut(f, "=")
+		params[k], _ = strconv.ParseFloat(v, 64)
+	}
+	b.say("vecside %s %s: recall over %d queries", t.def, opts, len(b.queries))
+	recall, cands, tm := b.recallPass(func(qi int) ([]int64, error) { return b.knn(ctx, t.conns[0], t.name, qi, opts) })
+	if tm.err != nil {
+		return tm.err
+	}
+	b.point("vecside", t.def, benchreport.SidecarOnly, params, recall, &cands, 1, tm)
+	if b.p.clients > 1 {
+		tm := b.timeRun(b.p.clients, func(c, qi int) error { _, err := b.knn(ctx, t.conns[c], t.name, qi, opts); return err })
+		if tm.err != nil {
+			return tm.err
+		}
+		b.point("vecside", t.def, benchreport.SidecarOnly, params, recall, &cands, b.p.clients, tm)
+	}
+	if !b.p.e2e {
+		return nil
+	}
+	hf := make([]*heapfetch.Client, len(t.conns))
+	for i := range hf {
+		hf[i] = heapfetch.New(t.conns[i], t.heaps[i])
+	}
+	rest := strings.TrimSpace(strings.Replace(opts, fmt.Sprintf("oversample=%g", so.Oversample), "", 1))
+	e2e := func(c, qi int) error {
+		_, err := hf[c].Search(ctx, heapfetch.Request{Index: t.name, Vector: b.queries[qi], K: b.p.k, Oversample: so.Oversample, Options: rest})
+		return err
+	}
+	for _, clients := range concurrencies(b.p.clients) {
+		tm := b.timeRun(clients, e2e)
+		if tm.err != nil {
+			return tm.err
+		}
+		b.point("vecside", t.def, benchreport.EndToEnd, params, recall, &cands, clients, tm)
+	}
+	return nil
+}
+
+// concurrencies are 1 and --clients.
+func concurrencies(clients int) []int {
+	if clients == 1 {
+		return []int{1}
+	}
+	return []int{1, clients}
+}
+
+// knn asks the sidecar for query qi's candidates.
+func (b *bench) knn(ctx context.Context, conn *pgx.Conn, name string, qi int, opts string) ([]int64, error) {
+	rows, err := conn.Query(ctx, "SELECT id FROM knn($1, $2, $3, $4)", name, b.queries[qi], b.p.k, opts)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[int64])
+}
+
+// recall asks the sidecar for every query's candidates and returns
+// recall@k after exact re-rank and the mean number of candidates.
+func (b *bench) recall(ctx context.Context, conn *pgx.Conn, name, opts string) (recall, cands float64, err error) {
+	recall, cands, t := b.recallPass(func(qi int) ([]int64, error) { return b.knn(ctx, conn, name, qi, opts) })
+	return recall, cands, t.err
+}

@@ -1,0 +1,144 @@
+package benchreport
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+)
+
+// Modes of a point.
+const (
+	SidecarOnly = "sidecar-only"
+	EndToEnd    = "end-to-end"
+)
+
+// Report is a whole run.
+type Report struct {
+	Header Header      `json:"header"`
+	Points []Point     `json:"points"`
+	Writes []WriteLoad `json:"write_load,omitempty"`
+}
+
+// Header describes the run: where, on what, and what building cost.
+type Header struct {
+	Started  string   `json:"started"` // RFC 3339, UTC
+	Command  string   `json:"command"`
+	Machine  Machine  `json:"machine"`
+	Dataset  Dataset  `json:"dataset"`
+	Builds   []Build  `json:"builds"`
+	Settings Settings `json:"settings"`
+}
+
+// Machine is what the figures were measured on.
+type Machine struct {
+	CPU         string `json:"cpu"`
+	Cores       int    `json:"cores"`
+	MemoryBytes int64  `json:"memory_bytes"`
+	Kernel      string `json:"kernel"`
+	Go          string `json:"go"`
+	Postgres    string `json:"postgres"`
+	PGVector    string `json:"pgvector,omitempty"` // its version, when compared
+	// SharedBuffers and the other server settings that decide how fast
+	// the heap (and pgvector's index) answers.
+	SharedBuffers string `json:"shared_buffers"`
+}
+
+// Dataset is what was searched.
+type Dataset struct {
+	Name    string `json:"name"`
+	Rows    int    `json:"rows"`
+	Dims    int    `json:"dims"`
+	Metric  string `json:"metric"`
+	Queries int    `json:"queries"`
+	K       int    `json:"k"`
+	// Truth says where the ground truth came from: computed by brute
+	// force, or read from a file.
+	Truth string `json:"truth"`
+}
+
+// Build is one index's build.
+type Build struct {
+	System      string  `json:"system"`
+	Index       string  `json:"index"`
+	Seconds     float64 `json:"seconds"`
+	IndexBytes  int64   `json:"index_bytes"`
+	BytesPerRow float64 `json:"bytes_per_row"`
+	// RSSBytes and PeakRSSBytes are a sidecar process's resident memory
+	// once ready and at most during the build (bench --process only).
+	RSSBytes     int64 `json:"rss_bytes,omitempty"`
+	PeakRSSBytes int64 `json:"peak_rss_bytes,omitempty"`
+	// TableBytes is the size of the table the index was built on, where
+	// the system has one of its own (pgvector).
+	TableBytes int64 `json:"table_bytes,omitempty"`
+	// Settings are the server settings the build ran with (pgvector's
+	// maintenance_work_mem, max_parallel_maintenance_workers) and how the
+	// table was prepared.
+	Settings map[string]string `json:"settings,omitempty"`
+}
+
+// Settings are the run's knobs that apply to every point.
+type Settings struct {
+	Clients   int `json:"clients"`
+	Measured  int `json:"measured_queries"` // per timed run
+	WriteRate int `json:"write_rate,omitempty"`
+}
+
+// Point is one measured setting of one index in one mode at one
+// concurrency.
+type Point struct {
+	System string             `json:"system"` // vecside or pgvector
+	Index  string             `json:"index"`
+	Mode   string             `json:"mode"`
+	Params map[string]float64 `json:"params"`
+	K      int                `json:"k"`
+	// Recall is recall@k: a returned row is a hit when its exact distance
+	// is at most the true k-th distance.
+	Recall      float64 `json:"recall"`
+	P50         float64 `json:"p50_ms"`
+	P95         float64 `json:"p95_ms"`
+	P99         float64 `json:"p99_ms"`
+	QPS         float64 `json:"qps"`
+	Concurrency int     `json:"concurrency"`
+	// CandidatesMean is the mean number of candidates the sidecar
+	// returned per query; nil for pgvector, which returns k rows.
+	CandidatesMean *float64 `json:"candidates_mean"`
+}
+
+// WriteLoad is one index under steady writes while clients search.
+type WriteLoad struct {
+	Index       string  `json:"index"`
+	Rate        int     `json:"write_rate"` // rows per second asked for
+	Seconds     float64 `json:"seconds"`
+	Written     float64 `json:"written_per_s"` // rows per second committed
+	ApplyRate   float64 `json:"apply_rate"`    // rows per second the index applied
+	LagP50      float64 `json:"lag_p50_ms"`
+	LagP99      float64 `json:"lag_p99_ms"`
+	Concurrency int     `json:"concurrency"`
+	SearchQPS   float64 `json:"search_qps"`
+	SearchP99   float64 `json:"search_p99_ms"`
+}
+
+// WriteJSON writes r to path, indented.
+func (r *Report) WriteJSON(path string) error {
+	return writeFile(path, func(w io.Writer) error {
+		e := json.NewEncoder(w)
+		e.SetIndent("", "  ")
+		return e.Encode(r)
+	})
+}
+
+func writeFile(path string, write func(io.Writer) error) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("benchreport: %w", err)
+	}
+	if err := write(f); err != nil {
+		f.Close()
+		return fmt.Errorf("benchreport: %s: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("benchreport: %w", err)
+	}
+	return nil
+}
