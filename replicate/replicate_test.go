@@ -415,7 +415,7 @@ func TestReconnectsAfterWalsenderIsKilled(t *testing.T) {
 	waitReady(t, e)
 	for round := 0; round < 3; round++ {
 		h.exec(fmt.Sprintf(`INSERT INTO r SELECT g, ARRAY[g, %d]::real[] FROM generate_series(%d, %d) g`, round, round*100, round*100+99))
-		h.exec(`SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = 'vecside' AND active_pid IS NOT NULL`)
+		h.killWalsender()
 		h.exec(fmt.Sprintf(`UPDATE r SET v = ARRAY[-1, %d]::real[] WHERE id %% 7 = 0`, round))
 	}
 	h.assertConverged(e, 2)
@@ -469,6 +469,26 @@ func TestReconnectsAfterSilentPartition(t *testing.T) {
 	t.Logf("caught up %v after the partition", time.Since(cut).Round(time.Millisecond))
 	h.assertConverged(e, 2)
 	h.assertReconnected()
+}
+
+// killWalsender terminates the slot's walsender once there is one: the
+// replicator may still be between connecting and START_REPLICATION, and
+// a kill that finds no walsender tests nothing.
+func (h *harness) killWalsender() {
+	h.t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		var killed bool
+		if err := h.conn.QueryRow(h.ctx, `SELECT coalesce(bool_or(pg_terminate_backend(active_pid)), false)
+			FROM pg_replication_slots WHERE slot_name = 'vecside' AND active_pid IS NOT NULL`).Scan(&killed); err != nil {
+			h.t.Fatal(err)
+		}
+		if killed {
+			return
+		}
+		if time.Now().After(deadline) {
+			h.t.Fatal("the slot had no walsender to kill for 30 s")
+		}
+	}
 }
 
 func (h *harness) assertReconnected() {
