@@ -273,6 +273,24 @@ func (r *Replicator) runOnce(ctx context.Context) error {
 	}
 	src := indexer.Source{SystemID: parseSystemID(sys.SystemID), Timeline: uint32(sys.Timeline), Slot: r.cfg.Name}
 	r.mu.Lock()
+	prev := r.source
+	r.mu.Unlock()
+	if prev.SystemID != 0 && (prev.SystemID != src.SystemID || prev.Timeline != src.Timeline) {
+		// xids of another system or timeline mean other writes: forget
+		// them before the new source is reported (see indexer's
+		// SearchOptions.XIDSource).
+		r.log.Warn("the source changed system or timeline; forgetting every row's xid", "system", src.SystemID, "timeline", src.Timeline)
+		for _, e := range r.cfg.Entries {
+			e.ForgetAllXIDs()
+		}
+	}
+	// Reported before checkpoints are restored: an index restored is
+	// ready at once, and its xids are of this source (a checkpoint of
+	// another is refused), so a search may use them from then on.
+	if r.cfg.ReportSource != nil {
+		r.cfg.ReportSource(src)
+	}
+	r.mu.Lock()
 	restore := !r.restored && r.cfg.DataDir != ""
 	r.restored = true
 	r.mu.Unlock()
@@ -294,21 +312,8 @@ func (r *Replicator) runOnce(ctx context.Context) error {
 		return err
 	}
 	r.mu.Lock()
-	prev := r.source
 	r.floor, r.source = floor, src
 	r.mu.Unlock()
-	if prev.SystemID != 0 && (prev.SystemID != src.SystemID || prev.Timeline != src.Timeline) {
-		// xids of another system or timeline mean other writes: forget
-		// them before the new source is reported (see indexer's
-		// SearchOptions.XIDSource).
-		r.log.Warn("the source changed system or timeline; forgetting every row's xid", "system", src.SystemID, "timeline", src.Timeline)
-		for _, e := range r.cfg.Entries {
-			e.ForgetAllXIDs()
-		}
-	}
-	if r.cfg.ReportSource != nil {
-		r.cfg.ReportSource(src)
-	}
 	repair := func(ctx context.Context, t *table, e *indexer.Entry, key string) error {
 		r.stats.Repairs.Add(1)
 		ctx, cancel := r.bounded(ctx)
