@@ -231,17 +231,26 @@ func readKeys(r *bufio.Reader) ([]string, error) {
 	}
 	var keys []string
 	for i := uint64(0); i < n; i++ {
-		l, err := binary.ReadUvarint(r)
-		if err != nil || l > 1<<20 {
-			return nil, fmt.Errorf("skipped key %d: bad length (%v)", i, err)
+		k, err := readKey(r)
+		if err != nil {
+			return nil, fmt.Errorf("skipped key %d: %w", i, err)
 		}
-		k := make([]byte, l)
-		if _, err := io.ReadFull(r, k); err != nil {
-			return nil, err
-		}
-		keys = append(keys, string(k))
+		keys = append(keys, k)
 	}
 	return keys, nil
+}
+
+// readKey reads a key written with its length, at most 1 MiB.
+func readKey(r *bufio.Reader) (string, error) {
+	l, err := binary.ReadUvarint(r)
+	if err != nil || l > 1<<20 {
+		return "", fmt.Errorf("bad length (%v)", err)
+	}
+	k := make([]byte, l)
+	if _, err := io.ReadFull(r, k); err != nil {
+		return "", err
+	}
+	return string(k), nil
 }
 
 // writeXIDs writes the known xids of the rows a checkpoint holds: a
@@ -249,22 +258,13 @@ func readKeys(r *bufio.Reader) ([]string, error) {
 func writeXIDs(w io.Writer, xids xidSnapshot) error {
 	var n uint64
 	xids.each(func(string, uint32) { n++ })
-	buf := binary.AppendUvarint(nil, n)
-	var err error
+	b := store.NewBodyWriter(w)
+	b.Uvarint(n)
 	xids.each(func(key string, xid uint32) {
-		buf = binary.AppendUvarint(buf, uint64(len(key)))
-		buf = append(buf, key...)
-		buf = binary.AppendUvarint(buf, uint64(xid))
-		if len(buf) >= 64<<10 && err == nil {
-			_, err = w.Write(buf)
-			buf = buf[:0]
-		}
+		b.String(key)
+		b.Uvarint(uint64(xid))
 	})
-	if err != nil {
-		return err
-	}
-	_, err = w.Write(buf)
-	return err
+	return b.Flush()
 }
 
 type keyXID struct {
@@ -282,19 +282,15 @@ func readXIDs(r *bufio.Reader) ([]keyXID, error) {
 	}
 	var out []keyXID
 	for i := uint64(0); i < n; i++ {
-		l, err := binary.ReadUvarint(r)
-		if err != nil || l > 1<<20 {
-			return nil, fmt.Errorf("xid %d: bad key length (%v)", i, err)
-		}
-		k := make([]byte, l)
-		if _, err := io.ReadFull(r, k); err != nil {
-			return nil, err
+		k, err := readKey(r)
+		if err != nil {
+			return nil, fmt.Errorf("xid %d: key: %w", i, err)
 		}
 		xid, err := binary.ReadUvarint(r)
 		if err != nil || xid > math.MaxUint32 {
 			return nil, fmt.Errorf("xid %d: bad value (%v)", i, err)
 		}
-		out = append(out, keyXID{string(k), uint32(xid)})
+		out = append(out, keyXID{k, uint32(xid)})
 	}
 	return out, nil
 }
