@@ -61,3 +61,40 @@ func dotU4I8Go(a []byte, b []int8) int32 {
 	}
 	return s
 }
+
+// u2Chunk is the number of bytes in one chunk of packed 2-bit codes: 128
+// codes, bits 2i..2i+1 of byte j holding code i·32 + j, so that SIMD code
+// unpacks a chunk with shifts and masks and finds each quarter in query
+// order. A final short chunk of m bytes holds 4m codes the same way.
+const u2Chunk = 32
+
+// packU2 packs the 2-bit codes u (len(u) a multiple of 4, values < 4) into
+// dst[:len(u)/4] in the chunked layout.
+func packU2(dst []byte, u []uint8) {
+	for base := 0; base < len(u); base += 4 * u2Chunk {
+		m := min(u2Chunk, (len(u)-base)/4)
+		for j := range m {
+			dst[base/4+j] = u[base+j] | u[base+m+j]<<2 | u[base+2*m+j]<<4 | u[base+3*m+j]<<6
+		}
+	}
+}
+
+// dotU2I8 returns sum u[i]*b[i] over the codes u packed in a by packU2;
+// len(b) must be 4*len(a).
+func dotU2I8(a []byte, b []int8) int32 {
+	checkLen(4*len(a), len(b))
+	return dotU2I8Go(a, b)
+}
+
+func dotU2I8Go(a []byte, b []int8) int32 {
+	var s int32
+	for base := 0; base < len(a); base += u2Chunk {
+		m := min(u2Chunk, len(a)-base)
+		c, q := a[base:base+m], b[4*base:4*base+4*m]
+		for j, x := range c {
+			s += int32(x&3)*int32(q[j]) + int32(x>>2&3)*int32(q[m+j]) +
+				int32(x>>4&3)*int32(q[2*m+j]) + int32(x>>6)*int32(q[3*m+j])
+		}
+	}
+	return s
+}
