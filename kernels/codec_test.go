@@ -136,7 +136,7 @@ func TestRaBitQBounds(t *testing.T) {
 	for _, dim := range []int{100, 384} {
 		for _, m := range []Metric{L2, IP, Cosine} {
 			var binRMSE float64
-			for _, bits := range []int{4, 8} {
+			for _, bits := range []int{4, 6, 8} {
 				name := fmt.Sprintf("%d/%v/ex%d", dim, m, bits)
 				bin, ext := rabitqRun(t, RaBitQConfig{Dim: dim, Metric: m, ExBits: bits, Seed: 1}, 1024, 16)
 				t.Logf("%s: 1-bit coverage %.4f bias %+.3f rmse %.4g; extended coverage %.4f bias %+.3f rmse %.4g",
@@ -163,14 +163,15 @@ func TestRaBitQBounds(t *testing.T) {
 
 // A decoded extended code keeps the residual's norm and points close to
 // its direction: at 4 bits the cosine with the true rotated residual is
-// above 0.95, at 8 bits above 0.999, for odd and even dimensions.
+// above 0.95, at 6 bits above 0.99, at 8 bits above 0.999, for odd and
+// even dimensions.
 func TestDecodeExt(t *testing.T) {
 	r := rand.New(rand.NewPCG(7, 8))
 	for _, dim := range []int{37, 128, 200} {
 		for _, c := range []struct {
 			bits int
 			cos  float64
-		}{{4, 0.95}, {8, 0.999}} {
+		}{{4, 0.95}, {6, 0.99}, {8, 0.999}} {
 			rq, err := NewRaBitQ(RaBitQConfig{Dim: dim, Metric: L2, ExBits: c.bits, Seed: 5})
 			if err != nil {
 				t.Fatal(err)
@@ -257,6 +258,56 @@ func TestExtInnerAcrossCentroids(t *testing.T) {
 	}
 	if got := float64(inside) / float64(pairs); got < 0.99 {
 		t.Errorf("true distance inside the composed bound for %.4f of pairs, want ≥ 0.99", got)
+	}
+}
+
+// The top plane of a 6-bit code is a 4-bit code: ExtInnerTop, with
+// TopScale, estimates <r, t> about as well as a 4-bit codec of the same
+// rotation does, and the whole code (ExtInner) several times better, for
+// a dimension that is a multiple of four and one that is not.
+func TestExtInnerTop(t *testing.T) {
+	r := rand.New(rand.NewPCG(13, 14))
+	for _, dim := range []int{96, 101} {
+		six, err := NewRaBitQ(RaBitQConfig{Dim: dim, Metric: L2, ExBits: 6, Seed: 9})
+		if err != nil {
+			t.Fatal(err)
+		}
+		four, _ := NewRaBitQ(RaBitQConfig{Dim: dim, Metric: L2, ExBits: 4, Seed: 9})
+		data := clustered(r, 300, dim, 8)
+		c := mean(data)
+		cRot, qRot, res := make([]float32, dim), make([]float32, dim), make([]float32, dim)
+		six.Rotate(cRot, c)
+		code := make([]byte, six.CodeBytes())
+		ext6, ext4 := make([]byte, six.ExtBytes()), make([]byte, four.ExtBytes())
+		var q6, q4 Query
+		var top, whole, coarse estStats
+		for _, v := range data[:200] {
+			six.RotateQuery(res, v)
+			for i := range res {
+				res[i] -= cRot[i]
+			}
+			_, f6 := six.EncodeRotated(res, code, ext6)
+			_, f4 := four.EncodeRotated(res, code, ext4)
+			scale := six.TopScale(ext6, res)
+			for _, qv := range data[200:220] {
+				six.RotateQuery(qRot, qv)
+				six.PrepareExtQuery(&q6, qRot, cRot)
+				four.PrepareExtQuery(&q4, qRot, cRot)
+				truth := float64(Dot(res, q6.t[:dim]))
+				top.add(six.ExtInnerTop(&q6, ext6, scale), 0, truth, 1)
+				ip, _ := six.ExtInner(&q6, ext6, &f6)
+				whole.add(ip, 0, truth, 1)
+				ip, _ = four.ExtInner(&q4, ext4, &f4)
+				coarse.add(ip, 0, truth, 1)
+			}
+		}
+		t.Logf("%d-d: rmse of <r,t> from the top plane %.4g, the whole 6-bit code %.4g, a 4-bit code %.4g", dim, top.rmse(), whole.rmse(), coarse.rmse())
+		if top.rmse() > 1.3*coarse.rmse() {
+			t.Errorf("%d-d: the top plane's rmse %.4g, want within 1.3x of a 4-bit code's %.4g", dim, top.rmse(), coarse.rmse())
+		}
+		if whole.rmse() > coarse.rmse()/2.5 {
+			t.Errorf("%d-d: the whole 6-bit code's rmse %.4g, want below a 4-bit code's %.4g / 2.5", dim, whole.rmse(), coarse.rmse())
+		}
 	}
 }
 
