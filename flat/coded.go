@@ -25,7 +25,7 @@ const MinMeanRows = 1024
 // NewCoded returns an empty coded index around the mean of sample (the
 // origin if it is empty).
 func NewCoded(cfg store.CodedConfig, sample [][]float32) (*Coded, error) {
-	if cfg.Store != store.Ext4 && cfg.Store != store.Ext8 {
+	if cfg.Store == store.Float {
 		return nil, fmt.Errorf("flat: coded index with store=%s (float is the float index)", cfg.Store)
 	}
 	x, err := store.NewCoded(cfg, store.Mean(cfg.Metric, cfg.Dims, sample))

@@ -20,7 +20,7 @@ import (
 
 var (
 	benchRows  = flag.Int("hnsw.rows", 100000, "rows of the clustered set the benchmarks build")
-	benchStore = flag.String("hnsw.store", "ext4", "store of the benchmarks' index")
+	benchStore = flag.String("hnsw.store", "ext6", "store of the benchmarks' index")
 	benchM     = flag.Int("hnsw.m", DefaultM, "m of the benchmarks' index")
 	benchEfc   = flag.Int("hnsw.efc", DefaultEfConstruction, "ef_construction of the benchmarks' index")
 	benchEfs   = flag.String("hnsw.ef", "16,24,32,48,64,96,128,192,256", "ef_search values BenchmarkSearch sweeps")

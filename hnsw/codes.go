@@ -16,7 +16,11 @@ import (
 //
 // Everything an estimate needs sits in one row, so visiting a neighbour
 // costs one or two cache lines. The 1-bit code is not kept: it is the
-// extended code's top bit, and a graph never scans blocks.
+// extended code's top bit, and a graph never scans blocks. With 6-bit
+// codes (store=ext6, the default) the walk reads only the code's top
+// plane, a 4-bit code with a scale of its own (kernels.ExtInnerTop), and
+// refine the whole code: the walk's estimates only choose where to go,
+// the refined ones order what a search returns.
 //
 // The centroids (see train) are kept rotated, in the space searches
 // estimate in: a query is rotated once and prepared once, against the
@@ -38,16 +42,20 @@ type codes struct {
 	rq       *kernels.RaBitQ // nil for store=float
 	cents    *centroids
 	extBytes int
-	ext      *store.Slab[byte]    // code | NormSq Scale Err QErr κ | centroid
+	tail     int                  // tailBytes, or topTailBytes with a top plane
+	top      bool                 // 6-bit codes: the walk reads their top plane alone
+	ext      *store.Slab[byte]    // code | NormSq Scale Err QErr κ | centroid [| top plane's scale]
 	floats   *store.Slab[float32] // store=float
 }
 
 // Bytes of a coded row past its extended code: five float32 factors and
-// the centroid's number.
+// the centroid's number, then for 6-bit codes the top plane's scale.
 const (
-	tailBytes  = 24
-	kappaAt    = 16
-	centroidAt = 20
+	tailBytes    = 24
+	kappaAt      = 16
+	centroidAt   = 20
+	topScaleAt   = 24
+	topTailBytes = 28
 )
 
 func newCodes(cfg store.CodedConfig, rq *kernels.RaBitQ, cents *centroids) *codes {
@@ -56,8 +64,11 @@ func newCodes(cfg store.CodedConfig, rq *kernels.RaBitQ, cents *centroids) *code
 		c.floats = store.NewSlab[float32](cfg.Dims)
 		return c
 	}
-	c.rq, c.extBytes, c.cents = rq, rq.ExtBytes(), cents
-	c.ext = store.NewSlab[byte](c.extBytes + tailBytes)
+	c.rq, c.extBytes, c.cents, c.tail = rq, rq.ExtBytes(), cents, tailBytes
+	if c.top = rq.Config().ExBits == store.Ext6.ExBits(); c.top {
+		c.tail = topTailBytes
+	}
+	c.ext = store.NewSlab[byte](c.extBytes + c.tail)
 	return c
 }
 
@@ -67,7 +78,7 @@ func (c *codes) fresh() *codes {
 	if c.floats != nil {
 		n.floats = store.NewSlab[float32](c.dims)
 	} else {
-		n.ext = store.NewSlab[byte](c.extBytes + tailBytes)
+		n.ext = store.NewSlab[byte](c.extBytes + c.tail)
 	}
 	return &n
 }
@@ -108,7 +119,7 @@ func (c *codes) prepare(vec []float32) *prepared {
 		return p
 	}
 	c.rq.RotateQuery(p.vec, vec)
-	p.row = make([]byte, c.extBytes+tailBytes)
+	p.row = make([]byte, c.extBytes+c.tail)
 	c.encode(p.row, p.vec)
 	return p
 }
@@ -130,6 +141,9 @@ func (c *codes) encode(row []byte, v []float32) {
 		binary.LittleEndian.PutUint32(t[4*i:], math.Float32bits(v))
 	}
 	binary.LittleEndian.PutUint32(t[centroidAt:], uint32(k))
+	if c.top {
+		binary.LittleEndian.PutUint32(t[topScaleAt:], math.Float32bits(c.rq.TopScale(row[:c.extBytes], r)))
+	}
 }
 
 // put writes a prepared row under id.
@@ -154,7 +168,7 @@ func f32At(b []byte, at int) float32 { return math.Float32frombits(binary.Little
 
 // unpack returns a coded row's extended code, factors, κ and centroid.
 func (c *codes) unpack(row []byte) (ext []byte, f kernels.Factors, kappa float32, k uint32) {
-	t := row[c.extBytes : c.extBytes+tailBytes]
+	t := row[c.extBytes : c.extBytes+c.tail]
 	f = kernels.Factors{NormSq: f32At(t, 0), Scale: f32At(t, 4), Err: f32At(t, 8), QErr: f32At(t, 12)}
 	return row[:c.extBytes], f, f32At(t, kappaAt), binary.LittleEndian.Uint32(t[centroidAt:])
 }
@@ -236,13 +250,20 @@ func (c *codes) prefetch(id uint32) {
 
 // estimate is id's distance from q in the codec's terms (squared for L2,
 // 1−cos for cosine, −ip for ip) and the half-width of its error bound
-// (0 for store=float).
+// (0 for store=float, and for the top plane of 6-bit codes, whose
+// estimates only guide the walk).
 func (c *codes) estimate(q *query, id uint32) (est, bound float32) {
 	if c.floats != nil {
 		return store.ExactEstimate(c.metric, q.v, c.floats.Row(id)), 0
 	}
-	ext, f, kappa, k := c.unpack(c.ext.Row(id))
-	ip, e := c.rq.ExtInner(&q.pq, ext, &f)
+	row := c.ext.Row(id)
+	ext, f, kappa, k := c.unpack(row)
+	var ip, e float32
+	if c.top {
+		ip = c.rq.ExtInnerTop(&q.pq, ext, f32At(row, c.extBytes+topScaleAt))
+	} else {
+		ip, e = c.rq.ExtInner(&q.pq, ext, &f)
+	}
 	term := c.centroidTerm(q, k)
 	switch c.metric {
 	case kernels.L2:

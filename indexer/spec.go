@@ -14,11 +14,11 @@ import (
 //
 //	NAME=SCHEMA.TABLE(COLUMN) key=KEYCOL metric=l2|cosine|ip [kind=flat|ivf|hnsw] [dims=N] [where='CONDITION'] [KIND OPTIONS]
 //
-// Kind options (see kinds.go): kind=flat store=float|ext4|ext8 (default
-// float, the exact float32 index); kind=ivf lists=N probes=N
-// store=float|ext4|ext8 (default float) bits=4|8; kind=hnsw m=N
-// ef_construction=N ef_search=N store=float|ext4|ext8 (default ext4)
-// bits=4|8.
+// Kind options (see kinds.go): kind=flat store=float|ext4|ext6|ext8
+// (default float, the exact float32 index); kind=ivf lists=N probes=N
+// store=float|ext4|ext6|ext8 (default ext4) bits=4|6|8; kind=hnsw m=N
+// ef_construction=N ef_search=N store=float|ext4|ext6|ext8 (default ext6)
+// bits=4|6|8.
 //
 // Identifiers follow SQL: unquoted ones are folded to lower case, double
 // quotes keep case and allow any character.

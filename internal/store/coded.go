@@ -71,7 +71,7 @@ type rows struct {
 type CodedConfig struct {
 	Metric kernels.Metric
 	Dims   int
-	Store  Kind   // Ext4, Ext8 or Float
+	Store  Kind   // Ext4, Ext6, Ext8 or Float
 	Seed   uint64 // of the random rotation
 	// KeyWidth is the bytes of a fixed-width key, 0 for variable.
 	KeyWidth int

@@ -16,29 +16,36 @@ type Kind uint8
 const (
 	// Ext4 keeps a 4-bit extended RaBitQ code per row: the compact store.
 	Ext4 Kind = 4
+	// Ext6 keeps a 6-bit extended RaBitQ code per row, as a 4-bit code of
+	// its top bits and a plane of its low two bits (kernels.ExtInnerTop).
+	Ext6 Kind = 6
 	// Ext8 keeps an 8-bit extended RaBitQ code per row.
 	Ext8 Kind = 8
 	// Float keeps the float32 vectors: the second pass is exact.
 	Float Kind = 32
 )
 
-// ParseKind reads the store= option: ext4, ext8 or float.
+// ParseKind reads the store= option: ext4, ext6, ext8 or float.
 func ParseKind(s string) (Kind, error) {
 	switch s {
 	case "ext4":
 		return Ext4, nil
+	case "ext6":
+		return Ext6, nil
 	case "ext8":
 		return Ext8, nil
 	case "float":
 		return Float, nil
 	}
-	return 0, fmt.Errorf("store=%s: want ext4, ext8 or float", s)
+	return 0, fmt.Errorf("store=%s: want ext4, ext6, ext8 or float", s)
 }
 
 func (k Kind) String() string {
 	switch k {
 	case Ext4:
 		return "ext4"
+	case Ext6:
+		return "ext6"
 	case Ext8:
 		return "ext8"
 	case Float:
