@@ -97,6 +97,24 @@ func BenchmarkDotU4I8(b *testing.B) {
 	})
 }
 
+// BenchmarkDotU2I8 adds 784 dimensions to the usual sizes: their 196 code
+// bytes end in a short chunk that the Go tail handles.
+func BenchmarkDotU2I8(b *testing.B) {
+	r := rand.New(rand.NewPCG(1, 6))
+	benchDimsImpls(b, intFamily, []int{128, 384, 768, 784, 1536}, func(b *testing.B, dim int) {
+		x, y := randBytes(r, dim, byteGens[0])
+		packed := make([]byte, dim/4)
+		for i := range x {
+			x[i] &= 3
+		}
+		packU2(packed, x)
+		b.SetBytes(int64(dim/4 + dim))
+		for b.Loop() {
+			sinkI32 += dotU2I8(packed, y)
+		}
+	})
+}
+
 // scanBench is a RaBitQ codec, a prepared query and nblocks blocks of random
 // codes with random factors.
 type scanBench struct {

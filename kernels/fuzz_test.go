@@ -97,6 +97,26 @@ func FuzzDotU4I8(f *testing.F) {
 	})
 }
 
+func FuzzDotU2I8(f *testing.F) {
+	f.Add([]byte("\xff\x03\x02\x01"), []byte("\x80\x80\x7f\x01\x02\x03\x04\x05"))
+	f.Fuzz(func(t *testing.T, u, bb []byte) {
+		b := fuzzInt8s(bb)
+		n := min(len(u), len(b)) &^ 3
+		u, b = u[:n], b[:n]
+		for i := range u {
+			u[i] &= 3
+		}
+		packed := make([]byte, n/4)
+		packU2(packed, u)
+		want := refDotU8I8(u, b)
+		eachImpl(intFamily, func(name string) {
+			if got := dotU2I8(packed, b); got != want {
+				t.Errorf("%s n=%d: got %d, want %d", name, n, got, want)
+			}
+		})
+	})
+}
+
 // FuzzFastScan takes the query from q (one entry per byte, folded into
 // [-63, 63], up to 2048 dimensions in whole 64-dimension words) and the
 // codes of the 32 vectors from codes, repeated as needed.

@@ -259,6 +259,25 @@ func TestDotU4I8(t *testing.T) {
 	})
 }
 
+func TestDotU2I8(t *testing.T) {
+	forEachImpl(t, intFamily, func(t *testing.T) {
+		r := rand.New(rand.NewPCG(11, 12))
+		for _, g := range byteGens {
+			for _, n := range append([]int{0}, testLengths...) {
+				u, b := randBytes(r, 4*n, g)
+				for i := range u {
+					u[i] &= 3
+				}
+				packed := make([]byte, n)
+				packU2(packed, u)
+				if got, want := dotU2I8(packed, b), refDotU8I8(u, b); got != want {
+					t.Errorf("%s codes=%d: got %d, want %d", g.name, 4*n, got, want)
+				}
+			}
+		}
+	})
+}
+
 // refScan computes the fast-scan sums from the definition: for vector v,
 // sum over dimensions of bit*t' plus the tables' offset.
 func refScan(tq []int8, codes [][]byte) [BlockVectors]uint32 {
