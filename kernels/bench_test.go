@@ -81,20 +81,30 @@ func BenchmarkDotU8I8(b *testing.B) {
 	})
 }
 
-func BenchmarkDotU4I8(b *testing.B) {
-	r := rand.New(rand.NewPCG(1, 5))
-	benchDimsImpls(b, intFamily, benchDims, func(b *testing.B, dim int) {
+// benchPackedDot benchmarks p on random codes and query of each dim (a
+// multiple of p.perByte).
+func benchPackedDot(b *testing.B, p packedDot, dims []int, seed uint64) {
+	r := rand.New(rand.NewPCG(1, seed))
+	benchDimsImpls(b, intFamily, dims, func(b *testing.B, dim int) {
 		x, y := randBytes(r, dim, byteGens[0])
-		packed := make([]byte, dim/2)
 		for i := range x {
-			x[i] &= 15
+			x[i] &= p.mask()
 		}
-		packU4(packed, x)
-		b.SetBytes(int64(dim/2 + dim))
+		packed := make([]byte, dim/p.perByte)
+		p.pack(packed, x)
+		b.SetBytes(int64(len(packed) + dim))
 		for b.Loop() {
-			sinkI32 += dotU4I8(packed, y)
+			sinkI32 += p.dot(packed, y)
 		}
 	})
+}
+
+func BenchmarkDotU4I8(b *testing.B) { benchPackedDot(b, u4Dot, benchDims, 5) }
+
+// BenchmarkDotU2I8 adds 784 dimensions to the usual sizes: their 196 code
+// bytes end in a short chunk that the Go tail handles.
+func BenchmarkDotU2I8(b *testing.B) {
+	benchPackedDot(b, u2Dot, []int{128, 384, 768, 784, 1536}, 6)
 }
 
 // scanBench is a RaBitQ codec, a prepared query and nblocks blocks of random

@@ -77,24 +77,27 @@ func FuzzDotU8I8(f *testing.F) {
 	})
 }
 
+// fuzzPackedDot checks p on every implementation with the codes u (their
+// low bits) and the query bb, cut to a common length that packs whole bytes.
+func fuzzPackedDot(t *testing.T, p packedDot, u, bb []byte) {
+	b := fuzzInt8s(bb)
+	n := min(len(u), len(b)) / p.perByte * p.perByte
+	u, b = u[:n], b[:n]
+	eachImpl(intFamily, func(name string) {
+		if got, want := p.check(u, b); got != want {
+			t.Errorf("%s n=%d: got %d, want %d", name, n, got, want)
+		}
+	})
+}
+
 func FuzzDotU4I8(f *testing.F) {
 	f.Add([]byte("\xff\x0f\xf0"), []byte("\x80\x80\x7f\x01\x02\x03"))
-	f.Fuzz(func(t *testing.T, u, bb []byte) {
-		b := fuzzInt8s(bb)
-		n := min(len(u), len(b)) &^ 1
-		u, b = u[:n], b[:n]
-		for i := range u {
-			u[i] &= 15
-		}
-		packed := make([]byte, n/2)
-		packU4(packed, u)
-		want := refDotU8I8(u, b)
-		eachImpl(intFamily, func(name string) {
-			if got := dotU4I8(packed, b); got != want {
-				t.Errorf("%s n=%d: got %d, want %d", name, n, got, want)
-			}
-		})
-	})
+	f.Fuzz(func(t *testing.T, u, bb []byte) { fuzzPackedDot(t, u4Dot, u, bb) })
+}
+
+func FuzzDotU2I8(f *testing.F) {
+	f.Add([]byte("\xff\x03\x02\x01"), []byte("\x80\x80\x7f\x01\x02\x03\x04\x05"))
+	f.Fuzz(func(t *testing.T, u, bb []byte) { fuzzPackedDot(t, u2Dot, u, bb) })
 }
 
 // FuzzFastScan takes the query from q (one entry per byte, folded into

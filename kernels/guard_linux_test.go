@@ -45,6 +45,7 @@ func TestTailsStayInBounds(t *testing.T) {
 			for n := 1; n <= 140; n++ {
 				_ = DotU8I8(page[len(page)-n:], int8s[len(page)-n:])
 				_ = dotU4I8(page[len(page)-n:], int8s[len(page)-2*n:])
+				_ = dotU2I8(page[len(page)-n:], int8s[len(page)-4*n:])
 			}
 		})
 	})

@@ -55,7 +55,7 @@ func dotBlockAVX512(q, block *float32, dim, rows int, out *float32)
 func l2SqBlockAVX512(q, block *float32, dim, rows int, out *float32)
 
 // Byte kernels, int8_amd64.s. dotU8I8AVX2 takes n a positive multiple of 32,
-// dotU8I8AVX512 any n > 0; the U4 kernels take whole 32-byte chunks.
+// dotU8I8AVX512 any n > 0; the U4 and U2 kernels take whole 32-byte chunks.
 //
 //go:noescape
 func dotU8I8AVX2(a *byte, b *int8, n int) int32
@@ -68,6 +68,12 @@ func dotU4I8AVX2(a *byte, b *int8, chunks int) int32
 
 //go:noescape
 func dotU4I8AVX512(a *byte, b *int8, chunks int) int32
+
+//go:noescape
+func dotU2I8AVX2(a *byte, b *int8, chunks int) int32
+
+//go:noescape
+func dotU2I8AVX512(a *byte, b *int8, chunks int) int32
 
 // Fast scan, scan_amd64.s: cols is a positive multiple of 8, at most
 // maxScanCols.
@@ -145,6 +151,21 @@ func dotU4I8Impl(a []byte, b []int8) int32 {
 		s = dotU4I8AVX2(&a[0], &b[0], chunks)
 	}
 	return s + dotU4I8Go(a[head:], b[2*head:])
+}
+
+func dotU2I8Impl(a []byte, b []int8) int32 {
+	chunks := len(a) / u2Chunk
+	if chunks == 0 || intFamily.active == isaGo {
+		return dotU2I8Go(a, b)
+	}
+	head := chunks * u2Chunk
+	var s int32
+	if intFamily.active == isaAVX512 {
+		s = dotU2I8AVX512(&a[0], &b[0], chunks)
+	} else {
+		s = dotU2I8AVX2(&a[0], &b[0], chunks)
+	}
+	return s + dotU2I8Go(a[head:], b[4*head:])
 }
 
 // scanBlock sets out[v] to the table sum of vector v of a fast-scan block.

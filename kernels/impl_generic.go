@@ -18,6 +18,8 @@ func dotU8I8Impl(a []byte, b []int8) int32 { return dotU8I8Go(a, b) }
 
 func dotU4I8Impl(a []byte, b []int8) int32 { return dotU4I8Go(a, b) }
 
+func dotU2I8Impl(a []byte, b []int8) int32 { return dotU2I8Go(a, b) }
+
 func scanBlock(q *scanQuery, codes []byte, out *[BlockVectors]uint32) {
 	scanPopcount(q, codes, out)
 }

@@ -83,7 +83,7 @@ func packU2(dst []byte, u []uint8) {
 // len(b) must be 4*len(a).
 func dotU2I8(a []byte, b []int8) int32 {
 	checkLen(4*len(a), len(b))
-	return dotU2I8Go(a, b)
+	return dotU2I8Impl(a, b)
 }
 
 func dotU2I8Go(a []byte, b []int8) int32 {

@@ -240,24 +240,52 @@ func TestDotU8I8(t *testing.T) {
 	})
 }
 
-func TestDotU4I8(t *testing.T) {
+// packedDot is a kernel over codes packed several to a byte.
+type packedDot struct {
+	perByte int // codes per byte
+	pack    func(dst []byte, u []uint8)
+	dot     func(a []byte, b []int8) int32
+}
+
+var (
+	u4Dot = packedDot{2, packU4, dotU4I8}
+	u2Dot = packedDot{4, packU2, dotU2I8}
+)
+
+// mask keeps the bits of one code.
+func (p packedDot) mask() byte { return 1<<(8/p.perByte) - 1 }
+
+// check packs the codes u (len(u) a multiple of perByte, masked here) and
+// compares the kernel's dot product with b to the plain sum.
+func (p packedDot) check(u []byte, b []int8) (got, want int32) {
+	for i := range u {
+		u[i] &= p.mask()
+	}
+	packed := make([]byte, len(u)/p.perByte)
+	p.pack(packed, u)
+	return p.dot(packed, b), refDotU8I8(u, b)
+}
+
+// testPackedDot checks p on every implementation, at every test length in
+// packed bytes (and none), with every byte generator; the generators'
+// extremes become the largest code times -128 and 127.
+func testPackedDot(t *testing.T, p packedDot, seed uint64) {
 	forEachImpl(t, intFamily, func(t *testing.T) {
-		r := rand.New(rand.NewPCG(9, 10))
+		r := rand.New(rand.NewPCG(seed, seed+1))
 		for _, g := range byteGens {
-			for _, n := range testLengths {
-				u, b := randBytes(r, 2*n, g)
-				for i := range u {
-					u[i] &= 15
-				}
-				packed := make([]byte, n)
-				packU4(packed, u)
-				if got, want := dotU4I8(packed, b), refDotU8I8(u, b); got != want {
-					t.Errorf("%s codes=%d: got %d, want %d", g.name, 2*n, got, want)
+			for _, n := range append([]int{0}, testLengths...) {
+				u, b := randBytes(r, p.perByte*n, g)
+				if got, want := p.check(u, b); got != want {
+					t.Errorf("%s codes=%d: got %d, want %d", g.name, p.perByte*n, got, want)
 				}
 			}
 		}
 	})
 }
+
+func TestDotU4I8(t *testing.T) { testPackedDot(t, u4Dot, 9) }
+
+func TestDotU2I8(t *testing.T) { testPackedDot(t, u2Dot, 11) }
 
 // refScan computes the fast-scan sums from the definition: for vector v,
 // sum over dimensions of bit*t' plus the tables' offset.
