@@ -298,13 +298,19 @@ func (c *codes) refine(q *query, id uint32) (est, bound float32) {
 }
 
 // decode writes id's vector in the search space to dst: the float vector,
-// or the rotated vector its code stands for.
+// or the rotated vector its code stands for (the top plane's, for 6-bit
+// codes: decoding is most of a link's cost, and edges chosen from 4-bit
+// codes serve as well).
 func (c *codes) decode(dst []float32, id uint32) {
 	if c.floats != nil {
 		copy(dst, c.floats.Row(id))
 		return
 	}
 	ext, f, _, k := c.unpack(c.ext.Row(id))
+	if c.top {
+		c.rq.DecodeTop(dst, ext, &f, c.cents.at(int(k)))
+		return
+	}
 	c.rq.DecodeExt(dst, ext, &f, c.cents.at(int(k)))
 }
 

@@ -261,9 +261,9 @@ func TestExtInnerAcrossCentroids(t *testing.T) {
 	}
 }
 
-// The top plane of a 6-bit code is a 4-bit code: ExtInnerTop, with
-// TopScale, estimates <r, t> about as well as a 4-bit codec of the same
-// rotation does, and the whole code (ExtInner) several times better, for
+// The top plane of a 6-bit code is a 4-bit code: DecodeTop points close
+// to the residual, ExtInnerTop, with TopScale, estimates <r, t> about as
+// well as a 4-bit codec of the same rotation does, and the whole code (ExtInner) several times better, for
 // a dimension that is a multiple of four and one that is not.
 func TestExtInnerTop(t *testing.T) {
 	r := rand.New(rand.NewPCG(13, 14))
@@ -289,6 +289,11 @@ func TestExtInnerTop(t *testing.T) {
 			_, f6 := six.EncodeRotated(res, code, ext6)
 			_, f4 := four.EncodeRotated(res, code, ext4)
 			scale := six.TopScale(ext6, res)
+			decoded := make([]float32, dim)
+			six.DecodeTop(decoded, ext6, &f6, nil)
+			if cos := Dot(decoded, res) / sqrt32(Dot(decoded, decoded)*Dot(res, res)); cos < 0.95 {
+				t.Fatalf("%d-d: cosine of the top plane's decoded residual with the true one %.4f, want ≥ 0.95", dim, cos)
+			}
 			for _, qv := range data[200:220] {
 				six.RotateQuery(qRot, qv)
 				six.PrepareExtQuery(&q6, qRot, cRot)

@@ -394,7 +394,7 @@ func (rq *RaBitQ) TopScale(ext []byte, r []float32) float32 {
 	rq.checkSixBits()
 	checkLen(len(r), rq.cfg.Dim)
 	y := make([]float32, rq.extDims())
-	unpackU4(y, ext[:rq.topBytes()], 7.5)
+	unpackU4(y, ext[:rq.topBytes()], &u4Points)
 	var yr, rr float64
 	for i, v := range r {
 		yr += float64(y[i]) * float64(v)
@@ -431,34 +431,39 @@ func (rq *RaBitQ) checkSixBits() {
 // vector is at hand; a query is compared with codes by ExtEstimate. The
 // codec must have extended bits.
 func (rq *RaBitQ) DecodeExt(dst []float32, ext []byte, f *Factors, add []float32) {
+	rq.decode(dst, ext, rq.cfg.ExBits, f.NormSq, add)
+}
+
+// DecodeTop is DecodeExt from the top plane of a 6-bit code alone: the
+// residual as a 4-bit code knows it, at a 4-bit code's cost. A graph
+// choosing edges compares hundreds of decoded rows per row it links, and
+// its choices need no finer codes than its walk does.
+func (rq *RaBitQ) DecodeTop(dst []float32, ext []byte, f *Factors, add []float32) {
+	rq.checkSixBits()
+	rq.decode(dst, ext[:rq.topBytes()], 4, f.NormSq, add)
+}
+
+// decode is DecodeExt for a code of the given width (the codec's, or 4 for
+// the top plane of a 6-bit code).
+func (rq *RaBitQ) decode(dst []float32, ext []byte, bits int, normSq float32, add []float32) {
 	dim := rq.cfg.Dim
 	checkLen(len(dst), dim)
-	half := float32(int(1)<<rq.cfg.ExBits-1) / 2
 	switch n := rq.extDims(); {
-	case rq.cfg.ExBits == 8:
+	case bits == 8:
 		for i := range dst {
-			dst[i] = float32(ext[i]) - half
+			dst[i] = float32(ext[i]) - 127.5
 		}
-	case n == dim && rq.cfg.ExBits == 4:
-		unpackU4(dst, ext, half)
-	default: // the last codes are padding, or two planes
+	case n == dim:
+		decodeCodes(dst, ext, bits)
+	default: // the last codes are padding
 		y := make([]float32, n)
-		if rq.cfg.ExBits == 4 {
-			unpackU4(y, ext, half)
-		} else {
-			top := rq.topBytes()
-			unpackU4(y, ext[:top], 0)
-			for i := range y {
-				y[i] *= 4
-			}
-			addU2(y, ext[top:rq.ExtBytes()], -half)
-		}
+		decodeCodes(y, ext, bits)
 		copy(dst, y)
 	}
 	yy := Dot(dst, dst)
 	s := float32(0)
 	if yy > 0 {
-		s = sqrt32(f.NormSq / yy)
+		s = sqrt32(normSq / yy)
 	}
 	if add == nil {
 		for i := range dst {
@@ -472,25 +477,53 @@ func (rq *RaBitQ) DecodeExt(dst []float32, ext []byte, f *Factors, add []float32
 	}
 }
 
-// unpackU4 writes to dst (len 2·len(ext)) the codes packed by packU4,
-// less sub.
-func unpackU4(dst []float32, ext []byte, sub float32) {
+// decodeCodes writes the grid points of a packed 4- or 6-bit code to dst
+// (as many as it holds). A graph decodes a thousand rows per row it links,
+// so this is by table, not by code.
+func decodeCodes(dst []float32, ext []byte, bits int) {
+	if bits == 4 {
+		unpackU4(dst, ext, &u4Points)
+		return
+	}
+	top := len(dst) / 2
+	unpackU4(dst, ext[:top], &u6TopPoints)
+	addU2(dst, ext[top:])
+}
+
+// u4Points holds, for each byte of a 4-bit code, its two grid points;
+// u6TopPoints, for each byte of a 6-bit code's top plane, the two grid
+// points of its codes with low bits zero.
+var u4Points, u6TopPoints = pointTable(1, 7.5), pointTable(4, 31.5)
+
+func pointTable(scale, sub float32) (t [256][2]float32) {
+	for b := range t {
+		t[b] = [2]float32{scale*float32(b&15) - sub, scale*float32(b>>4) - sub}
+	}
+	return t
+}
+
+// unpackU4 writes to dst (len 2·len(ext)) the points of the codes packed
+// by packU4, by table.
+func unpackU4(dst []float32, ext []byte, table *[256][2]float32) {
 	for base := 0; base < len(dst); base += 2 * u4Chunk {
 		m := min(u4Chunk, (len(dst)-base)/2)
 		lo, hi := dst[base:base+m], dst[base+m:base+2*m]
 		for j, b := range ext[base/2 : base/2+m] {
-			lo[j], hi[j] = float32(b&15)-sub, float32(b>>4)-sub
+			pair := &table[b]
+			lo[j], hi[j] = pair[0], pair[1]
 		}
 	}
 }
 
-// addU2 adds to dst (len 4·len(ext)) the codes packed by packU2, plus add.
-func addU2(dst []float32, ext []byte, add float32) {
+// addU2 adds to dst (len 4·len(ext)) the codes packed by packU2.
+func addU2(dst []float32, ext []byte) {
 	for base := 0; base < len(dst); base += 4 * u2Chunk {
 		m := min(u2Chunk, (len(dst)-base)/4)
-		for j, b := range ext[base/4 : base/4+m] {
-			for i := range 4 {
-				dst[base+i*m+j] += float32(b>>(2*i)&3) + add
+		codes := ext[base/4 : base/4+m]
+		for i := range 4 {
+			quarter := dst[base+i*m : base+(i+1)*m]
+			for j, b := range codes {
+				quarter[j] += float32(b >> (2 * i) & 3)
 			}
 		}
 	}

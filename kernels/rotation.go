@@ -89,10 +89,19 @@ func mulSigns(x, s []float32) {
 }
 
 // fwht is the fast Walsh-Hadamard transform scaled by 1/sqrt(len(x)), which
-// makes it orthogonal; len(x) is a power of two.
+// makes it orthogonal; len(x) is a power of two. The first three stages run
+// as one pass of 8-point transforms: stage by stage, their slices of one or
+// two elements cost more than the arithmetic.
 func fwht(x []float32) {
 	n := len(x)
-	for h := 1; h < n; h *= 2 {
+	h := 1
+	if n >= 8 {
+		for i := 0; i+8 <= n; i += 8 {
+			fwht8((*[8]float32)(x[i : i+8]))
+		}
+		h = 8
+	}
+	for ; h < n; h *= 2 {
 		for i := 0; i < n; i += 2 * h {
 			a, b := x[i:i+h], x[i+h:i+2*h]
 			for j := range a {
@@ -104,6 +113,23 @@ func fwht(x []float32) {
 	for i := range x {
 		x[i] *= s
 	}
+}
+
+// fwht8 is the unscaled Walsh-Hadamard transform of 8 elements: the
+// stages h = 1, 2, 4 of fwht.
+func fwht8(v *[8]float32) {
+	a0, a1 := v[0]+v[1], v[0]-v[1]
+	a2, a3 := v[2]+v[3], v[2]-v[3]
+	a4, a5 := v[4]+v[5], v[4]-v[5]
+	a6, a7 := v[6]+v[7], v[6]-v[7]
+	b0, b2 := a0+a2, a0-a2
+	b1, b3 := a1+a3, a1-a3
+	b4, b6 := a4+a6, a4-a6
+	b5, b7 := a5+a7, a5-a7
+	v[0], v[4] = b0+b4, b0-b4
+	v[1], v[5] = b1+b5, b1-b5
+	v[2], v[6] = b2+b6, b2-b6
+	v[3], v[7] = b3+b7, b3-b7
 }
 
 // halfButterfly rotates each pair (x[i], x[i+h]), h = len(x)/2, by 45
