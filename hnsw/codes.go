@@ -27,15 +27,21 @@ import (
 // mean g of the training sample, and a row o encoded against its own
 // centroid c (residual r = o − c) is estimated as
 //
-//	‖q−o‖² = ‖q−c‖² + ‖r‖² − 2(<r, q−g> + κ),  κ = <g−c, r>
+//	‖q−o‖² = ‖q−c‖² + ‖r‖² − 2(<r, q−g>~ + κ),  κ = <g−c, r>~
 //
-// with <r, q−g> from the code (kernels.ExtInner), κ exact from encoding
-// time and ‖q−c‖² computed once per query per centroid met. Its error
-// grows with ‖r‖·‖q−g‖: a centroid near the row makes it several times
-// smaller than one global centroid would (see the package doc). The
-// candidates a search returns are estimated again against their own
-// centroids (refine), as an IVF list scan would, where the error grows
-// with ‖r‖·‖q−c‖ and is smaller still.
+// where <r, v>~ is the code's estimate s·<y, v> (y its grid point, s its
+// scale): <r, q−g>~ from the code and the query prepared against g
+// (kernels.ExtInner), κ computed exactly at encoding
+// (kernels.ExtInnerExact), ‖q−c‖² once per query per centroid met. The
+// estimate is linear in v, so the sum is <r, q−c>~: the estimate a query
+// prepared against the row's own centroid would give, as in an IVF list
+// scan, whose error grows with ‖r‖·‖q−c‖ (a near centroid makes both
+// short), for the price of one preparation per query. With 6-bit codes
+// the walk's κ is the top plane's, and a second one, the whole code's,
+// serves refine, which estimates the rows a search returns from their
+// whole code, with the bound of a residual of norm ‖q−c‖. (The inner
+// product metric has no ‖q−c‖ to gain: its rows are estimated against
+// their own centroids' prepared queries in refine.)
 type codes struct {
 	metric   kernels.Metric
 	dims     int
@@ -48,14 +54,16 @@ type codes struct {
 	floats   *store.Slab[float32] // store=float
 }
 
-// Bytes of a coded row past its extended code: five float32 factors and
-// the centroid's number, then for 6-bit codes the top plane's scale.
+// Bytes of a coded row past its extended code: five float32 factors (κ
+// the walk's), the centroid's number, then for 6-bit codes the top
+// plane's scale and the whole code's κ.
 const (
 	tailBytes    = 24
 	kappaAt      = 16
 	centroidAt   = 20
 	topScaleAt   = 24
-	topTailBytes = 28
+	wholeKappaAt = 28
+	topTailBytes = 32
 )
 
 func newCodes(cfg store.CodedConfig, rq *kernels.RaBitQ, cents *centroids) *codes {
@@ -128,23 +136,28 @@ func (c *codes) prepare(vec []float32) *prepared {
 func (c *codes) encode(row []byte, v []float32) {
 	k := c.cents.nearest(v)
 	cRot := c.cents.at(k)
-	r := make([]float32, c.dims)
-	var kappa float32
+	r, gc := make([]float32, c.dims), make([]float32, c.dims)
 	for i := range r {
 		r[i] = v[i] - cRot[i]
-		kappa += (c.cents.g[i] - cRot[i]) * r[i]
+		gc[i] = c.cents.g[i] - cRot[i]
 	}
-	code := make([]byte, c.rq.CodeBytes())
-	_, f := c.rq.EncodeRotated(r, code, row[:c.extBytes])
+	code, ext := make([]byte, c.rq.CodeBytes()), row[:c.extBytes]
+	_, f := c.rq.EncodeRotated(r, code, ext)
+	kappa := c.rq.ExtInnerExact(ext, &f, gc)
 	t := row[c.extBytes:]
+	if c.top {
+		scale := c.rq.TopScale(ext, r)
+		putF32(t, topScaleAt, scale)
+		putF32(t, wholeKappaAt, kappa)
+		kappa = c.rq.TopInnerExact(ext, scale, gc)
+	}
 	for i, v := range [5]float32{f.NormSq, f.Scale, f.Err, f.QErr, kappa} {
-		binary.LittleEndian.PutUint32(t[4*i:], math.Float32bits(v))
+		putF32(t, 4*i, v)
 	}
 	binary.LittleEndian.PutUint32(t[centroidAt:], uint32(k))
-	if c.top {
-		binary.LittleEndian.PutUint32(t[topScaleAt:], math.Float32bits(c.rq.TopScale(row[:c.extBytes], r)))
-	}
 }
+
+func putF32(b []byte, at int, v float32) { binary.LittleEndian.PutUint32(b[at:], math.Float32bits(v)) }
 
 // put writes a prepared row under id.
 func (c *codes) put(id uint32, p *prepared) {
@@ -274,12 +287,32 @@ func (c *codes) estimate(q *query, id uint32) (est, bound float32) {
 	return -(ip + term), e
 }
 
-// refine estimates id again, against its own centroid: the precise
-// estimate a search returns its candidates with.
+// refine estimates id again, from its whole code with the bound of its
+// own centroid: the precise estimate a search returns its candidates with.
 func (c *codes) refine(q *query, id uint32) (est, bound float32) {
-	if c.floats != nil {
+	switch {
+	case c.floats != nil:
 		return c.estimate(q, id)
+	case c.metric == kernels.IP:
+		return c.refineIP(q, id)
 	}
+	row := c.ext.Row(id)
+	ext, f, kappa, k := c.unpack(row)
+	if c.top {
+		kappa = f32At(row, c.extBytes+wholeKappaAt)
+	}
+	term := c.centroidTerm(q, k)
+	ip, e := c.rq.ExtInnerAt(&q.pq, ext, &f, sqrt32(term))
+	est = term + f.NormSq - 2*(ip+kappa)
+	if c.metric == kernels.Cosine {
+		return est / 2, e // half the squared distance on the unit sphere
+	}
+	return est, 2 * e
+}
+
+// refineIP is refine for the inner product: against a query prepared for
+// the row's own centroid.
+func (c *codes) refineIP(q *query, id uint32) (est, bound float32) {
 	ext, f, _, k := c.unpack(c.ext.Row(id))
 	pq := q.local[k]
 	if pq == nil {
@@ -328,6 +361,8 @@ func (c *codes) between(a, b []float32) float32 {
 	}
 	return -kernels.Dot(a, b)
 }
+
+func sqrt32(v float32) float32 { return float32(math.Sqrt(float64(v))) }
 
 func grow[T any](s []T, n int) []T {
 	if cap(s) < n {

@@ -12,7 +12,7 @@ import (
 
 const (
 	bodyMagic   = "VSHN"
-	bodyVersion = 1
+	bodyVersion = 2
 	linkedFlag  = 0x80 // in a node's level byte: its linking was over
 )
 
@@ -34,8 +34,9 @@ const (
 // centroids (the sample mean, the top count, top centroids, each top's
 // end among the leaves, the leaves), the zero-vector keys,
 // then the n captured rows in id order: every key, every level byte
-// (level | 0x80 if linked), every row's codes (extended code and four
-// factors, or the float32 vector), every row's lists from layer 0 up
+// (level | 0x80 if linked), every row's codes (as codes keeps them: the
+// extended code, its factors, κ and centroid, and for 6-bit codes the
+// top plane's scale and the whole code's κ; or the float32 vector), every row's lists from layer 0 up
 // (a count byte, then that many row numbers as uint32, a row's number
 // being its place among the n), and the entry point's number + 1 (0 for
 // none).

@@ -255,8 +255,14 @@ type Query struct {
 	ext            []int8 // 8-bit query for the extended codes
 	extStep        float32
 	extSum         int32
-	t              []float32
-	tq             []int8
+	// fine is t − extStep·ext quantized again (ExtInnerAt), made on first
+	// use: with it, <y, t> loses nothing to the query's quantization.
+	fine     []int8
+	fineStep float32
+	fineSum  int32
+	fineOK   bool
+	t        []float32
+	tq       []int8
 }
 
 // PrepareQuery prepares dst for scanning codes encoded against a centroid.
@@ -313,6 +319,7 @@ func (rq *RaBitQ) prepareExt(dst *Query) {
 	if n := rq.extDims(); n > 0 {
 		dst.ext = grow(dst.ext, n)
 		dst.extStep, dst.extSum = quantizeSym(dst.ext, dst.t[:n], 127)
+		dst.fineOK = false
 	}
 }
 
@@ -360,19 +367,25 @@ func (rq *RaBitQ) ExtEstimate(q *Query, ext []byte, f *Factors) (est, bound floa
 
 // extDot estimates <y, t> from an extended code.
 func (rq *RaBitQ) extDot(q *Query, ext []byte) float32 {
+	return rq.codeDot(ext, q.ext, q.extStep, q.extSum)
+}
+
+// codeDot is <y, t'>·step for an extended code and a quantized query t'
+// whose integers sum to sum.
+func (rq *RaBitQ) codeDot(ext []byte, t []int8, step float32, sum int32) float32 {
 	var dot int32
 	switch rq.cfg.ExBits {
 	case 8:
-		dot = DotU8I8(ext[:rq.ExtBytes()], q.ext)
+		dot = DotU8I8(ext[:rq.ExtBytes()], t)
 	case 6:
 		n := rq.topBytes()
-		dot = 4*dotU4I8(ext[:n], q.ext) + dotU2I8(ext[n:rq.ExtBytes()], q.ext)
+		dot = 4*dotU4I8(ext[:n], t) + dotU2I8(ext[n:rq.ExtBytes()], t)
 	default:
-		dot = dotU4I8(ext[:rq.ExtBytes()], q.ext)
+		dot = dotU4I8(ext[:rq.ExtBytes()], t)
 	}
 	// <y, t'> = <u, t'> - (2^B-1)/2 * sum t', kept in integers until the end.
-	twice := 2*int64(dot) - int64(1<<rq.cfg.ExBits-1)*int64(q.extSum)
-	return q.extStep * float32(twice) / 2
+	twice := 2*int64(dot) - int64(1<<rq.cfg.ExBits-1)*int64(sum)
+	return step * float32(twice) / 2
 }
 
 // ExtInner estimates <r, t> from an extended code, r the vector's rotated
@@ -417,6 +430,49 @@ func (rq *RaBitQ) ExtInnerTop(q *Query, ext []byte, scale float32) float32 {
 	return scale * q.extStep * float32(2*int64(dot)-15*int64(q.extSum)) / 2
 }
 
+// ExtInnerExact is the estimate of <r, v> that the extended code of r
+// gives for a vector v known exactly, unquantized: Scale·<y, v>. With it
+// an index corrects, once at encoding, an estimate made against one point
+// to the estimate against another: ExtInner against g plus
+// ExtInnerExact(g−c) estimates <r, q−c> with the error of a query
+// prepared against c (see ExtInnerAt).
+func (rq *RaBitQ) ExtInnerExact(ext []byte, f *Factors, v []float32) float32 {
+	y := make([]float32, rq.extDims())
+	decodeCodes(y, ext, rq.cfg.ExBits)
+	return f.Scale * Dot(y[:rq.cfg.Dim], v)
+}
+
+// TopInnerExact is ExtInnerExact for the top plane of a 6-bit code, with
+// its TopScale.
+func (rq *RaBitQ) TopInnerExact(ext []byte, scale float32, v []float32) float32 {
+	rq.checkSixBits()
+	y := make([]float32, rq.extDims())
+	unpackU4(y, ext[:rq.topBytes()], &u4Points)
+	return scale * Dot(y[:rq.cfg.Dim], v)
+}
+
+// ExtInnerAt is ExtInner for a caller that corrects the estimate to
+// another point (see ExtInnerExact), whose residual is shorter than the
+// query's: its bound is that of a residual of norm tNorm, and the query is
+// quantized twice over (the second time on first use), so that its
+// quantization, whose error grows with this query's residual, adds
+// nothing to the bound.
+func (rq *RaBitQ) ExtInnerAt(q *Query, ext []byte, f *Factors, tNorm float32) (ip, bound float32) {
+	if !q.fineOK {
+		n := len(q.ext)
+		q.fine = grow(q.fine, n)
+		rest := make([]float32, n)
+		for i, v := range q.t[:n] {
+			rest[i] = v - q.extStep*float32(q.ext[i])
+		}
+		q.fineStep, q.fineSum = quantizeSym(q.fine, rest, 127)
+		q.fineOK = true
+	}
+	dot := rq.codeDot(ext, q.ext, q.extStep, q.extSum) + rq.codeDot(ext, q.fine, q.fineStep, q.fineSum)
+	a, b := tNorm*f.Err, q.fineStep*f.QErr
+	return f.Scale * dot, q.eps * sqrt32(a*a+b*b)
+}
+
 func (rq *RaBitQ) checkSixBits() {
 	if rq.cfg.ExBits != 6 {
 		panic(fmt.Sprintf("kernels: the top plane of a %d-bit extended code", rq.cfg.ExBits))
@@ -449,10 +505,6 @@ func (rq *RaBitQ) decode(dst []float32, ext []byte, bits int, normSq float32, ad
 	dim := rq.cfg.Dim
 	checkLen(len(dst), dim)
 	switch n := rq.extDims(); {
-	case bits == 8:
-		for i := range dst {
-			dst[i] = float32(ext[i]) - 127.5
-		}
 	case n == dim:
 		decodeCodes(dst, ext, bits)
 	default: // the last codes are padding
@@ -477,11 +529,17 @@ func (rq *RaBitQ) decode(dst []float32, ext []byte, bits int, normSq float32, ad
 	}
 }
 
-// decodeCodes writes the grid points of a packed 4- or 6-bit code to dst
+// decodeCodes writes the grid points of an extended code to dst
 // (as many as it holds). A graph decodes a thousand rows per row it links,
 // so this is by table, not by code.
 func decodeCodes(dst []float32, ext []byte, bits int) {
-	if bits == 4 {
+	switch bits {
+	case 8:
+		for i := range dst {
+			dst[i] = float32(ext[i]) - 127.5
+		}
+		return
+	case 4:
 		unpackU4(dst, ext, &u4Points)
 		return
 	}
