@@ -185,6 +185,7 @@ func (r *gen) link(seq uint64) {
 	x := r.x
 	sc := x.getScratch(1)
 	defer x.putScratch(sc)
+	sc.forget()
 	r.codes.setSpaceQuery(&sc.q, q.vec(seq))
 	lvl := level(r.g.header(id).Load())
 	ep, top, ok := r.g.entryPoint()
@@ -235,7 +236,7 @@ func (r *gen) link(seq uint64) {
 }
 
 // cand is a candidate neighbour of a base node: its distance from the
-// base, and where its decoded vector is in the scratch arena (−1: not
+// base, and its decoded vector's slot in the scratch arena (−1: not
 // decoded yet).
 type cand struct {
 	id  uint32
@@ -259,15 +260,12 @@ func (r *gen) choose(sc *scratch, found []kernels.Neighbor, max int) []uint32 {
 // heuristic applies choose's rule to sc.cands, sorted nearest first,
 // decoding candidates as it needs them.
 func (r *gen) heuristic(sc *scratch, max, fill int) []uint32 {
-	d := r.x.cfg.Dims
-	sc.arena = grow(sc.arena, (len(sc.cands)+1)*d)
 	vec := func(i int) []float32 {
 		c := &sc.cands[i]
 		if c.vec < 0 {
-			c.vec = int32(i)
-			r.codes.decode(sc.arena[i*d:(i+1)*d], c.id)
+			c.vec = r.decoded(sc, c.id)
 		}
-		return sc.arena[int(c.vec)*d : int(c.vec+1)*d]
+		return sc.slot(c.vec)
 	}
 	kept := sc.ids[:0]
 	var keptAt [2 * MaxM]int
@@ -338,21 +336,55 @@ func (r *gen) addEdge(sc *scratch, from, to uint32, layer int) {
 	g.setList(from, layer, r.shrink(sc, from, sc.list, g.capacity(layer)))
 }
 
+// dropLook bounds how many of the farthest candidates dropOne examines.
+const dropLook = 4
+
+// dropOne returns sc.cands (sorted nearest first) less one, when they are
+// one more than a list holds: of the dropLook farthest, the farthest that
+// a nearer candidate is nearer to than the base is (the heuristic's reason
+// to leave a candidate out), else the farthest. The heuristic over the
+// whole list would compare every candidate with every edge kept before
+// it, hundreds of distances for each of the thirty-odd lists a link
+// touches, to drop the same kind of edge.
+func (r *gen) dropOne(sc *scratch) []uint32 {
+	dominated := func(i int) bool {
+		for _, near := range sc.cands[:i] {
+			if r.codes.between(sc.slot(sc.cands[i].vec), sc.slot(near.vec)) < sc.cands[i].d {
+				return true
+			}
+		}
+		return false
+	}
+	last := len(sc.cands) - 1
+	drop := last
+	for i := last; i > max(0, last-dropLook); i-- {
+		if dominated(i) {
+			drop = i
+			break
+		}
+	}
+	kept := sc.ids[:0]
+	for i, c := range sc.cands {
+		if i != drop {
+			kept = append(kept, c.id)
+		}
+	}
+	sc.ids = kept
+	return kept
+}
+
 // shrink chooses at most max of ids, by the heuristic, as the neighbours
-// of base; deleted ids are dropped. The caller holds base's lock.
+// of base; deleted ids are dropped. A list one edge over (addEdge's) loses
+// one by dropOne. The caller holds base's lock.
 func (r *gen) shrink(sc *scratch, base uint32, ids []uint32, max int) []uint32 {
-	d := r.x.cfg.Dims
-	r.codes.decode(sc.base, base)
-	sc.arena = grow(sc.arena, (len(ids)+1)*d)
+	baseVec := sc.slot(r.decoded(sc, base))
 	sc.cands = sc.cands[:0]
 	for _, id := range ids {
 		if !r.keys.Live(id) {
 			continue
 		}
-		i := len(sc.cands)
-		v := sc.arena[i*d : (i+1)*d]
-		r.codes.decode(v, id)
-		sc.cands = append(sc.cands, cand{id: id, d: r.codes.between(sc.base, v), vec: int32(i)})
+		at := r.decoded(sc, id)
+		sc.cands = append(sc.cands, cand{id: id, d: r.codes.between(baseVec, sc.slot(at)), vec: at})
 	}
 	slices.SortFunc(sc.cands, func(a, b cand) int {
 		switch {
@@ -363,5 +395,46 @@ func (r *gen) shrink(sc *scratch, base uint32, ids []uint32, max int) []uint32 {
 		}
 		return int(a.id) - int(b.id)
 	})
+	if len(sc.cands) == max+1 {
+		return r.dropOne(sc)
+	}
 	return r.heuristic(sc, max, max)
+}
+
+// decoded returns the arena slot of id's decoded vector, decoding it on
+// its first use since the last forget. A link decodes the lists of the
+// thirty-odd rows it adds an edge to, which share most of their rows; a
+// row's codes do not change while the link's epoch pin holds its id.
+func (r *gen) decoded(sc *scratch, id uint32) int32 {
+	if at, ok := sc.dec[id]; ok {
+		return at
+	}
+	d := r.x.cfg.Dims
+	n := len(sc.arena)
+	sc.arena = slices.Grow(sc.arena, d)[:n+d]
+	r.codes.decode(sc.arena[n:n+d], id)
+	at := int32(n / d)
+	sc.dec[id] = at
+	return at
+}
+
+// slot is the decoded vector in arena slot at.
+func (sc *scratch) slot(at int32) []float32 {
+	return sc.arena[int(at)*sc.dims : int(at+1)*sc.dims]
+}
+
+// maxDecoded bounds the decoded rows a scratch keeps between links.
+const maxDecoded = 4096
+
+// forget empties the decoded rows' cache (and gives back an arena grown
+// past maxDecoded rows).
+func (sc *scratch) forget() {
+	if sc.dec == nil {
+		sc.dec = make(map[uint32]int32)
+	}
+	clear(sc.dec)
+	if cap(sc.arena) > maxDecoded*sc.dims {
+		sc.arena = nil
+	}
+	sc.arena = sc.arena[:0]
 }

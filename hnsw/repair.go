@@ -150,6 +150,7 @@ func (r *gen) repairNode(sc *scratch, id uint32, dead []uint64) {
 					}
 				}
 			}
+			sc.forget()
 			ids = r.shrink(sc, id, kept, g.capacity(layer))
 		}
 		g.setList(id, layer, ids)

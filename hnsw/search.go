@@ -26,14 +26,15 @@ type scratch struct {
 	fresh   []uint32 // the neighbours of a node being expanded not visited yet
 	list    []uint32
 	cands   []cand
-	arena   []float32
-	base    []float32
+	arena   []float32        // decoded rows, by the slots of dec
+	dec     map[uint32]int32 // a link's decoded rows: id → slot in arena
+	dims    int
 }
 
 func (x *Index) getScratch(k int) *scratch {
 	sc, _ := x.scratch.Get().(*scratch)
 	if sc == nil {
-		sc = &scratch{res: kernels.NewTopK(1), near: kernels.NewTopK(1), s: store.NewSearcher(x.rq, k), base: make([]float32, x.cfg.Dims)}
+		sc = &scratch{res: kernels.NewTopK(1), near: kernels.NewTopK(1), s: store.NewSearcher(x.rq, k), dims: x.cfg.Dims}
 	}
 	sc.s.Reset(k)
 	sc.budget, sc.spent = 0, 0
