@@ -40,8 +40,7 @@ import (
 // the walk's κ is the top plane's, and a second one, the whole code's,
 // serves refine, which estimates the rows a search returns from their
 // whole code, with the bound of a residual of norm ‖q−c‖. (The inner
-// product metric has no ‖q−c‖ to gain: its rows are estimated against
-// their own centroids' prepared queries in refine.)
+// product metric has no ‖q−c‖ to gain: its query is its own residual.)
 type codes struct {
 	metric   kernels.Metric
 	dims     int
@@ -50,20 +49,23 @@ type codes struct {
 	extBytes int
 	tail     int                  // tailBytes, or topTailBytes with a top plane
 	top      bool                 // 6-bit codes: the walk reads their top plane alone
-	ext      *store.Slab[byte]    // code | NormSq Scale Err QErr κ | centroid [| top plane's scale]
+	ext      *store.Slab[byte]    // code | NormSq Scale Err κ | centroid [| top plane's scale, whole κ]
 	floats   *store.Slab[float32] // store=float
 }
 
-// Bytes of a coded row past its extended code: five float32 factors (κ
-// the walk's), the centroid's number, then for 6-bit codes the top
-// plane's scale and the whole code's κ.
+// Bytes of a coded row past its extended code: three float32 factors
+// and κ (the walk's), the centroid's number, then for 6-bit codes the top
+// plane's scale and the whole code's κ. The factor of the query's
+// quantization error (kernels.Factors.QErr) is not kept: estimates that
+// carry a bound (refine's) use a query quantized twice over, whose
+// rounding is negligible.
 const (
-	tailBytes    = 24
-	kappaAt      = 16
-	centroidAt   = 20
-	topScaleAt   = 24
-	wholeKappaAt = 28
-	topTailBytes = 32
+	tailBytes    = 20
+	kappaAt      = 12
+	centroidAt   = 16
+	topScaleAt   = 20
+	wholeKappaAt = 24
+	topTailBytes = 28
 )
 
 func newCodes(cfg store.CodedConfig, rq *kernels.RaBitQ, cents *centroids) *codes {
@@ -151,7 +153,7 @@ func (c *codes) encode(row []byte, v []float32) {
 		putF32(t, wholeKappaAt, kappa)
 		kappa = c.rq.TopInnerExact(ext, scale, gc)
 	}
-	for i, v := range [5]float32{f.NormSq, f.Scale, f.Err, f.QErr, kappa} {
+	for i, v := range [4]float32{f.NormSq, f.Scale, f.Err, kappa} {
 		putF32(t, 4*i, v)
 	}
 	binary.LittleEndian.PutUint32(t[centroidAt:], uint32(k))
@@ -182,7 +184,7 @@ func f32At(b []byte, at int) float32 { return math.Float32frombits(binary.Little
 // unpack returns a coded row's extended code, factors, κ and centroid.
 func (c *codes) unpack(row []byte) (ext []byte, f kernels.Factors, kappa float32, k uint32) {
 	t := row[c.extBytes : c.extBytes+c.tail]
-	f = kernels.Factors{NormSq: f32At(t, 0), Scale: f32At(t, 4), Err: f32At(t, 8), QErr: f32At(t, 12)}
+	f = kernels.Factors{NormSq: f32At(t, 0), Scale: f32At(t, 4), Err: f32At(t, 8)}
 	return row[:c.extBytes], f, f32At(t, kappaAt), binary.LittleEndian.Uint32(t[centroidAt:])
 }
 
@@ -201,9 +203,7 @@ type query struct {
 	term []float32 // per centroid: ‖q−c‖² (l2, cosine) or <q, c> (ip)
 	seen []uint32  // per centroid: gen when term was computed
 	gen  uint32
-	// refine's queries prepared against the candidates' own centroids.
-	local map[uint32]*kernels.Query
-	spare []*kernels.Query
+	norm float32 // ‖q‖: for ip, the length of the residual refine's bounds are of
 }
 
 // setQuery prepares q (raw, as a client sends it) for a search.
@@ -235,10 +235,7 @@ func (c *codes) reset(dst *query) {
 		clear(dst.seen)
 		dst.gen = 1
 	}
-	for _, p := range dst.local {
-		dst.spare = append(dst.spare, p)
-	}
-	clear(dst.local)
+	dst.norm = sqrt32(kernels.Dot(dst.v, dst.v))
 }
 
 // centroidTerm is ‖q−c‖² (or <q, c> for ip) of centroid k.
@@ -290,11 +287,8 @@ func (c *codes) estimate(q *query, id uint32) (est, bound float32) {
 // refine estimates id again, from its whole code with the bound of its
 // own centroid: the precise estimate a search returns its candidates with.
 func (c *codes) refine(q *query, id uint32) (est, bound float32) {
-	switch {
-	case c.floats != nil:
+	if c.floats != nil {
 		return c.estimate(q, id)
-	case c.metric == kernels.IP:
-		return c.refineIP(q, id)
 	}
 	row := c.ext.Row(id)
 	ext, f, kappa, k := c.unpack(row)
@@ -302,32 +296,16 @@ func (c *codes) refine(q *query, id uint32) (est, bound float32) {
 		kappa = f32At(row, c.extBytes+wholeKappaAt)
 	}
 	term := c.centroidTerm(q, k)
+	if c.metric == kernels.IP { // the query is its own residual: −(<r,q> + <c,q>)
+		ip, e := c.rq.ExtInnerAt(&q.pq, ext, &f, q.norm)
+		return -(ip + term), e
+	}
 	ip, e := c.rq.ExtInnerAt(&q.pq, ext, &f, sqrt32(term))
 	est = term + f.NormSq - 2*(ip+kappa)
 	if c.metric == kernels.Cosine {
 		return est / 2, e // half the squared distance on the unit sphere
 	}
 	return est, 2 * e
-}
-
-// refineIP is refine for the inner product: against a query prepared for
-// the row's own centroid.
-func (c *codes) refineIP(q *query, id uint32) (est, bound float32) {
-	ext, f, _, k := c.unpack(c.ext.Row(id))
-	pq := q.local[k]
-	if pq == nil {
-		if n := len(q.spare); n > 0 {
-			pq, q.spare = q.spare[n-1], q.spare[:n-1]
-		} else {
-			pq = new(kernels.Query)
-		}
-		if q.local == nil {
-			q.local = map[uint32]*kernels.Query{}
-		}
-		c.rq.PrepareExtQuery(pq, q.v, c.cents.at(int(k)))
-		q.local[k] = pq
-	}
-	return c.rq.ExtEstimate(pq, ext, &f)
 }
 
 // decode writes id's vector in the search space to dst: the float vector,

@@ -101,7 +101,17 @@ type Index struct {
 	mu       sync.Mutex // writers
 	repairMu sync.Mutex // one repair pass at a time
 	scratch  sync.Pool  // *scratch
+	// following: the initial copy is over, and rows come from the stream,
+	// whose lag counts (see linkWidth).
+	following atomic.Bool
 }
+
+// FollowStream tells the index that its rows now come from the stream:
+// from then on a link narrows its beam while rows wait (linkWidth), so
+// that the stream is never held back by the graph for long. The indexer
+// calls it when the index is ready; until then (the initial copy, a
+// rebuild) every row is linked at full width.
+func (x *Index) FollowStream() { x.following.Store(true) }
 
 // gen is one generation of an index's rows: keys, codes, graph, the
 // rows waiting to be linked, the deleted rows waiting for repair, and the

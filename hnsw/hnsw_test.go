@@ -513,3 +513,42 @@ func TestRenameZerosClear(t *testing.T) {
 		t.Fatalf("after Clear and a put: %v", hits)
 	}
 }
+
+// A link narrows its beam only once the index follows the stream, and
+// only as far as rows wait: full width with none waiting, half with an
+// eighth of the ring, a quarter with half of it, never below 2·M.
+func TestLinkWidth(t *testing.T) {
+	data, _ := dataset.Clustered{Seed: 3, Rows: 2000, Queries: 1, Dims: 16}.Generate()
+	cfg := config(kernels.L2, 16, store.Ext4)
+	cfg.EfConstruction = 128
+	x := build(t, cfg, data)
+	r := x.cur.Load()
+	q := r.ring
+	head := q.head.Load()
+	widthWith := func(waiting uint64) int {
+		q.tail.Store(head - waiting) // every row is linked: no linker moves tail meanwhile
+		defer q.tail.Store(head)
+		return r.linkWidth()
+	}
+	for _, c := range []struct {
+		following bool
+		waiting   uint64
+		want      int
+	}{
+		{false, q.size / 2, 128},
+		{true, 0, 128},
+		{true, q.size/8 - 1, 128},
+		{true, q.size / 8, 64},
+		{true, q.size / 2, 32},
+		{true, q.size, 32},
+	} {
+		x.following.Store(c.following)
+		if got := widthWith(c.waiting); got != c.want {
+			t.Errorf("following %v, %d of %d rows waiting: width %d, want %d", c.following, c.waiting, q.size, got, c.want)
+		}
+	}
+	x.cfg.EfConstruction = 24 // below 2·M: never narrower than it is
+	if got := widthWith(q.size); got != 24 {
+		t.Errorf("ef_construction 24, ring full: width %d, want 24", got)
+	}
+}

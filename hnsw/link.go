@@ -187,6 +187,7 @@ func (r *gen) link(seq uint64) {
 	defer x.putScratch(sc)
 	sc.forget()
 	r.codes.setSpaceQuery(&sc.q, q.vec(seq))
+	width := r.linkWidth()
 	lvl := level(r.g.header(id).Load())
 	ep, top, ok := r.g.entryPoint()
 	if !ok {
@@ -211,8 +212,8 @@ func (r *gen) link(seq uint64) {
 		}
 		sc.vis.reset()
 		sc.cand = sc.cand[:0]
-		sc.res.Reset(x.cfg.EfConstruction)
-		r.beam(sc, layer, x.cfg.EfConstruction, id, nil)
+		sc.res.Reset(width)
+		r.beam(sc, layer, width, id, nil)
 		found := sc.nearest()
 		sc.own = append(sc.own[:0], r.choose(sc, found, x.cfg.M)...)
 		for _, nb := range r.setOwn(id, layer, sc.own) {
@@ -233,6 +234,30 @@ func (r *gen) link(seq uint64) {
 		}
 		r.epMu.Unlock()
 	}
+}
+
+// linkWidth is the beam width a link searches with: EfConstruction, but
+// once the index follows the stream and rows wait to be linked, half of it
+// with an eighth of the ring waiting and a quarter with half of it, never
+// below 2·M. A row of a million-row graph costs a core a few hundred
+// microseconds to link at full width, so a steady 2,000 rows a second
+// beside searches on two cores outruns the linkers; the rows linked while
+// they catch up get edges chosen from fewer candidates, the stream keeps
+// its lag. The copy and rebuilds always link at full width: their
+// back-pressure holds no one's writes back.
+func (r *gen) linkWidth() int {
+	ef := r.x.cfg.EfConstruction
+	if !r.x.following.Load() {
+		return ef
+	}
+	q := r.ring
+	switch waiting := q.head.Load() - q.tail.Load(); {
+	case waiting*2 >= q.size:
+		ef /= 4
+	case waiting*8 >= q.size:
+		ef /= 2
+	}
+	return max(ef, min(r.x.cfg.EfConstruction, 2*r.x.cfg.M))
 }
 
 // cand is a candidate neighbour of a base node: its distance from the

@@ -115,6 +115,9 @@ func (e *Entry) publish() {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.serving.Store(&serving{state: e.state, failure: e.failure, index: e.index, dims: e.dims, keyType: e.keyType})
+	if f, ok := e.index.(streamFollower); ok && e.state == StateReady {
+		f.FollowStream()
+	}
 }
 
 // Spec is the definition the entry was created from.

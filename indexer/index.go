@@ -7,6 +7,11 @@ import (
 	"github.com/vecside/vecside/internal/store"
 )
 
+// streamFollower is implemented by kinds whose inserts may trade some
+// quality for speed once rows come from the stream, where lag counts
+// (hnsw); the entry tells them when it becomes ready.
+type streamFollower interface{ FollowStream() }
+
 // Index is what every index kind provides to an Entry (the kinds live in
 // kinds.go). Each kind owns its concurrency: Search, Snapshot, Len, Stats
 // and Each run beside the writers without waiting for them, and the
