@@ -51,7 +51,9 @@ queried with the same client, protocol and statement shape as the end to
 end path (one prepared statement, the vector as a binary float4[]
 parameter), hnsw.ef_search set on every connection and the statement
 prepared again per setting, the plan checked with EXPLAIN to use the
-index. It is built before the sidecars start, so that no walsender
+index, every connection first warmed by one pass of the queries at the
+largest hnsw.ef_search (a new backend runs its first thousand queries
+slower, mapping the shared buffers it reads). It is built before the sidecars start, so that no walsender
 decodes its WAL while it is measured, and its settings are measured
 interleaved with vecside's, so that a change in the machine's load falls
 on both.
