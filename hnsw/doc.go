@@ -234,14 +234,16 @@
 //
 // # Memory per row
 //
-// At 128 dimensions, M = 16, store=ext4, measured by BenchmarkBuild over
-// 1M clustered rows: 251 bytes a row by Stats (codes 93: the 88-byte row
-// and the centroids; keys 17: the 8-byte key, the key index, live bits;
-// graph 141: layer 0's 33 words, upOf, upper layers, the ring), and 257
-// bytes a row of Go heap. The budget 0.22·4·D + 8·M + 56 is 297. ext8
-// would make the row 152 bytes (about 315 a row in all) and SQ8 (D bytes
-// and its factors, plus the 1-bit code the fast scan of a filter needs)
-// about as much: neither fits.
+// At 128 dimensions, M = 16, store=ext6, measured by BenchmarkBuild over
+// 1M clustered rows: 291 bytes a row by Stats (codes 129: the 124-byte
+// row and the centroids; keys 21: the 8-byte key, the key index, live
+// bits; graph 141: layer 0's 33 words, upOf, upper layers, the ring),
+// and with the indexer's writer xid (4 bytes) 295, within the budget
+// 0.22·4·D + 8·M + 56 = 297. store=ext4 rows are 40 bytes shorter;
+// ext8's would be 32 bytes longer than ext6's, and SQ8 (D bytes and its
+// factors, plus the 1-bit code the fast scan of a filter needs) about as
+// long: neither fits. At 784 dimensions (Fashion-MNIST, 60k rows) ext6
+// takes 847 bytes a row against a budget of 874.
 //
 // # Parameters and defaults
 //
@@ -249,8 +251,8 @@
 // memory budget) and ef_construction (default 128) are build options of
 // the index definition; ef_search (default 64, at least k) is a
 // per-query option (knn's options, SET vecside.ef_search) and a default
-// in the definition. On 1M × 128 clustered cosine rows, ef_construction
-// 64 built in 97 s but recall@10 stopped at 0.975 for any ef_search
+// in the definition. On 1M × 128 clustered cosine rows (with 4-bit
+// codes), ef_construction 64 built in 97 s but recall@10 stopped at 0.975 for any ef_search
 // (neighbours in tight clusters left without edges from their own
 // cluster); 128 built in 170 s and reached 0.975 at ef 48, 0.982 at 64,
 // 0.991 at 96 and 0.997 at 192. ef_search 64 is the lowest width at or
@@ -261,45 +263,60 @@
 //
 // # Measured
 //
-// On this 2-core machine, shared with other work (medians where repeated;
-// single runs otherwise), clustered 1M × 128 cosine rows (seed 1), m 16,
-// ef_construction 128, store=ext4, candidates capped at 3k:
+// On this 2-core machine, shared with other work (single runs unless
+// said), clustered 1M × 128 cosine rows (seed 1), m 16, ef_construction
+// 128, store=ext6, candidates capped at 3k:
 //
-//	go test ./hnsw -run '^$' -bench 'Build|Search|Load|Filter' -benchtime 2000x -hnsw.rows 1000000 -timeout 1h
+//	go test ./hnsw -run '^$' -bench 'Build|Search' -benchtime 2000x -hnsw.rows 1000000 -hnsw.ef 32,48,64,96,128,192 -timeout 1h
+//	go test ./hnsw -run '^$' -bench 'Filter|Load' -benchtime 500x -hnsw.rows 1000000 -hnsw.cache /tmp/h1m.idx -timeout 1h
 //
-// built in 170 s in process (5,900 rows/s), 251 bytes a row by Stats, 257
-// of heap, 6 rows unreachable; one query at a time on one goroutine,
-// recall@10 after an exact re-rank and QPS: ef 32 0.944 at 11,000; ef 48
-// 0.975 at 9,500; ef 64 0.982 at 7,800; ef 96 0.991 at 5,900; ef 128
-// 0.994 at 4,800; ef 192 0.997 at 3,600 (the first 10 candidates alone:
-// 0.86 to 0.89). The checkpoint body (207 bytes a row) loads in 0.9 s.
-// Through a sidecar process, copying the table from Postgres:
+// built in process in 250 s (4,000 rows/s; another benchmark shared the
+// machine), 295 bytes a row by Stats before the row lost its QErr factor
+// (291 after), 0 rows unreachable; one query at a time on one goroutine,
+// recall@10 after an exact re-rank and QPS: ef 32 0.979 at 7,400; ef 48
+// 0.988 at 8,000; ef 64 0.988 at 5,800; ef 96 0.991 at 4,900; ef 128
+// 0.994 at 3,000; ef 192 0.997 at 1,800 (the first 10 candidates alone:
+// 0.95 to 0.96, where 4-bit codes gave 0.86 to 0.89). Through a sidecar
+// process, copying the table from Postgres:
 //
-//	vecside bench --rows 1000000 --index kind=hnsw --ef-search 0,48,96,192 --oversample 0,1 --process
+//	vecside bench --rows 1000000 --index kind=hnsw --ef-search 0,96 --oversample 0 --clients 1 --process --pgvector=false
 //
-// ready 193 s after the copy began; process RSS 302 MiB after the build,
-// 393 MiB at its peak (1.30×); one pgwire client at ef 96, 0.994 at 1,830
-// QPS (p50 0.46 ms), end to end through heapfetch 1,190 QPS. On
-// Fashion-MNIST (60k × 784, l2), one pgwire client, the first 10 rows
-// returned: 0.964 at 4,470 QPS (ef 16), rising to 0.977 at ef 128, where
-// the 4-bit codes' order of near rows stops it; store=ext8 reaches 0.982
-// at 4,230 (ef 16) and 0.993 at 3,420 (ef 32); IVF on the same run, 0.964
-// at 2,170 (its defaults) and at most 0.970 (1,030, probes 16).
+// ready 192 s after the copy began, 291 bytes a row by status (295 with
+// the writer xids), process RSS 384 MiB after the build and at its peak;
+// one pgwire client at the default ef 64, recall 0.984 at 1,550 QPS
+// (p50 0.49 ms), end to end through heapfetch 620 QPS; at ef 96, 0.988 at
+// 1,400 and 790. On Fashion-MNIST (60k × 784, l2), one pgwire client, the
+// first 10 rows returned (sidecar only, oversample 1):
+//
+//	vecside bench --dataset fashion-mnist --index kind=hnsw --index kind=ivf --ef-search 10,12,16,24,32,64,128,256 --probes 0,8,32 --oversample 1 --clients 1 --e2e=false --pgvector=false
+//
+// ef 12 0.965 at 3,740 QPS (p50 0.21 ms), ef 16 0.975 at 3,770, ef 32
+// 0.985 at 3,120, ef 64 0.990 at 1,930, ef 128 0.991 at 1,350; IVF on the
+// same run 0.964 at 1,760 (its defaults), at most 0.970. With 4-bit codes
+// the same graph stopped at 0.977. The search itself is about 60 µs of
+// the 0.21 ms (in process, BenchmarkFashion-like loops: 10,000 QPS and
+// more); the rest is the pgwire round trip between two processes on
+// this VM.
 //
 // Under the stream (go test ./replicate -bench LagUnderSearch/hnsw, 1M
-// rows, single-row commits at 2,000 rows/s, Postgres on the same two
-// cores): 2,000 rows/s kept up, lag p99 24 ms alone and 16 ms while 8
-// pgwire clients search; the searches' p99 2.3 ms alone and 13 ms under
-// the writes (3,400 searches/s), the machine's CPU shared with Postgres's
-// commits and decoding (IVF on the same run: 960 rows/s, lag p99 77 ms,
-// search p99 35 ms alone). Restart (go test ./indexer -bench
-// CheckpointLoad/hnsw): the 1M-row checkpoint file read, checked and
-// loaded in 1.7 s warm; the first 1,000 searches' p99 0.44 ms against
-// 0.33 ms steady. Churn (vecside bench --rows 200000 --churn 40000,40000
+// rows, single-row commits at 2,000 rows/s from pgbench, Postgres on the
+// same two cores, 8 pgwire clients searching in the loaded phase): with
+// the narrowing of linkWidth, lag p50 0.8 ms and p99 80 ms alone (1,962
+// rows/s applied), p50 0.7 ms and p99 1.1 s while the clients search
+// (1,919 rows/s); search p99 14 ms alone, 72 ms under the writes. Before
+// the narrowing: p99 1.8 s alone and 6.6 s loaded, 1,888 and 1,704
+// rows/s. Linking a row into a million-row graph costs a core several
+// hundred microseconds, so 2,000 rows a second beside eight searching
+// clients and Postgres itself oversubscribe two cores; the lag's tail is
+// that. Restart (go test ./indexer -bench CheckpointLoad/hnsw): the
+// 1M-row checkpoint file read, checked and loaded in 1.95 s warm; the
+// first 1,000 searches' p99 0.37 ms against 0.31 ms steady.
+// Churn (vecside bench --rows 200000 --churn 40000,40000
 // --index kind=hnsw): a fifth of the rows deleted and as many inserted
-// through replication, recall at the same settings within 0.005 of a
-// fresh build's (two runs); the repair passes done 6 s after the last
-// change was applied, 2 rows unreachable.
+// through replication (applied in 4 s, so most rows were linked at a
+// narrowed width), recall at the same settings within 0.004 to 0.012 of
+// a fresh build's; the repair passes done 7 s after the last change was
+// applied, 0 rows unreachable.
 //
 // # Not done here
 //

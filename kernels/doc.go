@@ -27,8 +27,16 @@
 // VPMADDUBSW (2*15*128 < 32767). They are packed in 32-byte chunks of 64
 // codes: byte j holds code j in its low nibble and code 32+j in its high
 // nibble, so one shift and two masks yield both halves in query order (a
-// final short chunk of m bytes holds 2m codes the same way). Queries are
-// quantized symmetrically to int8 in [-127, 127] with one step per query.
+// final short chunk of m bytes holds 2m codes the same way). 2-bit codes
+// are packed four to a byte in 32-byte chunks of 128 codes, bits 2i..2i+1
+// of byte j holding code 32i+j, so shifts by 0, 2, 4 and 6 and a mask
+// yield the four quarters in query order. A 6-bit extended code is a
+// 4-bit plane of its top bits followed by a 2-bit plane of its low bits:
+// its dot product is 4·(top plane's) + (low plane's), and the top plane
+// alone is a 4-bit code a graph's walk reads (RaBitQ.ExtInnerTop).
+// Queries are quantized symmetrically to int8 in [-127, 127] with one step
+// per query (and once more, the remainder, where an estimate must lose
+// nothing to it: RaBitQ.ExtInnerAt).
 //
 // # 1-bit fast scan
 //
