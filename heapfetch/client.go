@@ -9,6 +9,9 @@ import (
 
 	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/vecside/vecside/internal/pgvalue"
 )
 
 // Querier runs a query: *pgx.Conn, *pgxpool.Pool and pgx.Tx all do.
@@ -97,3 +100,16 @@ func NewClient(cfg Config) (*Client, error) {
 	}
 	return c, nil
 }
+
+// RegisterTypes prepares a connection to a sidecar for sending query
+// vectors: []float32 parameters are encoded in binary directly, where
+// pgx's own array encoder handles them element by element through
+// interfaces (about 13 µs and 786 allocations for a 784-dimensional
+// vector, on every search). Call it for the sidecar pool's connections:
+//
+//	cfg, _ := pgxpool.ParseConfig(sidecarURL)
+//	cfg.AfterConnect = func(_ context.Context, c *pgx.Conn) error {
+//		heapfetch.RegisterTypes(c.TypeMap())
+//		return nil
+//	}
+func RegisterTypes(m *pgtype.Map) { pgvalue.RegisterFloat4Array(m) }

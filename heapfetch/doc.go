@@ -28,6 +28,11 @@
 //	}, pgx.RowToStructByName[doc])
 //	// hits[i].Row.Title, hits[i].Key, hits[i].Distance
 //
+// Connections to a sidecar should go through RegisterTypes (in the pool's
+// AfterConnect), which sends the query vector in binary without boxing
+// each element: pgx's generic array encoder costs a 784-d query 13 µs and
+// 786 allocations.
+//
 // Collect scans the caller's columns the way pgx.CollectRows does, with
 // the key and exact distance alongside; OrderOnly leaves the distances
 // out (NaN) for applications that want the order, not the numbers.

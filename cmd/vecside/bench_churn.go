@@ -8,7 +8,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/vecside/vecside/indexer"
 	"github.com/vecside/vecside/internal/dataset"
 )
@@ -24,12 +23,12 @@ func (b *bench) churn(ctx context.Context, def string) error {
 		return err
 	}
 	defer sc.Stop()
-	conn, err := pgx.Connect(ctx, sidecarURL(sc.Addr.String()))
+	conn, err := dialSidecar(ctx, sc.Addr.String())
 	if err != nil {
 		return err
 	}
 	defer conn.Close(context.Background())
-	load, err := pgx.Connect(ctx, sidecarURL(sc.Addr.String()))
+	load, err := dialSidecar(ctx, sc.Addr.String())
 	if err != nil {
 		return err
 	}
@@ -139,7 +138,7 @@ func (b *bench) churn(ctx context.Context, def string) error {
 		return err
 	}
 	defer fresh.Stop()
-	fconn, err := pgx.Connect(ctx, sidecarURL(fresh.Addr.String()))
+	fconn, err := dialSidecar(ctx, fresh.Addr.String())
 	if err != nil {
 		return err
 	}

@@ -11,7 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/vecside/vecside/replicate"
 )
 
@@ -71,7 +70,7 @@ func (b *bench) startProcess(ctx context.Context, name, def string) (*sidecarPro
 func (p *sidecarProcess) waitReady(ctx context.Context, name string, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for ; time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-		conn, err := pgx.Connect(ctx, sidecarURL(p.addr))
+		conn, err := dialSidecar(ctx, p.addr)
 		if err != nil {
 			continue // not listening yet
 		}

@@ -35,7 +35,7 @@ re-ranked by exact distance, as an application using heapfetch sees them.`,
 			return err
 		}
 		ctx := c.Context
-		side, err := pgx.Connect(ctx, sidecarURL(c.String("addr")))
+		side, err := dialSidecar(ctx, c.String("addr"))
 		if err != nil {
 			return fmt.Errorf("connecting to the sidecar: %w", err)
 		}
@@ -72,6 +72,17 @@ re-ranked by exact distance, as an application using heapfetch sees them.`,
 		}
 		return nil
 	},
+}
+
+// dialSidecar connects to the sidecar at addr (see sidecarURL), ready to
+// send query vectors (heapfetch.RegisterTypes).
+func dialSidecar(ctx context.Context, addr string) (*pgx.Conn, error) {
+	conn, err := pgx.Connect(ctx, sidecarURL(addr))
+	if err != nil {
+		return nil, err
+	}
+	heapfetch.RegisterTypes(conn.TypeMap())
+	return conn, nil
 }
 
 // sidecarURL accepts host:port as well as a full connection URL.

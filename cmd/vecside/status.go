@@ -20,7 +20,7 @@ per index; an index in error has its error on the line below. Exits
 non-zero if any index is in error.`,
 	Flags: []cli.Flag{addrFlag, configFlag},
 	Action: func(c *cli.Context) error {
-		side, err := pgx.Connect(c.Context, sidecarURL(c.String("addr")))
+		side, err := dialSidecar(c.Context, c.String("addr"))
 		if err != nil {
 			return fmt.Errorf("connecting to the sidecar: %w", err)
 		}

@@ -92,7 +92,15 @@ func run(ctx context.Context, source, sidecar string, tenant int, args []string,
 	if len(args) != 2 || args[0] != "search" {
 		return fmt.Errorf("want setup, or search TEXT")
 	}
-	side, err := pgxpool.New(ctx, "postgres://vecside@"+sidecar+"/vecside?sslmode=prefer")
+	sideCfg, err := pgxpool.ParseConfig("postgres://vecside@" + sidecar + "/vecside?sslmode=prefer")
+	if err != nil {
+		return err
+	}
+	sideCfg.AfterConnect = func(_ context.Context, c *pgx.Conn) error {
+		heapfetch.RegisterTypes(c.TypeMap()) // query vectors sent in binary, without boxing each element
+		return nil
+	}
+	side, err := pgxpool.NewWithConfig(ctx, sideCfg)
 	if err != nil {
 		return err
 	}

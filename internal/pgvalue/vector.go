@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -88,6 +89,21 @@ func AppendPgvector(dst []byte, v []float32) []byte {
 	dst = binary.BigEndian.AppendUint16(dst, uint16(len(v)))
 	dst = binary.BigEndian.AppendUint16(dst, 0)
 	for _, x := range v {
+		dst = binary.BigEndian.AppendUint32(dst, math.Float32bits(x))
+	}
+	return dst
+}
+
+// AppendFloat4Array encodes v as a one-dimensional float4[] in the array
+// binary format (see DecodeFloatArray), as pgx does: one dimension even
+// when v is empty.
+func AppendFloat4Array(dst []byte, v []float32) []byte {
+	for _, w := range [5]uint32{1, 0, pgtype.Float4OID, uint32(len(v)), 1} { // dimensions, no NULLs, element type, length, lower bound
+		dst = binary.BigEndian.AppendUint32(dst, w)
+	}
+	dst = slices.Grow(dst, 8*len(v))
+	for _, x := range v {
+		dst = binary.BigEndian.AppendUint32(dst, 4)
 		dst = binary.BigEndian.AppendUint32(dst, math.Float32bits(x))
 	}
 	return dst
