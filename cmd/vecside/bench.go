@@ -53,7 +53,9 @@ parameter), hnsw.ef_search set on every connection and the statement
 prepared again per setting, the plan checked with EXPLAIN to use the
 index, every connection first warmed by one pass of the queries at the
 largest hnsw.ef_search (a new backend runs its first thousand queries
-slower, mapping the shared buffers it reads). It is built before the sidecars start, so that no walsender
+slower, mapping the shared buffers it reads; vecside's heap connections
+are warmed the same way, by one pass end to end). It is built before the
+sidecars start, so that no walsender
 decodes its WAL while it is measured, and its settings are measured
 interleaved with vecside's, so that a change in the machine's load falls
 on both.

@@ -160,17 +160,28 @@ func (b *bench) warmPGVector(ctx context.Context, t *pgvectorTarget) error {
 			return fmt.Errorf("pgvector: %w", err)
 		}
 	}
-	errs := make([]error, len(t.conns))
+	err := b.everyQuery(len(t.conns), func(c, qi int) error {
+		rows, err := t.conns[c].Query(ctx, t.query, b.queries[qi])
+		if err == nil {
+			_, err = pgx.CollectRows(rows, pgx.RowTo[int64])
+		}
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("pgvector: warming up: %w", err)
+	}
+	return nil
+}
+
+// everyQuery runs fn for every query on each of n connections, the
+// connections concurrently, and returns the first error of each.
+func (b *bench) everyQuery(n int, fn func(c, qi int) error) error {
+	errs := make([]error, n)
 	var wg sync.WaitGroup
-	for i, c := range t.conns {
+	for c := range n {
 		wg.Go(func() {
-			for _, q := range b.queries {
-				rows, err := c.Query(ctx, t.query, q)
-				if err == nil {
-					_, err = pgx.CollectRows(rows, pgx.RowTo[int64])
-				}
-				if err != nil {
-					errs[i] = fmt.Errorf("pgvector: warming up: %w", err)
+			for qi := range b.queries {
+				if errs[c] = fn(c, qi); errs[c] != nil {
 					return
 				}
 			}

@@ -24,6 +24,7 @@ type vecsideTarget struct {
 	entry     *indexer.Entry // in process only
 	conns     []*pgx.Conn    // to the sidecar, one per client
 	heaps     []*pgx.Conn    // to Postgres, one per client
+	hf        []*heapfetch.Client
 	closers   []func()
 }
 
@@ -107,6 +108,17 @@ func (b *bench) startVecside(ctx context.Context, n int, def string) (t *vecside
 			return nil, err
 		}
 		t.closers = append(t.closers, func() { t.heaps[i].Close(context.Background()) })
+		t.hf = append(t.hf, heapfetch.New(t.conns[i], t.heaps[i]))
+	}
+	if b.p.e2e {
+		// The heap connections are new backends: see warmPGVector.
+		b.say("%s: warming %d heap connection(s): every query once end to end", def, len(t.hf))
+		if err := b.everyQuery(len(t.hf), func(c, qi int) error {
+			_, err := t.hf[c].Search(ctx, heapfetch.Request{Index: t.name, Vector: b.queries[qi], K: b.p.k})
+			return err
+		}); err != nil {
+			return nil, fmt.Errorf("%s: warming up: %w", def, err)
+		}
 	}
 	return t, nil
 }
@@ -177,13 +189,9 @@ func (b *bench) measureVecside(ctx context.Context, t *vecsideTarget, opts strin
 	if !b.p.e2e {
 		return nil
 	}
-	hf := make([]*heapfetch.Client, len(t.conns))
-	for i := range hf {
-		hf[i] = heapfetch.New(t.conns[i], t.heaps[i])
-	}
 	rest := strings.TrimSpace(strings.Replace(opts, fmt.Sprintf("oversample=%g", so.Oversample), "", 1))
 	e2e := func(c, qi int) error {
-		_, err := hf[c].Search(ctx, heapfetch.Request{Index: t.name, Vector: b.queries[qi], K: b.p.k, Oversample: so.Oversample, Options: rest})
+		_, err := t.hf[c].Search(ctx, heapfetch.Request{Index: t.name, Vector: b.queries[qi], K: b.p.k, Oversample: so.Oversample, Options: rest})
 		return err
 	}
 	for _, clients := range concurrencies(b.p.clients) {
