@@ -260,6 +260,14 @@ func (r *gen) linkWidth() int {
 	return max(ef, min(r.x.cfg.EfConstruction, 2*r.x.cfg.M))
 }
 
+// linkingBehind reports whether streamed rows wait for linking (an eighth
+// of the ring): searches then yield their core at each check, since the
+// stream's lag counts on the linkers keeping up.
+func (r *gen) linkingBehind() bool {
+	q := r.ring
+	return r.x.following.Load() && (q.head.Load()-q.tail.Load())*8 >= q.size
+}
+
 // cand is a candidate neighbour of a base node: its distance from the
 // base, and its decoded vector's slot in the scratch arena (−1: not
 // decoded yet).
