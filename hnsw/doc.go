@@ -300,15 +300,18 @@
 //
 // Under the stream (go test ./replicate -bench LagUnderSearch/hnsw, 1M
 // rows, single-row commits at 2,000 rows/s from pgbench, Postgres on the
-// same two cores, 8 pgwire clients searching in the loaded phase): with
-// the narrowing of linkWidth, lag p50 0.8 ms and p99 80 ms alone (1,962
-// rows/s applied), p50 0.7 ms and p99 1.1 s while the clients search
-// (1,919 rows/s); search p99 14 ms alone, 72 ms under the writes. Before
-// the narrowing: p99 1.8 s alone and 6.6 s loaded, 1,888 and 1,704
-// rows/s. Linking a row into a million-row graph costs a core several
-// hundred microseconds, so 2,000 rows a second beside eight searching
-// clients and Postgres itself oversubscribe two cores; the lag's tail is
-// that. Restart (go test ./indexer -bench CheckpointLoad/hnsw): the
+// same two cores, 8 pgwire clients searching in the loaded phase): lag p50
+// 0.8 ms and p99 27 ms alone (1,962 rows/s applied), p50 1.6 ms and p99
+// 27 ms while the clients search (1,947 rows/s, 775 searches/s); search
+// p99 5.9 ms alone, 59 ms under the writes. Two things hold the lag: the
+// narrowing of linkWidth, and searches that yield their core at each of
+// their checks while an eighth of the ring waits (linkingBehind). Without
+// the yield: lag p99 1.1 s under the searches, 471 searches/s; without
+// either, 1.8 s alone and 6.6 s loaded. Linking a row into a million-row
+// graph costs a core a few hundred microseconds, so 2,000 rows a second
+// beside eight searching clients and Postgres itself oversubscribe two
+// cores: the searches' latency under writes is the price of the lag.
+// Restart (go test ./indexer -bench CheckpointLoad/hnsw): the
 // 1M-row checkpoint file read, checked and loaded in 1.95 s warm; the
 // first 1,000 searches' p99 0.37 ms against 0.31 ms steady.
 // Churn (vecside bench --rows 200000 --churn 40000,40000
