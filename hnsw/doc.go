@@ -157,10 +157,11 @@
 // follows the stream (FollowStream, called by the indexer when the index
 // is ready), a link narrows its beam while rows wait: half of
 // EfConstruction with an eighth of the ring waiting, a quarter with half
-// of it, never below 2·M (linkWidth). Rows linked while the linkers
-// catch up get edges chosen from fewer candidates, and the stream keeps
-// its lag; the copy and rebuilds, which hold no one's writes back, link
-// at full width. So the build from
+// of it, never below 2·M (linkWidth), and searches yield their core at
+// each of their checks (linkingBehind). Rows linked while the linkers
+// catch up get edges chosen from fewer candidates, searches wait a
+// little, and the stream keeps its lag; the copy and rebuilds, which
+// hold no one's writes back, link at full width. So the build from
 // the initial copy uses every core: the copy's reader encodes, the
 // linkers link. A linker yields its core between rows, so that a search
 // waits for at most a row's linking, not for the scheduler's time slice.
