@@ -203,7 +203,6 @@ type query struct {
 	term []float32 // per centroid: ‖q−c‖² (l2, cosine) or <q, c> (ip)
 	seen []uint32  // per centroid: gen when term was computed
 	gen  uint32
-	norm float32 // ‖q‖: for ip, the length of the residual refine's bounds are of
 }
 
 // setQuery prepares q (raw, as a client sends it) for a search.
@@ -235,7 +234,6 @@ func (c *codes) reset(dst *query) {
 		clear(dst.seen)
 		dst.gen = 1
 	}
-	dst.norm = sqrt32(kernels.Dot(dst.v, dst.v))
 }
 
 // centroidTerm is ‖q−c‖² (or <q, c> for ip) of centroid k.
@@ -297,7 +295,7 @@ func (c *codes) refine(q *query, id uint32) (est, bound float32) {
 	}
 	term := c.centroidTerm(q, k)
 	if c.metric == kernels.IP { // the query is its own residual: −(<r,q> + <c,q>)
-		ip, e := c.rq.ExtInnerAt(&q.pq, ext, &f, q.norm)
+		ip, e := c.rq.ExtInnerAt(&q.pq, ext, &f, q.pq.ResidualNorm())
 		return -(ip + term), e
 	}
 	ip, e := c.rq.ExtInnerAt(&q.pq, ext, &f, sqrt32(term))

@@ -82,6 +82,9 @@ func (q *ring) wait() {
 	}
 }
 
+// waiting is how many rows queued are not linked yet (or being linked).
+func (q *ring) waiting() uint64 { return q.head.Load() - q.tail.Load() }
+
 // idle reports whether every row queued has been linked.
 func (q *ring) idle() bool { return q.tail.Load() == q.head.Load() }
 
@@ -89,7 +92,7 @@ func (q *ring) idle() bool { return q.tail.Load() == q.head.Load() }
 // to search its neighbours with. Writers only.
 func (r *gen) enqueue(id uint32, vec []float32) {
 	q := r.ring
-	for q.head.Load()-q.tail.Load() >= q.size {
+	for q.waiting() >= q.size {
 		if !r.linkOne() {
 			q.wait()
 		}
@@ -247,14 +250,12 @@ func (r *gen) link(seq uint64) {
 // back-pressure holds no one's writes back.
 func (r *gen) linkWidth() int {
 	ef := r.x.cfg.EfConstruction
-	if !r.x.following.Load() {
+	switch {
+	case !r.linkingBehind():
 		return ef
-	}
-	q := r.ring
-	switch waiting := q.head.Load() - q.tail.Load(); {
-	case waiting*2 >= q.size:
+	case r.ring.waiting()*2 >= r.ring.size:
 		ef /= 4
-	case waiting*8 >= q.size:
+	default:
 		ef /= 2
 	}
 	return max(ef, min(r.x.cfg.EfConstruction, 2*r.x.cfg.M))
@@ -265,7 +266,7 @@ func (r *gen) linkWidth() int {
 // stream's lag counts on the linkers keeping up.
 func (r *gen) linkingBehind() bool {
 	q := r.ring
-	return r.x.following.Load() && (q.head.Load()-q.tail.Load())*8 >= q.size
+	return r.x.following.Load() && q.waiting()*8 >= q.size
 }
 
 // cand is a candidate neighbour of a base node: its distance from the

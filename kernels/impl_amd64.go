@@ -139,33 +139,27 @@ func dotU8I8Impl(a []byte, b []int8) int32 {
 }
 
 func dotU4I8Impl(a []byte, b []int8) int32 {
-	chunks := len(a) / u4Chunk
-	if chunks == 0 || intFamily.active == isaGo {
-		return dotU4I8Go(a, b)
-	}
-	head := chunks * u4Chunk
-	var s int32
-	if intFamily.active == isaAVX512 {
-		s = dotU4I8AVX512(&a[0], &b[0], chunks)
-	} else {
-		s = dotU4I8AVX2(&a[0], &b[0], chunks)
-	}
-	return s + dotU4I8Go(a[head:], b[2*head:])
+	return chunkedDot(a, b, u4Chunk, 2, dotU4I8AVX512, dotU4I8AVX2, dotU4I8Go)
 }
 
 func dotU2I8Impl(a []byte, b []int8) int32 {
-	chunks := len(a) / u2Chunk
+	return chunkedDot(a, b, u2Chunk, 4, dotU2I8AVX512, dotU2I8AVX2, dotU2I8Go)
+}
+
+// chunkedDot runs the active ISA's kernel over the whole chunks (of chunk
+// bytes) of codes packed perByte to a byte, and the Go version over the
+// short tail.
+func chunkedDot(a []byte, b []int8, chunk, perByte int, avx512, avx2 func(*byte, *int8, int) int32, tail func([]byte, []int8) int32) int32 {
+	chunks := len(a) / chunk
 	if chunks == 0 || intFamily.active == isaGo {
-		return dotU2I8Go(a, b)
+		return tail(a, b)
 	}
-	head := chunks * u2Chunk
-	var s int32
+	kernel := avx2
 	if intFamily.active == isaAVX512 {
-		s = dotU2I8AVX512(&a[0], &b[0], chunks)
-	} else {
-		s = dotU2I8AVX2(&a[0], &b[0], chunks)
+		kernel = avx512
 	}
-	return s + dotU2I8Go(a[head:], b[4*head:])
+	head := chunks * chunk
+	return kernel(&a[0], &b[0], chunks) + tail(a[head:], b[perByte*head:])
 }
 
 // scanBlock sets out[v] to the table sum of vector v of a fast-scan block.

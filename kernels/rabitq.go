@@ -258,12 +258,17 @@ type Query struct {
 	// fine is t − extStep·ext quantized again (ExtInnerAt), made on first
 	// use: with it, <y, t> loses nothing to the query's quantization.
 	fine     []int8
+	rest     []float32 // what fine quantizes
 	fineStep float32
 	fineSum  int32
 	fineOK   bool
 	t        []float32
 	tq       []int8
 }
+
+// ResidualNorm is ‖t‖, the length of the query's residual: for the inner
+// product, of the query itself.
+func (q *Query) ResidualNorm() float32 { return q.tNorm }
 
 // PrepareQuery prepares dst for scanning codes encoded against a centroid.
 // qRot is RotateQuery's output, cRot the rotated centroid (nil for the
@@ -406,8 +411,7 @@ func (rq *RaBitQ) ExtInner(q *Query, ext []byte, f *Factors) (ip, bound float32)
 func (rq *RaBitQ) TopScale(ext []byte, r []float32) float32 {
 	rq.checkSixBits()
 	checkLen(len(r), rq.cfg.Dim)
-	y := make([]float32, rq.extDims())
-	unpackU4(y, ext[:rq.topBytes()], &u4Points)
+	y := rq.gridPoints(ext, true)
 	var yr, rr float64
 	for i, v := range r {
 		yr += float64(y[i]) * float64(v)
@@ -437,18 +441,26 @@ func (rq *RaBitQ) ExtInnerTop(q *Query, ext []byte, scale float32) float32 {
 // ExtInnerExact(g−c) estimates <r, q−c> with the error of a query
 // prepared against c (see ExtInnerAt).
 func (rq *RaBitQ) ExtInnerExact(ext []byte, f *Factors, v []float32) float32 {
-	y := make([]float32, rq.extDims())
-	decodeCodes(y, ext, rq.cfg.ExBits)
-	return f.Scale * Dot(y[:rq.cfg.Dim], v)
+	return f.Scale * Dot(rq.gridPoints(ext, false), v)
 }
 
 // TopInnerExact is ExtInnerExact for the top plane of a 6-bit code, with
 // its TopScale.
 func (rq *RaBitQ) TopInnerExact(ext []byte, scale float32, v []float32) float32 {
-	rq.checkSixBits()
+	return scale * Dot(rq.gridPoints(ext, true), v)
+}
+
+// gridPoints returns the Dim grid points of an extended code, or of the
+// top plane of a 6-bit one, for the encoding-time methods above.
+func (rq *RaBitQ) gridPoints(ext []byte, top bool) []float32 {
 	y := make([]float32, rq.extDims())
-	unpackU4(y, ext[:rq.topBytes()], &u4Points)
-	return scale * Dot(y[:rq.cfg.Dim], v)
+	if top {
+		rq.checkSixBits()
+		decodeCodes(y, ext[:rq.topBytes()], 4)
+	} else {
+		decodeCodes(y, ext, rq.cfg.ExBits)
+	}
+	return y[:rq.cfg.Dim]
 }
 
 // ExtInnerAt is ExtInner for a caller that corrects the estimate to
@@ -460,12 +472,11 @@ func (rq *RaBitQ) TopInnerExact(ext []byte, scale float32, v []float32) float32 
 func (rq *RaBitQ) ExtInnerAt(q *Query, ext []byte, f *Factors, tNorm float32) (ip, bound float32) {
 	if !q.fineOK {
 		n := len(q.ext)
-		q.fine = grow(q.fine, n)
-		rest := make([]float32, n)
+		q.fine, q.rest = grow(q.fine, n), grow(q.rest, n)
 		for i, v := range q.t[:n] {
-			rest[i] = v - q.extStep*float32(q.ext[i])
+			q.rest[i] = v - q.extStep*float32(q.ext[i])
 		}
-		q.fineStep, q.fineSum = quantizeSym(q.fine, rest, 127)
+		q.fineStep, q.fineSum = quantizeSym(q.fine, q.rest, 127)
 		q.fineOK = true
 	}
 	dot := rq.codeDot(ext, q.ext, q.extStep, q.extSum) + rq.codeDot(ext, q.fine, q.fineStep, q.fineSum)
