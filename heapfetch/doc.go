@@ -140,17 +140,32 @@
 // fastpath.go). A column of double precision[] always takes the slow
 // path: the sidecar holds its values rounded to float32.
 //
+// Each vector is read in its column's own type and decoded by the
+// client from the raw bytes. What a fetched vector costs depends on that
+// type: Postgres sends a real[] an element at a time, each through a
+// function call and an allocation (≈ 30 µs of the server's time for 784
+// elements), where pgvector's vector_send copies its floats; reading a
+// vector column through a cast to real[] cost the same as a real[].
+//
 // Measured by BenchmarkFastPath on Fashion-MNIST (60,000 × 784, vectors
-// out of line in a real[] column with SET STORAGE EXTERNAL, IVF with
-// store=float, k = 10, recall@10 0.99, 2 shared cores, medians of three
-// runs, two sets): the sidecar alone 0.39 and 0.53 ms p50, the fast path
-// 0.67 and 0.81 ms (+0.28 ms, one heap round trip) with no vector
-// fetched, fetching every vector 1.33 and 1.41 ms; through a pgvector
-// vector(784) column, 0.42, 0.75 and 1.31 ms. The fast path returns the
-// same rows, order and distances as fetching every vector on every query.
-// With the compact store (ext4) the sidecar's distances are estimates
-// without a deterministic bound, so every candidate's vector is fetched:
-// 14.5 a query.
+// out of line, k = 10, 2 shared cores; medians over three runs of the
+// difference from the sidecar alone, whose p50 was 0.32–0.67 ms as the
+// machine's load moved):
+//
+//	index                              vectors/query  real[]    vector(784)
+//	ivf store=float, fast path               0        +0.30 ms  +0.43 ms
+//	ivf store=float, every vector           10        +0.67 ms  +0.50 ms
+//	hnsw (6-bit codes), oversample=1        10        +0.54 ms  +0.35 ms
+//	ivf (4-bit codes), default oversample   14.0      +0.82 ms
+//
+// The fast path returns the same rows, order and distances as fetching
+// every vector on every query. The compact store's distances are
+// estimates without a deterministic bound tight enough to spare a fetch
+// (a bound that holds for every query exceeds the estimates' typical
+// error about as many times as the square root of the dimension), so
+// each candidate's vector is fetched; HNSW's 6-bit codes order candidates well enough that k of
+// them (Oversample 1) keep recall@10 at 0.992 on Fashion-MNIST, so at
+// most k vectors are fetched and OrderOnly costs the same.
 //
 // Distances follow pgvector's operators: Euclidean (<->), 1 − cosine
 // similarity (<=>), negative inner product (<#>); ties are broken by key,

@@ -2,6 +2,7 @@ package heapfetch_test
 
 import (
 	"context"
+	"fmt"
 	"reflect"
 	"slices"
 	"testing"
@@ -22,9 +23,10 @@ import (
 // fast path returns the rows, order and distances of the path that
 // fetches every vector, and reports recall@10 against exact ground
 // truth. It does so for an IVF index with store=float, whose distances
-// are exact, and with the compact store, whose are not; and, where
-// pgvector is installed, for store=float over a vector(784) column
-// stored out of line as well.
+// are exact, with the compact store (IVF, 4-bit codes) whose are not, and
+// with the default HNSW (6-bit codes) asked for k candidates; and, where
+// pgvector is installed, for store=float and HNSW over a vector(784)
+// column stored out of line as well.
 //
 // Each path reports p50_ms (the median latency) and vectors/query (the
 // vectors fetched from the heap per query).
@@ -43,10 +45,15 @@ func BenchmarkFastPath(b *testing.B) {
 		pgx.CopyFromSlice(len(data), func(i int) ([]any, error) { return []any{int64(i), data[i]}, nil })); err != nil {
 		b.Fatal(err)
 	}
-	indexes := []string{"fmnist_float", "fmnist_ext4"}
+	// The compact HNSW index is asked for k candidates (oversample 1):
+	// its 6-bit codes order them well enough that no more are needed for
+	// recall ≥ 0.95, so at most k vectors are fetched.
+	oversample := map[string]float64{"fmnist_hnsw": 1, "fmnist_vector_hnsw": 1}
+	indexes := []string{"fmnist_float", "fmnist_ext4", "fmnist_hnsw"}
 	defs := []string{
 		"fmnist_float=public.fmnist(v) key=id metric=l2 kind=ivf store=float",
 		"fmnist_ext4=public.fmnist(v) key=id metric=l2 kind=ivf",
+		"fmnist_hnsw=public.fmnist(v) key=id metric=l2 kind=hnsw",
 	}
 	tables := []string{"fmnist"}
 	// Where pgvector is installed, the same through a vector column.
@@ -54,8 +61,9 @@ func BenchmarkFastPath(b *testing.B) {
 		mustExec(b, db, `CREATE TABLE fmnist_vector (id bigint PRIMARY KEY, v vector(784));
 			ALTER TABLE fmnist_vector ALTER COLUMN v SET STORAGE EXTERNAL;
 			INSERT INTO fmnist_vector SELECT id, v::vector FROM fmnist`)
-		indexes = append(indexes, "fmnist_vector_float")
-		defs = append(defs, "fmnist_vector_float=public.fmnist_vector(v) key=id metric=l2 kind=ivf store=float")
+		indexes = append(indexes, "fmnist_vector_float", "fmnist_vector_hnsw")
+		defs = append(defs, "fmnist_vector_float=public.fmnist_vector(v) key=id metric=l2 kind=ivf store=float",
+			"fmnist_vector_hnsw=public.fmnist_vector(v) key=id metric=l2 kind=hnsw")
 		tables = append(tables, "fmnist_vector")
 	} else {
 		b.Logf("no pgvector (%v): measuring the real[] column only", err)
@@ -75,11 +83,11 @@ func BenchmarkFastPath(b *testing.B) {
 		client := heapfetch.New(side, db)
 		hits := 0
 		for i, q := range qs {
-			fast, err := client.Search(ctx, heapfetch.Request{Index: index, Vector: q, K: k})
+			fast, err := client.Search(ctx, heapfetch.Request{Index: index, Vector: q, K: k, Oversample: oversample[index]})
 			if err != nil {
 				b.Fatal(err)
 			}
-			slow, err := client.Search(ctx, heapfetch.Request{Index: index, Vector: q, K: k, AlwaysFetch: true})
+			slow, err := client.Search(ctx, heapfetch.Request{Index: index, Vector: q, K: k, Oversample: oversample[index], AlwaysFetch: true})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -100,7 +108,7 @@ func BenchmarkFastPath(b *testing.B) {
 			run  func(q []float32) error
 		}{
 			{"sidecar-only", func(q []float32) error {
-				rows, err := side.Query(ctx, "SELECT id, distance FROM knn($1, $2, $3)", index, q, k)
+				rows, err := side.Query(ctx, "SELECT id, distance FROM knn($1, $2, $3, $4)", index, q, k, knnOptions(oversample[index]))
 				if err == nil {
 					rows.Close()
 					err = rows.Err()
@@ -108,11 +116,11 @@ func BenchmarkFastPath(b *testing.B) {
 				return err
 			}},
 			{"fetch-every-vector", func(q []float32) error {
-				_, err := client.Search(ctx, heapfetch.Request{Index: index, Vector: q, K: k, AlwaysFetch: true})
+				_, err := client.Search(ctx, heapfetch.Request{Index: index, Vector: q, K: k, Oversample: oversample[index], AlwaysFetch: true})
 				return err
 			}},
 			{"fast-path", func(q []float32) error {
-				_, err := client.Search(ctx, heapfetch.Request{Index: index, Vector: q, K: k})
+				_, err := client.Search(ctx, heapfetch.Request{Index: index, Vector: q, K: k, Oversample: oversample[index]})
 				return err
 			}},
 		}
@@ -135,4 +143,13 @@ func BenchmarkFastPath(b *testing.B) {
 			})
 		}
 	}
+}
+
+// knnOptions is knn's options argument asking for k × oversample
+// candidates, or the index's default for 0.
+func knnOptions(oversample float64) string {
+	if oversample == 0 {
+		return ""
+	}
+	return fmt.Sprintf("oversample=%g", oversample)
 }

@@ -337,8 +337,9 @@ func mustExec(t testing.TB, db *pgx.Conn, sql string) {
 	}
 }
 
-// TestStaleVectorSkipped: rows whose vector became NULL, shorter or longer
-// after the sidecar answered are left out like rows deleted meanwhile, and
+// TestStaleVectorSkipped: rows whose vector became NULL, shorter, longer,
+// two-dimensional or holed by a NULL element after the sidecar answered
+// are left out like rows deleted meanwhile, and
 // the search widens to find k others. The sidecar is made stale by cutting
 // its replication connection before the rows change.
 func TestStaleVectorSkipped(t *testing.T) {
@@ -357,15 +358,17 @@ func TestStaleVectorSkipped(t *testing.T) {
 			}
 			mustExec(t, db, `UPDATE docs SET v = NULL WHERE id = 1;
 				UPDATE docs SET v = '{1,1}' WHERE id = 2;
-				UPDATE docs SET v = array_fill(3, ARRAY[9]) WHERE id = 3`)
+				UPDATE docs SET v = array_fill(3, ARRAY[9]) WHERE id = 3;
+				UPDATE docs SET v = array_fill(4, ARRAY[2, 4]) WHERE id = 4;
+				UPDATE docs SET v = array_append(array_fill(5, ARRAY[7]), NULL) WHERE id = 5`)
 
 			q := []float32{1, 1, 1, 1, 1, 1, 1, 1}
 			got, err := heapfetch.New(side, db).Search(ctx, heapfetch.Request{Index: "docs_v", Vector: q, K: 2})
 			if err != nil {
 				t.Fatal(err)
 			}
-			// Rows 4 and 5 are the nearest that still have an 8-d vector.
-			want := []heapfetch.Row{{Key: int64(4), Distance: math.Sqrt(8 * 9)}, {Key: int64(5), Distance: math.Sqrt(8 * 16)}}
+			// Rows 6 and 7 are the nearest that still have an 8-d vector.
+			want := []heapfetch.Row{{Key: int64(6), Distance: math.Sqrt(8 * 25)}, {Key: int64(7), Distance: math.Sqrt(8 * 36)}}
 			if fmt.Sprint(got) != fmt.Sprint(want) {
 				t.Fatalf("got %v, want %v", got, want)
 			}

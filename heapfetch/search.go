@@ -156,7 +156,7 @@ func Collect[T any](ctx context.Context, c *Client, req Request, fn pgx.RowToFun
 		return nil, err
 	}
 	s := search[T]{c: c, heap: heap, ix: ix, req: &req, fn: fn}
-	if !req.AlwaysFetch && !ix.float8 && !c.fast.denied.Load() {
+	if !req.AlwaysFetch && !ix.float8() && !c.fast.denied.Load() {
 		if s.src, err = c.source(ctx, req.Index); err != nil {
 			return nil, err
 		}

@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/vecside/vecside/indexer"
 )
 
@@ -239,16 +240,11 @@ func decodeXID(raw []byte) (uint32, error) {
 // decodeVector decodes a vector value, binary or text; nil means NULL or
 // not decodable, which the entry counts as skipped.
 func decodeVector(e *indexer.Entry, raw []byte, binary bool) []float32 {
-	if raw == nil {
-		return nil
-	}
-	var v []float32
-	var err error
+	format := int16(pgtype.TextFormatCode)
 	if binary {
-		v, err = e.VectorType().DecodeBinary(raw)
-	} else {
-		v, err = e.VectorType().DecodeText(string(raw))
+		format = pgtype.BinaryFormatCode
 	}
+	v, err := e.VectorType().Decode(format, raw)
 	if err != nil {
 		return nil
 	}

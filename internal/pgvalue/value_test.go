@@ -3,6 +3,7 @@ package pgvalue
 import (
 	"encoding/hex"
 	"errors"
+	"github.com/jackc/pgx/v5/pgtype"
 	"math"
 	"slices"
 	"testing"
@@ -85,6 +86,27 @@ func TestDecodeFloatArray(t *testing.T) {
 		"00000008" + "3fb999999999999a")
 	if v, err := DecodeFloatArray(f8); err != nil || !slices.Equal(v, []float32{0.1}) {
 		t.Fatalf("double precision[]: got %v, %v", v, err)
+	}
+	// DecodeFloat64 keeps it unrounded, in either format.
+	if v, err := DecodeFloat64(pgtype.BinaryFormatCode, f8); err != nil || !slices.Equal(v, []float64{0.1}) {
+		t.Fatalf("double precision[] unrounded: got %v, %v", v, err)
+	}
+	if v, err := DecodeFloat64(pgtype.TextFormatCode, []byte("{0.1,-2}")); err != nil || !slices.Equal(v, []float64{0.1, -2}) {
+		t.Fatalf("double precision[] text unrounded: got %v, %v", v, err)
+	}
+	// Decode takes either format; NULL is nil.
+	for _, c := range []struct {
+		format int16
+		raw    []byte
+		want   []float32
+	}{
+		{pgtype.BinaryFormatCode, f4, []float32{1.5, -2}},
+		{pgtype.TextFormatCode, []byte("{1.5,-2}"), []float32{1.5, -2}},
+		{pgtype.BinaryFormatCode, nil, nil},
+	} {
+		if v, err := VectorFloat4Array.Decode(c.format, c.raw); err != nil || !slices.Equal(v, c.want) || (v == nil) != (c.want == nil) {
+			t.Errorf("Decode(%d, %x): got %v, %v, want %v", c.format, c.raw, v, err, c.want)
+		}
 	}
 	for name, bad := range map[string]string{
 		"two dimensions": "00000002" + "00000000" + "000002bc" + "00000001" + "00000001" + "00000001" + "00000001" + "00000004" + "3fc00000",

@@ -68,6 +68,30 @@ func (t VectorType) DecodeBinary(b []byte) ([]float32, error) {
 // DecodeText decodes a value in the type's text output format.
 func (t VectorType) DecodeText(s string) ([]float32, error) { return ParseVector(s) }
 
+// Decode decodes a value in either format (pgx's format codes: 1 binary,
+// 0 text); NULL (nil) is a nil vector.
+func (t VectorType) Decode(format int16, raw []byte) ([]float32, error) {
+	switch {
+	case raw == nil:
+		return nil, nil
+	case format == pgtype.BinaryFormatCode:
+		return t.DecodeBinary(raw)
+	}
+	return t.DecodeText(string(raw))
+}
+
+// DecodeFloat64 decodes a double precision[] value in either format
+// without rounding it to float32; NULL is nil.
+func DecodeFloat64(format int16, raw []byte) ([]float64, error) {
+	switch {
+	case raw == nil:
+		return nil, nil
+	case format == pgtype.BinaryFormatCode:
+		return decodeFloatArray[float64](raw)
+	}
+	return parseVector[float64](string(raw))
+}
+
 // DecodePgvector decodes pgvector's binary vector format.
 func DecodePgvector(b []byte) ([]float32, error) {
 	if len(b) < 4 {
@@ -112,13 +136,15 @@ func AppendFloat4Array(dst []byte, v []float32) []byte {
 // DecodeFloatArray decodes a one-dimensional float4[] or float8[] in the
 // array binary format: ndim, has-null flag, element OID, then per
 // dimension its length and lower bound, then each element length-prefixed.
-func DecodeFloatArray(b []byte) ([]float32, error) {
+func DecodeFloatArray(b []byte) ([]float32, error) { return decodeFloatArray[float32](b) }
+
+func decodeFloatArray[T float32 | float64](b []byte) ([]T, error) {
 	n, elem, body, err := arrayHeader(b)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrMalformedVector, err)
 	}
 	if n == 0 {
-		return []float32{}, nil
+		return []T{}, nil
 	}
 	var width int
 	switch elem {
@@ -132,7 +158,7 @@ func DecodeFloatArray(b []byte) ([]float32, error) {
 	if len(body) != n*(4+width) {
 		return nil, fmt.Errorf("%w: array of %d elements has %d body bytes", ErrMalformedVector, n, len(body))
 	}
-	v := make([]float32, n)
+	v := make([]T, n)
 	for i := range v {
 		l := int32(binary.BigEndian.Uint32(body))
 		if l != int32(width) {
@@ -142,9 +168,9 @@ func DecodeFloatArray(b []byte) ([]float32, error) {
 			return nil, fmt.Errorf("%w: element %d has %d bytes", ErrMalformedVector, i+1, l)
 		}
 		if width == 4 {
-			v[i] = math.Float32frombits(binary.BigEndian.Uint32(body[4:]))
+			v[i] = T(math.Float32frombits(binary.BigEndian.Uint32(body[4:])))
 		} else {
-			v[i] = float32(math.Float64frombits(binary.BigEndian.Uint64(body[4:])))
+			v[i] = T(math.Float64frombits(binary.BigEndian.Uint64(body[4:])))
 		}
 		body = body[4+width:]
 	}
@@ -181,23 +207,29 @@ func arrayHeader(b []byte) (n int, elem uint32, body []byte, err error) {
 // ParseVector parses a vector literal in pgvector's form [1,2,3] or the
 // array form {1,2,3}, with optional spaces. NULL elements, nested arrays
 // and anything that is not a number are errors.
-func ParseVector(s string) ([]float32, error) {
+func ParseVector(s string) ([]float32, error) { return parseVector[float32](s) }
+
+func parseVector[T float32 | float64](s string) ([]T, error) {
+	bits := 32
+	if _, wide := any(T(0)).(float64); wide {
+		bits = 64
+	}
 	s = strings.TrimSpace(s)
 	if len(s) < 2 || !(s[0] == '[' && s[len(s)-1] == ']' || s[0] == '{' && s[len(s)-1] == '}') {
 		return nil, fmt.Errorf("%w: %s is neither [1,2,3] nor {1,2,3}", ErrMalformedVector, abbreviate(s))
 	}
 	body := strings.TrimSpace(s[1 : len(s)-1])
 	if body == "" {
-		return []float32{}, nil
+		return []T{}, nil
 	}
 	parts := strings.Split(body, ",")
-	v := make([]float32, len(parts))
+	v := make([]T, len(parts))
 	for i, p := range parts {
-		f, err := strconv.ParseFloat(strings.TrimSpace(p), 32)
+		f, err := strconv.ParseFloat(strings.TrimSpace(p), bits)
 		if err != nil {
 			return nil, fmt.Errorf("%w: element %d (%s) is not a number", ErrMalformedVector, i+1, abbreviate(strings.TrimSpace(p)))
 		}
-		v[i] = float32(f)
+		v[i] = T(f)
 	}
 	return v, nil
 }
