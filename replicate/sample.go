@@ -33,9 +33,10 @@ func (r *Replicator) beginSyncs(ctx context.Context, t *table, entries []*indexe
 }
 
 // sample reads about as many random rows of t as the entries' kinds train
-// on, and returns each entry's vectors and the table's estimated size.
-// The sample is drawn by Bernoulli sampling at the rate that yields about
-// that many rows, and capped.
+// on, of those its row filter lets through, and returns each entry's
+// vectors and the estimated number of such rows. The sample is drawn by
+// Bernoulli sampling at the rate that yields about that many rows, and
+// capped.
 func (r *Replicator) sample(ctx context.Context, t *table, entries []*indexer.Entry) ([][][]float32, int, error) {
 	samples := make([][][]float32, len(entries))
 	trains := false
@@ -52,14 +53,9 @@ func (r *Replicator) sample(ctx context.Context, t *table, entries []*indexer.En
 		return nil, 0, err
 	}
 	defer conn.Close(context.Background())
-	var rows int64
-	if err := conn.QueryRow(ctx, `SELECT reltuples::bigint FROM pg_class WHERE oid = $1`, t.oid).Scan(&rows); err != nil {
+	rows, err := indexedRows(ctx, conn, t)
+	if err != nil {
 		return nil, 0, err
-	}
-	if rows < 1 { // never analyzed (or empty): count, once
-		if err := conn.QueryRow(ctx, "SELECT count(*) FROM "+t.qualified()).Scan(&rows); err != nil {
-			return nil, 0, err
-		}
 	}
 	cols := make([]string, len(entries))
 	for i, e := range entries {
@@ -70,7 +66,7 @@ func (r *Replicator) sample(ctx context.Context, t *table, entries []*indexer.En
 		dims := e.Dims()
 		if dims == 0 { // real[] without dims=: ask a row
 			var v []float32
-			if err := conn.QueryRow(ctx, fmt.Sprintf("SELECT %s::real[] FROM %s WHERE %[1]s IS NOT NULL LIMIT 1", cols[i], t.qualified())).Scan(&v); err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			if err := conn.QueryRow(ctx, fmt.Sprintf("SELECT %s::real[] FROM %s%s LIMIT 1", cols[i], t.qualified(), t.filter(" WHERE "+cols[i]+" IS NOT NULL"))).Scan(&v); err != nil && !errors.Is(err, pgx.ErrNoRows) {
 				return nil, 0, err
 			}
 			dims = len(v)
@@ -81,7 +77,7 @@ func (r *Replicator) sample(ctx context.Context, t *table, entries []*indexer.En
 		return samples, int(rows), nil
 	}
 	rate := min(100, 100*1.1*float64(want)/float64(rows))
-	sql := fmt.Sprintf("SELECT %s FROM %s TABLESAMPLE BERNOULLI (%g) REPEATABLE (1) LIMIT %d", strings.Join(cols, ", "), t.qualified(), rate, want)
+	sql := fmt.Sprintf("SELECT %s FROM %s TABLESAMPLE BERNOULLI (%g) REPEATABLE (1)%s LIMIT %d", strings.Join(cols, ", "), t.qualified(), rate, t.filter(""), want)
 	// Rows are decoded as they come: the sample is held once, not also as
 	// the raw result.
 	res, err := conn.Query(ctx, sql, pgx.QueryResultFormats{pgx.BinaryFormatCode})
@@ -103,4 +99,20 @@ func (r *Replicator) sample(ctx context.Context, t *table, entries []*indexer.En
 	}
 	r.log.Info("sampled a table to train its indexes", "table", t.qualified(), "rows", read, "of about", rows)
 	return samples, int(rows), nil
+}
+
+// indexedRows estimates how many rows of t its indexes hold: the
+// planner's estimate of the table's size, or, for a table never analyzed,
+// its count; under a row filter, the count of the rows it lets through,
+// since the planner knows nothing of how many rows a shard's condition
+// (id % 2 = 0) keeps, and the copy reads the whole table anyway.
+func indexedRows(ctx context.Context, conn *pgx.Conn, t *table) (int64, error) {
+	var rows int64
+	if t.where == "" {
+		if err := conn.QueryRow(ctx, `SELECT reltuples::bigint FROM pg_class WHERE oid = $1`, t.oid).Scan(&rows); err != nil || rows >= 1 {
+			return rows, err
+		}
+	}
+	err := conn.QueryRow(ctx, "SELECT count(*) FROM "+t.qualified()+t.filter("")).Scan(&rows)
+	return rows, err
 }

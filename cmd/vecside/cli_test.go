@@ -226,6 +226,18 @@ func TestSQLCommands(t *testing.T) {
 	if out, err := run(t, "sql", "uninstall", "--source", dsn); err != nil {
 		t.Fatalf("sql uninstall: %v\n%s", err, out)
 	}
+	// A where= holding commas is one index, as a flag and as one of the
+	// newline-separated items of VECSIDE_INDEX.
+	sharded := "t_odd=t(v) key=id metric=l2 where='id % 2 IN (1, -1)'"
+	registered := `SELECT vecside.register_index('t_odd', '"public"."t"'::regclass, 'id', 'v', 'l2', false);`
+	if out, err := run(t, "sql", "print", "--index", sharded); err != nil || !strings.Contains(out, registered) {
+		t.Errorf("sql print --index with commas: %v\n%s", err, out)
+	}
+	t.Setenv("VECSIDE_INDEX", "t_v=t(v) key=id metric=cosine\n"+sharded)
+	if out, err := run(t, "sql", "print"); err != nil || !strings.Contains(out, registered) || !strings.Contains(out, "register_index('t_v'") {
+		t.Errorf("VECSIDE_INDEX of two lines, one with commas: %v\n%s", err, out)
+	}
+	t.Setenv("VECSIDE_INDEX", "")
 	t.Setenv("VECSIDE_PASSWORD", "")
 	if _, err := run(t, append([]string{"sql", "print"}, args...)...); err == nil || !strings.Contains(err.Error(), "VECSIDE_PASSWORD") {
 		t.Errorf("without a password: %v", err)

@@ -131,8 +131,13 @@ func findFlag(flags []cli.Flag, name string) cli.Flag {
 	return nil
 }
 
+// listSeparator separates the items of a list variable (VECSIDE_INDEX):
+// a newline, which no index definition holds, where a where= condition
+// may hold commas.
+const listSeparator = "\n"
+
 // configValue renders a YAML value as its flag's variable reads it: a
-// list as comma-separated items, since that is how list variables split.
+// list as items separated by listSeparator.
 func configValue(v any) (string, error) {
 	switch v := v.(type) {
 	case nil:
@@ -141,12 +146,12 @@ func configValue(v any) (string, error) {
 		items := make([]string, len(v))
 		for i, item := range v {
 			s := fmt.Sprint(item)
-			if strings.Contains(s, ",") {
-				return "", fmt.Errorf("item %q holds a comma, which would split it in two: give it as a flag", s)
+			if strings.Contains(s, listSeparator) {
+				return "", fmt.Errorf("item %q holds a line break, which would split it in two: give it as a flag", s)
 			}
 			items[i] = s
 		}
-		return strings.Join(items, ","), nil
+		return strings.Join(items, listSeparator), nil
 	case map[string]any:
 		return "", fmt.Errorf("want a value or a list, not a mapping")
 	}

@@ -48,7 +48,7 @@ checkpoint-interval: 1m
 	if err == nil || !strings.Contains(err.Error(), `"from-file"`) {
 		t.Fatalf("file only: %v, want the file's memory-limit", err)
 	}
-	if got := os.Getenv("VECSIDE_INDEX"); got != "a=t(v) key=id metric=l2,b=u(v) key=id metric=cosine" {
+	if got := os.Getenv("VECSIDE_INDEX"); got != "a=t(v) key=id metric=l2\nb=u(v) key=id metric=cosine" {
 		t.Errorf("the file's index list became %q", got)
 	}
 	os.Unsetenv("VECSIDE_MEMORY_LIMIT")
@@ -73,7 +73,7 @@ func TestConfigErrors(t *testing.T) {
 	}{
 		{[]string{"serve"}, "listn: 1.2.3.4:5", `"listn" is not a flag of vecside serve, nor of another command`},
 		{[]string{"search"}, "k: 5", "--k cannot be set from a file"},
-		{[]string{"serve"}, "index: [\"a=t(v) key=id,x\"]", "holds a comma"},
+		{[]string{"serve"}, "index: [\"a=t(v) key=id\\nx\"]", "holds a line break"},
 		{[]string{"serve"}, "listen: [", "--config"},
 		{[]string{"serve"}, "config: other.yaml", `"config" is not a flag`},
 	} {

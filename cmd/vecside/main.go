@@ -23,8 +23,11 @@ func main() {
 
 func newApp() *cli.App {
 	return &cli.App{
-		Name:  "vecside",
-		Usage: "vector search beside an unmodified PostgreSQL",
+		// An index definition's where= may hold commas: a list variable
+		// (VECSIDE_INDEX) splits at newlines, and a flag is one item.
+		SliceFlagSeparator: listSeparator,
+		Name:               "vecside",
+		Usage:              "vector search beside an unmodified PostgreSQL",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "log-level", Value: "info", Usage: "debug, info, warn or error", EnvVars: []string{"VECSIDE_LOG_LEVEL"}},
 			&cli.StringFlag{Name: "log-format", Value: "text", Usage: "text (key=value lines) or json (one object a line, for log collectors)", EnvVars: []string{"VECSIDE_LOG_FORMAT"}},

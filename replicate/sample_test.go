@@ -1,0 +1,40 @@
+package replicate
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/vecside/vecside/indexer"
+)
+
+// TestSampleFollowsRowFilter: an index of a shard (where=) trains on rows
+// of its shard only, and sizes itself by their number, not the table's.
+func TestSampleFollowsRowFilter(t *testing.T) {
+	h := newHarness(t, `CREATE TABLE items (id bigint PRIMARY KEY, v real[]);
+		INSERT INTO items SELECT g, array_fill(g::real, ARRAY[4]) FROM generate_series(1, 20000) g;
+		ANALYZE items`)
+	e := h.add("items_v=public.items(v) key=id metric=l2 kind=ivf where='id % 4 = 0'")
+	var oid uint32
+	if err := h.conn.QueryRow(h.ctx, "SELECT 'public.items'::regclass::oid").Scan(&oid); err != nil {
+		t.Fatal(err)
+	}
+	tb := &table{schema: "public", name: "items", oid: oid, where: e.Spec().Where, vectors: map[string]*column{"v": {name: "v"}}}
+	r := &Replicator{cfg: Config{Source: h.dsn, ReceiveTimeout: time.Minute}, log: testLogger(t)}
+	samples, rows, err := r.sample(context.Background(), tb, []*indexer.Entry{e})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rows != 5000 {
+		t.Errorf("the shard holds 5,000 rows, sample says %d", rows)
+	}
+	if len(samples[0]) == 0 {
+		t.Fatal("empty sample")
+	}
+	for _, v := range samples[0] {
+		if int(v[0])%4 != 0 {
+			t.Fatalf("sampled row %v is outside the shard", v[0])
+		}
+	}
+	t.Logf("%d rows sampled of %d", len(samples[0]), rows)
+}
