@@ -231,6 +231,41 @@ func (c *checker) table(s indexer.Spec) {
 	default:
 		c.add(OK, check, t.qualified()+" key "+t.key.name+" ("+t.keyType.String()+"), column "+t.vectors[s.Column].name, "")
 	}
+	if s.Where != "" {
+		t.where = s.Where
+		c.rowFilter(t, check+" where=")
+	}
+}
+
+// rowFilter tries t's row filter as the sidecar will use it, in a
+// transaction it rolls back: a publication of t with that filter, and the
+// UPDATE and DELETE Postgres then refuses if the filter reads columns
+// outside the replica identity (checkRowFilter). Without the right to
+// create the publication, it only parses the filter.
+func (c *checker) rowFilter(t *table, check string) {
+	if c.err != nil {
+		return
+	}
+	fix := "a row filter may read only " + t.key.name + ", the replica identity, e.g. where='" + t.key.name + " % 2 = 0'"
+	tx, err := c.conn.Begin(c.ctx)
+	if err != nil {
+		c.err = err
+		return
+	}
+	defer tx.Rollback(context.Background())
+	if _, err := tx.Exec(c.ctx, "EXPLAIN SELECT FROM "+t.qualified()+t.filter("")); err != nil {
+		c.add(Fail, check, err.Error(), fix)
+		return
+	}
+	if _, err := tx.Exec(c.ctx, "CREATE PUBLICATION "+indexer.QuoteIdent(c.name+"_check")+" FOR TABLE "+t.qualified()+" WHERE ("+t.where+")"); err != nil {
+		c.add(Warn, check, "parsed, but not tried in a publication: "+err.Error(), "run vecside check as the table's owner to try it whole")
+		return
+	}
+	if err := checkRowFilter(c.ctx, tx, t); err != nil {
+		c.add(Fail, check, err.Error(), fix)
+		return
+	}
+	c.add(OK, check, t.where, "")
 }
 
 // fixFor extracts the fix from a resolve error, whose message ends with it.

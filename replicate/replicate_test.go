@@ -935,6 +935,19 @@ func TestCheck(t *testing.T) {
 	if fix := fs["index n"].Fix; !strings.Contains(fix, "REPLICA IDENTITY USING INDEX") {
 		t.Errorf("fix for a table without a key: %q", fix)
 	}
+	// A row filter is tried as a publication would hold it, and nothing
+	// of the trial is left behind.
+	fs = findings(t, h.dsn, "even=good(v) key=id metric=l2 where='id % 2 = 0'",
+		"byvec=good(v) key=id metric=l2 where='v IS NOT NULL'", "typo=good(v) key=id metric=l2 where='idd > 0'")
+	for check, want := range map[string]Level{"index even where=": OK, "index byvec where=": Fail, "index typo where=": Fail} {
+		if f := fs[check]; f.Level != want || want == Fail && !strings.Contains(f.Fix, "replica identity") {
+			t.Errorf("%s: got %+v, want level %s", check, f, want)
+		}
+	}
+	var pubs int
+	if err := h.conn.QueryRow(h.ctx, `SELECT count(*) FROM pg_publication`).Scan(&pubs); err != nil || pubs != 0 {
+		t.Errorf("the checks left %d publications (%v)", pubs, err)
+	}
 	plain := strings.Replace(h.dsn, "postgres://postgres@", "postgres://plain@", 1)
 	fs = findings(t, plain, "g=good(v) key=id metric=l2")
 	if fs["REPLICATION attribute"].Level != Fail || fs["index g"].Level != Fail {

@@ -25,7 +25,9 @@ var checkCommand = &cli.Command{
 	Usage: "check that a database is ready for vecside, and say how to fix what is not",
 	Description: `Checks the server version, wal_level, the REPLICATION attribute, free slots
 and senders, max_slot_wal_keep_size, the slot and publication named --name,
-and for each --index its table: privileges, replica identity, column type.
+and for each --index its table: privileges, replica identity, column type,
+and its where= row filter (tried in a publication inside a transaction that
+is rolled back).
 Exits non-zero only for problems that prevent operation; risks are warnings.
 It changes nothing.`,
 	Flags: []cli.Flag{
