@@ -107,14 +107,18 @@ func quantizeSym(dst []int8, src []float32, levels int) (step float32, sum int32
 		return 0, 0
 	}
 	step = m / float32(levels)
-	inv := 1 / step
+	return step, quantize(dst[:len(src)], src, 1/step, int32(levels))
+}
+
+func quantizeGo(dst []int8, src []float32, inv float32, levels int32) (sum int32) {
+	dst = dst[:len(src)]
 	for i, v := range src {
 		k := int32(math.RoundToEven(float64(v * inv))) // one instruction, where Round is a dozen
-		k = max(-int32(levels), min(int32(levels), k))
+		k = max(-levels, min(levels, k))
 		dst[i] = int8(k)
 		sum += k
 	}
-	return step, sum
+	return sum
 }
 
 func abs32(v float32) float32 { return math.Float32frombits(math.Float32bits(v) &^ (1 << 31)) }

@@ -74,7 +74,15 @@
 // butterfly between the two halves (a Kac-walk step). Every step is
 // orthogonal, so norms and inner products are preserved (tested), and codes
 // keep exactly D dimensions. The signs come from SplitMix64, so
-// (dim, rounds, seed) rebuilds the same rotation forever.
+// (dim, rounds, seed) rebuilds the same rotation forever. The f32
+// family runs its element-wise steps: sign flips, the transform's first
+// four stages in one pass of 16-point transforms (each output computed by
+// one fused multiply-add of ±1, exactly a+b or a−b) and its later stages
+// as whole-vector butterflies; every implementation gives the same bits
+// (tested against the textbook transform). A 784-d query's rotation takes
+// 5.0 µs with AVX-512 against 12.3 µs in Go (BenchmarkRotate), and its
+// quantization to int8 (VCVTPS2DQ rounds half to even, as the Go version)
+// a fraction of a microsecond.
 //
 // # RaBitQ
 //

@@ -179,6 +179,42 @@ nextrow: \
 	VZEROUPPER \
 	RET
 
+// BUTTERFLY(A, B, S, D, bytes, lanes): a, b = a+b, a−b lane by lane, in
+// vector registers A, B, S, D of the given width.
+#define BUTTERFLY(A, B, S, D, bytes, lanes) \
+	MOVQ a+0(FP), SI \
+	MOVQ b+8(FP), DI \
+	MOVQ n+16(FP), CX \
+bfly: \
+	VMOVUPS (SI), A \
+	VMOVUPS (DI), B \
+	VADDPS  B, A, S \
+	VSUBPS  B, A, D \
+	VMOVUPS S, (SI) \
+	VMOVUPS D, (DI) \
+	ADDQ    $bytes, SI \
+	ADDQ    $bytes, DI \
+	SUBQ    $lanes, CX \
+	JNZ     bfly \
+	VZEROUPPER \
+	RET
+
+// MUL(X, bytes, lanes): x *= s lane by lane, in vector register X.
+#define MUL(X, bytes, lanes) \
+	MOVQ x+0(FP), SI \
+	MOVQ s+8(FP), DI \
+	MOVQ n+16(FP), CX \
+mul: \
+	VMOVUPS (SI), X \
+	VMULPS  (DI), X, X \
+	VMOVUPS X, (SI) \
+	ADDQ    $bytes, SI \
+	ADDQ    $bytes, DI \
+	SUBQ    $lanes, CX \
+	JNZ     mul \
+	VZEROUPPER \
+	RET
+
 // func dotAVX2(a, b *float32, n int) float32
 TEXT ·dotAVX2(SB), NOSPLIT, $0-28
 	PAIR(MASK_AVX2, ROW_AVX2, DOT_STEP)
@@ -210,3 +246,129 @@ TEXT ·dotBlockAVX512(SB), NOSPLIT, $0-40
 // func l2SqBlockAVX512(q, block *float32, dim, rows int, out *float32)
 TEXT ·l2SqBlockAVX512(SB), NOSPLIT, $0-40
 	BLOCK(MASK_AVX512, ROW_AVX512, L2_STEP)
+
+// Element-wise kernels of the rotation (rotation.go): n is a positive
+// multiple of 8 (AVX2) or 16 (AVX-512); a and b (x and s) do not overlap.
+
+// func butterflyAVX2(a, b *float32, n int)
+TEXT ·butterflyAVX2(SB), NOSPLIT, $0-24
+	BUTTERFLY(Y0, Y1, Y2, Y3, 32, 8)
+
+// func butterflyAVX512(a, b *float32, n int)
+TEXT ·butterflyAVX512(SB), NOSPLIT, $0-24
+	BUTTERFLY(Z0, Z1, Z2, Z3, 64, 16)
+
+// func mulAVX2(x, s *float32, n int)
+TEXT ·mulAVX2(SB), NOSPLIT, $0-24
+	MUL(Y0, 32, 8)
+
+// func mulAVX512(x, s *float32, n int)
+TEXT ·mulAVX512(SB), NOSPLIT, $0-24
+	MUL(Z0, 64, 16)
+
+// fwhtsigns<>: per stage h = 1, 2, 4 of a Walsh-Hadamard transform, the
+// sign each lane's own element takes in its output (+1 for a+b, −1 for
+// a−b, whose partner the permutation brings).
+DATA fwhtsigns<>+0x00(SB)/4, $0x3f800000
+DATA fwhtsigns<>+0x04(SB)/4, $0xbf800000
+DATA fwhtsigns<>+0x08(SB)/4, $0x3f800000
+DATA fwhtsigns<>+0x0c(SB)/4, $0xbf800000
+DATA fwhtsigns<>+0x10(SB)/4, $0x3f800000
+DATA fwhtsigns<>+0x14(SB)/4, $0xbf800000
+DATA fwhtsigns<>+0x18(SB)/4, $0x3f800000
+DATA fwhtsigns<>+0x1c(SB)/4, $0xbf800000
+DATA fwhtsigns<>+0x20(SB)/4, $0x3f800000
+DATA fwhtsigns<>+0x24(SB)/4, $0x3f800000
+DATA fwhtsigns<>+0x28(SB)/4, $0xbf800000
+DATA fwhtsigns<>+0x2c(SB)/4, $0xbf800000
+DATA fwhtsigns<>+0x30(SB)/4, $0x3f800000
+DATA fwhtsigns<>+0x34(SB)/4, $0x3f800000
+DATA fwhtsigns<>+0x38(SB)/4, $0xbf800000
+DATA fwhtsigns<>+0x3c(SB)/4, $0xbf800000
+DATA fwhtsigns<>+0x40(SB)/4, $0x3f800000
+DATA fwhtsigns<>+0x44(SB)/4, $0x3f800000
+DATA fwhtsigns<>+0x48(SB)/4, $0x3f800000
+DATA fwhtsigns<>+0x4c(SB)/4, $0x3f800000
+DATA fwhtsigns<>+0x50(SB)/4, $0xbf800000
+DATA fwhtsigns<>+0x54(SB)/4, $0xbf800000
+DATA fwhtsigns<>+0x58(SB)/4, $0xbf800000
+DATA fwhtsigns<>+0x5c(SB)/4, $0xbf800000
+GLOBL fwhtsigns<>(SB), RODATA|NOPTR, $96
+
+// FWHT8(x, t, s1, s2, s4): x = the 8-point transform of x (stages h = 1,
+// 2, 4), each output s + x·sign with s the partner element, which one
+// fused multiply-add computes exactly as a+b or a−b. Clobbers t.
+#define FWHT8(x, t, s1, s2, s4) \
+	VPERMILPS   $0xb1, x, t \
+	VFMADD231PS s1, x, t \
+	VPERMILPS   $0x4e, t, x \
+	VFMADD231PS s2, t, x \
+	VPERM2F128  $0x01, x, x, t \
+	VFMADD231PS s4, x, t \
+	VMOVAPS     t, x
+
+// func fwht16AVX2(x *float32, n int): the stages h = 1, 2, 4, 8 of an
+// unscaled Walsh-Hadamard transform, 16 elements at a time; n is a
+// positive multiple of 16. Needs AVX2 and FMA.
+TEXT ·fwht16AVX2(SB), NOSPLIT, $0-16
+	MOVQ    x+0(FP), SI
+	MOVQ    n+8(FP), CX
+	VMOVUPS fwhtsigns<>+0x00(SB), Y13
+	VMOVUPS fwhtsigns<>+0x20(SB), Y14
+	VMOVUPS fwhtsigns<>+0x40(SB), Y15
+
+fwht16:
+	VMOVUPS (SI), Y0
+	VMOVUPS 32(SI), Y1
+	FWHT8(Y0, Y2, Y13, Y14, Y15)
+	FWHT8(Y1, Y3, Y13, Y14, Y15)
+	VADDPS  Y1, Y0, Y2
+	VSUBPS  Y1, Y0, Y3
+	VMOVUPS Y2, (SI)
+	VMOVUPS Y3, 32(SI)
+	ADDQ    $64, SI
+	SUBQ    $16, CX
+	JNZ     fwht16
+	VZEROUPPER
+	RET
+
+// func quantizeAVX512(dst *int8, src *float32, n int, inv float32, levels int32) int32:
+// dst[i] = clamp(round-half-even(src[i]·inv), ±levels) for n, a positive
+// multiple of 16, elements; returns their sum. The product is rounded to
+// float32 first, as the Go version does, and VCVTPS2DQ rounds it under
+// the default MXCSR mode, to nearest even.
+TEXT ·quantizeAVX512(SB), NOSPLIT, $0-36
+	MOVQ         dst+0(FP), DI
+	MOVQ         src+8(FP), SI
+	MOVQ         n+16(FP), CX
+	VBROADCASTSS inv+24(FP), Z1
+	MOVL         levels+28(FP), AX
+	VPBROADCASTD AX, Z2
+	VPXORD       Z4, Z4, Z4
+	VPSUBD       Z2, Z4, Z3    // −levels
+	VPXORD       Z5, Z5, Z5    // the sum
+
+quant16:
+	VMULPS    (SI), Z1, Z0
+	VCVTPS2DQ Z0, Z0
+	VPMINSD   Z2, Z0, Z0
+	VPMAXSD   Z3, Z0, Z0
+	VPADDD    Z0, Z5, Z5
+	VPMOVDB   Z0, (DI)
+	ADDQ      $64, SI
+	ADDQ      $16, DI
+	SUBQ      $16, CX
+	JNZ       quant16
+
+	VEXTRACTI64X4 $1, Z5, Y6
+	VPADDD        Y6, Y5, Y5
+	VEXTRACTI128  $1, Y5, X6
+	VPADDD        X6, X5, X5
+	VPSHUFD       $0x4e, X5, X6
+	VPADDD        X6, X5, X5
+	VPSHUFD       $0xb1, X5, X6
+	VPADDD        X6, X5, X5
+	VMOVD         X5, AX
+	MOVL          AX, ret+32(FP)
+	VZEROUPPER
+	RET

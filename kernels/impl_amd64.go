@@ -54,6 +54,27 @@ func dotBlockAVX512(q, block *float32, dim, rows int, out *float32)
 //go:noescape
 func l2SqBlockAVX512(q, block *float32, dim, rows int, out *float32)
 
+// Element-wise kernels of the rotation, f32_amd64.s: n is a positive
+// multiple of 8 (AVX2) or 16 (AVX-512).
+//
+//go:noescape
+func butterflyAVX2(a, b *float32, n int)
+
+//go:noescape
+func butterflyAVX512(a, b *float32, n int)
+
+//go:noescape
+func mulAVX2(x, s *float32, n int)
+
+//go:noescape
+func mulAVX512(x, s *float32, n int)
+
+//go:noescape
+func fwht16AVX2(x *float32, n int)
+
+//go:noescape
+func quantizeAVX512(dst *int8, src *float32, n int, inv float32, levels int32) int32
+
 // Byte kernels, int8_amd64.s. dotU8I8AVX2 takes n a positive multiple of 32,
 // dotU8I8AVX512 any n > 0; the U4 and U2 kernels take whole 32-byte chunks.
 //
@@ -120,6 +141,59 @@ func blockF32Impl(op f32Op, q, block, out []float32) {
 		}
 	}
 	blockGo(op, q, block, out)
+}
+
+// fwhtHead runs the first stages of an unscaled Walsh-Hadamard transform
+// of x (a power of two long) in one pass, and returns the width of the
+// next stage.
+func fwhtHead(x []float32) int {
+	if len(x) >= 16 && hasAVX2FMA && f32Family.active != isaGo {
+		fwht16AVX2(&x[0], len(x))
+		return 16
+	}
+	return fwhtHeadGo(x)
+}
+
+// quantize sets dst to src·inv rounded half to even and clamped to
+// ±levels, and returns their sum (see quantizeSym).
+func quantize(dst []int8, src []float32, inv float32, levels int32) int32 {
+	head := 0
+	var sum int32
+	if f32Family.active == isaAVX512 {
+		if head = len(src) &^ 15; head > 0 {
+			sum = quantizeAVX512(&dst[0], &src[0], head, inv, levels)
+		}
+	}
+	return sum + quantizeGo(dst[head:], src[head:], inv, levels)
+}
+
+// butterfly sets a, b = a+b, a−b element-wise (len(a) == len(b)).
+func butterfly(a, b []float32) {
+	elementwise(a, b, butterflyAVX512, butterflyAVX2, butterflyGo)
+}
+
+// mulInto sets x *= s element-wise (len(x) == len(s)).
+func mulInto(x, s []float32) { elementwise(x, s, mulAVX512, mulAVX2, mulGo) }
+
+// elementwise runs the active ISA's kernel over the longest head of whole
+// vectors, and the Go version over the rest.
+func elementwise(a, b []float32, avx512, avx2 func(*float32, *float32, int), tail func(a, b []float32)) {
+	head := 0
+	switch f32Family.active {
+	case isaAVX512:
+		if head = len(a) &^ 15; head > 0 {
+			avx512(&a[0], &b[0], head)
+		}
+		if more := (len(a) - head) &^ 7; more > 0 && hasAVX2 {
+			avx2(&a[head], &b[head], more)
+			head += more
+		}
+	case isaAVX2:
+		if head = len(a) &^ 7; head > 0 {
+			avx2(&a[0], &b[0], head)
+		}
+	}
+	tail(a[head:], b[head:len(a)])
 }
 
 func dotU8I8Impl(a []byte, b []int8) int32 {

@@ -25,3 +25,13 @@ func scanBlock(q *scanQuery, codes []byte, out *[BlockVectors]uint32) {
 }
 
 func prefetch(*byte) {}
+
+func butterfly(a, b []float32) { butterflyGo(a, b) }
+
+func fwhtHead(x []float32) int { return fwhtHeadGo(x) }
+
+func quantize(dst []int8, src []float32, inv float32, levels int32) int32 {
+	return quantizeGo(dst, src, inv, levels)
+}
+
+func mulInto(x, s []float32) { mulGo(x, s) }

@@ -81,38 +81,51 @@ func (r *Rotation) Apply(x []float32) {
 	}
 }
 
-func mulSigns(x, s []float32) {
+func mulSigns(x, s []float32) { mulInto(x, s[:len(x)]) }
+
+func mulGo(x, s []float32) {
 	s = s[:len(x)]
 	for i := range x {
 		x[i] *= s[i]
 	}
 }
 
+func butterflyGo(a, b []float32) {
+	b = b[:len(a)]
+	for j := range a {
+		a[j], b[j] = a[j]+b[j], a[j]-b[j]
+	}
+}
+
 // fwht is the fast Walsh-Hadamard transform scaled by 1/sqrt(len(x)), which
-// makes it orthogonal; len(x) is a power of two. The first three stages run
-// as one pass of 8-point transforms: stage by stage, their slices of one or
-// two elements cost more than the arithmetic.
+// makes it orthogonal; len(x) is a power of two. The first stages run as
+// one pass (fwhtHead: 8-point transforms in Go, 16-point with AVX2), the
+// others as element-wise butterflies, all computing each output as the
+// same a+b or a−b, so every implementation gives the same bits.
 func fwht(x []float32) {
 	n := len(x)
-	h := 1
-	if n >= 8 {
-		for i := 0; i+8 <= n; i += 8 {
-			fwht8((*[8]float32)(x[i : i+8]))
-		}
-		h = 8
-	}
-	for ; h < n; h *= 2 {
+	for h := fwhtHead(x); h < n; h *= 2 {
 		for i := 0; i < n; i += 2 * h {
-			a, b := x[i:i+h], x[i+h:i+2*h]
-			for j := range a {
-				a[j], b[j] = a[j]+b[j], a[j]-b[j]
-			}
+			butterfly(x[i:i+h], x[i+h:i+2*h])
 		}
 	}
 	s := float32(1 / math.Sqrt(float64(n)))
 	for i := range x {
 		x[i] *= s
 	}
+}
+
+// fwhtHeadGo runs the stages h = 1, 2, 4 of fwht as one pass of 8-point
+// transforms (stage by stage, their slices of one or two elements cost
+// more than the arithmetic), and returns the width of the next stage.
+func fwhtHeadGo(x []float32) int {
+	if len(x) < 8 {
+		return 1
+	}
+	for i := 0; i+8 <= len(x); i += 8 {
+		fwht8((*[8]float32)(x[i : i+8]))
+	}
+	return 8
 }
 
 // fwht8 is the unscaled Walsh-Hadamard transform of 8 elements: the

@@ -3,6 +3,7 @@ package kernels
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
@@ -64,4 +65,90 @@ func TestRotationSeeded(t *testing.T) {
 	if dot64(a, c) > 0.9 {
 		t.Errorf("different seeds gave nearly the same rotation (cos %g)", dot64(a, c))
 	}
+}
+
+// The rotation's kernels give the textbook transform's results bit for
+// bit, and the element-wise ones the Go versions' at every length (whole
+// vectors and a tail), touching nothing past the slices they are given.
+func TestRotationKernels(t *testing.T) {
+	forEachImpl(t, f32Family, func(t *testing.T) {
+		rng := rand.New(rand.NewPCG(1, 2))
+		for n := 1; n <= 1024; n *= 2 {
+			x := make([]float32, n)
+			for i := range x {
+				x[i] = float32(rng.NormFloat64())
+			}
+			want := slices.Clone(x)
+			for h := 1; h < n; h *= 2 { // stage by stage, then scaled
+				for i := 0; i < n; i += 2 * h {
+					for j := i; j < i+h; j++ {
+						want[j], want[j+h] = want[j]+want[j+h], want[j]-want[j+h]
+					}
+				}
+			}
+			s := float32(1 / math.Sqrt(float64(n)))
+			for i := range want {
+				want[i] *= s
+			}
+			fwht(x)
+			for i := range x {
+				if math.Float32bits(x[i]) != math.Float32bits(want[i]) {
+					t.Fatalf("fwht, n=%d, element %d: got %v, want %v", n, i, x[i], want[i])
+				}
+			}
+		}
+		fill := func(n int) []float32 {
+			v := make([]float32, n)
+			for i := range v {
+				v[i] = float32(rng.NormFloat64())
+			}
+			return v
+		}
+		for n := 1; n <= 80; n++ {
+			a, b, s := fill(n+16), fill(n+16), fill(n+16)
+			wantA, wantB, wantX := slices.Clone(a), slices.Clone(b), slices.Clone(a)
+			butterflyGo(wantA[:n], wantB[:n])
+			mulGo(wantX[:n], s[:n])
+			x := slices.Clone(a)
+			butterfly(a[:n], b[:n])
+			mulInto(x[:n], s[:n])
+			for i := range a {
+				if math.Float32bits(a[i]) != math.Float32bits(wantA[i]) || math.Float32bits(b[i]) != math.Float32bits(wantB[i]) {
+					t.Fatalf("butterfly, n=%d, element %d: got %v %v, want %v %v", n, i, a[i], b[i], wantA[i], wantB[i])
+				}
+				if math.Float32bits(x[i]) != math.Float32bits(wantX[i]) {
+					t.Fatalf("mulInto, n=%d, element %d: got %v, want %v", n, i, x[i], wantX[i])
+				}
+			}
+		}
+	})
+}
+
+// quantize gives quantizeGo's codes and sum at every length, halves
+// rounded to even and values past ±levels clamped.
+func TestQuantizeKernels(t *testing.T) {
+	forEachImpl(t, f32Family, func(t *testing.T) {
+		rng := rand.New(rand.NewPCG(3, 4))
+		for n := 1; n <= 80; n++ {
+			src := make([]float32, n)
+			for i := range src {
+				switch i % 4 {
+				case 0:
+					src[i] = float32(rng.IntN(300)-150) + 0.5 // ties, some past the levels
+				default:
+					src[i] = float32(rng.NormFloat64() * 60)
+				}
+			}
+			for _, levels := range []int32{127, 15} {
+				for _, inv := range []float32{1, 0.75} { // 1 leaves the ties
+					want, got := make([]int8, n+8), make([]int8, n+8)
+					wantSum := quantizeGo(want[:n], src, inv, levels)
+					gotSum := quantize(got[:n], src, inv, levels)
+					if gotSum != wantSum || !slices.Equal(got, want) {
+						t.Fatalf("n=%d levels=%d inv=%v: sum %d codes %v, want %d %v", n, levels, inv, gotSum, got, wantSum, want)
+					}
+				}
+			}
+		}
+	})
 }

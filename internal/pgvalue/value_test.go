@@ -6,6 +6,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 	"math"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -68,8 +69,13 @@ func TestVectorTextForms(t *testing.T) {
 			t.Errorf("%q: got %v, want ErrMalformedVector", bad, err)
 		}
 	}
-	if err := CheckFinite([]float32{1, float32(math.Inf(-1))}); err == nil {
-		t.Error("CheckFinite accepted -Inf")
+	for _, bad := range []float32{float32(math.Inf(-1)), float32(math.Inf(1)), float32(math.NaN()), math.Float32frombits(0xffc00001)} {
+		if err := CheckFinite([]float32{1, bad}); err == nil || !strings.Contains(err.Error(), "element 2") {
+			t.Errorf("CheckFinite(%v): %v, want element 2 named", bad, err)
+		}
+	}
+	if err := CheckFinite([]float32{0, -0, math.MaxFloat32, -math.MaxFloat32, math.SmallestNonzeroFloat32}); err != nil {
+		t.Errorf("CheckFinite refused finite values: %v", err)
 	}
 }
 
