@@ -291,13 +291,15 @@
 //
 //	vecside bench --dataset fashion-mnist --index kind=hnsw --index kind=ivf --ef-search 10,12,16,24,32,64,128,256 --probes 0,8,32 --oversample 1 --clients 1 --e2e=false --pgvector=false
 //
-// ef 12 0.965 at 3,740 QPS (p50 0.21 ms), ef 16 0.975 at 3,770, ef 32
-// 0.985 at 3,120, ef 64 0.990 at 1,930, ef 128 0.991 at 1,350; IVF on the
-// same run 0.964 at 1,760 (its defaults), at most 0.970. With 4-bit codes
-// the same graph stopped at 0.977. The search itself is about 60 µs of
-// the 0.21 ms (in process, BenchmarkFashion-like loops: 10,000 QPS and
-// more); the rest is the pgwire round trip between two processes on
-// this VM.
+// two runs back to back: ef 12 0.965 at 4,410 and 4,370 QPS (p50 0.18
+// and 0.19 ms), ef 16 0.973–0.975 at 4,270 and 4,340, ef 24 0.983 at
+// 4,520 and 4,150, ef 32 0.985 at 4,120 and 3,830, ef 64 0.990 at 3,200
+// and 2,620, ef 128 0.991 at 2,250 and 2,030; IVF on the same runs 0.964
+// at 2,320 and 2,050 (its defaults), at most 0.970. With 4-bit codes the
+// same graph stopped at 0.977. The search itself is about 55 µs of the
+// 0.19 ms in process (ef 16), after the query's rotation and int8
+// quantization moved to vector kernels (12.3 → 5.0 µs and ≈ 8 → 1 µs);
+// most of the rest is the pgwire round trip on this VM.
 //
 // Under the stream (go test ./replicate -bench LagUnderSearch/hnsw, 1M
 // rows, single-row commits at 2,000 rows/s from pgbench, Postgres on the
