@@ -335,30 +335,35 @@ func (r *gen) delete(key string) bool {
 }
 
 // replaceEntry makes the live, linked node of the highest level the
-// entry point, or leaves the graph without one. The caller holds the
-// writers' mutex and epMu.
+// entry point; failing that, a live node still being linked (rows linked
+// meanwhile hang off it, and with no entry point at all the next row
+// linked would start a graph of its own, cut off from them); failing
+// that, it leaves the graph without one. The caller holds the writers'
+// mutex and epMu.
 func (r *gen) replaceEntry() {
 	g := r.g
 	best, bestLevel := none, -1
 	g.compactUppers(r.keys.Live)
-	for _, id := range g.uppers {
-		if h := g.header(id).Load(); h&hdrLinked != 0 && level(h) > bestLevel {
-			best, bestLevel = id, level(h)
-		}
-	}
-	if best == none {
-		for id := range r.keys.High() {
-			if r.keys.Live(id) && g.linked(id) {
-				best, bestLevel = id, 0
-				break
+	for _, linked := range []bool{true, false} {
+		for _, id := range g.uppers {
+			if h := g.header(id).Load(); (h&hdrLinked != 0 || !linked) && level(h) > bestLevel {
+				best, bestLevel = id, level(h)
 			}
 		}
+		if best == none {
+			for id := range r.keys.High() {
+				if r.keys.Live(id) && (g.linked(id) || !linked) {
+					best, bestLevel = id, level(g.header(id).Load())
+					break
+				}
+			}
+		}
+		if best != none {
+			g.setEntry(best, bestLevel)
+			return
+		}
 	}
-	if best == none {
-		g.entry.Store(0)
-		return
-	}
-	g.setEntry(best, bestLevel)
+	g.entry.Store(0)
 }
 
 // Rename gives the row of from the key to, replacing any row of to, and

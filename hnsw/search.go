@@ -261,13 +261,14 @@ func (r *gen) greedy(sc *scratch, cur kernels.Neighbor, layer int) kernels.Neigh
 // context ended, or it spent its budget.
 func (r *gen) beam(sc *scratch, layer, ef int, self uint32, allow *store.Allow) bool {
 	for _, e := range sc.entries {
-		if !sc.vis.add(e.ID) {
-			continue
-		}
-		sc.cand.push(e.ID, e.Dist)
-		if r.eligible(e.ID, self, allow) {
+		if sc.vis.add(e.ID) && r.eligible(e.ID, self, allow) {
 			sc.res.Push(e.ID, e.Dist)
 		}
+		// An entry seen already is expanded all the same: the entry
+		// point may be a row still being linked, which scanPending has
+		// estimated, while rows linked through it meanwhile are reachable
+		// only from its list.
+		sc.cand.push(e.ID, e.Dist)
 	}
 	for expanded := 0; len(sc.cand) > 0; expanded++ {
 		c := sc.cand.pop()
