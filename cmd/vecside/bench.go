@@ -41,7 +41,10 @@ Data sets: the seeded generators (clustered, textlike), Fashion-MNIST
 --fvecs-query, optional --fvecs-truth; without it the ground truth is
 computed exactly), or a column of an existing table (--source --table
 --column): the table is only read; --queries rows sampled from it are held
-out as queries and the rest copied into the scratch table.
+out as queries and the rest copied into the scratch table. Its vector
+column is pgvector's vector where the database offers the extension, else
+real[] (--column-type): the end-to-end path reads vectors from it, and
+Postgres sends a real[] an element at a time.
 
 When the database offers the vector extension, pgvector HNSW is measured
 in its best case: its own table of just the key and a vector column,
@@ -86,6 +89,7 @@ and --svg write the results to files.`,
 		&cli.IntFlag{Name: "measure", Value: 1000, Usage: "queries timed per run with --clients clients, and end to end (cycling through the held-out ones); at one client the sidecar-only and pgvector timings are those of the recall pass over every query"},
 		&cli.DurationFlag{Name: "measure-time", Value: 3 * time.Second, Usage: "at most this long per timed run, whatever --measure says"},
 		&cli.BoolFlag{Name: "e2e", Value: true, Usage: "also measure end to end through heapfetch"},
+		&cli.StringFlag{Name: "column-type", Value: "auto", Usage: "type of the scratch table's vector column, which the end-to-end path reads vectors from: vector (pgvector's, stored out of line), real[], or auto: vector where the database offers the extension, else real[]"},
 		&cli.BoolFlag{Name: "pgvector", Value: true, Usage: "compare with pgvector HNSW when the database offers the vector extension"},
 		&cli.IntFlag{Name: "pgvector-m", Value: 16, Usage: "pgvector HNSW: m"},
 		&cli.IntFlag{Name: "pgvector-ef-construction", Value: 64, Usage: "pgvector HNSW: ef_construction"},
@@ -111,7 +115,8 @@ and --svg write the results to files.`,
 			rows: c.Int("rows"), limitRows: c.IsSet("rows"), dims: c.Int("dims"), queries: c.Int("queries"), seed: c.Uint64("seed"), metric: metric,
 			indexes: c.StringSlice("index"), k: c.Int("k"),
 			clients: c.Int("clients"), measure: c.Int("measure"), measureTime: c.Duration("measure-time"), e2e: c.Bool("e2e"), process: c.Bool("process"),
-			pgvector: c.Bool("pgvector"), pgvM: c.Int("pgvector-m"), pgvEfConstruction: c.Int("pgvector-ef-construction"),
+			columnType: c.String("column-type"),
+			pgvector:   c.Bool("pgvector"), pgvM: c.Int("pgvector-m"), pgvEfConstruction: c.Int("pgvector-ef-construction"),
 			pgvMaintenanceWorkMem: c.String("pgvector-maintenance-work-mem"), sharedBuffers: c.String("shared-buffers"),
 			writeRate: c.Int("write-rate"), writeDuration: c.Duration("write-duration"),
 			jsonFile: c.String("json"), markdownFile: c.String("markdown"), svgFile: c.String("svg"),
@@ -157,6 +162,7 @@ type benchParams struct {
 	clients, measure                     int
 	measureTime                          time.Duration
 	e2e, process                         bool
+	columnType                           string // --column-type
 	pgvector                             bool
 	pgvM, pgvEfConstruction              int
 	pgvEfSearch                          []int
@@ -171,6 +177,8 @@ type benchParams struct {
 // check refuses combinations of flags that cannot work, naming the fix.
 func (p benchParams) check() error {
 	switch {
+	case !slices.Contains([]string{"auto", "vector", "real[]"}, p.columnType):
+		return fmt.Errorf("--column-type %q: want vector, real[] or auto", p.columnType)
 	case p.fvecsBase != "" && p.fvecsQuery == "":
 		return fmt.Errorf("--fvecs-base needs --fvecs-query, the file of queries")
 	case p.fvecsBase == "" && (p.fvecsQuery != "" || p.fvecsTruth != ""):
@@ -232,9 +240,12 @@ type bench struct {
 	dsn     string
 	cluster *pgtest.Cluster // the throwaway database, if there is one
 	db      *pgx.Conn
-	say     func(format string, args ...any)
-	out     io.Writer
-	report  benchreport.Report
+	// vectorColumn: the scratch table's column is pgvector's vector,
+	// else real[] (--column-type).
+	vectorColumn bool
+	say          func(format string, args ...any)
+	out          io.Writer
+	report       benchreport.Report
 }
 
 func runBench(ctx context.Context, out io.Writer, p benchParams) error {
@@ -435,10 +446,28 @@ func (b *bench) writeReport() error {
 	return nil
 }
 
-// load creates the scratch table (id bigint primary key, embedding real[])
-// and copies the data in.
+// load creates the scratch table (id bigint primary key, embedding of
+// --column-type) and copies the data in.
 func (b *bench) load(ctx context.Context) error {
-	if _, err := b.db.Exec(ctx, fmt.Sprintf(`DROP TABLE IF EXISTS %[1]s; CREATE TABLE %[1]s (id bigint PRIMARY KEY, embedding real[])`, benchTable)); err != nil {
+	typ := b.p.columnType
+	if typ != "real[]" {
+		_, err := b.db.Exec(ctx, "CREATE EXTENSION IF NOT EXISTS vector")
+		switch {
+		case err == nil:
+			typ = "vector"
+		case typ == "vector":
+			return fmt.Errorf("--column-type vector: %w", err)
+		default:
+			typ = "real[]"
+		}
+	}
+	b.vectorColumn = typ == "vector"
+	if b.vectorColumn {
+		typ = fmt.Sprintf("vector(%d)", len(b.data[0]))
+	}
+	b.say("scratch table %s: embedding %s", benchTable, typ)
+	b.report.Header.Dataset.Column = typ
+	if _, err := b.db.Exec(ctx, fmt.Sprintf(`DROP TABLE IF EXISTS %[1]s; CREATE TABLE %[1]s (id bigint PRIMARY KEY, embedding %s)`, benchTable, typ)); err != nil {
 		return err
 	}
 	const batch = 50000
@@ -453,8 +482,13 @@ func (b *bench) load(ctx context.Context) error {
 	return err
 }
 
-// copyRows copies rows [lo, hi) of the data into the table.
+// copyRows copies rows [lo, hi) of the data into the table: in binary
+// into real[], in text into pgvector's vector (pgx knows no binary form
+// for it).
 func (b *bench) copyRows(ctx context.Context, lo, hi int) error {
+	if b.vectorColumn {
+		return b.copyVectorText(ctx, benchTable, "embedding", lo, hi)
+	}
 	_, err := b.db.CopyFrom(ctx, pgx.Identifier{benchTable}, []string{"id", "embedding"}, pgx.CopyFromSlice(hi-lo, func(i int) ([]any, error) {
 		return []any{int64(lo + i), b.data[lo+i]}, nil
 	}))

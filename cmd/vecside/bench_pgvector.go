@@ -194,13 +194,19 @@ func (b *bench) everyQuery(n int, fn func(c, qi int) error) error {
 // copyVectors loads the rows into pgvector's table with COPY in text
 // format, the vector in its own text form.
 func (b *bench) copyVectors(ctx context.Context) error {
+	return b.copyVectorText(ctx, pgvectorTable, "v", 0, b.rows)
+}
+
+// copyVectorText copies rows [lo, hi) of the data into column of table
+// (and its id) in text, vectors as [1,2,3], which pgvector reads.
+func (b *bench) copyVectorText(ctx context.Context, table, column string, lo, hi int) error {
 	r, w := io.Pipe()
 	go func() {
 		var line []byte
-		for id, v := range b.data[:b.rows] {
+		for id := lo; id < hi; id++ {
 			line = strconv.AppendInt(line[:0], int64(id), 10)
 			line = append(line, '\t')
-			line = pgvalue.AppendVectorText(line, v)
+			line = pgvalue.AppendVectorText(line, b.data[id])
 			line = append(line, '\n')
 			if _, err := w.Write(line); err != nil {
 				return
@@ -208,7 +214,7 @@ func (b *bench) copyVectors(ctx context.Context) error {
 		}
 		w.Close()
 	}()
-	_, err := b.db.PgConn().CopyFrom(ctx, r, fmt.Sprintf("COPY %s (id, v) FROM STDIN", pgvectorTable))
+	_, err := b.db.PgConn().CopyFrom(ctx, r, fmt.Sprintf("COPY %s (id, %s) FROM STDIN", table, column))
 	r.Close()
 	return err
 }

@@ -83,6 +83,10 @@ func TestBenchOnFvecsFiles(t *testing.T) {
 	if len(r.Header.Builds) != 2+pgvector/4 || r.Header.Machine.Postgres == "" {
 		t.Errorf("header %+v", r.Header)
 	}
+	// By default the scratch column is pgvector's type where it exists.
+	if want := map[bool]string{false: "real[]", true: "vector(16)"}[pgvector > 0]; r.Header.Dataset.Column != want {
+		t.Errorf("scratch column %q, want %q", r.Header.Dataset.Column, want)
+	}
 	raw, _ := os.ReadFile(out + ".md")
 	if !strings.Contains(string(raw), "| system | index | params | mode | clients | recall |") || string(raw) != md {
 		t.Errorf("Markdown file:\n%s\nstdout:\n%s", raw, md)
@@ -113,6 +117,15 @@ func TestBenchOnFvecsFiles(t *testing.T) {
 	}
 	if r := readReport(t, out+".json"); r.Header.Dataset.Truth != "from gt.ivecs" || len(r.Points) != 1 || r.Points[0].Recall != 1 {
 		t.Errorf("with the truth from a file: %+v, %+v", r.Header.Dataset, r.Points)
+	}
+	if md, err := run(t, append(args[:len(args)-1], "--column-type", "real[]")...); err != nil {
+		t.Fatalf("%v\n%s", err, md)
+	}
+	if r := readReport(t, out+".json"); r.Header.Dataset.Column != "real[]" {
+		t.Errorf("--column-type real[]: scratch column %q", r.Header.Dataset.Column)
+	}
+	if _, err := run(t, append(args[:len(args)-1], "--column-type", "text")...); err == nil || !strings.Contains(err.Error(), "--column-type") {
+		t.Errorf("--column-type text: %v", err)
 	}
 	if _, err := run(t, append(args, writeIvecs("gt5.ivecs", 5))...); err == nil || !strings.Contains(err.Error(), "fewer than k=10") {
 		t.Errorf("a truth file of 5 neighbours for k=10: %v", err)

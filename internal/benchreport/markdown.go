@@ -33,8 +33,11 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 	if m.PGVector != "" {
 		fmt.Fprintf(&b, "; pgvector %s", m.PGVector)
 	}
-	fmt.Fprintf(&b, ".\n\nData set: %s, %d rows × %d dimensions, %s, %d held-out queries, k=%d, ground truth %s. %d clients for the concurrent runs, %d queries per timed run.\n\n",
-		d.Name, d.Rows, d.Dims, d.Metric, d.Queries, d.K, d.Truth, h.Settings.Clients, h.Settings.Measured)
+	fmt.Fprintf(&b, ".\n\nData set: %s, %d rows × %d dimensions, %s, %d held-out queries, k=%d, ground truth %s", d.Name, d.Rows, d.Dims, d.Metric, d.Queries, d.K, d.Truth)
+	if d.Column != "" {
+		fmt.Fprintf(&b, ", read end to end from a %s column", d.Column)
+	}
+	fmt.Fprintf(&b, ". %d clients for the concurrent runs, %d queries per timed run.\n\n", h.Settings.Clients, h.Settings.Measured)
 
 	b.WriteString("| system | index | build s | index bytes | bytes/row | RSS MiB | build settings |\n|---|---|--:|--:|--:|--:|---|\n")
 	for _, x := range h.Builds {

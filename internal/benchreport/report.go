@@ -55,6 +55,10 @@ type Dataset struct {
 	// Truth says where the ground truth came from: computed by brute
 	// force, or read from a file.
 	Truth string `json:"truth"`
+	// Column is the type of the column the end-to-end path reads vectors
+	// from (vector(n) or real[]): Postgres sends a real[] an element at
+	// a time, so it decides what a fetched vector costs.
+	Column string `json:"column,omitempty"`
 }
 
 // Build is one index's build.
