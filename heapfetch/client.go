@@ -63,6 +63,7 @@ type shard struct {
 	sidecars []Querier
 	next     *atomic.Uint32 // round-robin position
 	timeout  time.Duration  // of an attempt, when there are others
+	down     []backoff      // per sidecar
 }
 
 // New returns a client asking one sidecar for candidates and reading rows
@@ -96,7 +97,7 @@ func NewClient(cfg Config) (*Client, error) {
 		if len(s) == 0 {
 			return nil, fmt.Errorf("heapfetch: Config.Shards[%d] has no sidecar", i)
 		}
-		c.shards = append(c.shards, shard{sidecars: s, next: new(atomic.Uint32), timeout: timeout})
+		c.shards = append(c.shards, shard{sidecars: s, next: new(atomic.Uint32), timeout: timeout, down: make([]backoff, len(s))})
 	}
 	return c, nil
 }

@@ -94,7 +94,10 @@
 //
 // A sidecar that does not answer within Config.SidecarTimeout (10 s by
 // default; a partition leaves a connection silent, not closed) is given
-// up for the next one of its shard.
+// up for the next one of its shard. A sidecar that failed is asked after
+// the others of its shard for a back-off of 1 s, doubling with each
+// failure in a row up to 30 s: a lasting partition costs one search a
+// timeout per back-off, not every search sent that way.
 //
 // # Measured
 //

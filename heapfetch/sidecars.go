@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -14,24 +16,65 @@ import (
 
 // ask runs fn against one sidecar of s: the next in turn, then, while
 // they fail with an error another sidecar may not have or do not answer
-// within s.timeout, each of the others once.
+// within s.timeout, each of the others once. A sidecar that failed so is
+// asked after the others until its back-off ends: a partitioned one
+// would otherwise cost every search sent its way a whole timeout.
 func (s shard) ask(ctx context.Context, fn func(context.Context, Querier) error) error {
 	start := int(s.next.Add(1))
+	now := time.Now()
+	order := make([]int, 0, len(s.sidecars))
+	for _, up := range []bool{true, false} {
+		for i := range s.sidecars {
+			if j := (start + i) % len(s.sidecars); s.down[j].up(now) == up {
+				order = append(order, j)
+			}
+		}
+	}
 	var errs []error
-	for i := range s.sidecars {
-		err := s.attempt(ctx, s.sidecars[(start+i)%len(s.sidecars)], fn)
+	for _, j := range order {
+		err := s.attempt(ctx, s.sidecars[j], fn)
 		if err == nil {
+			s.down[j].succeeded()
 			return nil
 		}
 		errs = append(errs, err)
 		if !failover(ctx, err) {
 			break
 		}
+		s.down[j].failed(time.Now())
 	}
 	if len(errs) == 1 {
 		return errs[0]
 	}
 	return fmt.Errorf("every sidecar of the shard failed: %w", errors.Join(errs...))
+}
+
+// backoff is how long a sidecar is asked last after failing: 1 s after
+// a failure, doubling with each failure in a row up to 30 s, ended by a
+// success.
+type backoff struct {
+	until atomic.Int64 // Unix nanoseconds; 0: up
+	last  atomic.Int64 // the last back-off, nanoseconds
+}
+
+const (
+	minBackoff = time.Second
+	maxBackoff = 30 * time.Second
+)
+
+func (b *backoff) up(now time.Time) bool { return now.UnixNano() >= b.until.Load() }
+
+func (b *backoff) failed(now time.Time) {
+	d := min(maxBackoff, max(minBackoff, 2*time.Duration(b.last.Load())))
+	b.last.Store(int64(d))
+	b.until.Store(now.Add(d).UnixNano())
+}
+
+func (b *backoff) succeeded() {
+	if b.until.Load() != 0 {
+		b.until.Store(0)
+		b.last.Store(0)
+	}
 }
 
 // attempt runs fn on one sidecar, within s.timeout when others remain
