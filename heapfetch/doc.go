@@ -148,7 +148,7 @@
 // type: Postgres sends a real[] an element at a time, each through a
 // function call and an allocation (≈ 30 µs of the server's time for 784
 // elements), where pgvector's vector_send copies its floats; reading a
-// vector column through a cast to real[] cost the same as a real[].
+// vector column through a cast to real[] costs as much as a real[].
 //
 // Measured by BenchmarkFastPath on Fashion-MNIST (60,000 × 784, vectors
 // out of line, k = 10, 2 shared cores; medians over three runs of the
@@ -166,9 +166,10 @@
 // estimates without a deterministic bound tight enough to spare a fetch
 // (a bound that holds for every query exceeds the estimates' typical
 // error about as many times as the square root of the dimension), so
-// each candidate's vector is fetched; HNSW's 6-bit codes order candidates well enough that k of
-// them (Oversample 1) keep recall@10 at 0.992 on Fashion-MNIST, so at
-// most k vectors are fetched and OrderOnly costs the same.
+// each candidate's vector is fetched; HNSW's 6-bit codes order
+// candidates well enough that k of them (Oversample 1) keep recall@10 at
+// 0.992 on Fashion-MNIST, so at most k vectors are fetched, and
+// OrderOnly costs the same.
 //
 // Distances follow pgvector's operators: Euclidean (<->), 1 − cosine
 // similarity (<=>), negative inner product (<#>); ties are broken by key,
