@@ -157,10 +157,10 @@
 // follows the stream (FollowStream, called by the indexer when the index
 // is ready), a link narrows its beam while rows wait: half of
 // EfConstruction with an eighth of the ring waiting, a quarter with half
-// of it, never below 2·M (linkWidth), and the indexer runs one search
-// fewer at a time, leaving the linkers a core (Backlogged). Rows linked
-// while the linkers catch up get edges chosen from fewer candidates,
-// searches wait a little, and the stream keeps its lag; the copy and rebuilds, which
+// of it, never below 2·M (linkWidth), and searches yield their core at
+// each of their checks (linkingBehind). Rows linked while the linkers
+// catch up get edges chosen from fewer candidates, searches wait a
+// little, and the stream keeps its lag; the copy and rebuilds, which
 // hold no one's writes back, link at full width. So the build from
 // the initial copy uses every core: the copy's reader encodes, the
 // linkers link. A linker yields its core between rows, so that a search
@@ -303,24 +303,23 @@
 //
 // Under the stream (go test ./replicate -bench LagUnderSearch/hnsw, 1M
 // rows, single-row commits at 2,000 rows/s from pgbench, Postgres on the
-// same two cores, 8 pgwire clients searching in the loaded phase): lag p50
-// 0.15 ms and p99 21 ms alone (1,962 rows/s applied), p50 1.0 ms and p99
-// 16 ms while the clients search (1,965 rows/s, 1,638 searches/s); search
-// p99 2.5 ms alone, 27 ms under the writes. Two things hold the lag: the
-// narrowing of linkWidth, and one search fewer at a time while an eighth
-// of the ring waits (Backlogged). Searches yielding their core at each of
-// their checks instead held the lag as well (p99 22 ms) but let a search
-// be overtaken by all the others: 992 searches/s, p99 48 ms, in the same
-// hour. Without either, lag p99 1.8 s alone and 6.6 s loaded. Linking a
-// row into a million-row graph costs a core a few hundred microseconds,
-// so 2,000 rows a second beside eight searching clients and Postgres
-// itself oversubscribe two cores: the searches' latency under writes is
-// the price of the lag. In absolute terms the searches fare no worse
-// than IVF's, whose inserts are appends: the same benchmark for ivf in
-// the same hour, search p99 17.8 ms alone and 30 ms under the writes,
-// 1,131 searches/s. What the writes take is CPU: the searches' throughput
-// falls to 41% of what it is alone, so their mean latency more than
-// doubles before any queueing.
+// same two cores, 8 pgwire clients searching in the loaded phase), two
+// runs an hour apart: lag p99 17 and 14 ms alone, 22 and 24 ms while the
+// clients search (1,953 rows/s and more applied); search p99 2.8 and
+// 3.0 ms alone, 48 and 37 ms under the writes, 992 and 1,289 searches/s.
+// Two things hold the lag: the narrowing of linkWidth, and searches that
+// yield their core at each of their checks while an eighth of the ring
+// waits (linkingBehind). Without the yield: lag p99 1.1 s under the
+// searches; without either, 1.8 s alone and 6.6 s loaded. Running one
+// search fewer at a time instead of yielding did no better over four runs
+// (search p99 27 to 80 ms, and one run's lag p99 0.98 s). The same
+// benchmark for ivf, whose inserts are appends: search p99 17.8 ms alone,
+// 30 ms under the writes. Linking a row into a million-row graph costs a
+// core a few hundred microseconds, so 2,000 rows a second beside eight
+// searching clients and Postgres itself oversubscribe two cores: the
+// searches' throughput under the writes falls to about half, and their
+// latency is the price of the lag. Single runs of this benchmark move by
+// a factor of two with the machine.
 // Restart (go test ./indexer -bench CheckpointLoad/hnsw): the
 // 1M-row checkpoint file read, checked and loaded in 1.95 s warm; the
 // first 1,000 searches' p99 0.37 ms against 0.31 ms steady.

@@ -516,9 +516,7 @@ func TestRenameZerosClear(t *testing.T) {
 
 // A link narrows its beam only once the index follows the stream, and
 // only as far as rows wait: full width with none waiting, half with an
-// eighth of the ring, a quarter with half of it, never below 2·M; and the
-// index reports itself backlogged (the indexer then runs one search fewer
-// at a time) exactly while it narrows.
+// eighth of the ring, a quarter with half of it, never below 2·M.
 func TestLinkWidth(t *testing.T) {
 	data, _ := dataset.Clustered{Seed: 3, Rows: 2000, Queries: 1, Dims: 16}.Generate()
 	cfg := config(kernels.L2, 16, store.Ext4)
@@ -532,30 +530,21 @@ func TestLinkWidth(t *testing.T) {
 		defer q.tail.Store(head)
 		return r.linkWidth()
 	}
-	backloggedWith := func(waiting uint64) bool {
-		q.tail.Store(head - waiting)
-		defer q.tail.Store(head)
-		return x.Backlogged()
-	}
 	for _, c := range []struct {
 		following bool
 		waiting   uint64
 		want      int
-		behind    bool
 	}{
-		{false, q.size / 2, 128, false},
-		{true, 0, 128, false},
-		{true, q.size/8 - 1, 128, false},
-		{true, q.size / 8, 64, true},
-		{true, q.size / 2, 32, true},
-		{true, q.size, 32, true},
+		{false, q.size / 2, 128},
+		{true, 0, 128},
+		{true, q.size/8 - 1, 128},
+		{true, q.size / 8, 64},
+		{true, q.size / 2, 32},
+		{true, q.size, 32},
 	} {
 		x.following.Store(c.following)
 		if got := widthWith(c.waiting); got != c.want {
 			t.Errorf("following %v, %d of %d rows waiting: width %d, want %d", c.following, c.waiting, q.size, got, c.want)
-		}
-		if got := backloggedWith(c.waiting); got != c.behind {
-			t.Errorf("following %v, %d of %d rows waiting: backlogged %v, want %v", c.following, c.waiting, q.size, got, c.behind)
 		}
 	}
 	x.cfg.EfConstruction = 24 // below 2·M: never narrower than it is

@@ -261,14 +261,9 @@ func (r *gen) linkWidth() int {
 	return max(ef, min(r.x.cfg.EfConstruction, 2*r.x.cfg.M))
 }
 
-// Backlogged reports whether streamed rows wait for linking (an eighth of
-// the ring): the stream's lag counts on the linkers keeping up, so the
-// indexer then runs one search fewer at a time, leaving the linkers a
-// core.
-func (x *Index) Backlogged() bool { return x.cur.Load().linkingBehind() }
-
 // linkingBehind reports whether streamed rows wait for linking (an eighth
-// of the ring).
+// of the ring): searches then yield their core at each check, since the
+// stream's lag counts on the linkers keeping up.
 func (r *gen) linkingBehind() bool {
 	q := r.ring
 	return r.x.following.Load() && q.waiting()*8 >= q.size

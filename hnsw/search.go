@@ -3,6 +3,7 @@ package hnsw
 import (
 	"context"
 	"fmt"
+	"runtime"
 
 	"github.com/vecside/vecside/internal/store"
 	"github.com/vecside/vecside/kernels"
@@ -278,6 +279,9 @@ func (r *gen) beam(sc *scratch, layer, ef int, self uint32, allow *store.Allow) 
 		if expanded%checkEvery == checkEvery-1 {
 			if stopped(sc) {
 				return false
+			}
+			if self == none && r.linkingBehind() {
+				runtime.Gosched() // let the linkers and the stream's apply have the core
 			}
 		}
 		if sc.budget > 0 && sc.spent > sc.budget {

@@ -11,9 +11,7 @@ import (
 // work: beyond one per core, running more only makes each slower and
 // takes the cores the stream's apply path needs, so the rest wait in a
 // short queue, and beyond that are turned away with ErrOverloaded (a
-// client retries after a pause) rather than piling up without end. While
-// an index's background writes fall behind the stream (hnsw linking),
-// its searches run one fewer at a time, leaving those writes a core.
+// client retries after a pause) rather than piling up without end.
 type Limits struct {
 	// Running is how many searches run at once; 0 means GOMAXPROCS.
 	Running int
@@ -24,13 +22,7 @@ type Limits struct {
 
 // admission is a semaphore with a bounded queue.
 type admission struct {
-	slots chan struct{}
-	// lean holds one slot fewer than slots (at least one): searches of an
-	// index whose writes are behind (Entry.backlogged) take one of these
-	// too, so that a core stays free for the writes. Yielding inside
-	// each search instead let any search be overtaken by all the others,
-	// and multiplied the searches' p99 under a stream by ten.
-	lean    chan struct{}
+	slots   chan struct{}
 	waiting atomic.Int64
 	queued  int64
 	// Turned away and admitted searches, for metrics.
@@ -44,18 +36,7 @@ func newAdmission(l Limits) *admission {
 	if l.Queued <= 0 {
 		l.Queued = 64 * l.Running
 	}
-	return &admission{slots: make(chan struct{}, l.Running), lean: make(chan struct{}, max(l.Running-1, 1)), queued: int64(l.Queued)}
-}
-
-// enterLean waits, holding a turn, for one of the lean slots, and returns
-// the function that gives it back.
-func (a *admission) enterLean(ctx context.Context) (done func(), err error) {
-	select {
-	case a.lean <- struct{}{}:
-		return func() { <-a.lean }, nil
-	case <-ctx.Done():
-		return nil, fmt.Errorf("%w: waited for a turn to search until the deadline (%v)", ErrTimeout, ctx.Err())
-	}
+	return &admission{slots: make(chan struct{}, l.Running), queued: int64(l.Queued)}
 }
 
 // enter waits for a turn and returns the function that ends it.

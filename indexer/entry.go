@@ -555,13 +555,6 @@ func (e *Entry) Search(ctx context.Context, q []float32, n int, opts SearchOptio
 	return s.index.Search(ctx, q, n, opts)
 }
 
-// backlogged reports whether the serving index has streamed rows waiting
-// for background work (see the backlogged interface).
-func (e *Entry) backlogged() bool {
-	b, ok := e.serving.Load().index.(backlogged)
-	return ok && b.Backlogged()
-}
-
 // Status is a snapshot of an index's state, for vecside_status() and
 // metrics.
 type Status struct {

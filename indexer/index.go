@@ -12,12 +12,6 @@ import (
 // (hnsw); the entry tells them when it becomes ready.
 type streamFollower interface{ FollowStream() }
 
-// backlogged is implemented by kinds that finish inserts in the background
-// (hnsw links rows after Insert returns): Backlogged is true while
-// streamed rows wait for that work, and searches of the index then leave
-// it a core (admission.lean).
-type backlogged interface{ Backlogged() bool }
-
 // Index is what every index kind provides to an Entry (the kinds live in
 // kinds.go). Each kind owns its concurrency: Search, Snapshot, Len, Stats
 // and Each run beside the writers without waiting for them, and the

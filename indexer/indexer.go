@@ -123,13 +123,6 @@ func (ix *Indexer) Search(ctx context.Context, name string, q []float32, k int, 
 		return Result{}, err
 	}
 	defer done()
-	if e.backlogged() {
-		done, err := ix.admit.enterLean(ctx)
-		if err != nil {
-			return Result{}, err
-		}
-		defer done()
-	}
 	before := ix.Source()
 	hits, err := e.Search(ctx, q, n, opts)
 	if err != nil {

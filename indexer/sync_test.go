@@ -302,34 +302,6 @@ func TestAdmission(t *testing.T) {
 	}
 }
 
-// Searches of an index whose writes are behind hold a lean slot too: one
-// fewer of them runs at a time than the running limit (never none), and
-// one that finds none free waits until its deadline.
-func TestLeanAdmission(t *testing.T) {
-	for running, lean := range map[int]int{1: 1, 2: 1, 4: 3} {
-		a := newAdmission(Limits{Running: running})
-		var leave []func()
-		for range lean {
-			done, err := a.enterLean(context.Background())
-			if err != nil {
-				t.Fatalf("running %d: lean slot %d of %d: %v", running, len(leave)+1, lean, err)
-			}
-			leave = append(leave, done)
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Millisecond)
-		if _, err := a.enterLean(ctx); !errors.Is(err, ErrTimeout) {
-			t.Fatalf("running %d: lean slot %d: %v, want ErrTimeout", running, lean+1, err)
-		}
-		cancel()
-		leave[0]()
-		done, err := a.enterLean(context.Background())
-		if err != nil {
-			t.Fatalf("running %d: a lean slot given back is not taken again: %v", running, err)
-		}
-		done()
-	}
-}
-
 // Rows of another dimension copied in parallel while the dimension is
 // still unknown are skipped, not put into an index of the first row's
 // dimension (which a check made before the apply lock let through).
