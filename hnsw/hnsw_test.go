@@ -555,10 +555,12 @@ func TestLinkWidth(t *testing.T) {
 
 // A search finds every row put before it, while the linkers work: rows
 // linked through an entry point that is itself still being linked (and
-// estimated from the ring by the search), and rows left when the entry
-// point is deleted while the only other rows are being linked. Each
-// round races the linkers anew; both used to lose a row in about one
-// round in a thousand.
+// estimated from the ring by the search), rows left when the entry point
+// is deleted while the only other rows are being linked (the entry point
+// then is one of those, and the edges rows linked through it add to its
+// list survive its own linking's end). Each round races the linkers
+// anew; each of these used to lose a row in about one round in a
+// thousand.
 func TestFreshRowsFoundWhileLinking(t *testing.T) {
 	ctx := context.Background()
 	for round := range 2000 {

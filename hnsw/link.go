@@ -342,8 +342,35 @@ func (r *gen) setOwn(id uint32, layer int, ids []uint32) []uint32 {
 			live = append(live, v)
 		}
 	}
+	if _, n := r.g.list(id, layer); n > 0 {
+		// Rows linked meanwhile through id (an entry point whose own
+		// linking was not over) added themselves to its list: they keep
+		// their edge, or they could be reached from nowhere.
+		r.mergeOwn(id, layer, live)
+		return live
+	}
 	r.g.setList(id, layer, live)
 	return live
+}
+
+// mergeOwn sets id's list at a layer when its linking ends: the ids it
+// chose and those already on its list, shrunk by the heuristic to the
+// layer's capacity. The caller holds id's lock.
+func (r *gen) mergeOwn(id uint32, layer int, chosen []uint32) {
+	sc := r.x.getScratch(1)
+	defer r.x.putScratch(sc)
+	sc.forget()
+	merged := append(sc.own[:0], chosen...)
+	for _, v := range r.g.readList(sc.list[:0], id, layer) {
+		if r.keys.Live(v) && !slices.Contains(merged, v) {
+			merged = append(merged, v)
+		}
+	}
+	sc.own = merged
+	if c := r.g.capacity(layer); len(merged) > c {
+		merged = r.shrink(sc, id, merged, c)
+	}
+	r.g.setList(id, layer, merged)
 }
 
 // addEdge adds to to from's list at a layer, unless to was deleted;
