@@ -69,19 +69,17 @@ func (r *Rotation) Apply(x []float32) {
 	n, l := r.dim, r.pow2()
 	signs := r.signs
 	for range r.rounds {
-		mulSigns(x, signs[:n])
+		mulInto(x, signs[:n])
 		fwht(x[:l])
 		signs = signs[n:]
 		if l < n {
-			mulSigns(x, signs[:n])
+			mulInto(x, signs[:n])
 			fwht(x[n-l:])
 			signs = signs[n:]
 			halfButterfly(x)
 		}
 	}
 }
-
-func mulSigns(x, s []float32) { mulInto(x, s[:len(x)]) }
 
 func mulGo(x, s []float32) {
 	s = s[:len(x)]

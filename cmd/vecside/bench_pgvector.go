@@ -79,7 +79,7 @@ func (b *bench) startPGVector(ctx context.Context) (*pgvectorTarget, error) {
 		return nil, err
 	}
 	b.say("pgvector: COPY %d rows into %s", b.rows, pgvectorTable)
-	if err := b.copyVectors(ctx); err != nil {
+	if err := b.copyVectorText(ctx, pgvectorTable, "v", 0, b.rows); err != nil {
 		return nil, fmt.Errorf("pgvector: COPY: %w", err)
 	}
 	if err := exec("VACUUM ANALYZE " + pgvectorTable); err != nil {
@@ -189,12 +189,6 @@ func (b *bench) everyQuery(n int, fn func(c, qi int) error) error {
 	}
 	wg.Wait()
 	return errors.Join(errs...)
-}
-
-// copyVectors loads the rows into pgvector's table with COPY in text
-// format, the vector in its own text form.
-func (b *bench) copyVectors(ctx context.Context) error {
-	return b.copyVectorText(ctx, pgvectorTable, "v", 0, b.rows)
 }
 
 // copyVectorText copies rows [lo, hi) of the data into column of table
