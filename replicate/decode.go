@@ -25,7 +25,7 @@ type decoder struct {
 	tables  []*table
 	rels    map[uint32]*relation
 	names   map[*column]string // as last seen in a Relation message
-	repair  func(ctx context.Context, t *table, e *indexer.Entry, key string) error
+	repair  func(ctx context.Context, t *table, e *indexer.Entry, key string, xid uint32) error
 	log     *slog.Logger
 	stats   *Stats
 	inTx    bool
@@ -34,7 +34,7 @@ type decoder struct {
 	before  func(typ byte)          // see Config.BeforeMessage
 }
 
-func newDecoder(tables []*table, repair func(context.Context, *table, *indexer.Entry, string) error, log *slog.Logger, stats *Stats) *decoder {
+func newDecoder(tables []*table, repair func(context.Context, *table, *indexer.Entry, string, uint32) error, log *slog.Logger, stats *Stats) *decoder {
 	return &decoder{tables: tables, rels: map[uint32]*relation{}, names: map[*column]string{}, repair: repair, log: log, stats: stats, applyTo: map[*indexer.Entry]bool{}}
 }
 
@@ -301,7 +301,7 @@ func (d *decoder) upsert(ctx context.Context, r *relation, old, new *pglogrepl.T
 				e.Unchanged(key)
 				continue
 			}
-			if err := d.repair(ctx, r.table, e, key); err != nil {
+			if err := d.repair(ctx, r.table, e, key, d.begin.Xid); err != nil {
 				return err
 			}
 			continue

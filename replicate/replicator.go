@@ -314,11 +314,11 @@ func (r *Replicator) runOnce(ctx context.Context) error {
 	r.mu.Lock()
 	r.floor, r.source = floor, src
 	r.mu.Unlock()
-	repair := func(ctx context.Context, t *table, e *indexer.Entry, key string) error {
+	repair := func(ctx context.Context, t *table, e *indexer.Entry, key string, xid uint32) error {
 		r.stats.Repairs.Add(1)
 		ctx, cancel := r.bounded(ctx)
 		defer cancel()
-		return repairRow(ctx, conn, t, e, key)
+		return repairRow(ctx, conn, t, e, key, xid)
 	}
 	dec := newDecoder(tables, repair, r.log, &r.stats)
 	dec.before = r.cfg.BeforeMessage
@@ -670,6 +670,34 @@ func connectReplication(ctx context.Context, source string) (*pgconn.PgConn, err
 	return conn, nil
 }
 
+// awaitVisible waits until transaction xid (32 bits, the stream's) is
+// visible to new snapshots. The walsender may send a transaction once its
+// commit record is flushed, a moment before Postgres makes the commit
+// visible: a row read back in that moment is not found, and would be
+// taken for one deleted since. The xid is widened to the xid8 of the
+// snapshot's epoch (the one before, if that would put it at or past the
+// snapshot's xmax: it committed, so it started before).
+func awaitVisible(ctx context.Context, conn *pgx.Conn, xid uint32) error {
+	const visible = `SELECT pg_visible_in_snapshot((CASE WHEN w >= m THEN w - 4294967296 ELSE w END)::text::xid8, s)
+		FROM (SELECT s, m, (m >> 32 << 32) | $1::int8 AS w
+			FROM (SELECT s, pg_snapshot_xmax(s)::text::int8 AS m FROM pg_current_snapshot() s) q) r`
+	for xid != 0 {
+		var ok bool
+		if err := conn.QueryRow(ctx, visible, int64(xid)).Scan(&ok); err != nil {
+			return fmt.Errorf("waiting for transaction %d to be visible: %w", xid, err)
+		}
+		if ok {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for transaction %d to be visible: %w", xid, ctx.Err())
+		case <-time.After(time.Millisecond):
+		}
+	}
+	return nil
+}
+
 func parseSystemID(s string) uint64 {
 	var id uint64
 	fmt.Sscan(s, &id)
@@ -681,7 +709,10 @@ func parseSystemID(s string) uint64 {
 // state than the stream position; later changes in the stream overwrite
 // it, so the index still converges. It names the columns as the catalog
 // calls them now: the stream may not have reached a later rename yet.
-func repairRow(ctx context.Context, conn *pgx.Conn, t *table, e *indexer.Entry, key string) error {
+func repairRow(ctx context.Context, conn *pgx.Conn, t *table, e *indexer.Entry, key string, xid uint32) error {
+	if err := awaitVisible(ctx, conn, xid); err != nil {
+		return fmt.Errorf("reading row %s of %s: %w", t.keyType.FormatKey(key), t.qualified(), err)
+	}
 	var keyName, colName string
 	err := conn.QueryRow(ctx, `SELECT k.attname, v.attname FROM pg_attribute k, pg_attribute v
 		WHERE k.attrelid = $1 AND k.attnum = $2 AND NOT k.attisdropped AND v.attrelid = $1 AND v.attnum = $3 AND NOT v.attisdropped`,
