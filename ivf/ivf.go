@@ -66,9 +66,9 @@ type Index struct {
 	// were not (one list around the origin); listCap is the size over
 	// which a list asks for a rebuild.
 	trained, listCap int
-	// learned is adaptive probing's margin, learned at training (see
+	// learned are adaptive probing's margins, learned at training (see
 	// learnMargin).
-	learned float64
+	learned margins
 	// built is each list's live rows at the first NeedsRebuild.
 	built   []int
 	settled sync.Once
@@ -82,13 +82,13 @@ func New(cfg Config, sample [][]float32, rows int) (*Index, error) {
 	cfg.defaults()
 	rows = max(rows, len(sample))
 	var centroids []float32
-	var margin float64
+	var learned margins
 	if len(sample) > 0 {
 		k := cfg.Lists
 		if k == 0 {
 			k = ListsFor(rows)
 		}
-		centroids, margin = train(cfg.CodedConfig, sample, k, cfg.ListCap, rows, cfg.MinProbes, cfg.Seed^uint64(rows))
+		centroids, learned = train(cfg.CodedConfig, sample, k, cfg.ListCap, rows, cfg.MinProbes, cfg.Seed^uint64(rows))
 	} else {
 		rows = 0
 	}
@@ -96,16 +96,26 @@ func New(cfg Config, sample [][]float32, rows int) (*Index, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ivf: %w", err)
 	}
-	x.SetParams([]float64{float64(rows), margin})
+	x.SetParams(append([]float64{float64(rows)}, learned[:]...))
 	return newIndex(x, cfg), nil
 }
 
 // newIndex wraps rows made or loaded with their parameters: the rows
-// trained for, the learned margin.
+// trained for, then the learned margins by depth (a checkpoint written
+// before margins were learned by depth holds one, for every depth).
 func newIndex(x *store.Coded, cfg Config) *Index {
-	p := append(x.Params(), 0, 0)
-	return &Index{Coded: x, cfg: cfg, trained: int(p[0]), learned: p[1],
-		listCap: int(math.Ceil(cfg.ListCap * float64(max(int(p[0]), cfg.MinTrain)) / float64(x.Lists())))}
+	params := x.Params()
+	ix := &Index{Coded: x, cfg: cfg}
+	if len(params) > 0 {
+		ix.trained = int(params[0])
+	}
+	if learned := params[min(1, len(params)):]; len(learned) > 0 {
+		for i := range ix.learned {
+			ix.learned[i] = learned[min(i, len(learned)-1)]
+		}
+	}
+	ix.listCap = int(math.Ceil(cfg.ListCap * float64(max(ix.trained, cfg.MinTrain)) / float64(x.Lists())))
+	return ix
 }
 
 // Load reads a body written by an Index's Snapshot.
@@ -161,7 +171,7 @@ func (x *Index) Search(ctx context.Context, q []float32, k, limit, fixed int, al
 	if allow != nil && allow.Len() > 0 {
 		widen = float64(x.Len()) / float64(allow.Len())
 	}
-	p := x.probing(fixed, widen)
+	p := x.probing(k, fixed, widen)
 	defer probes.Put(p)
 	return x.Coded.Search(ctx, q, k, limit, store.Probe{Order: p.lists, More: p.more}, allow)
 }

@@ -90,7 +90,7 @@ func TestHoldsTopK(t *testing.T) {
 				return got
 			})
 			t.Logf("%s store=%s lists=%d margin %.2f: recall@%d %.4f, candidate set misses a true top-%d row in %.1f%% of queries",
-				m, c.store, x.Lists(), x.margin(), k, rec, k, 100*miss)
+				m, c.store, x.Lists(), x.margin(k), k, rec, k, 100*miss)
 			if rec < c.recall || miss > c.miss {
 				t.Errorf("%s store=%s: recall %.4f (want ≥ %.2f), miss rate %.3f (want ≤ %.2f)", m, c.store, rec, c.recall, miss, c.miss)
 			}
@@ -178,7 +178,7 @@ func TestSnapshotLoad(t *testing.T) {
 			t.Fatalf("loaded %d rows, want %d", y.Len(), x.Len())
 		}
 		if y.learned != x.learned || y.trained != x.trained {
-			t.Fatalf("loaded margin %g and rows trained for %d, want %g and %d", y.learned, y.trained, x.learned, x.trained)
+			t.Fatalf("loaded margins %v and rows trained for %d, want %v and %d", y.learned, y.trained, x.learned, x.trained)
 		}
 		for _, q := range queries {
 			a, _ := x.Search(context.Background(), q, 10, 20, 3, nil)
@@ -288,9 +288,9 @@ func TestLearnedMargin(t *testing.T) {
 	text, queries := dataset.TextLike{Seed: 3, Rows: 20000, Queries: 100, Dims: 64}.Generate()
 	a := build(t, config(kernels.Cosine, 64, store.Float), clustered)
 	b := build(t, config(kernels.Cosine, 64, store.Float), text)
-	t.Logf("learned margins: clustered %.2f, text-like %.2f", a.learned, b.learned)
-	if a.learned >= b.learned || b.learned <= 0 || b.learned > 1 {
-		t.Fatalf("learned margins: clustered %.2f, text-like %.2f", a.learned, b.learned)
+	t.Logf("learned margins at depths %v: clustered %.2f, text-like %.2f", marginDepths, a.learned, b.learned)
+	if a.learned[0] >= b.learned[0] || b.learned[0] <= 0 || b.learned[0] > 1 {
+		t.Fatalf("learned margins for k=10: clustered %.2f, text-like %.2f", a.learned[0], b.learned[0])
 	}
 	truth := dataset.GroundTruth(kernels.Cosine, text, queries, 10)
 	rec, _ := recall(t, kernels.Cosine, text, queries, truth, func(q []float32) []store.Hit {
@@ -298,6 +298,32 @@ func TestLearnedMargin(t *testing.T) {
 		return got
 	})
 	if rec < 0.95 {
-		t.Fatalf("text-like, learned margin %.2f: recall@10 %.4f", b.learned, rec)
+		t.Fatalf("text-like, learned margin %.2f: recall@10 %.4f", b.learned[0], rec)
+	}
+}
+
+// Margins are learned per depth and kept in checkpoints; a checkpoint
+// from before holds a single margin, which then serves every depth.
+func TestMarginsByDepth(t *testing.T) {
+	data, _ := dataset.Clustered{Seed: 5, Rows: 20000, Dims: 32}.Generate()
+	x := build(t, config(kernels.L2, 32, store.Float), data)
+	t.Logf("learned margins at depths %v: %.2f", marginDepths, x.learned)
+	for i := 1; i < len(x.learned); i++ {
+		if x.learned[i] < x.learned[i-1] {
+			t.Fatalf("margins %v shrink with depth", x.learned)
+		}
+	}
+	if x.learned[len(x.learned)-1] <= x.learned[0] {
+		t.Errorf("margins %v: clustered rows' deeper neighbours should need a wider margin", x.learned)
+	}
+	for _, c := range []struct{ k, depth int }{{1, 0}, {10, 0}, {11, 1}, {200, 2}, {5000, 2}} {
+		if got := x.learned.forK(c.k); got != x.learned[c.depth] {
+			t.Errorf("k=%d takes margin %g, want depth %d's %g", c.k, got, marginDepths[c.depth], x.learned[c.depth])
+		}
+	}
+	x.SetParams([]float64{20000, 0.3})
+	old := newIndex(x.Coded, x.cfg)
+	if old.trained != 20000 || old.learned != (margins{0.3, 0.3, 0.3}) {
+		t.Fatalf("one margin read as %v (trained for %d)", old.learned, old.trained)
 	}
 }

@@ -77,7 +77,7 @@ func BenchmarkProbing(b *testing.B) {
 			})
 		}
 		wg.Wait()
-		fmt.Printf("%s: %d rows, %d lists, %.0f bytes/row, learned margin %.2f\n", set.name, n, x.Lists(), x.Stats().BytesPerRow(), x.learned)
+		fmt.Printf("%s: %d rows, %d lists, %.0f bytes/row, learned margins %.2f\n", set.name, n, x.Lists(), x.Stats().BytesPerRow(), x.learned)
 		for _, scale := range floats(b, *probingMargins) {
 			for _, minProbes := range floats(b, *probingMins) {
 				x.cfg.MarginScale, x.cfg.MinProbes = scale, int(minProbes)
@@ -95,7 +95,7 @@ func BenchmarkProbing(b *testing.B) {
 					}
 					per := time.Since(began) / time.Duration(len(set.queries))
 					fmt.Printf("%-22s scale=%.2f (margin %.2f) min=%d cap=%2dk: recall@10 %.4f  candidates %5.1f  %6.0f µs/query\n",
-						set.name, scale, x.margin(), int(minProbes), int(over), float64(hits)/float64(k*len(set.queries)), float64(cands)/float64(len(set.queries)), float64(per.Microseconds()))
+						set.name, scale, x.margin(k), int(minProbes), int(over), float64(hits)/float64(k*len(set.queries)), float64(cands)/float64(len(set.queries)), float64(per.Microseconds()))
 				}
 			}
 		}

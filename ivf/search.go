@@ -21,11 +21,13 @@ import (
 // mean radius, which at 100+ dimensions prunes almost nothing), but how
 // much of that bound a list's best row reaches depends on the data: rows
 // whose neighbours share their list need m ≈ 0, embeddings with little
-// contrast between near and far rows need m ≈ 0.5. So m is learned at
-// training (learnMargin): sample rows are tried as queries against the
-// rest of the sample, and m is set so that 99% of their neighbours' lists
-// would be reached. At least MinProbes and at most MaxProbes lists are
-// scanned.
+// contrast between near and far rows need m ≈ 0.5, and a query's 100th
+// nearest rows need more than its 10th. So m is learned at training
+// (learnMargin) for searches of 10, 100 and 1,000 rows: sample rows are
+// tried as queries against the rest of the sample, and m is set so that
+// 99% of their neighbours' lists would be reached; a search for k rows
+// takes the margin of the first of those depths ≥ k. At least MinProbes
+// and at most MaxProbes lists are scanned.
 //
 // Measured with BenchmarkProbing (200k rows; compact store, candidates
 // capped at 3k; recall@10 after an exact re-rank; µs per query on one of
@@ -45,14 +47,15 @@ const (
 	DefaultMinProbes   = 4
 )
 
-// margin is the stopping rule's allowance for the cross term, as a share
-// of its Cauchy–Schwarz bound: fixed by Config.Margin, or learned at
-// training (learnMargin) and scaled by Config.MarginScale.
-func (x *Index) margin() float64 {
+// margin is the stopping rule's allowance for the cross term of a search
+// for k rows, as a share of its Cauchy–Schwarz bound: fixed by
+// Config.Margin, or learned at training for k's depth (learnMargin) and
+// scaled by Config.MarginScale.
+func (x *Index) margin(k int) float64 {
 	if x.cfg.Margin > 0 {
 		return x.cfg.Margin
 	}
-	return min(1, x.cfg.MarginScale*x.learned)
+	return min(1, x.cfg.MarginScale*x.learned.forK(k))
 }
 
 // MaxProbes is the most lists an adaptive search scans: half of them, at
@@ -79,10 +82,11 @@ type probe struct {
 
 var probes = sync.Pool{New: func() any { return &probe{top: kernels.NewTopK(1)} }}
 
-// probing returns the probe of one search; put it back in probes after.
-func (x *Index) probing(fixed int, widen float64) *probe {
+// probing returns the probe of one search for k rows; put it back in
+// probes after.
+func (x *Index) probing(k, fixed int, widen float64) *probe {
 	p := probes.Get().(*probe)
-	p.x, p.fixed, p.widen, p.margin = x, fixed, widen, x.margin()
+	p.x, p.fixed, p.widen, p.margin = x, fixed, widen, x.margin(k)
 	return p
 }
 

@@ -45,9 +45,9 @@ const (
 // train returns k centroids for sample (converted to the codec's space):
 // k-means, then every list of the sample over listCap times the mean split
 // in two until none is; and the margin adaptive probing needs on this
-// data, learned from the sample of a table of rows rows (see
+// data at each depth, learned from the sample of a table of rows rows (see
 // learnMargin).
-func train(cfg store.CodedConfig, sample [][]float32, k int, listCap float64, rows, minProbes int, seed uint64) ([]float32, float64) {
+func train(cfg store.CodedConfig, sample [][]float32, k int, listCap float64, rows, minProbes int, seed uint64) ([]float32, margins) {
 	n, d := len(sample), cfg.Dims
 	space := make([]float32, n*d)
 	for i, v := range sample {
