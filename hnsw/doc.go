@@ -132,7 +132,7 @@
 // queues it in a ring of Pending (512) rows for linking, with the vector
 // its linker searches with. Searches estimate the rows of the ring not
 // linked yet one by one, so a row is found from the moment Insert
-// returns. Linkers, up to Linkers (GOMAXPROCS) goroutines started as rows
+// returns. Linkers, up to Linkers (one per core) goroutines started as rows
 // come and ended when none waits, link rows in order: a greedy descent
 // from the entry point to the node's level, then on each layer a beam
 // search of width EfConstruction (on layer 0 entered also through the
@@ -303,23 +303,26 @@
 //
 // Under the stream (go test ./replicate -bench LagUnderSearch/hnsw, 1M
 // rows, single-row commits at 2,000 rows/s from pgbench, Postgres on the
-// same two cores, 8 pgwire clients searching in the loaded phase), two
-// runs an hour apart: lag p99 17 and 14 ms alone, 22 and 24 ms while the
-// clients search (1,953 rows/s and more applied); search p99 2.8 and
-// 3.0 ms alone, 48 and 37 ms under the writes, 992 and 1,289 searches/s.
-// Two things hold the lag: the narrowing of linkWidth, and searches that
-// yield their core at each of their checks while an eighth of the ring
-// waits (linkingBehind). Without the yield: lag p99 1.1 s under the
-// searches; without either, 1.8 s alone and 6.6 s loaded. Running one
-// search fewer at a time instead of yielding did no better over four runs
-// (search p99 27 to 80 ms, and one run's lag p99 0.98 s). The same
+// same two cores, 8 pgwire clients), three runs: lag p99 14 to 21 ms
+// alone, 20 to 33 ms while the clients search without pause, 26 to 34 ms
+// while they search 500 times a second; searching without pause, search
+// p99 5.1 to 6.8 ms alone and 24 to 44 ms under the writes, at 1,060 to
+// 1,720 searches/s; paced at 500 a second, search p50 2.0 to 8.1 ms (1.1
+// alone) but p99 0.36 to 0.63 s, as a paced client falls behind for
+// seconds at a time. Linking a row into a million-row graph costs about
+// half a millisecond of a core (a trace of the loaded phase: the linkers
+// ran 1.0 to 1.2 cores' worth), so 2,000 rows a second, Postgres and the
+// searches oversubscribe two cores. Two things hold the lag: the
+// narrowing of linkWidth, and searches that yield their core at each of
+// their checks while an eighth of the ring waits (linkingBehind). Without
+// the yield: lag p99 1.1 s under the searches; without either, 1.8 s
+// alone and 6.6 s loaded. Running one search fewer at a time instead of
+// yielding did no better over four runs. The Go scheduler runs a
+// processor more than the cores, or network reads would wait up to 10 ms
+// behind the CPU-bound goroutines (see internal/procs). The same
 // benchmark for ivf, whose inserts are appends: search p99 17.8 ms alone,
-// 30 ms under the writes. Linking a row into a million-row graph costs a
-// core a few hundred microseconds, so 2,000 rows a second beside eight
-// searching clients and Postgres itself oversubscribe two cores: the
-// searches' throughput under the writes falls to about half, and their
-// latency is the price of the lag. Single runs of this benchmark move by
-// a factor of two with the machine.
+// 30 ms under the writes. Single runs of this benchmark move by a factor
+// of two with the machine.
 // Restart (go test ./indexer -bench CheckpointLoad/hnsw): the
 // 1M-row checkpoint file read, checked and loaded in 1.95 s warm; the
 // first 1,000 searches' p99 0.37 ms against 0.31 ms steady.

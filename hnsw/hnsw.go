@@ -4,10 +4,10 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"runtime"
 	"sync"
 	"sync/atomic"
 
+	"github.com/vecside/vecside/internal/procs"
 	"github.com/vecside/vecside/internal/store"
 	"github.com/vecside/vecside/kernels"
 )
@@ -25,7 +25,7 @@ type Config struct {
 	// (default DefaultEfSearch); at least k is used.
 	EfSearch int
 	// Linkers is the most goroutines linking new rows into the graph at
-	// once (default GOMAXPROCS).
+	// once (default: one per core, procs.Cores).
 	Linkers int
 	// Pending bounds the rows inserted but not linked yet, which every
 	// search estimates one by one (default DefaultPending).
@@ -62,7 +62,7 @@ func (c *Config) defaults() {
 		c.EfSearch = DefaultEfSearch
 	}
 	if c.Linkers == 0 {
-		c.Linkers = runtime.GOMAXPROCS(0)
+		c.Linkers = procs.Cores()
 	}
 	if c.Pending == 0 {
 		c.Pending = DefaultPending

@@ -3,8 +3,9 @@ package indexer
 import (
 	"context"
 	"fmt"
-	"runtime"
 	"sync/atomic"
+
+	"github.com/vecside/vecside/internal/procs"
 )
 
 // Limits bound the searches a sidecar runs at once. Searches are pure CPU
@@ -13,7 +14,8 @@ import (
 // short queue, and beyond that are turned away with ErrOverloaded (a
 // client retries after a pause) rather than piling up without end.
 type Limits struct {
-	// Running is how many searches run at once; 0 means GOMAXPROCS.
+	// Running is how many searches run at once; 0 means one per core
+	// (procs.Cores).
 	Running int
 	// Queued is how many more wait for a turn; 0 means 64 per running
 	// search. A search waits at most until its own deadline.
@@ -31,7 +33,7 @@ type admission struct {
 
 func newAdmission(l Limits) *admission {
 	if l.Running <= 0 {
-		l.Running = runtime.GOMAXPROCS(0)
+		l.Running = procs.Cores()
 	}
 	if l.Queued <= 0 {
 		l.Queued = 64 * l.Running

@@ -11,26 +11,35 @@ import (
 	"github.com/vecside/vecside/indexer"
 	"github.com/vecside/vecside/internal/dataset"
 	"github.com/vecside/vecside/internal/loadgen"
+	"github.com/vecside/vecside/internal/procs"
 	"github.com/vecside/vecside/internal/writeload"
 	"github.com/vecside/vecside/rpc"
 )
+
+var pacedRate = flag.Float64("replicate.paced", 500, "searches per second, in all, of BenchmarkLagUnderSearch's paced phases")
 
 var loadRows = flag.Int("replicate.rows", 0, "rows of the table BenchmarkLagUnderSearch copies first; 0 for 200,000 (flat) and 1,000,000 (ivf)")
 
 // BenchmarkLagUnderSearch: replication lag while clients search. Single-row
 // commits at 2,000 rows/s of 128-d clustered vectors from pgbench, first
 // with no searches, then while 8 pgwire clients search without pause
-// through a real rpc server (SELECT * FROM knn($1, $2, $3), k = 10); every
-// 10 ms, the time from taking the source's WAL position to the index
-// having applied that far (see writeAtRate). It
-// reports the lag's p50 and p99 in both phases, the rows per second the
-// writer achieved, the searches' p99 alone (half a phase, between the
-// two) and their throughput and p99 during the second phase. The table holds 200,000 rows for flat store=float and 1,000,000
-// for ivf and hnsw before the phases; -replicate.rows sizes both, for a quick run:
+// through a real rpc server (SELECT * FROM knn($1, $2, $3), k = 10), then
+// while the 8 clients search at -replicate.paced searches per second in
+// all; every 10 ms, the time from taking the source's WAL position to the
+// index having applied that far (see writeAtRate). It reports the lag's
+// p50 and p99 in each phase, the rows per second the writer achieved, and
+// the searches' p99 alone (half a phase before each loaded one) and under
+// the writes, with their throughput. Searching without pause, the clients
+// take every core the writes leave, so their latency follows that share;
+// paced, it shows what the writes do to a search load the machine has
+// room for. The table holds 200,000 rows for flat store=float and
+// 1,000,000 for ivf and hnsw before the phases; -replicate.rows sizes
+// both, for a quick run:
 //
 //	go test ./replicate -run '^$' -bench LagUnderSearch -benchtime 1x -timeout 1h
 //	go test ./replicate -run '^$' -bench LagUnderSearch -benchtime 1x -replicate.rows 20000
 func BenchmarkLagUnderSearch(b *testing.B) {
+	defer procs.Serve()() // as cmd/vecside serves
 	const dims, rate, phase, clients = 128, 2000, 20 * time.Second, 8
 	perPhase := rate * int(phase/time.Second)
 	for _, c := range []struct {
@@ -51,7 +60,7 @@ func BenchmarkLagUnderSearch(b *testing.B) {
 				queries := loadClustered(b, h, rows, dims)
 				// Held-out draws beyond loadClustered's 1,000 queries: new
 				// rows from the table's distribution.
-				_, more := dataset.Clustered{Seed: 42, Rows: rows, Queries: len(queries) + 2*perPhase, Dims: dims, Normalize: true}.Generate()
+				_, more := dataset.Clustered{Seed: 42, Rows: rows, Queries: len(queries) + 3*perPhase, Dims: dims, Normalize: true}.Generate()
 				inserts := more[len(queries):]
 				e := h.add("items_embedding=items(embedding) key=id metric=cosine " + c.opts)
 				h.start(Config{DataDir: b.TempDir()})
@@ -77,10 +86,17 @@ func BenchmarkLagUnderSearch(b *testing.B) {
 				time.Sleep(phase / 2)
 				quiet := alone.Stop()
 				searches := loadgen.Start(clients, search)
-				lag, loadedRate := writeAtRate(b, h, e, inserts[perPhase:], rows+1+perPhase, rate, phase)
+				lag, loadedRate := writeAtRate(b, h, e, inserts[perPhase:2*perPhase], rows+1+perPhase, rate, phase)
 				searched := searches.Stop()
+				h.catchUp()
+				alonePaced := loadgen.Paced(clients, *pacedRate, search)
+				time.Sleep(phase / 2)
+				quietPaced := alonePaced.Stop()
+				paced := loadgen.Paced(clients, *pacedRate, search)
+				pacedLag, _ := writeAtRate(b, h, e, inserts[2*perPhase:], rows+1+2*perPhase, rate, phase)
+				searchedPaced := paced.Stop()
 				h.stop()
-				for _, r := range []loadgen.Result{quiet, searched} {
+				for _, r := range []loadgen.Result{quiet, searched, quietPaced, searchedPaced} {
 					if r.Err != nil {
 						b.Fatal(r.Err)
 					}
@@ -94,6 +110,12 @@ func BenchmarkLagUnderSearch(b *testing.B) {
 				b.ReportMetric(loadedRate, "rows/s-loaded")
 				b.ReportMetric(searched.PerSecond, "searches/s")
 				b.ReportMetric(searched.Latencies.Ms(0.99), "search-p99-ms")
+				b.ReportMetric(quietPaced.Latencies.Ms(0.99), "paced-search-p99-ms-idle")
+				b.ReportMetric(searchedPaced.Latencies.Ms(0.99), "paced-search-p99-ms")
+				b.ReportMetric(searchedPaced.Latencies.Ms(0.5), "paced-search-p50-ms")
+				b.ReportMetric(searchedPaced.Latencies.Ms(0.9), "paced-search-p90-ms")
+				b.ReportMetric(searchedPaced.PerSecond, "paced-searches/s")
+				b.ReportMetric(pacedLag.Ms(0.99), "paced-lag-p99-ms")
 				b.ReportMetric(0, "ns/op")
 			}
 		})

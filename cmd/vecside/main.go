@@ -7,9 +7,11 @@ import (
 	"os"
 
 	"github.com/urfave/cli/v2"
+	"github.com/vecside/vecside/internal/procs"
 )
 
 func main() {
+	procs.Serve() // see internal/procs
 	app := newApp()
 	err := applyConfig(app, os.Args)
 	if err == nil {

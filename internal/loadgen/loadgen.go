@@ -1,8 +1,11 @@
 // Package loadgen drives the background load of benchmarks that measure
 // one thing while another runs (changes applied while clients search):
-// workers that repeat a call without pause, and the latencies they saw.
-// It does not pace calls, and it does not measure what it loads: the
-// benchmark does both.
+// workers that repeat a call, and the latencies they saw. Start's workers
+// call again as soon as a call returns (a closed loop: they take every
+// core they can, so their latency follows the share of the machine left
+// to them); Paced's call at a fixed rate (an open loop: latency shows
+// what other work does to a load the machine has room for). It does not
+// measure what it loads: the benchmark does.
 package loadgen
 
 import (
@@ -47,11 +50,34 @@ type Result struct {
 // returns, until Stop. worker is the goroutine's number, i counts its
 // calls.
 func Start(n int, call func(worker, i int) error) *Workers {
+	return start(n, call, nil)
+}
+
+// Paced runs call on n goroutines at rate calls per second in all, each
+// goroutine's calls evenly spaced, until Stop. A call starts at its
+// appointed time, or at once if the one before ended later, and its
+// latency counts from its appointed time: a stall delays every call
+// appointed during it, and each of them shows it, as users would.
+func Paced(n int, rate float64, call func(worker, i int) error) *Workers {
+	return start(n, call, func(began time.Time, worker, i int) time.Time {
+		return began.Add(time.Duration(float64(i*n+worker) / rate * float64(time.Second)))
+	})
+}
+
+// start runs the workers, each call timed from its appointed time (nil:
+// from when it starts).
+func start(n int, call func(worker, i int) error, appointed func(began time.Time, worker, i int) time.Time) *Workers {
 	w := &Workers{began: time.Now(), lat: make([]Latencies, n), errs: make([]error, n)}
 	for worker := range n {
 		w.wg.Go(func() {
 			for i := 0; !w.stop.Load(); i++ {
 				t0 := time.Now()
+				if appointed != nil {
+					t0 = appointed(w.began, worker, i)
+					if time.Sleep(time.Until(t0)); w.stop.Load() {
+						return
+					}
+				}
 				if err := call(worker, i); err != nil {
 					w.errs[worker] = err
 					return

@@ -45,3 +45,40 @@ func TestWorkers(t *testing.T) {
 		t.Fatalf("got %v, want the failed call's error", r.Err)
 	}
 }
+
+func TestPaced(t *testing.T) {
+	const rate = 400.0
+	var calls atomic.Int64
+	w := Paced(4, rate, func(worker, i int) error {
+		calls.Add(1)
+		return nil
+	})
+	time.Sleep(250 * time.Millisecond)
+	r := w.Stop()
+	if r.Err != nil || len(r.Latencies) != int(calls.Load()) {
+		t.Fatalf("got %d latencies after %d calls: %v", len(r.Latencies), calls.Load(), r.Err)
+	}
+	// Paced, not as fast as possible: about 100 calls in 250 ms.
+	if n := calls.Load(); n < 50 || n > 110 {
+		t.Fatalf("%d calls in 250 ms at %g/s", n, rate)
+	}
+	// A call that stalls delays the calls appointed behind it, and each
+	// counts the delay from its own appointed time.
+	stalled := Paced(1, 1000, func(worker, i int) error {
+		if i == 0 {
+			time.Sleep(30 * time.Millisecond)
+		}
+		return nil
+	})
+	time.Sleep(60 * time.Millisecond)
+	r = stalled.Stop()
+	late := 0
+	for _, l := range r.Latencies {
+		if l >= 10*time.Millisecond {
+			late++
+		}
+	}
+	if late < 10 {
+		t.Fatalf("%d of %d calls behind a 30 ms stall at 1,000/s counted ≥ 10 ms, want ≥ 10", late, len(r.Latencies))
+	}
+}

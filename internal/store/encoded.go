@@ -3,9 +3,9 @@ package store
 import (
 	"fmt"
 	"math"
-	"runtime"
 	"sync"
 
+	"github.com/vecside/vecside/internal/procs"
 	"github.com/vecside/vecside/kernels"
 )
 
@@ -82,7 +82,7 @@ func (e *Encoded) Encode(rq *kernels.RaBitQ, vec, centroid []float32) {
 // Parallel runs fn over [0, n) cut into one contiguous range per core
 // and waits for all of them.
 func Parallel(n int, fn func(lo, hi int)) {
-	workers := min(runtime.GOMAXPROCS(0), max(1, n/64))
+	workers := min(procs.Cores(), max(1, n/64))
 	var wg sync.WaitGroup
 	for w := range workers {
 		lo, hi := n*w/workers, n*(w+1)/workers
