@@ -252,7 +252,7 @@ func (c *codes) centroidTerm(q *query, k uint32) float32 {
 // prefetch starts loading id's row into the caches (see estimate).
 func (c *codes) prefetch(id uint32) {
 	if c.ext != nil {
-		kernels.Prefetch(c.ext.Row(id))
+		c.ext.Prefetch(id)
 	}
 }
 

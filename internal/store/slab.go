@@ -4,6 +4,8 @@ import (
 	"math/bits"
 	"sync/atomic"
 	"unsafe"
+
+	"github.com/vecside/vecside/kernels"
 )
 
 // chunkShift sets the rows per chunk of a Slab (1,024): big enough that
@@ -62,6 +64,14 @@ func (s *Slab[T]) Grow(n int) {
 		next[c] = make([]T, chunkRows*s.width)
 	}
 	s.dir.Store(&next)
+}
+
+// Prefetch asks the CPU to load row i, which its caller is about to read:
+// a walk of a graph or of codes reads rows in no order, each a cache miss.
+func (s *Slab[T]) Prefetch(i uint32) {
+	row := s.Row(i)
+	var zero T
+	kernels.Prefetch(unsafe.Slice((*byte)(unsafe.Pointer(&row[0])), len(row)*int(unsafe.Sizeof(zero))))
 }
 
 // Bytes is the memory the slab holds.
