@@ -320,9 +320,10 @@
 // their checks while an eighth of the ring waits (linkingBehind). Without
 // the yield: lag p99 1.1 s under the searches; without either, 1.8 s
 // alone and 6.6 s loaded. Running one search fewer at a time instead of
-// yielding did no better over four runs. The Go scheduler runs a
-// processor more than the cores, or network reads would wait up to 10 ms
-// behind the CPU-bound goroutines (see internal/procs). The same
+// yielding did no better over four runs, nor searches that never yield
+// (two runs: paced p99 0.13 and 0.45 s). While linkers run, the Go
+// scheduler runs a processor more than the cores, or network reads would
+// wait up to 10 ms behind the CPU-bound goroutines (see internal/procs). The same
 // benchmark for ivf, whose inserts are appends: search p99 17.8 ms alone,
 // 30 ms under the writes. Single runs of this benchmark move by a factor
 // of two with the machine.

@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/vecside/vecside/internal/procs"
 	"github.com/vecside/vecside/kernels"
 )
 
@@ -145,6 +146,7 @@ func (r *gen) kick() {
 // linkers as rows come (kick). When the graph has settled it asks for
 // the unreachable rows to be counted.
 func (r *gen) linker() {
+	defer procs.Hold()() // linkers fill every processor: see internal/procs
 	for {
 		for !r.closed.Load() && r.linkOne() {
 			// Let a search waiting for this core run: linking a row takes

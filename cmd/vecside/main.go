@@ -11,7 +11,7 @@ import (
 )
 
 func main() {
-	procs.Serve() // see internal/procs
+	procs.Serve() // a spare processor while rows are linked: see internal/procs
 	app := newApp()
 	err := applyConfig(app, os.Args)
 	if err == nil {

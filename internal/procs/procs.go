@@ -3,6 +3,9 @@ package procs
 import (
 	"os"
 	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
 )
 
 // cores is GOMAXPROCS as the runtime set it at start.
@@ -13,13 +16,73 @@ var cores = runtime.GOMAXPROCS(0)
 // the GOMAXPROCS variable), whatever Serve set it to since.
 func Cores() int { return cores }
 
-// Serve runs the scheduler with Cores()+1 Ps, unless the GOMAXPROCS
-// variable fixes their number, and returns the function that restores
-// the previous number.
-func Serve() (restore func()) {
-	if os.Getenv("GOMAXPROCS") != "" {
+// idleAfter is how long the spare processor outlives the last Hold.
+var idleAfter = time.Second
+
+var (
+	serving  atomic.Bool  // Serve runs: the spare processor is ours to give
+	holders  atomic.Int64 // Holds not released
+	lastHeld atomic.Int64 // when the last Hold was released, Unix nanoseconds
+	mu       sync.Mutex   // serialises changes of GOMAXPROCS
+	raised   bool         // the spare processor runs; under mu
+)
+
+// Serve gives the scheduler a spare processor while background work runs
+// (Hold), until the returned function is called; not if the GOMAXPROCS
+// variable fixes the number of processors.
+func Serve() (stop func()) {
+	if os.Getenv("GOMAXPROCS") != "" || !serving.CompareAndSwap(false, true) {
 		return func() {}
 	}
-	before := runtime.GOMAXPROCS(cores + 1)
-	return func() { runtime.GOMAXPROCS(before) }
+	done := make(chan struct{})
+	go func() {
+		tick := time.NewTicker(idleAfter / 4)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+				if holders.Load() == 0 && time.Since(time.Unix(0, lastHeld.Load())) >= idleAfter {
+					setSpare(false)
+				}
+			}
+		}
+	}()
+	if holders.Load() > 0 {
+		setSpare(true)
+	}
+	return func() {
+		close(done)
+		serving.Store(false)
+		setSpare(false)
+	}
+}
+
+// Hold marks CPU-bound background work (the linking of streamed rows) as
+// running until release is called: while any runs, and for idleAfter
+// after, a serving process has its spare processor.
+func Hold() (release func()) {
+	if holders.Add(1) == 1 && serving.Load() {
+		setSpare(true)
+	}
+	return func() {
+		lastHeld.Store(time.Now().UnixNano())
+		holders.Add(-1)
+	}
+}
+
+// setSpare runs the scheduler with the spare processor or without it.
+func setSpare(on bool) {
+	mu.Lock()
+	defer mu.Unlock()
+	if on == raised || (on && !serving.Load()) || (!on && serving.Load() && holders.Load() > 0) {
+		return
+	}
+	raised = on
+	if on {
+		runtime.GOMAXPROCS(cores + 1)
+	} else {
+		runtime.GOMAXPROCS(cores)
+	}
 }
