@@ -20,11 +20,11 @@ func Cores() int { return cores }
 var idleAfter = time.Second
 
 var (
-	serving  atomic.Bool  // Serve runs: the spare processor is ours to give
-	holders  atomic.Int64 // Holds not released
-	lastHeld atomic.Int64 // when the last Hold was released, Unix nanoseconds
-	mu       sync.Mutex   // serialises changes of GOMAXPROCS
-	raised   bool         // the spare processor runs; under mu
+	serving atomic.Bool  // Serve runs: the spare processor is ours to give
+	holders atomic.Int64 // Holds not released
+	mu      sync.Mutex   // serialises changes of GOMAXPROCS
+	raised  bool         // the spare processor runs; under mu
+	idle    *time.Timer  // drops it once no Hold has run for idleAfter; under mu
 )
 
 // Serve gives the scheduler a spare processor while background work runs
@@ -34,26 +34,10 @@ func Serve() (stop func()) {
 	if os.Getenv("GOMAXPROCS") != "" || !serving.CompareAndSwap(false, true) {
 		return func() {}
 	}
-	done := make(chan struct{})
-	go func() {
-		tick := time.NewTicker(idleAfter / 4)
-		defer tick.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-tick.C:
-				if holders.Load() == 0 && time.Since(time.Unix(0, lastHeld.Load())) >= idleAfter {
-					setSpare(false)
-				}
-			}
-		}
-	}()
 	if holders.Load() > 0 {
 		setSpare(true)
 	}
 	return func() {
-		close(done)
 		serving.Store(false)
 		setSpare(false)
 	}
@@ -67,12 +51,21 @@ func Hold() (release func()) {
 		setSpare(true)
 	}
 	return func() {
-		lastHeld.Store(time.Now().UnixNano())
-		holders.Add(-1)
+		if holders.Add(-1) > 0 || !serving.Load() {
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if idle == nil {
+			idle = time.AfterFunc(idleAfter, func() { setSpare(false) })
+		} else {
+			idle.Reset(idleAfter)
+		}
 	}
 }
 
-// setSpare runs the scheduler with the spare processor or without it.
+// setSpare runs the scheduler with the spare processor or without it;
+// not with it unless serving, nor without it while serving and held.
 func setSpare(on bool) {
 	mu.Lock()
 	defer mu.Unlock()
