@@ -306,12 +306,12 @@
 //
 // Under the stream (go test ./replicate -bench LagUnderSearch/hnsw, 1M
 // rows, single-row commits at 2,000 rows/s from pgbench, Postgres on the
-// same two cores, 8 pgwire clients), three runs: lag p99 14 to 21 ms
+// same two cores, 8 pgwire clients), four runs: lag p99 14 to 21 ms
 // alone, 20 to 33 ms while the clients search without pause, 26 to 34 ms
 // while they search 500 times a second; searching without pause, search
-// p99 5.1 to 6.8 ms alone and 24 to 44 ms under the writes, at 1,060 to
+// p99 5.1 to 6.8 ms alone and 24 to 45 ms under the writes, at 870 to
 // 1,720 searches/s; paced at 500 a second, search p50 2.0 to 8.1 ms (1.1
-// alone) but p99 0.36 to 0.63 s, as a paced client falls behind for
+// alone) but p99 0.19 to 0.63 s, as a paced client falls behind for
 // seconds at a time. Linking a row into a million-row graph costs about
 // half a millisecond of a core (a trace of the loaded phase: the linkers
 // ran 1.0 to 1.2 cores' worth), so 2,000 rows a second, Postgres and the
