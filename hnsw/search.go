@@ -273,14 +273,14 @@ func (r *gen) beam(sc *scratch, layer, ef int, self uint32, allow *store.Allow) 
 	}
 	for expanded := 0; len(sc.cand) > 0; expanded++ {
 		c := sc.cand.pop()
+		if sc.res.Full() && c.Dist > sc.res.Worst() {
+			break
+		}
 		if layer == 0 && len(sc.cand) > 0 {
 			// The nearest candidate left is most likely the next one
 			// expanded: its list loads while this one's neighbours are
 			// estimated.
 			r.g.l0.Prefetch(sc.cand[0].ID)
-		}
-		if sc.res.Full() && c.Dist > sc.res.Worst() {
-			break
 		}
 		if expanded%checkEvery == checkEvery-1 {
 			if stopped(sc) {
