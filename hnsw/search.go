@@ -240,11 +240,17 @@ func (r *gen) greedy(sc *scratch, cur kernels.Neighbor, layer int) kernels.Neigh
 	for moved := true; moved; {
 		moved = false
 		words, n := r.g.list(cur.ID, layer)
+		// The neighbours' codes are scattered rows, each a cache miss:
+		// asked for all at once, their loads overlap.
+		fresh := sc.fresh[:0]
 		for i := range n {
-			nb := words[i].Load()
-			if nb == none {
-				continue
+			if nb := words[i].Load(); nb != none {
+				r.codes.prefetch(nb)
+				fresh = append(fresh, nb)
 			}
+		}
+		sc.fresh = fresh
+		for _, nb := range fresh {
 			if est, _ := r.codes.estimate(&sc.q, nb); est < cur.Dist {
 				cur, moved = kernels.Neighbor{ID: nb, Dist: est}, true
 			}
