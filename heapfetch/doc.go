@@ -136,7 +136,9 @@
 // where the xmin differs; where it is the same, the heap's row is the one
 // the sidecar measured and its distance stands. xids count only when the
 // heap server's system identifier and timeline are the sidecar's source's:
-// the heap statement checks its server's, and the sidecar returns xids
+// the heap statement checks its server's (the system identifier read
+// once per session and kept in the setting heapfetch.system_identifier,
+// the timeline each time), and the sidecar returns xids
 // only while it follows the source the client expects (xid_source). Rows written in a subtransaction, and
 // every row after a table rewrite, have xmins the sidecar never records:
 // correct, just fetched. Request.AlwaysFetch turns the fast path off, and
@@ -161,6 +163,12 @@
 //	ivf store=float, every vector           10        +0.67 ms  +0.50 ms
 //	hnsw (6-bit codes), oversample=1        10        +0.54 ms  +0.35 ms
 //	ivf (4-bit codes), default oversample   14.0      +0.82 ms
+//
+// Since then the fast path's statement reads the server's system
+// identifier once per session instead of the control file each time:
+// two runs alternated with the statement before, on a slower day (the
+// sidecar alone 0.48–0.59 ms), took its difference from +0.34 to +0.31 ms
+// (real[]) and from +0.39 to +0.27 ms (vector).
 //
 // The fast path returns the same rows, order and distances as fetching
 // every vector on every query. The compact store's distances are

@@ -280,6 +280,16 @@ func TestFastPathOtherSystem(t *testing.T) {
 	for range 5 {
 		fastEqualsFetch(t, other, "docs_v", vecAt(rng.Float32()*600), 5)
 	}
+	// Each session keeps the identifier of its own server, read once.
+	for i, c := range conns {
+		var kept, actual string
+		if err := c.QueryRow(ctx, `SELECT current_setting('heapfetch.system_identifier'), system_identifier::text FROM pg_control_system()`).Scan(&kept, &actual); err != nil {
+			t.Fatal(err)
+		}
+		if kept != actual {
+			t.Errorf("server %d: the session keeps system identifier %s, the server's is %s", i, kept, actual)
+		}
+	}
 }
 
 // TestFastPathAfterRestart: the xids are kept in the checkpoints, so a
