@@ -319,7 +319,18 @@
 // seconds at a time. Linking a row into a million-row graph costs about
 // half a millisecond of a core (a trace of the loaded phase: the linkers
 // ran 1.0 to 1.2 cores' worth), so 2,000 rows a second, Postgres and the
-// searches oversubscribe two cores. Two things hold the lag: the
+// searches oversubscribe two cores. A CPU profile of 7 s of the paced
+// phase: the sidecar's process had one core in all (Postgres, pgbench
+// and the kernel the other); linking took 70% of it (of a link, the beam
+// 47%, the upper layers' descent 21% before it prefetched, the reverse
+// edges 20%) and the searches 12%; the ring was full often enough that
+// the apply path linked a quarter of the rows itself. The phase also
+// holds a checkpoint (after 100,000 changes): 3 to 4 s of writing, but
+// 0.25 s of CPU. So the paced phase either keeps up or falls behind for
+// seconds as the machine's speed moves: with the descent's prefetch, two
+// runs gave paced p99 133 ms (p50 3.4 ms) and 2.4 s (p50 1.4 s, the
+// closed-loop phase of the same run down to 590 searches/s).
+// Two things hold the lag: the
 // narrowing of linkWidth, and searches that yield their core at each of
 // their checks while an eighth of the ring waits (linkingBehind). Without
 // the yield: lag p99 1.1 s under the searches; without either, 1.8 s
