@@ -132,7 +132,9 @@ func sameVersion(key string, keys int) string {
 }
 
 // sessionSystemID is the setting in which a heap session keeps its
-// server's system identifier.
+// server's system identifier. The session's own SQL could set it to
+// another server's: a session shared with SQL the application does not
+// control should not take the fast path (Request.AlwaysFetch).
 const sessionSystemID = "heapfetch.system_identifier"
 
 // insufficientPrivilege is SQLSTATE 42501.
