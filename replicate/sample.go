@@ -103,13 +103,18 @@ func (r *Replicator) sample(ctx context.Context, t *table, entries []*indexer.En
 
 // indexedRows estimates how many rows of t its indexes hold: the
 // planner's estimate of the table's size, or, for a table never analyzed,
-// its count; under a row filter, the count of the rows it lets through,
+// its count. Like the planner, it scales the rows per page of the last
+// ANALYZE by the pages the table has now: reltuples alone is the size at
+// that ANALYZE, and a table that has grown since (autovacuum analyzes it
+// only after a tenth of it has changed) would have its index trained for
+// too few rows, and rebuilt again as soon as its copy ended. Under a row filter, the count of the rows it lets through,
 // since the planner knows nothing of how many rows a shard's condition
 // (id % 2 = 0) keeps, and the copy reads the whole table anyway.
 func indexedRows(ctx context.Context, conn *pgx.Conn, t *table) (int64, error) {
 	var rows int64
 	if t.where == "" {
-		if err := conn.QueryRow(ctx, `SELECT reltuples::bigint FROM pg_class WHERE oid = $1`, t.oid).Scan(&rows); err != nil || rows >= 1 {
+		if err := conn.QueryRow(ctx, `SELECT (CASE WHEN relpages > 0 THEN reltuples / relpages * (pg_relation_size(oid) / current_setting('block_size')::int8) ELSE reltuples END)::bigint
+			FROM pg_class WHERE oid = $1`, t.oid).Scan(&rows); err != nil || rows >= 1 {
 			return rows, err
 		}
 	}
