@@ -32,9 +32,14 @@ var loadRows = flag.Int("replicate.rows", 0, "rows of the table BenchmarkLagUnde
 // the writes, with their throughput. Searching without pause, the clients
 // take every core the writes leave, so their latency follows that share;
 // paced, it shows what the writes do to a search load the machine has
-// room for. The table holds 200,000 rows for flat store=float and
+// room for. For the two loaded phases it also reports how busy the
+// machine was, the share other tenants of the VM's host took from it
+// (steal), and the cores this process (sidecar and clients) used: a
+// phase whose machine was full measured capacity, not scheduling. The table holds 200,000 rows for flat store=float and
 // 1,000,000 for ivf and hnsw before the phases; -replicate.rows sizes
-// both, for a quick run:
+// both, for a quick run (the phases add 120,000 rows: a table of fewer
+// than 60,000 grows past the three times its codes were trained for, and
+// the index is rebuilt from the table while the phases run):
 //
 //	go test ./replicate -run '^$' -bench LagUnderSearch -benchtime 1x -timeout 1h
 //	go test ./replicate -run '^$' -bench LagUnderSearch -benchtime 1x -replicate.rows 20000
@@ -86,14 +91,18 @@ func BenchmarkLagUnderSearch(b *testing.B) {
 				time.Sleep(phase / 2)
 				quiet := alone.Stop()
 				searches := loadgen.Start(clients, search)
+				cpu0 := readCPU(b)
 				lag, loadedRate := writeAtRate(b, h, e, inserts[perPhase:2*perPhase], rows+1+perPhase, rate, phase)
+				loadedCPU := readCPU(b).Since(cpu0)
 				searched := searches.Stop()
 				h.catchUp()
 				alonePaced := loadgen.Paced(clients, *pacedRate, search)
 				time.Sleep(phase / 2)
 				quietPaced := alonePaced.Stop()
 				paced := loadgen.Paced(clients, *pacedRate, search)
+				cpu0 = readCPU(b)
 				pacedLag, _ := writeAtRate(b, h, e, inserts[2*perPhase:], rows+1+2*perPhase, rate, phase)
+				pacedCPU := readCPU(b).Since(cpu0)
 				searchedPaced := paced.Stop()
 				h.stop()
 				for _, r := range []loadgen.Result{quiet, searched, quietPaced, searchedPaced} {
@@ -116,10 +125,28 @@ func BenchmarkLagUnderSearch(b *testing.B) {
 				b.ReportMetric(searchedPaced.Latencies.Ms(0.9), "paced-search-p90-ms")
 				b.ReportMetric(searchedPaced.PerSecond, "paced-searches/s")
 				b.ReportMetric(pacedLag.Ms(0.99), "paced-lag-p99-ms")
+				for _, u := range []struct {
+					phase string
+					use   loadgen.CPUUse
+				}{{"loaded", loadedCPU}, {"paced", pacedCPU}} {
+					b.ReportMetric(100*u.use.Busy, "machine-busy-%-"+u.phase)
+					b.ReportMetric(100*u.use.Steal, "steal-%-"+u.phase)
+					b.ReportMetric(u.use.Cores, "process-cores-"+u.phase)
+				}
 				b.ReportMetric(0, "ns/op")
 			}
 		})
 	}
+}
+
+// readCPU reads the machine's and the process's CPU time.
+func readCPU(b *testing.B) loadgen.CPU {
+	b.Helper()
+	c, err := loadgen.ReadCPU()
+	if err != nil {
+		b.Fatal(err)
+	}
+	return c
 }
 
 // searchClients serves h's indexes over pgwire on a loopback port until

@@ -5,7 +5,9 @@
 // core they can, so their latency follows the share of the machine left
 // to them); Paced's call at a fixed rate (an open loop: latency shows
 // what other work does to a load the machine has room for). It does not
-// measure what it loads: the benchmark does.
+// measure what it loads: the benchmark does. ReadCPU's readings say
+// what a phase had of the machine: how busy it was, what other tenants
+// of a VM's host took (steal), and the cores the process used.
 package loadgen
 
 import (

@@ -2,6 +2,7 @@ package loadgen
 
 import (
 	"errors"
+	"math"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -80,5 +81,28 @@ func TestPaced(t *testing.T) {
 	}
 	if late < 10 {
 		t.Fatalf("%d of %d calls behind a 30 ms stall at 1,000/s counted ≥ 10 ms, want ≥ 10", late, len(r.Latencies))
+	}
+}
+
+func TestParseStat(t *testing.T) {
+	stat := []byte("cpu  100 5 20 800 10 3 2 60 0 0\ncpu0 50 2 10 400 5 1 1 30 0 0\nintr 1 2 3\n")
+	c, err := parseStat(stat)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.busy != 130 || c.steal != 60 || c.all != 1000 {
+		t.Fatalf("busy %d steal %d all %d, want 130, 60, 1000", c.busy, c.steal, c.all)
+	}
+	later, _ := parseStat([]byte("cpu  200 5 40 1580 10 3 2 160 0 0\n"))
+	later.at = c.at.Add(time.Second)
+	later.process = time.Second / 2
+	use := later.Since(c)
+	if math.Abs(use.Busy-0.12) > 1e-9 || math.Abs(use.Steal-0.1) > 1e-9 || math.Abs(use.Cores-0.5) > 1e-9 {
+		t.Fatalf("use %+v, want busy 0.12, steal 0.1, cores 0.5", use)
+	}
+	for _, bad := range []string{"intr 1 2\n", "cpu 1 2 3\n", "cpu 1 2 3 x 5 6 7 8\n"} {
+		if _, err := parseStat([]byte(bad)); err == nil {
+			t.Errorf("%q: no error", bad)
+		}
 	}
 }
