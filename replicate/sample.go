@@ -101,6 +101,12 @@ func (r *Replicator) sample(ctx context.Context, t *table, entries []*indexer.En
 	return samples, int(rows), nil
 }
 
+// sizeNow reads a table's pages now and its rows as the planner
+// estimates them, the rows per page of its last ANALYZE times those pages
+// (0 if it was never analyzed); $1 is its oid.
+const sizeNow = `SELECT size.pages, (CASE WHEN relpages > 0 THEN reltuples / relpages * size.pages ELSE greatest(reltuples, 0) END)::bigint
+	FROM pg_class, LATERAL (SELECT pg_relation_size(oid) / current_setting('block_size')::int8 AS pages) size WHERE oid = $1`
+
 // indexedRows estimates how many rows of t its indexes hold: the
 // planner's estimate of the table's size, or, for a table never analyzed,
 // its count. Like the planner, it scales the rows per page of the last
@@ -113,8 +119,8 @@ func (r *Replicator) sample(ctx context.Context, t *table, entries []*indexer.En
 func indexedRows(ctx context.Context, conn *pgx.Conn, t *table) (int64, error) {
 	var rows int64
 	if t.where == "" {
-		if err := conn.QueryRow(ctx, `SELECT (CASE WHEN relpages > 0 THEN reltuples / relpages * (pg_relation_size(oid) / current_setting('block_size')::int8) ELSE reltuples END)::bigint
-			FROM pg_class WHERE oid = $1`, t.oid).Scan(&rows); err != nil || rows >= 1 {
+		var pages int64
+		if err := conn.QueryRow(ctx, sizeNow, t.oid).Scan(&pages, &rows); err != nil || rows >= 1 {
 			return rows, err
 		}
 	}

@@ -121,7 +121,9 @@ func (j copyJob) watch(stop <-chan struct{}, copied *atomic.Int64, estimate int6
 	}
 }
 
-// plan splits the table into ctid ranges by its page count.
+// plan splits the table into ctid ranges by its page count now (a table
+// grown since its last ANALYZE would leave most of its pages to the last
+// range).
 func (j copyJob) plan(ctx context.Context) ([]string, int64, error) {
 	conn, err := pgx.Connect(ctx, j.source)
 	if err != nil {
@@ -129,7 +131,7 @@ func (j copyJob) plan(ctx context.Context) ([]string, int64, error) {
 	}
 	defer conn.Close(context.Background())
 	var pages, tuples int64
-	if err := conn.QueryRow(ctx, `SELECT relpages::bigint, greatest(reltuples, 0)::bigint FROM pg_class WHERE oid = $1`, j.table.oid).Scan(&pages, &tuples); err != nil {
+	if err := conn.QueryRow(ctx, sizeNow, j.table.oid).Scan(&pages, &tuples); err != nil {
 		return nil, 0, err
 	}
 	n := min(int64(max(j.readers, 1)), pages/rangePages)
