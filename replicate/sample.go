@@ -113,9 +113,10 @@ const sizeNow = `SELECT size.pages, (CASE WHEN relpages > 0 THEN reltuples / rel
 // ANALYZE by the pages the table has now: reltuples alone is the size at
 // that ANALYZE, and a table that has grown since (autovacuum analyzes it
 // only after a tenth of it has changed) would have its index trained for
-// too few rows, and rebuilt again as soon as its copy ended. Under a row filter, the count of the rows it lets through,
-// since the planner knows nothing of how many rows a shard's condition
-// (id % 2 = 0) keeps, and the copy reads the whole table anyway.
+// too few rows, and rebuilt again as soon as its copy ended. Under a row
+// filter, it is the count of the rows the filter lets through, since the
+// planner knows nothing of how many rows a shard's condition (id % 2 = 0)
+// keeps, and the copy reads the whole table anyway.
 func indexedRows(ctx context.Context, conn *pgx.Conn, t *table) (int64, error) {
 	var rows int64
 	if t.where == "" {
