@@ -101,16 +101,20 @@ type Index struct {
 	mu       sync.Mutex // writers
 	repairMu sync.Mutex // one repair pass at a time
 	scratch  sync.Pool  // *scratch
-	// following: the initial copy is over, and rows come from the stream,
-	// whose lag counts (see linkWidth).
+	// following: the stream's changes are applied to the index, and its
+	// lag counts (see linkWidth).
 	following atomic.Bool
+	// insertLinked counts the rows Insert linked itself, under its
+	// caller's locks, because Config.Pending rows were waiting.
+	insertLinked atomic.Int64
 }
 
-// FollowStream tells the index that its rows now come from the stream:
-// from then on a link narrows its beam while rows wait (linkWidth), so
-// that the stream is never held back by the graph for long. The indexer
-// calls it when the index is ready; until then (the initial copy, a
-// rebuild) every row is linked at full width.
+// FollowStream tells the index that the stream's changes are applied to
+// it from now on: while rows wait, a link of a row that is not a copy's
+// (see Admit) narrows its beam (linkWidth) and searches yield their core
+// (linkingBehind), so that the stream is never held back by the graph
+// for long. The indexer calls it when a copy into the index begins, and
+// when a loaded index becomes ready.
 func (x *Index) FollowStream() { x.following.Store(true) }
 
 // gen is one generation of an index's rows: keys, codes, graph, the
@@ -247,14 +251,17 @@ func (x *Index) Vector(key string) ([]float32, bool) {
 }
 
 // Prepared is a row encoded for Insert, outside the writers' lock.
-type Prepared struct{ p *prepared }
+type Prepared struct {
+	p    *prepared
+	bulk bool // a copy's row, admitted (Admit): linked at full width
+}
 
 // Prepare encodes vec (Dims elements; not kept) for Insert.
 func (x *Index) Prepare(vec []float32) Prepared {
 	if len(vec) != x.cfg.Dims {
 		panic(fmt.Sprintf("hnsw: put of %d-d vector into %d-d index", len(vec), x.cfg.Dims))
 	}
-	return Prepared{x.cur.Load().codes.prepare(vec)}
+	return Prepared{p: x.cur.Load().codes.prepare(vec)}
 }
 
 // Put inserts key or replaces its vector.
@@ -273,13 +280,13 @@ func (x *Index) Insert(key string, p Prepared) {
 		r.zeros.Add(key)
 		return
 	}
-	r.add(key, p.p.vec, func(id uint32) { r.codes.put(id, p.p) })
+	r.add(key, p.p.vec, p.bulk, func(id uint32) { r.codes.put(id, p.p) })
 }
 
 // add allocates an id for key, has write fill its codes, makes it a
 // node, publishes it and queues it for linking with vec (in the search
-// space). Writers only.
-func (r *gen) add(key string, vec []float32, write func(id uint32)) {
+// space; bulk: a copy's row). Writers only.
+func (r *gen) add(key string, vec []float32, bulk bool, write func(id uint32)) {
 	r.reused = false
 	id := r.keys.Alloc(key)
 	r.codes.grow(int(id) + 1)
@@ -287,7 +294,7 @@ func (r *gen) add(key string, vec []float32, write func(id uint32)) {
 	write(id)
 	r.g.init(id, r.randomLevel(), r.reused)
 	r.keys.Publish(id)
-	r.enqueue(id, vec)
+	r.enqueue(id, vec, bulk)
 }
 
 // randomLevel draws a new node's top layer: floor(−ln U / ln M), the
@@ -389,7 +396,7 @@ func (x *Index) Rename(from, to string) bool {
 	vec := make([]float32, x.cfg.Dims)
 	r.codes.decode(vec, old)
 	r.delete(from) // its row stays as it is until released
-	r.add(to, vec, func(id uint32) { r.codes.copyRow(id, old) })
+	r.add(to, vec, false, func(id uint32) { r.codes.copyRow(id, old) })
 	return true
 }
 
@@ -412,12 +419,13 @@ func (x *Index) Close() { x.cur.Load().closed.Store(true) }
 func (x *Index) Stats() store.Stats {
 	r := x.cur.Load()
 	return store.Stats{
-		Rows:        x.Len(),
-		CodeBytes:   r.codes.bytes(),
-		KeyBytes:    r.keys.Bytes(),
-		GraphBytes:  r.g.bytes() + r.ring.bytes(),
-		Tombstones:  int(r.ntombs.Load()),
-		Unreachable: int(r.unreachable.Load()),
+		Rows:         x.Len(),
+		CodeBytes:    r.codes.bytes(),
+		KeyBytes:     r.keys.Bytes(),
+		GraphBytes:   r.g.bytes() + r.ring.bytes(),
+		Tombstones:   int(r.ntombs.Load()),
+		Unreachable:  int(r.unreachable.Load()),
+		InsertLinked: x.insertLinked.Load(),
 	}
 }
 

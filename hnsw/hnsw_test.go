@@ -41,12 +41,12 @@ func build(t testing.TB, cfg Config, data [][]float32) *Index {
 	return x
 }
 
-// put inserts rows [lo, hi) of data, preparing them on every core as a
-// copy's readers would.
+// put inserts rows [lo, hi) of data, preparing and admitting them on
+// every core as a copy's readers do.
 func put(x *Index, data [][]float32, lo, hi int) {
 	store.Parallel(hi-lo, func(a, b int) {
 		for i := lo + a; i < lo+b; i++ {
-			x.Put(keyOf(i), data[i])
+			x.Insert(keyOf(i), x.Admit(x.Prepare(data[i])))
 		}
 	})
 }
@@ -458,7 +458,7 @@ func TestChurn(t *testing.T) {
 	}
 	defer y.Close()
 	for _, id := range live {
-		y.Put(keyOf(id), data[id])
+		y.Insert(keyOf(id), y.Admit(y.Prepare(data[id])))
 	}
 	y.Flush()
 	rebuilt := recall(t, kernels.Cosine, data, queries, truth, searcher(t, y, k, 3*k, 0))
@@ -514,9 +514,10 @@ func TestRenameZerosClear(t *testing.T) {
 	}
 }
 
-// A link narrows its beam only once the index follows the stream, and
-// only as far as rows wait: full width with none waiting, half with an
-// eighth of the ring, a quarter with half of it, never below 2·M.
+// A link of a stream's row narrows its beam once the index follows the
+// stream, as far as rows wait: full width with none waiting, half with an
+// eighth of the ring, a quarter with half of it, never below 2·M. A
+// copy's row links at full width.
 func TestLinkWidth(t *testing.T) {
 	data, _ := dataset.Clustered{Seed: 3, Rows: 2000, Queries: 1, Dims: 16}.Generate()
 	cfg := config(kernels.L2, 16, store.Ext4)
@@ -525,30 +526,32 @@ func TestLinkWidth(t *testing.T) {
 	r := x.cur.Load()
 	q := r.ring
 	head := q.head.Load()
-	widthWith := func(waiting uint64) int {
+	widthWith := func(waiting uint64, bulk bool) int {
 		q.tail.Store(head - waiting) // every row is linked: no linker moves tail meanwhile
 		defer q.tail.Store(head)
-		return r.linkWidth()
+		return r.linkWidth(bulk)
 	}
 	for _, c := range []struct {
-		following bool
-		waiting   uint64
-		want      int
+		following, bulk bool
+		waiting         uint64
+		want            int
 	}{
-		{false, q.size / 2, 128},
-		{true, 0, 128},
-		{true, q.size/8 - 1, 128},
-		{true, q.size / 8, 64},
-		{true, q.size / 2, 32},
-		{true, q.size, 32},
+		{false, false, q.size / 2, 128},
+		{true, true, q.size / 2, 128},
+		{true, true, q.size, 128},
+		{true, false, 0, 128},
+		{true, false, q.size/8 - 1, 128},
+		{true, false, q.size / 8, 64},
+		{true, false, q.size / 2, 32},
+		{true, false, q.size, 32},
 	} {
 		x.following.Store(c.following)
-		if got := widthWith(c.waiting); got != c.want {
-			t.Errorf("following %v, %d of %d rows waiting: width %d, want %d", c.following, c.waiting, q.size, got, c.want)
+		if got := widthWith(c.waiting, c.bulk); got != c.want {
+			t.Errorf("following %v, copy's row %v, %d of %d rows waiting: width %d, want %d", c.following, c.bulk, c.waiting, q.size, got, c.want)
 		}
 	}
 	x.cfg.EfConstruction = 24 // below 2·M: never narrower than it is
-	if got := widthWith(q.size); got != 24 {
+	if got := widthWith(q.size, false); got != 24 {
 		t.Errorf("ef_construction 24, ring full: width %d, want 24", got)
 	}
 }
@@ -578,5 +581,41 @@ func TestFreshRowsFoundWhileLinking(t *testing.T) {
 			t.Fatalf("round %d, one row replaced: %d found", round, len(hits))
 		}
 		x.Close()
+	}
+}
+
+// A table's copy, which admits each row, links the backlog in Admit,
+// before it takes its locks: neither its Inserts nor the stream's between
+// them link a row themselves. Without Admit, the Inserts link the rows
+// the linkers cannot.
+func TestAdmit(t *testing.T) {
+	const rows = 3000
+	data, _ := dataset.Clustered{Seed: 5, Rows: 2 * rows, Queries: 1, Dims: 16}.Generate()
+	cfg := config(kernels.L2, 16, store.Float)
+	cfg.Pending, cfg.Linkers = 16, 1
+	for _, admit := range []bool{false, true} {
+		x, err := New(cfg, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range rows {
+			p := x.Prepare(data[i])
+			if admit {
+				p = x.Admit(p)
+			}
+			x.Insert(keyOf(i), p)
+			if i%2 == 0 { // a change from the stream
+				x.Put(keyOf(rows+i), data[rows+i])
+			}
+		}
+		x.Flush()
+		linked := x.Stats().InsertLinked
+		x.Close()
+		switch {
+		case admit && linked != 0:
+			t.Errorf("with Admit: Inserts linked %d rows themselves, want none", linked)
+		case !admit && linked == 0:
+			t.Errorf("without Admit: Inserts linked no row themselves; the linker kept up, and the case shows nothing")
+		}
 	}
 }

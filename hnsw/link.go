@@ -23,6 +23,7 @@ type ring struct {
 	size             uint64
 	dims             int
 	ids              []atomic.Uint32
+	bulk             []bool          // a copy's row (see linkWidth); read only by its linker
 	done             []atomic.Uint64 // position s holds s+1 once its row is linked
 	vecs             []float32
 	head, tail, next atomic.Uint64
@@ -32,7 +33,7 @@ type ring struct {
 func newRing(size, dims int) *ring {
 	return &ring{
 		size: uint64(size), dims: dims,
-		ids: make([]atomic.Uint32, size), done: make([]atomic.Uint64, size),
+		ids: make([]atomic.Uint32, size), bulk: make([]bool, size), done: make([]atomic.Uint64, size),
 		vecs: make([]float32, size*dims), progress: make(chan struct{}, 1),
 	}
 }
@@ -42,7 +43,7 @@ func (q *ring) vec(seq uint64) []float32 {
 	return q.vecs[s : s+q.dims]
 }
 
-func (q *ring) bytes() int64 { return int64(q.size) * (4 + 8 + 4*int64(q.dims)) }
+func (q *ring) bytes() int64 { return int64(q.size) * (4 + 1 + 8 + 4*int64(q.dims)) }
 
 // claim takes the next row to link.
 func (q *ring) claim() (uint64, bool) {
@@ -90,19 +91,41 @@ func (q *ring) waiting() uint64 { return q.head.Load() - q.tail.Load() }
 func (q *ring) idle() bool { return q.tail.Load() == q.head.Load() }
 
 // enqueue queues a new node for linking, with vec (in the search space)
-// to search its neighbours with. Writers only.
-func (r *gen) enqueue(id uint32, vec []float32) {
+// to search its neighbours with; bulk marks a copy's row. Writers only.
+func (r *gen) enqueue(id uint32, vec []float32, bulk bool) {
 	q := r.ring
 	for q.waiting() >= q.size {
-		if !r.linkOne() {
+		if r.linkOne() {
+			r.x.insertLinked.Add(1)
+		} else {
 			q.wait()
 		}
 	}
 	h := q.head.Load()
 	copy(q.vec(h), vec)
+	q.bulk[h%q.size] = bulk
 	q.ids[h%q.size].Store(id)
 	q.head.Store(h + 1)
 	r.kick()
+}
+
+// Admit marks p as a table copy's row, linked at full width, and waits,
+// linking rows itself, until a quarter of the ring is free, so that the
+// Insert of p links none. A copy calls it before it takes the locks its
+// Insert runs under: a writer that finds the ring full links rows while
+// it holds them, and the stream's changes, which wait for the same locks,
+// would wait for the copy's linking. The quarter left is for those
+// changes, which are not admitted.
+func (x *Index) Admit(p Prepared) Prepared {
+	r := x.cur.Load()
+	q := r.ring
+	for q.waiting() >= q.size-q.size/4 {
+		if !r.linkOne() {
+			q.wait()
+		}
+	}
+	p.bulk = true
+	return p
 }
 
 // linkOne links the next row waiting, if one is not being linked
@@ -192,7 +215,7 @@ func (r *gen) link(seq uint64) {
 	defer x.putScratch(sc)
 	sc.forget()
 	r.codes.setSpaceQuery(&sc.q, q.vec(seq))
-	width := r.linkWidth()
+	width := r.linkWidth(q.bulk[seq%q.size])
 	lvl := level(r.g.header(id).Load())
 	ep, top, ok := r.g.entryPoint()
 	if !ok {
@@ -242,20 +265,24 @@ func (r *gen) link(seq uint64) {
 }
 
 // linkWidth is the beam width a link searches with: EfConstruction, but
-// once the index follows the stream and rows wait to be linked, half of it
-// with an eighth of the ring waiting and a quarter with half of it, never
-// below 2·M. A row of a million-row graph costs a core a few hundred
+// for the stream's rows once the index follows it, while rows wait to be
+// linked, half of it with an eighth of the ring waiting and a quarter
+// with half of it, never below 2·M. A row of a million-row graph costs a core a few hundred
 // microseconds to link at full width, so a steady 2,000 rows a second
 // beside searches on two cores outruns the linkers; the rows linked while
 // they catch up get edges chosen from fewer candidates, the stream keeps
-// its lag. The copy and rebuilds always link at full width: their
-// back-pressure holds no one's writes back.
-func (r *gen) linkWidth() int {
+// its lag. A copy's rows (bulk, see Admit), the initial copy's and a
+// rebuild's, always link at full width: their back-pressure holds no
+// one's writes back. The stream's rows that a rebuild's new index takes
+// meanwhile narrow like the serving index's, or a rebuild would hold the
+// stream back for its full-width links.
+func (r *gen) linkWidth(bulk bool) int {
 	ef := r.x.cfg.EfConstruction
+	q := r.ring
 	switch {
-	case !r.linkingBehind():
+	case bulk || !r.linkingBehind():
 		return ef
-	case r.ring.waiting()*2 >= r.ring.size:
+	case q.waiting()*2 >= q.size:
 		ef /= 4
 	default:
 		ef /= 2
@@ -263,9 +290,9 @@ func (r *gen) linkWidth() int {
 	return max(ef, min(r.x.cfg.EfConstruction, 2*r.x.cfg.M))
 }
 
-// linkingBehind reports whether streamed rows wait for linking (an eighth
-// of the ring): searches then yield their core at each check, since the
-// stream's lag counts on the linkers keeping up.
+// linkingBehind reports whether the stream's rows wait for linking (an
+// eighth of the ring): searches then yield their core at each check, since
+// the stream's lag counts on the linkers keeping up.
 func (r *gen) linkingBehind() bool {
 	q := r.ring
 	return r.x.following.Load() && q.waiting()*8 >= q.size

@@ -8,9 +8,17 @@ import (
 )
 
 // streamFollower is implemented by kinds whose inserts may trade some
-// quality for speed once rows come from the stream, where lag counts
-// (hnsw); the entry tells them when it becomes ready.
+// quality for speed for the stream's rows, where lag counts (hnsw); the
+// entry tells them when it starts applying the stream to them: when a
+// copy into them begins, or when a loaded one becomes ready.
 type streamFollower interface{ FollowStream() }
+
+// admitter is implemented by kinds whose Insert may do a backlog's work
+// (hnsw links waiting rows when too many wait): Admit does it for a
+// copy's prepared row before the apply lock is taken, so that the copy's
+// rows never hold the stream's changes back for it, and returns the row
+// marked as the copy's.
+type admitter interface{ Admit(Row) Row }
 
 // Index is what every index kind provides to an Entry (the kinds live in
 // kinds.go). Each kind owns its concurrency: Search, Snapshot, Len, Stats

@@ -403,8 +403,12 @@ func (x ivfIndex) Search(ctx context.Context, q []float32, n int, opts SearchOpt
 
 type hnswIndex struct{ *hnsw.Index }
 
+// The copy admits its rows to the graph before it takes the apply lock.
+var _ admitter = hnswIndex{}
+
 func (x hnswIndex) Prepare(vec []float32) Row  { return x.Index.Prepare(vec) }
 func (x hnswIndex) Insert(key string, row Row) { x.Index.Insert(key, row.(hnsw.Prepared)) }
+func (x hnswIndex) Admit(row Row) Row          { return x.Index.Admit(row.(hnsw.Prepared)) }
 
 func (x hnswIndex) Search(ctx context.Context, q []float32, n int, opts SearchOptions) ([]Hit, error) {
 	return x.Index.Search(ctx, q, wanted(n, opts), n, opts.EfSearch, opts.Allow)

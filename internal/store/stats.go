@@ -26,6 +26,11 @@ type Stats struct {
 	// search from the entry point could not reach when last counted
 	// (after the build and after each repair), -1 before the first count.
 	Tombstones, Unreachable int
+	// InsertLinked counts the rows a graph index's writers linked
+	// themselves, holding the apply lock, because the linkers had fallen
+	// the index's bound of waiting rows behind: the stream's waits for the
+	// graph.
+	InsertLinked int64
 }
 
 // Bytes is everything the index holds.
