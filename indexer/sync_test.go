@@ -325,3 +325,38 @@ func TestCopyOfMixedDimensions(t *testing.T) {
 		t.Fatalf("%d rows and %d skipped of 2000 of each dimension", st.Rows, st.Skipped)
 	}
 }
+
+// An HNSW rebuild's copy links the new graph's backlog before it takes
+// the apply lock (see admitter): neither its rows nor the stream's
+// changes between them are linked by an insert under the lock, which the
+// stream would wait for.
+func TestCopyAdmitsRows(t *testing.T) {
+	const rows = 1500 // three times the rows an HNSW index lets wait
+	data, _ := dataset.Clustered{Seed: 8, Rows: 2 * rows, Queries: 1, Dims: 32}.Generate()
+	e := textEntry(t, "e=t(v) key=id metric=l2 kind=hnsw")
+	e.Upsert("first", data[0])
+	e.SetReady()
+	e.SetApplied(0x50)
+	if err := e.BeginRebuild(data[:rows], rows); err != nil {
+		t.Fatal(err)
+	}
+	e.SetSyncPoint(0x100)
+	e.Begin(0x200)
+	for i := range rows {
+		e.CopyUpsert(fmt.Sprint(i), data[i], 0)
+		if i%2 == 0 {
+			e.Upsert(fmt.Sprint(rows+i), data[rows+i])
+		}
+	}
+	e.SetApplied(0x201)
+	e.wmu.Lock()
+	linked := e.sync.index.Stats().InsertLinked
+	e.wmu.Unlock()
+	e.EndSync()
+	if linked != 0 {
+		t.Errorf("the rebuild's inserts linked %d rows themselves under the apply lock, want none", linked)
+	}
+	if st := e.Status(); st.Rows != rows+rows/2 { // "first" is not in the copy: the table has lost it
+		t.Errorf("%d rows after the rebuild, want %d", st.Rows, rows+rows/2)
+	}
+}
