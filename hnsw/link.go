@@ -264,18 +264,18 @@ func (r *gen) link(seq uint64) {
 	}
 }
 
-// linkWidth is the beam width a link searches with: EfConstruction, but
-// for the stream's rows once the index follows it, while rows wait to be
-// linked, half of it with an eighth of the ring waiting and a quarter
-// with half of it, never below 2·M. A row of a million-row graph costs a core a few hundred
-// microseconds to link at full width, so a steady 2,000 rows a second
-// beside searches on two cores outruns the linkers; the rows linked while
-// they catch up get edges chosen from fewer candidates, the stream keeps
-// its lag. A copy's rows (bulk, see Admit), the initial copy's and a
-// rebuild's, always link at full width: their back-pressure holds no
-// one's writes back. The stream's rows that a rebuild's new index takes
-// meanwhile narrow like the serving index's, or a rebuild would hold the
-// stream back for its full-width links.
+// linkWidth is the beam width a link searches with: EfConstruction, but for
+// the stream's rows once the index follows it, while rows wait to be
+// linked, half of it with an eighth of the ring waiting and a quarter with
+// half of it, never below 2·M. A row of a million-row graph costs a core a
+// few hundred microseconds to link at full width, so a steady 2,000 rows a
+// second beside searches on two cores outruns the linkers; the rows linked
+// while they catch up get edges chosen from fewer candidates, the stream
+// keeps its lag. A copy's rows (bulk, see Admit), the initial copy's and a
+// rebuild's, always link at full width: their back-pressure holds no one's
+// writes back. The stream's rows that a rebuild's new index takes meanwhile
+// narrow like the serving index's, or a rebuild would hold the stream back
+// for its full-width links.
 func (r *gen) linkWidth(bulk bool) int {
 	ef := r.x.cfg.EfConstruction
 	q := r.ring
@@ -290,9 +290,10 @@ func (r *gen) linkWidth(bulk bool) int {
 	return max(ef, min(r.x.cfg.EfConstruction, 2*r.x.cfg.M))
 }
 
-// linkingBehind reports whether the stream's rows wait for linking (an
-// eighth of the ring): searches then yield their core at each check, since
-// the stream's lag counts on the linkers keeping up.
+// linkingBehind reports whether rows wait for linking (an eighth of the
+// ring) in an index the stream is applied to: searches then yield their
+// core at each check, since the stream's lag counts on the linkers
+// keeping up.
 func (r *gen) linkingBehind() bool {
 	q := r.ring
 	return r.x.following.Load() && q.waiting()*8 >= q.size

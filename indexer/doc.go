@@ -41,13 +41,13 @@
 //
 // An index is filled by a copy of its table taken under a snapshot while
 // the stream goes on (a table sync): BeginSync (or BeginRebuild), then
-// SetSyncPoint with the snapshot's LSN, the copy's rows through
-// CopyUpsert, and EndSync. The kinds that train (IVF's k-means lists,
-// coded flat's mean) train before the copy on a random sample of the
-// table, so the copy encodes each row as it arrives and never holds the
-// table twice; the copy's readers block while they encode (and, for hnsw, while they
-// link the graph's backlog, outside the apply lock: see admitter), which
-// is its backpressure.
+// SetSyncPoint with the snapshot's LSN, the copy's rows through CopyUpsert,
+// and EndSync. The kinds that train (IVF's k-means lists, coded flat's
+// mean) train before the copy on a random sample of the table, so the copy
+// encodes each row as it arrives and never holds the table twice; the
+// copy's readers block while they encode (and, for hnsw, while they link
+// the graph's backlog, outside the apply lock: see admitter), which is its
+// backpressure.
 //
 // A change that commits at or after the snapshot point wins over the
 // copy's row for its key; one that committed before is in the snapshot.
