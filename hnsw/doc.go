@@ -161,28 +161,32 @@
 // Fashion-MNIST's build 28% faster at the same recall). A writer that
 // finds the ring full links rows itself until it is not: the stream and
 // the copy are held back by as much as the graph cannot absorb, never by
-// searches. Once the stream's
-// changes are applied to the index (FollowStream, called by the indexer
-// when a copy into the index begins, or a loaded index becomes ready), a
-// link of a stream's row narrows its beam while rows wait: half of
-// EfConstruction with an eighth of the ring waiting, a quarter with half
-// of it, never below 2·M (linkWidth), and searches yield their core at
-// each of their checks (linkingBehind). Rows linked while the linkers
-// catch up get edges chosen from fewer candidates, searches wait a
-// little, and the stream keeps its lag. A copy's rows (the initial
-// copy's, a rebuild's), which hold no one's writes back, link at full
-// width: the copy admits each one (Admit), linking the backlog until a
-// quarter of the ring is free before it takes the indexer's apply lock,
-// which the stream's changes wait for too, and leaves that quarter to
-// them. A copy that linked under the lock made the stream wait for its
-// rows' linking, and a rebuild's new index that linked the stream's rows
-// at full width fell behind them: a rebuild of 60,000 rows under 2,000
-// rows/s and 8 searching clients (go test ./replicate -run '^$' -bench
-// LagUnderSearch/hnsw -benchtime 1x -replicate.rows 20000) had the
-// stream's lag p99 at 2.1, 3.6, 4.5 and 7.5 s in that phase, and has it
-// at 51, 82, 129 ms and 1.7 s (Stats.InsertLinked counts the rows
-// writers link). So the build from the initial copy uses every core:
-// the copy's reader encodes and links the backlog, the linkers link. A linker yields its core between rows, so that a search
+// searches. Once the stream's lag counts on the index (FollowStream,
+// called by the indexer when the index becomes ready, or when a
+// rebuild's copy into it begins beside the serving index), a link of a
+// stream's row narrows its beam while rows wait: half of EfConstruction
+// with an eighth of the ring waiting, a quarter with half of it, never
+// below 2·M (linkWidth), and searches yield their core at each of their
+// checks (linkingBehind). Rows linked while the linkers catch up get
+// edges chosen from fewer candidates, searches wait a little, and the
+// stream keeps its lag. A copy's rows, which hold no one's writes back,
+// link at full width. A rebuild's copy admits each one (Admit), linking
+// the backlog until a quarter of the ring is free before it takes the
+// indexer's apply lock, which the stream's changes wait for too, and
+// leaves that quarter to them. A copy that linked under the lock made
+// the stream wait for its rows' linking, and a rebuild's new index that
+// linked the stream's rows at full width fell behind them: a rebuild of
+// 60,000 rows under 2,000 rows/s and 8 searching clients (go test
+// ./replicate -run '^$' -bench LagUnderSearch/hnsw -benchtime 1x
+// -replicate.rows 20000) had the stream's lag p99 at 2.1, 3.6, 4.5 and
+// 7.5 s in that phase, and has it at 51, 82, 129 ms and 1.7 s
+// (Stats.InsertLinked counts the rows writers link). A first copy, which
+// no one's searches or lag wait for, does not admit its rows: with Admit
+// a 300,000-row build from the copy took 20% longer (vecside bench
+// --rows 300000 --index kind=hnsw --process, four interleaved pairs:
+// 54.6 against 45.5 s, medians). So the build from the initial copy uses
+// every core: the copy's reader encodes and links the backlog, the
+// linkers link. A linker yields its core between rows, so that a search
 // waits for at most a row's linking, not for the scheduler's time slice.
 //
 // # Deletes, repair and epochs (repair.go)

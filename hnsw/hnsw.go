@@ -113,8 +113,8 @@ type Index struct {
 // it from now on: while rows wait, a link of a row that is not a copy's
 // (see Admit) narrows its beam (linkWidth) and searches yield their core
 // (linkingBehind), so that the stream is never held back by the graph
-// for long. The indexer calls it when a copy into the index begins, and
-// when a loaded index becomes ready.
+// for long. The indexer calls it when the index becomes ready, and when a
+// rebuild's copy into it begins.
 func (x *Index) FollowStream() { x.following.Store(true) }
 
 // gen is one generation of an index's rows: keys, codes, graph, the

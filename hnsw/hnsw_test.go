@@ -41,12 +41,12 @@ func build(t testing.TB, cfg Config, data [][]float32) *Index {
 	return x
 }
 
-// put inserts rows [lo, hi) of data, preparing and admitting them on
-// every core as a copy's readers do.
+// put inserts rows [lo, hi) of data, preparing them on every core as a
+// first copy's readers would.
 func put(x *Index, data [][]float32, lo, hi int) {
 	store.Parallel(hi-lo, func(a, b int) {
 		for i := lo + a; i < lo+b; i++ {
-			x.Insert(keyOf(i), x.Admit(x.Prepare(data[i])))
+			x.Put(keyOf(i), data[i])
 		}
 	})
 }
@@ -458,7 +458,7 @@ func TestChurn(t *testing.T) {
 	}
 	defer y.Close()
 	for _, id := range live {
-		y.Insert(keyOf(id), y.Admit(y.Prepare(data[id])))
+		y.Put(keyOf(id), data[id])
 	}
 	y.Flush()
 	rebuilt := recall(t, kernels.Cosine, data, queries, truth, searcher(t, y, k, 3*k, 0))

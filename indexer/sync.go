@@ -70,8 +70,8 @@ func (e *Entry) beginSync(sample [][]float32, tableRows int, rebuild bool) error
 		if x, err = newIndex(e.spec, e.KeyType(), dims, good, tableRows); err != nil {
 			return fmt.Errorf("index %s: %w", e.spec.Name, err)
 		}
-		if f, ok := x.(streamFollower); ok {
-			f.FollowStream() // the stream's changes go into it from now on
+		if f, ok := x.(streamFollower); ok && rebuild {
+			f.FollowStream() // beside the serving index, the stream's changes go into it from now on
 		}
 		e.mu.Lock()
 		if e.dims == 0 {
@@ -125,9 +125,9 @@ func (e *Entry) SetSyncPoint(point LSN) {
 
 // CopyUpsert stores a row read by the copy, with the xmin read with it
 // (0: unknown), unless the stream has changed that key (or truncated the
-// table) since the snapshot. The row is encoded, and admitted by a kind
-// that would do background work under the apply lock otherwise, before
-// the lock is taken.
+// table) since the snapshot. The row is encoded before the apply lock is
+// taken, and, in a rebuild, admitted by a kind that would otherwise do
+// background work under the lock (see admitter).
 func (e *Entry) CopyUpsert(key string, vec []float32, xmin uint32) {
 	e.wmu.Lock()
 	s := e.sync
@@ -139,7 +139,7 @@ func (e *Entry) CopyUpsert(key string, vec []float32, xmin uint32) {
 	var row Row
 	if x != nil && indexable(vec, e.Dims()) {
 		row = x.Prepare(vec)
-		if a, ok := x.(admitter); ok {
+		if a, ok := x.(admitter); ok && s.rebuild {
 			row = a.Admit(row)
 		}
 	}
