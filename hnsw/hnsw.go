@@ -101,8 +101,7 @@ type Index struct {
 	mu       sync.Mutex // writers
 	repairMu sync.Mutex // one repair pass at a time
 	scratch  sync.Pool  // *scratch
-	// following: the stream's changes are applied to the index, and its
-	// lag counts (see linkWidth).
+	// following: the stream's lag counts on the index (see FollowStream).
 	following atomic.Bool
 	// insertLinked counts the rows Insert linked itself, under its
 	// caller's locks, because Config.Pending rows were waiting.

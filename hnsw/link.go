@@ -271,11 +271,12 @@ func (r *gen) link(seq uint64) {
 // few hundred microseconds to link at full width, so a steady 2,000 rows a
 // second beside searches on two cores outruns the linkers; the rows linked
 // while they catch up get edges chosen from fewer candidates, the stream
-// keeps its lag. A copy's rows (bulk, see Admit), the initial copy's and a
-// rebuild's, always link at full width: their back-pressure holds no one's
-// writes back. The stream's rows that a rebuild's new index takes meanwhile
-// narrow like the serving index's, or a rebuild would hold the stream back
-// for its full-width links.
+// keeps its lag. Every row of an index that does not follow the stream
+// yet (the initial copy) and a rebuild's copied rows (bulk, see Admit)
+// link at full width: their back-pressure holds no one's writes back. The
+// stream's rows that a rebuild's new index takes meanwhile narrow like the
+// serving index's, or a rebuild would hold the stream back for its
+// full-width links.
 func (r *gen) linkWidth(bulk bool) int {
 	ef := r.x.cfg.EfConstruction
 	q := r.ring
