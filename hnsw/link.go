@@ -94,13 +94,7 @@ func (q *ring) idle() bool { return q.tail.Load() == q.head.Load() }
 // to search its neighbours with; bulk marks a copy's row. Writers only.
 func (r *gen) enqueue(id uint32, vec []float32, bulk bool) {
 	q := r.ring
-	for q.waiting() >= q.size {
-		if r.linkOne() {
-			r.x.insertLinked.Add(1)
-		} else {
-			q.wait()
-		}
-	}
+	r.x.insertLinked.Add(r.linkWhileWaiting(q.size))
 	h := q.head.Load()
 	copy(q.vec(h), vec)
 	q.bulk[h%q.size] = bulk
@@ -118,14 +112,23 @@ func (r *gen) enqueue(id uint32, vec []float32, bulk bool) {
 // changes, which are not admitted.
 func (x *Index) Admit(p Prepared) Prepared {
 	r := x.cur.Load()
+	r.linkWhileWaiting(r.ring.size - r.ring.size/4)
+	p.bulk = true
+	return p
+}
+
+// linkWhileWaiting links rows, or waits for the linkers to, until fewer
+// than n wait; it returns how many it linked itself.
+func (r *gen) linkWhileWaiting(n uint64) (linked int64) {
 	q := r.ring
-	for q.waiting() >= q.size-q.size/4 {
-		if !r.linkOne() {
+	for q.waiting() >= n {
+		if r.linkOne() {
+			linked++
+		} else {
 			q.wait()
 		}
 	}
-	p.bulk = true
-	return p
+	return linked
 }
 
 // linkOne links the next row waiting, if one is not being linked
@@ -141,14 +144,7 @@ func (r *gen) linkOne() bool {
 }
 
 // Flush links every row inserted so far before it returns.
-func (x *Index) Flush() {
-	r := x.cur.Load()
-	for !r.ring.idle() {
-		if !r.linkOne() {
-			r.ring.wait()
-		}
-	}
-}
+func (x *Index) Flush() { x.cur.Load().linkWhileWaiting(1) }
 
 // kick starts a linker if rows wait unclaimed and fewer than
 // Config.Linkers run.

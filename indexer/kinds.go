@@ -403,7 +403,7 @@ func (x ivfIndex) Search(ctx context.Context, q []float32, n int, opts SearchOpt
 
 type hnswIndex struct{ *hnsw.Index }
 
-// The copy admits its rows to the graph before it takes the apply lock.
+// A rebuild's copy admits its rows to the graph before it takes the apply lock.
 var _ admitter = hnswIndex{}
 
 func (x hnswIndex) Prepare(vec []float32) Row  { return x.Index.Prepare(vec) }

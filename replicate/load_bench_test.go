@@ -32,14 +32,15 @@ var loadRows = flag.Int("replicate.rows", 0, "rows of the table BenchmarkLagUnde
 // the writes, with their throughput. Searching without pause, the clients
 // take every core the writes leave, so their latency follows that share;
 // paced, it shows what the writes do to a search load the machine has
-// room for. For the two loaded phases it also reports how busy the
-// machine was, the share other tenants of the VM's host took from it
-// (steal), and the cores this process (sidecar and clients) used: a
-// phase whose machine was full measured capacity, not scheduling. The table holds 200,000 rows for flat store=float and
-// 1,000,000 for ivf and hnsw before the phases; -replicate.rows sizes
-// both, for a quick run (the phases add 120,000 rows: a table of fewer
-// than 60,000 grows past the three times its codes were trained for, and
-// the index is rebuilt from the table while the phases run):
+// room for. For the two loaded phases it also reports how busy the machine
+// was, the share other tenants of the VM's host took from it (steal), and
+// the cores this process (sidecar and clients) used: a phase whose machine
+// was full measured capacity, not scheduling. The table holds 200,000 rows
+// for flat store=float and 1,000,000 for ivf and hnsw before the phases;
+// -replicate.rows sizes both, for a quick run (the phases add 120,000 rows:
+// a table of fewer than 60,000 grows past the three times its codes were
+// trained for, and the index is rebuilt from the table while the phases
+// run):
 //
 //	go test ./replicate -run '^$' -bench LagUnderSearch -benchtime 1x -timeout 1h
 //	go test ./replicate -run '^$' -bench LagUnderSearch -benchtime 1x -replicate.rows 20000
