@@ -170,24 +170,30 @@
 // checks (linkingBehind). Rows linked while the linkers catch up get
 // edges chosen from fewer candidates, searches wait a little, and the
 // stream keeps its lag. A copy's rows, which hold no one's writes back,
-// link at full width. A rebuild's copy admits each one (Admit), linking
-// the backlog until a quarter of the ring is free before it takes the
-// indexer's apply lock, which the stream's changes wait for too, and
-// leaves that quarter to them. A copy that linked under the lock made
-// the stream wait for its rows' linking, and a rebuild's new index that
-// linked the stream's rows at full width fell behind them: a rebuild of
-// 60,000 rows under 2,000 rows/s and 8 searching clients (go test
-// ./replicate -run '^$' -bench LagUnderSearch/hnsw -benchtime 1x
+// link at full width. A rebuild's copy admits each one (Admit): before
+// it takes the indexer's apply lock, which the stream's changes wait for
+// too, it waits until the linkers have freed a quarter of the ring, and
+// leaves that quarter to those changes. A copy that linked under the lock
+// made the stream wait for its rows' linking, and a rebuild's new index
+// that linked the stream's rows at full width fell behind them: a
+// rebuild of 60,000 rows under 2,000 rows/s and 8 searching clients (go
+// test ./replicate -run '^$' -bench LagUnderSearch/hnsw -benchtime 1x
 // -replicate.rows 20000) had the stream's lag p99 at 2.1, 3.6, 4.5 and
-// 7.5 s in that phase, and has it at 51, 82, 129 ms and 1.7 s
-// (Stats.InsertLinked counts the rows writers link). A first copy, which
-// no one's searches or lag wait for, does not admit its rows: with Admit
-// a 300,000-row build from the copy took 20% longer (vecside bench
-// --rows 300000 --index kind=hnsw --process, four interleaved pairs:
-// 54.6 against 45.5 s, medians). So the build from the initial copy uses
-// every core: the copy's reader encodes and links the backlog, the
-// linkers link. A linker yields its core between rows, so that a search
-// waits for at most a row's linking, not for the scheduler's time slice.
+// 7.5 s in that phase, and has it at 19, 21, 24, 29, 47 and 365 ms in
+// six runs (Stats.InsertLinked counts the rows writers link). Admit links
+// no row itself: a copy that linked beside the linkers took the processor
+// the scheduler keeps for the network (internal/procs), and the searches
+// served meanwhile waited for the network's poll. In the same benchmark's
+// paced phase without writes, which the rebuild overlaps, their p99 was
+// 0.53 to 0.90 s (four runs) and is 14 to 31 ms (six). For the same
+// reason the linkers of every index link in the process's slots
+// (procs.Slot): a rebuild's and the serving index's together link no
+// more rows at once than there are cores. A first copy, which no one's
+// searches or lag wait for, does not admit its rows, so the build from
+// the initial copy uses every core: the copy's reader encodes and links
+// the backlog when the ring is full, the linkers link. A linker yields
+// its core between rows, so that a search waits for at most a row's
+// linking, not for the scheduler's time slice.
 //
 // # Deletes, repair and epochs (repair.go)
 //

@@ -103,16 +103,23 @@ func (r *gen) enqueue(id uint32, vec []float32, bulk bool) {
 	r.kick()
 }
 
-// Admit marks p as a table copy's row, linked at full width, and waits,
-// linking rows itself, until a quarter of the ring is free, so that the
-// Insert of p links none. A copy calls it before it takes the locks its
-// Insert runs under: a writer that finds the ring full links rows while
-// it holds them, and the stream's changes, which wait for the same locks,
-// would wait for the copy's linking. The quarter left is for those
-// changes, which are not admitted.
+// Admit marks p as a table copy's row, linked at full width, and waits
+// for the linkers until a quarter of the ring is free, so that the Insert
+// of p links none. A copy calls it before it takes the locks its Insert
+// runs under: a writer that finds the ring full links rows while it holds
+// them, and the stream's changes, which wait for the same locks, would
+// wait for the copy's linking. The quarter left is for those changes,
+// which are not admitted. Admit links no row itself: the linkers already
+// fill the cores, and a copy that linked beside them would take the
+// processor that the scheduler keeps for the network (internal/procs),
+// where a rebuild runs beside searches.
 func (x *Index) Admit(p Prepared) Prepared {
 	r := x.cur.Load()
-	r.linkWhileWaiting(r.ring.size - r.ring.size/4)
+	q := r.ring
+	for q.waiting() >= q.size-q.size/4 && !r.closed.Load() {
+		r.kick()
+		q.wait()
+	}
 	p.bulk = true
 	return p
 }
@@ -143,6 +150,15 @@ func (r *gen) linkOne() bool {
 	return true
 }
 
+// linkInSlot links the next row waiting, if any, in one of the process's
+// slots for linking (procs.Slot): however many indexes link rows at once
+// (a rebuild's beside the serving one), they fill no more processors than
+// there are cores, and the spare one keeps polling the network.
+func (r *gen) linkInSlot() bool {
+	defer procs.Slot()()
+	return r.linkOne()
+}
+
 // Flush links every row inserted so far before it returns.
 func (x *Index) Flush() { x.cur.Load().linkWhileWaiting(1) }
 
@@ -167,7 +183,7 @@ func (r *gen) kick() {
 func (r *gen) linker() {
 	defer procs.Hold()() // linkers fill every processor: see internal/procs
 	for {
-		for !r.closed.Load() && r.linkOne() {
+		for !r.closed.Load() && r.linkInSlot() {
 			// Let a search waiting for this core run: linking a row takes
 			// a few hundred microseconds, the scheduler's time slice ten
 			// milliseconds, which a search's latency would otherwise pay.

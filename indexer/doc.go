@@ -45,8 +45,8 @@
 // and EndSync. The kinds that train (IVF's k-means lists, coded flat's
 // mean) train before the copy on a random sample of the table, so the copy
 // encodes each row as it arrives and never holds the table twice; the
-// copy's readers block while they encode (and, for hnsw, while they link
-// the graph's backlog, outside the apply lock: see admitter), which is its
+// copy's readers block while they encode (and, for hnsw, while the
+// graph's backlog waits to be linked: see admitter), which is its
 // backpressure.
 //
 // A change that commits at or after the snapshot point wins over the

@@ -15,11 +15,12 @@ import (
 type streamFollower interface{ FollowStream() }
 
 // admitter is implemented by kinds whose Insert may do a backlog's work
-// (hnsw links waiting rows when too many wait): Admit does it for a
-// rebuild's prepared row before the apply lock is taken, so that the
-// copy's rows never hold the serving index's stream back for it, and
-// returns the row marked as the copy's. A first copy does not admit its
-// rows: nothing serves yet, and its build was 20% slower with it.
+// (hnsw links waiting rows when too many wait): Admit waits, before the
+// apply lock is taken, until a rebuild's prepared row can be inserted
+// without it, so that the copy's rows never hold the serving index's
+// stream back, and returns the row marked as the copy's. A first copy
+// does not admit its rows: nothing serves or waits for it yet, so its
+// reader links the backlog beside the linkers.
 type admitter interface{ Admit(Row) Row }
 
 // Index is what every index kind provides to an Entry (the kinds live in

@@ -12,8 +12,9 @@
 // of its answer and the next message of the replication stream then wait
 // for that poll.
 //
-// So the searches that run at once and the goroutines that link rows are
-// bounded by Cores, and while linkers run (Hold) a serving process runs
+// So the searches that run at once and the rows being linked, in all of
+// the process's indexes together (Slot), are bounded by Cores, and while
+// linkers run (Hold) a serving process runs
 // Cores+1 Ps (Serve): CPU-bound work leaves a P idle, whose thread waits
 // in the network poller, and the kernel, which wakes that thread the
 // moment a socket is ready, shares the cores among the threads. The spare
@@ -30,4 +31,9 @@
 // 8.1 ms and 26 to 34 ms in three runs (the spare P held throughout).
 // Clients that search without pause keep every P busy either way, and
 // saw no change.
+//
+// The bound on linking is the process's, not an index's: while an index
+// is rebuilt beside the one serving (and while several indexes take
+// rows), each index's linkers would otherwise fill the cores on their
+// own, and the spare P with them.
 package procs

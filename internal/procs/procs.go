@@ -79,3 +79,15 @@ func setSpare(on bool) {
 		runtime.GOMAXPROCS(cores)
 	}
 }
+
+// slots holds a token for each row being linked in the process.
+var slots = make(chan struct{}, cores)
+
+// Slot waits until fewer than Cores pieces of CPU-bound background work
+// (a row's link, in any index) run, and counts one more until done is
+// called. Take it for one short step at a time, so that the indexes that
+// wait for one share the cores in turn.
+func Slot() (done func()) {
+	slots <- struct{}{}
+	return func() { <-slots }
+}

@@ -50,3 +50,28 @@ func TestServe(t *testing.T) {
 	release()
 	stop()
 }
+
+// Slot gives out Cores slots at a time and waits for one to come back.
+func TestSlot(t *testing.T) {
+	var done []func()
+	for range cores {
+		done = append(done, Slot())
+	}
+	got := make(chan func())
+	go func() { got <- Slot() }()
+	select {
+	case <-got:
+		t.Fatalf("a slot beyond the %d cores was given before one came back", cores)
+	case <-time.After(50 * time.Millisecond):
+	}
+	done[0]()
+	select {
+	case d := <-got:
+		d()
+	case <-time.After(5 * time.Second):
+		t.Fatal("a slot that came back was not given to the one waiting")
+	}
+	for _, d := range done[1:] {
+		d()
+	}
+}
