@@ -624,50 +624,61 @@ func TestAdmit(t *testing.T) {
 // Admit waits for the linkers and links no row itself, and the linkers
 // link only in the process's slots (procs.Slot): with every slot taken,
 // no row of a ring three quarters full is linked, and Admit waits; once
-// the slots are back, the linkers free the ring and Admit returns.
+// the slots are back, the linkers free the ring and Admit returns, as it
+// does when the index is closed meanwhile (a rebuild given up).
 func TestAdmitLeavesLinkingToSlots(t *testing.T) {
 	data, _ := dataset.Clustered{Seed: 6, Rows: 200, Queries: 1, Dims: 16}.Generate()
 	cfg := config(kernels.L2, 16, store.Float)
 	cfg.Pending = 64
-	x, err := New(cfg, nil, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer x.Close()
-	var slots []func()
-	for range procs.Cores() {
-		slots = append(slots, procs.Slot())
-	}
 	full := cfg.Pending - cfg.Pending/4
-	for i := range full {
-		x.Put(keyOf(i), data[i])
-	}
-	admitted := make(chan struct{})
-	go func() {
-		x.Insert(keyOf(full), x.Admit(x.Prepare(data[full])))
-		close(admitted)
-	}()
-	select {
-	case <-admitted:
-		t.Fatal("Admit returned while every slot was taken: a row was linked outside the slots")
-	case <-time.After(100 * time.Millisecond):
-	}
-	if n := x.Stats().Rows; n != full {
-		t.Fatalf("%d rows while Admit waits, want %d", n, full)
-	}
-	if w := x.cur.Load().ring.waiting(); w != uint64(full) {
-		t.Fatalf("%d rows wait for linking while every slot is taken, want %d", w, full)
-	}
-	for _, done := range slots {
-		done()
-	}
-	select {
-	case <-admitted:
-	case <-time.After(10 * time.Second):
-		t.Fatal("Admit still waits with the slots given back")
-	}
-	x.Flush()
-	if n := x.Stats().Rows; n != full+1 {
-		t.Fatalf("%d rows after Admit and Insert, want %d", n, full+1)
+	for _, closed := range []bool{false, true} {
+		x, err := New(cfg, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var slots []func()
+		for range procs.Cores() {
+			slots = append(slots, procs.Slot())
+		}
+		giveBack := sync.OnceFunc(func() {
+			for _, done := range slots {
+				done()
+			}
+		})
+		defer giveBack() // other tests' linkers wait for them
+		defer x.Close()
+		for i := range full {
+			x.Put(keyOf(i), data[i])
+		}
+		admitted := make(chan struct{})
+		go func() {
+			x.Insert(keyOf(full), x.Admit(x.Prepare(data[full])))
+			close(admitted)
+		}()
+		select {
+		case <-admitted:
+			t.Fatal("Admit returned while every slot was taken: a row was linked outside the slots")
+		case <-time.After(100 * time.Millisecond):
+		}
+		if w := x.cur.Load().ring.waiting(); w != uint64(full) {
+			t.Fatalf("%d rows wait for linking while every slot is taken, want %d", w, full)
+		}
+		if closed {
+			x.Close()
+		} else {
+			giveBack()
+		}
+		select {
+		case <-admitted:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("Admit still waits with the index closed (%t) or the slots given back", closed)
+		}
+		giveBack()
+		if !closed {
+			x.Flush()
+		}
+		if n := x.Stats().Rows; n != full+1 {
+			t.Fatalf("%d rows after Admit and Insert, want %d", n, full+1)
+		}
 	}
 }
