@@ -111,8 +111,8 @@ func (r *gen) enqueue(id uint32, vec []float32, bulk bool) {
 // wait for the copy's linking. The quarter left is for those changes,
 // which are not admitted. Admit links no row itself: the linkers already
 // fill the cores, and a copy that linked beside them would take the
-// processor that the scheduler keeps for the network (internal/procs),
-// where a rebuild runs beside searches.
+// processor that the scheduler keeps for the network (internal/procs)
+// from the searches served during a rebuild.
 func (x *Index) Admit(p Prepared) Prepared {
 	r := x.cur.Load()
 	q := r.ring

@@ -16,9 +16,9 @@ type streamFollower interface{ FollowStream() }
 
 // admitter is implemented by kinds whose Insert may do a backlog's work
 // (hnsw links waiting rows when too many wait): Admit waits, before the
-// apply lock is taken, until a rebuild's prepared row can be inserted
-// without it, so that the copy's rows never hold the serving index's
-// stream back, and returns the row marked as the copy's. A first copy
+// apply lock is taken, until the Insert of a rebuild's prepared row will
+// not have that work to do, so that the copy's rows never hold the
+// serving index's stream back, and returns the row marked as the copy's. A first copy
 // does not admit its rows: nothing serves or waits for it yet, so its
 // reader links the backlog beside the linkers.
 type admitter interface{ Admit(Row) Row }

@@ -326,8 +326,8 @@ func TestCopyOfMixedDimensions(t *testing.T) {
 	}
 }
 
-// An HNSW rebuild's copy links the new graph's backlog before it takes
-// the apply lock (see admitter): neither its rows nor the stream's
+// An HNSW rebuild's copy waits for the new graph's backlog before it
+// takes the apply lock (see admitter): neither its rows nor the stream's
 // changes between them are linked by an insert under the lock, which the
 // stream would wait for.
 func TestCopyAdmitsRows(t *testing.T) {
