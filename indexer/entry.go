@@ -68,7 +68,9 @@ type Entry struct {
 	txLSN    LSN // commit LSN of the transaction being applied
 	// txXID is the id of the transaction being applied (0: unknown), and
 	// txWrites the rows it wrote, which carry it once it commits (see
-	// xid.go).
+	// xid.go). txWrites is made anew for each transaction that writes, not
+	// cleared: a cleared map keeps its buckets, and one bulk UPDATE would
+	// pin memory in proportion to its rows for the life of the process.
 	txXID    uint32
 	txWrites map[written]struct{}
 	// pending holds the xmins of rows read ahead of the stream, by key,
@@ -100,7 +102,6 @@ func newEntry(spec Spec) *Entry {
 		spec:     spec,
 		dims:     spec.Dims,
 		skipped:  map[string]struct{}{},
-		txWrites: map[written]struct{}{},
 		pending:  map[string]pendingRead{},
 		state:    StateBuilding,
 		advanced: make(chan struct{}),
@@ -157,9 +158,12 @@ func (e *Entry) VectorType() pgvalue.VectorType {
 // Dims is the dimension of the index, 0 while unknown.
 func (e *Entry) Dims() int { return e.serving.Load().dims }
 
-// indexable reports whether vec can go into an index of dims dimensions.
+// indexable reports whether vec can go into an index of dims dimensions
+// (0: not fixed yet). While the dimension is unknown, a row's length is
+// bounded by MaxDims: the first row fixes the dimension, and a table's
+// value must never fix one no index can be made with.
 func indexable(vec []float32, dims int) bool {
-	return len(vec) > 0 && (dims == 0 || len(vec) == dims) && pgvalue.CheckFinite(vec) == nil
+	return len(vec) > 0 && len(vec) <= MaxDims && (dims == 0 || len(vec) == dims) && pgvalue.CheckFinite(vec) == nil
 }
 
 // Begin starts applying a transaction that commits at final, and reports
@@ -273,16 +277,14 @@ func (e *Entry) route() (toMain, toShadow bool) {
 // changed since.
 func (e *Entry) insertLocked(slot *Index, skipped map[string]struct{}, x Index, row Row, key string, vec []float32) {
 	// The dimension is settled here, under the apply lock: a row checked
-	// before it against a dimension not yet known may not fit.
+	// before it against a dimension not yet known may not fit. It is
+	// published only once an index of it exists.
 	e.mu.Lock()
-	fixed := e.dims == 0
-	if fixed {
-		e.dims = len(vec)
-	}
 	dims := e.dims
 	e.mu.Unlock()
+	fixed := dims == 0
 	if fixed {
-		defer e.publish()
+		dims = len(vec)
 	}
 	if len(vec) != dims {
 		e.skipIn(*slot, skipped, key)
@@ -291,12 +293,21 @@ func (e *Entry) insertLocked(slot *Index, skipped map[string]struct{}, x Index, 
 	if *slot == nil {
 		made, err := newIndex(e.spec, e.keyType, dims, nil, 0)
 		if err != nil {
-			panic(fmt.Sprintf("indexer: index %s: %v", e.spec.Name, err)) // options were checked by ParseSpec
+			// The stream goes on: the index is failed, not the slot.
+			e.skipIn(nil, skipped, key)
+			e.Fail(fmt.Errorf("index %s: cannot make an index of %d dimensions: %w; restart vecside with dims= set to the column's dimension", e.spec.Name, dims, err))
+			return
 		}
 		*slot = made
 		if slot == &e.index && !fixed {
 			defer e.publish()
 		}
+	}
+	if fixed {
+		e.mu.Lock()
+		e.dims = dims
+		e.mu.Unlock()
+		defer e.publish()
 	}
 	if x != *slot || row == nil {
 		row = (*slot).Prepare(vec)

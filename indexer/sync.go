@@ -3,6 +3,7 @@ package indexer
 import (
 	"fmt"
 	"runtime/debug"
+	"slices"
 )
 
 // syncState is a copy of the table under way, building a new index beside
@@ -56,10 +57,15 @@ func (e *Entry) BeginRebuild(sample [][]float32, tableRows int) error {
 
 func (e *Entry) beginSync(sample [][]float32, tableRows int, rebuild bool) error {
 	var x Index
-	if dims := e.Dims(); dims > 0 || len(sample) > 0 {
-		if dims == 0 {
-			dims = len(sample[0])
+	dims := e.Dims()
+	if dims == 0 {
+		// The first row that could be indexed fixes the dimension, as in
+		// the stream (see insertLocked).
+		if i := slices.IndexFunc(sample, func(v []float32) bool { return indexable(v, 0) }); i >= 0 {
+			dims = len(sample[i])
 		}
+	}
+	if dims > 0 {
 		good := sample[:0:0]
 		for _, v := range sample {
 			if indexable(v, dims) {

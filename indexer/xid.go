@@ -57,7 +57,7 @@ type pendingRead struct {
 func (e *Entry) BeginTx(final LSN, xid uint32) bool {
 	e.wmu.Lock()
 	e.txXID = xid
-	clear(e.txWrites)
+	e.txWrites = nil
 	e.wmu.Unlock()
 	return e.Begin(final)
 }
@@ -75,7 +75,7 @@ func (e *Entry) Commit(end LSN) {
 		}
 	}
 	e.txXID = 0
-	clear(e.txWrites)
+	e.txWrites = nil
 	e.wmu.Unlock()
 	e.SetApplied(end)
 }
@@ -107,6 +107,9 @@ func xidOf(x Index, key string) uint32 {
 // the caller holds wmu.
 func (e *Entry) wrote(x Index, key string) {
 	if e.txXID != 0 && x != nil {
+		if e.txWrites == nil {
+			e.txWrites = map[written]struct{}{}
+		}
 		e.txWrites[written{x, key}] = struct{}{}
 	}
 }
@@ -168,7 +171,7 @@ func (e *Entry) dropPending(key string) {
 // transaction or a read that spans such a change records nothing. The
 // caller holds wmu.
 func (e *Entry) forgetXIDs() {
-	clear(e.txWrites)
+	e.txWrites = nil
 	clear(e.pending)
 	e.pendingN.Store(0)
 }

@@ -100,7 +100,7 @@ func (d *decoder) handle(ctx context.Context, data []byte) (err error) {
 			}
 			for e := range r.vecPos {
 				if d.applyTo[e] {
-					e.Delete(key)
+					d.guard(e, func() error { e.Delete(key); return nil })
 				}
 			}
 			d.stats.Changes.Add(1)
@@ -110,7 +110,7 @@ func (d *decoder) handle(ctx context.Context, data []byte) (err error) {
 			if r := d.rel(id); r != nil {
 				for e := range r.vecPos {
 					if d.applyTo[e] {
-						e.Truncate()
+						d.guard(e, func() error { e.Truncate(); return nil })
 					}
 				}
 			}
@@ -285,38 +285,59 @@ func (d *decoder) upsert(ctx context.Context, r *relation, old, new *pglogrepl.T
 		if !d.applyTo[e] {
 			continue
 		}
-		if pos >= len(new.Columns) {
-			e.Skip(key)
-			continue
+		if err := d.guard(e, func() error { return d.upsertOne(ctx, r, e, pos, oldKey, key, new) }); err != nil {
+			return err
 		}
-		c := new.Columns[pos]
-		if c.DataType == pglogrepl.TupleDataTypeToast {
-			// The vector did not change and was not sent. Keep it (moving
-			// it to the new key), or read it if this index never had it:
-			// an INSERT through a row filter, or a row the index lost.
-			if oldKey != key && e.Move(oldKey, key) {
-				continue
-			}
-			if oldKey == key && e.Known(key) {
-				e.Unchanged(key)
-				continue
-			}
-			if err := d.repair(ctx, r.table, e, key, d.begin.Xid); err != nil {
-				return err
-			}
-			continue
-		}
-		if oldKey != key {
-			e.Delete(oldKey)
-		}
-		var vec []float32
-		switch c.DataType {
-		case pglogrepl.TupleDataTypeBinary:
-			vec = decodeVector(e, c.Data, true)
-		case pglogrepl.TupleDataTypeText:
-			vec = decodeVector(e, c.Data, false)
-		}
-		e.Upsert(key, vec)
 	}
 	return nil
+}
+
+// upsertOne applies an INSERT or UPDATE to one index, whose vector is
+// column pos of the new tuple.
+func (d *decoder) upsertOne(ctx context.Context, r *relation, e *indexer.Entry, pos int, oldKey, key string, new *pglogrepl.TupleData) error {
+	if pos >= len(new.Columns) {
+		e.Skip(key)
+		return nil
+	}
+	c := new.Columns[pos]
+	if c.DataType == pglogrepl.TupleDataTypeToast {
+		// The vector did not change and was not sent. Keep it (moving it
+		// to the new key), or read it if this index never had it: an
+		// INSERT through a row filter, or a row the index lost.
+		if oldKey != key && e.Move(oldKey, key) {
+			return nil
+		}
+		if oldKey == key && e.Known(key) {
+			e.Unchanged(key)
+			return nil
+		}
+		return d.repair(ctx, r.table, e, key, d.begin.Xid)
+	}
+	if oldKey != key {
+		e.Delete(oldKey)
+	}
+	var vec []float32
+	switch c.DataType {
+	case pglogrepl.TupleDataTypeBinary:
+		vec = decodeVector(e, c.Data, true)
+	case pglogrepl.TupleDataTypeText:
+		vec = decodeVector(e, c.Data, false)
+	}
+	e.Upsert(key, vec)
+	return nil
+}
+
+// guard applies a change to one index. A panic there is a broken
+// invariant of that index, not of the stream: were it the stream's error,
+// the stream would reconnect and replay the same change forever while the
+// slot held the primary's WAL. The index is failed instead, and the other
+// indexes and the slot go on.
+func (d *decoder) guard(e *indexer.Entry, apply func() error) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			d.applyTo[e] = false
+			failOnly(d.log, e, fmt.Errorf("index %s: applying a change failed (%v); restart vecside to copy the table again", e.Spec().Name, p))
+		}
+	}()
+	return apply()
 }
