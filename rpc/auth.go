@@ -31,9 +31,12 @@ func newAuthenticator(cfg Config) (authenticator, error) {
 		if cfg.Users == nil {
 			return nil, errNoUsers
 		}
-		s := &scramAuth{secret: make([]byte, 32)}
+		s := &scramAuth{secret: cfg.MockAuthSecret}
+		if len(s.secret) == 0 {
+			s.secret = make([]byte, 32)
+			rand.Read(s.secret)
+		}
 		s.users.Store(cfg.Users)
-		rand.Read(s.secret)
 		return s, nil
 	}
 	return nil, fmt.Errorf(`rpc: Config.Auth %q is not supported: use %q (the default) or %q`, cfg.Auth, AuthSCRAM, AuthTrust)

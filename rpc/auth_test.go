@@ -141,22 +141,7 @@ func TestSCRAMRefuses(t *testing.T) {
 func TestSCRAMMockExchange(t *testing.T) {
 	ix, _ := newTestIndexer(t)
 	_, addr := startSCRAMServer(t, ix, nil, false)
-	first := func(user string) string {
-		r := dialRaw(t, addr)
-		r.fe.Send(&pgproto3.StartupMessage{ProtocolVersion: pgproto3.ProtocolVersion30, Parameters: map[string]string{"user": user}})
-		r.fe.Send(&pgproto3.SASLInitialResponse{AuthMechanism: scramMechanism, Data: []byte("n,,n=,r=abc")})
-		r.fe.Flush()
-		for {
-			m, err := r.fe.Receive()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if c, ok := m.(*pgproto3.AuthenticationSASLContinue); ok {
-				s := string(c.Data)
-				return s[strings.Index(s, ",s="):] // the salt and the iterations
-			}
-		}
-	}
+	first := func(user string) string { return serverFirstSalt(t, addr, user) }
 	nobody := first("nobody")
 	if again := first("nobody"); again != nobody {
 		t.Errorf("an unknown user's salt changed: %q, then %q", nobody, again)
@@ -164,6 +149,47 @@ func TestSCRAMMockExchange(t *testing.T) {
 	alice := first(testUser)
 	if nobody == alice || !strings.HasSuffix(nobody, ",i=4096") || !strings.HasSuffix(alice, ",i=4096") {
 		t.Errorf("unknown %q, known %q: want different salts and the same iterations", nobody, alice)
+	}
+}
+
+// TestMockSaltOutlivesRestart: a server started again with the same
+// MockAuthSecret shows an unknown user the same salt, as a real user's
+// stays the same; without it, the salt changing at a restart told which
+// users exist.
+func TestMockSaltOutlivesRestart(t *testing.T) {
+	ix, _ := newTestIndexer(t)
+	users := testUsers(t)
+	salt := func(secret []byte) string {
+		_, addr := startServerConfig(t, Config{Catalog: ix, Users: users, MockAuthSecret: secret})
+		return serverFirstSalt(t, addr, "nobody")
+	}
+	secret := []byte("0123456789abcdef0123456789abcdef")
+	before, after := salt(secret), salt(secret)
+	if before != after {
+		t.Errorf("an unknown user's salt changed across a restart: %q, then %q", before, after)
+	}
+	if other := salt([]byte("another secret, another salt....")); other == before {
+		t.Errorf("two secrets gave the same salt %q", other)
+	}
+}
+
+// serverFirstSalt starts a SCRAM exchange as user and returns the salt
+// and iterations of the server's first message.
+func serverFirstSalt(t *testing.T, addr, user string) string {
+	t.Helper()
+	r := dialRaw(t, addr)
+	r.fe.Send(&pgproto3.StartupMessage{ProtocolVersion: pgproto3.ProtocolVersion30, Parameters: map[string]string{"user": user}})
+	r.fe.Send(&pgproto3.SASLInitialResponse{AuthMechanism: scramMechanism, Data: []byte("n,,n=,r=abc")})
+	r.fe.Flush()
+	for {
+		m, err := r.fe.Receive()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c, ok := m.(*pgproto3.AuthenticationSASLContinue); ok {
+			s := string(c.Data)
+			return s[strings.Index(s, ",s="):] // the salt and the iterations
+		}
 	}
 }
 

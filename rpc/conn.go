@@ -38,10 +38,12 @@ type conn struct {
 // and how long the last words to a client that is being closed may take.
 const shutdownGrace = time.Second
 
-// serveConn owns nc, which holds a slot of s.startups: it runs the
-// handshake, gives the slot back, and then runs the message loop; it
-// closes nc when the client leaves or ctx ends.
-func (s *Server) serveConn(ctx context.Context, nc net.Conn) {
+// serveConn owns st's connection, which holds a startup slot: it
+// runs the handshake, gives the slot back, and then answers a
+// CancelRequest or runs the message loop; it closes the connection when
+// the client leaves or ctx ends.
+func (s *Server) serveConn(ctx context.Context, st *startup) {
+	nc := st.nc
 	defer nc.Close()
 	// Unblock reads when the server stops; leave writes a moment to say so.
 	stop := context.AfterFunc(ctx, func() {
@@ -49,8 +51,14 @@ func (s *Server) serveConn(ctx context.Context, nc net.Conn) {
 		time.AfterFunc(shutdownGrace, func() { nc.Close() })
 	})
 	defer stop()
-	c, err := s.handshake(ctx, nc)
-	<-s.startups
+	c, cancel, err := s.handshake(ctx, st)
+	st.release()
+	if cancel != nil {
+		// Checked after the slot is given back: a wrong key's pause must
+		// not keep others from starting up.
+		s.cancel(cancel.ProcessID, cancel.SecretKey)
+		return
+	}
 	if c == nil {
 		s.log.Debug("connection failed in startup", "remote", nc.RemoteAddr().String(), "err", err)
 		return

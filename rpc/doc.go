@@ -55,9 +55,12 @@
 // # Connection lifecycle
 //
 //  1. Serve accepts a connection. It takes one of Limits.MaxStartups
-//     slots for connections not yet authenticated, or is refused at once
-//     with FATAL 53300 before anything is read; its goroutine then has
-//     Limits.AuthTimeout to finish steps 2 to 5 (else FATAL 57014). A
+//     slots for connections not yet authenticated: a free one, else the
+//     slot of the connection that has waited longest before its startup
+//     message, from the same address first past MaxStartupsPerPeer
+//     (admission.go); only if every slot is authenticating is it refused
+//     at once with FATAL 53300 before anything is read. Its goroutine then
+//     has Limits.AuthTimeout to finish steps 2 to 5 (else FATAL 57014). A
 //     failing accept (out of file descriptors) is retried after a pause
 //     that grows to a second: it never ends Serve.
 //  2. Startup packets are read one at a time. An SSLRequest is answered
@@ -65,7 +68,8 @@
 //     buffered reader could have taken plaintext sent after the request:
 //     the CVE-2021-23214 class), or 'N' without a certificate;
 //     GSSENCRequest is answered 'N'. A CancelRequest is handled, encrypted
-//     or not, and the connection closed without a reply. A StartupMessage
+//     or not, once the connection has given its slot back, and the
+//     connection closed without a reply. A StartupMessage
 //     for 3.x ends the loop; without TLS it is refused (FATAL 28000) if
 //     Config.TLSRequired. A minor version above 0 or _pq_.* options get a
 //     NegotiateProtocolVersion for 3.0.

@@ -18,6 +18,7 @@ const (
 	faultBadCancel       faultKind = "bad_cancel_key"
 	faultCancelDropped   faultKind = "cancel_dropped"
 	faultTooManyStartups faultKind = "too_many_startups"
+	faultStartupEvicted  faultKind = "startup_evicted"
 	faultTooManySessions faultKind = "too_many_connections"
 	faultIdle            faultKind = "idle_timeout"
 	faultStalled         faultKind = "reply_not_read"

@@ -87,8 +87,8 @@ func fuzzServer(f *testing.F, scram bool) (*Server, *errorCounter) {
 // runScript serves one connection that sends script.
 func runScript(t *testing.T, srv *Server, errs *errorCounter, script []byte) {
 	before := errs.n.Load()
-	srv.startups <- struct{}{} // serveConn gives it back
-	srv.serveConn(context.Background(), &scriptConn{bytes.NewReader(script)})
+	st, _ := newAdmission(1, 1).admit(&scriptConn{bytes.NewReader(script)})
+	srv.serveConn(context.Background(), st)
 	if errs.n.Load() != before {
 		t.Fatalf("the server logged an error (a recovered panic) for %q", script)
 	}

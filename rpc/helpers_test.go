@@ -147,6 +147,13 @@ func serveOn(t testing.TB, cfg Config, ln net.Listener) *Server {
 	if err != nil {
 		t.Fatal(err)
 	}
+	alsoServe(t, srv, ln)
+	return srv
+}
+
+// alsoServe serves ln with srv until the test ends.
+func alsoServe(t testing.TB, srv *Server, ln net.Listener) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ctx, ln) }()
@@ -161,7 +168,6 @@ func serveOn(t testing.TB, cfg Config, ln net.Listener) *Server {
 			t.Errorf("Serve did not return after its context ended")
 		}
 	})
-	return srv
 }
 
 func connString(addr string) string {

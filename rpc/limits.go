@@ -18,14 +18,25 @@ type Limits struct {
 	// many are free. A negative ReservedConnections reserves none.
 	MaxConnections      int
 	ReservedConnections int
+	// MaxUserConnections bounds the sessions of any one user (0: no
+	// bound of its own), so that one user cannot take every slot from
+	// the others; past it a login is refused with FATAL 53300. The
+	// admin user is not bound by it.
+	MaxUserConnections int
 	// MaxStartups bounds the connections still in startup or
 	// authentication, which count on top of MaxConnections: at most
-	// MaxConnections + MaxStartups client sockets are open at once. A
-	// connection past it is refused with FATAL 53300 before anything is
-	// read from it. Each has AuthTimeout to authenticate, else it is
-	// closed (57014, "canceling authentication due to timeout").
-	MaxStartups int
-	AuthTimeout time.Duration
+	// MaxConnections + MaxStartups client sockets are open at once.
+	// MaxStartupsPerPeer of them from one address go first when a new
+	// connection needs a slot: a connection that has sent nothing (or
+	// stopped after an SSLRequest) gives its slot to a newer one, the
+	// longest waiting first (see admission). Only when every slot is
+	// authenticating is a new connection refused with FATAL 53300, before
+	// anything is read from it. Each has AuthTimeout to authenticate,
+	// else it is closed (57014, "canceling authentication due to
+	// timeout").
+	MaxStartups        int
+	MaxStartupsPerPeer int
+	AuthTimeout        time.Duration
 	// IdleTimeout ends a session that has waited this long for its client:
 	// for the next message, or for it to read the replies already sent
 	// (FATAL 57P05). Negative disables it.
@@ -48,11 +59,12 @@ type Limits struct {
 // DefaultLimits are the limits a zero Limits field takes. With them, the
 // memory clients can hold is about 4.5 MiB per session (a 1 MiB message,
 // the reply buffer, prepared statements, one result of 10,000 rows) and
-// about 20 KiB per connection in startup.
+// about 20 KiB per connection in startup (1.3 MiB for all of them).
 var DefaultLimits = Limits{
 	MaxConnections:      100,
 	ReservedConnections: 3,
-	MaxStartups:         16,
+	MaxStartups:         64,
+	MaxStartupsPerPeer:  16,
 	AuthTimeout:         10 * time.Second,
 	IdleTimeout:         10 * time.Minute,
 	MaxReplyBuffer:      256 << 10,
@@ -94,6 +106,12 @@ func (l Limits) withDefaults() (Limits, error) {
 		l.ReservedConnections = min(d.ReservedConnections, l.MaxConnections-1)
 	case l.ReservedConnections < 0:
 		l.ReservedConnections = 0
+	}
+	if err := fill(&l.MaxStartupsPerPeer, min(d.MaxStartupsPerPeer, l.MaxStartups), "MaxStartupsPerPeer"); err != nil {
+		return l, err
+	}
+	if l.MaxUserConnections < 0 {
+		return l, fmt.Errorf("rpc: Limits.MaxUserConnections is %d; want a positive number, or 0 for no bound per user", l.MaxUserConnections)
 	}
 	if l.ReservedConnections >= l.MaxConnections {
 		return l, fmt.Errorf("rpc: Limits.ReservedConnections is %d; want fewer than MaxConnections (%d)", l.ReservedConnections, l.MaxConnections)

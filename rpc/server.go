@@ -39,6 +39,12 @@ type Config struct {
 	// asked for explicitly.
 	Auth  string
 	Users *Users
+	// MockAuthSecret derives the salts an unknown user is shown, so that
+	// the exchange looks like a real user's. Keep it across restarts (as
+	// PostgreSQL keeps its mock nonce): a salt that changes at a restart
+	// while real users' stay the same tells which users exist. Empty
+	// takes a random one for the life of the process.
+	MockAuthSecret []byte
 	// TLS, if set, encrypts connections whose client asks (an SSLRequest);
 	// TLSRequired refuses the others, but for CancelRequests, which
 	// libpq before 17 and pgx send unencrypted. With a certificate in
@@ -69,12 +75,9 @@ type Server struct {
 	tls      *tls.Config
 	endpoint []byte // tls-server-end-point data of the certificate, or nil
 
-	// startups holds a slot for every connection in startup or
-	// authentication, at most Limits.MaxStartups.
-	startups chan struct{}
-
 	mu      sync.Mutex
 	conns   map[uint32]*conn // sessions, by process ID, for CancelRequest
+	users   map[string]int   // sessions per user
 	nextPID uint32
 
 	// cancelSlots bounds the CancelRequests being checked at once; with
@@ -116,8 +119,8 @@ func NewServer(cfg Config) (*Server, error) {
 		log:         cfg.Logger,
 		metrics:     newMetrics(),
 		faults:      newFaults(cfg.Logger),
-		startups:    make(chan struct{}, limits.MaxStartups),
 		conns:       map[uint32]*conn{},
+		users:       map[string]int{},
 		cancelSlots: make(chan struct{}, 16),
 		cancelPause: wrongCancelPause,
 	}
@@ -173,7 +176,10 @@ func endpointHash(cfg *tls.Config) ([]byte, error) {
 }
 
 // Serve accepts connections on ln until ctx ends, then closes ln and every
-// connection and returns nil once they have all finished. Accepting that
+// connection and returns nil once they have all finished. A server may
+// serve several listeners at once (TCP and a Unix socket): each has
+// startup slots of its own, so that a flood on one leaves the others'
+// logins alone. Accepting that
 // fails (no file descriptors left, a connection reset before it was
 // accepted) is retried with a growing pause, up to a second: only a
 // listener closed by someone else ends Serve early, with an error.
@@ -184,6 +190,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	defer cancel()
 	stop := context.AfterFunc(ctx, func() { ln.Close() })
 	defer stop()
+	startups := newAdmission(s.limits.MaxStartups, s.limits.MaxStartupsPerPeer)
 	var backoff time.Duration
 	for {
 		nc, err := ln.Accept()
@@ -204,23 +211,39 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 			continue
 		}
 		backoff = 0
-		select {
-		case s.startups <- struct{}{}:
-			wg.Go(func() { s.serveConn(ctx, nc) })
-		default:
-			s.refuse(nc)
+		st, evicted := startups.admit(nc)
+		if evicted != nil {
+			s.evict(evicted)
 		}
+		if st == nil {
+			s.faults.add(faultTooManyStartups, "connection refused: too many connections authenticating", "remote", nc.RemoteAddr().String(), "max_startups", s.limits.MaxStartups)
+			refuse(nc, fmt.Sprintf("sorry, too many clients already: %d connections are authenticating", s.limits.MaxStartups))
+			continue
+		}
+		wg.Go(func() { s.serveConn(ctx, st) })
 	}
 }
 
-// refuse turns away a connection that would exceed Limits.MaxStartups,
-// before reading anything from it, as PostgreSQL's postmaster does when
-// it has no room: the error fits in the new socket's send buffer, so
-// writing it does not wait for the client.
-func (s *Server) refuse(nc net.Conn) {
+// evict closes a connection whose startup slot went to a newer one. One
+// that has sent nothing whole is told why; past an SSLRequest, its own
+// goroutine may be writing, through TLS, so it is only closed.
+func (s *Server) evict(st *startup) {
+	s.faults.add(faultStartupEvicted, "connection closed: its startup slot went to a new connection", "remote", st.nc.RemoteAddr().String(), "max_startups", s.limits.MaxStartups)
+	if st.stage == stageConnected {
+		refuse(st.nc, "sorry, too many clients already: this connection sent nothing while others waited to start up")
+		return
+	}
+	st.nc.Close()
+}
+
+// refuse closes a connection in startup with FATAL 53300, as PostgreSQL's
+// postmaster does when it has no room. Nothing was read from a new
+// connection, and one that is evicted has been sent at most a few bytes:
+// the error fits in the socket's send buffer, so writing it does not
+// wait for the client.
+func refuse(nc net.Conn, msg string) {
 	defer nc.Close()
-	s.faults.add(faultTooManyStartups, "connection refused: too many connections authenticating", "remote", nc.RemoteAddr().String(), "max_startups", s.limits.MaxStartups)
-	e := &pgError{code: codeTooManyConnections, msg: fmt.Sprintf("sorry, too many clients already: %d connections are authenticating", s.limits.MaxStartups), fatal: true}
+	e := &pgError{code: codeTooManyConnections, msg: msg, fatal: true}
 	buf, _ := e.message().Encode(nil)
 	nc.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
 	nc.Write(buf)
@@ -234,6 +257,10 @@ func (s *Server) register(c *conn) error {
 	limit := s.limits.MaxConnections
 	if !admin {
 		limit -= s.limits.ReservedConnections
+		if n := s.limits.MaxUserConnections; n > 0 && s.users[c.sess.user] >= n {
+			s.faults.add(faultTooManySessions, "connection refused: too many sessions of one user", "user", c.sess.user, "max_user_connections", n)
+			return &pgError{code: codeTooManyConnections, msg: fmt.Sprintf("too many connections for user %q (%d)", c.sess.user, n), fatal: true}
+		}
 	}
 	if len(s.conns) >= limit {
 		msg := fmt.Sprintf("sorry, too many clients already (%d)", s.limits.MaxConnections)
@@ -251,6 +278,7 @@ func (s *Server) register(c *conn) error {
 	}
 	c.pid = s.nextPID
 	s.conns[c.pid] = c
+	s.users[c.sess.user]++
 	s.metrics.connections.Add(1)
 	return nil
 }
@@ -260,6 +288,9 @@ func (s *Server) unregister(c *conn) {
 	defer s.mu.Unlock()
 	if s.conns[c.pid] == c {
 		delete(s.conns, c.pid)
+		if s.users[c.sess.user]--; s.users[c.sess.user] == 0 {
+			delete(s.users, c.sess.user)
+		}
 		s.metrics.connections.Add(-1)
 	}
 }

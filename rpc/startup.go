@@ -58,50 +58,52 @@ func readStartupPacket(r io.Reader) ([]byte, error) {
 	return body, nil
 }
 
-// readStartup reads startup packets until the StartupMessage. An
+// readStartup reads startup packets until the StartupMessage or a
+// CancelRequest (encrypted or not), and records how far st has come. An
 // SSLRequest is answered 'S' and the TLS handshake done before anything
 // more is read, if the server has a certificate, else 'N'; GSSENCRequest
-// is declined. A CancelRequest is handled, encrypted or not, and gives
-// nil. Without TLS, a StartupMessage is refused if TLS is required.
-func (s *Server) readStartup(ctx context.Context, c *conn) (*startupMessage, error) {
+// is declined. Without TLS, a StartupMessage is refused if TLS is
+// required.
+func (s *Server) readStartup(ctx context.Context, c *conn, st *startup) (*startupMessage, *pgproto3.CancelRequest, error) {
 	var asked [2]bool // SSL, GSS
 	for {
 		body, err := readStartupPacket(c.nc)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		code := binary.BigEndian.Uint32(body)
 		switch {
 		case code == sslRequestCode && len(body) == 4 && !asked[0] && !c.tls,
 			code == gssEncRequestCode && len(body) == 4 && !asked[1] && !c.tls:
 			asked[code-sslRequestCode] = true
+			st.advance(stageNegotiated)
 			if code == sslRequestCode && s.tls != nil {
 				if err := c.startTLS(ctx); err != nil {
-					return nil, err
+					return nil, nil, err
 				}
 				continue
 			}
 			if _, err := c.nc.Write([]byte{'N'}); err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 		case code == cancelRequestCode:
 			var m pgproto3.CancelRequest
 			if err := m.Decode(body); err != nil {
-				return nil, protocolViolation("invalid cancel request: %v", err)
+				return nil, nil, protocolViolation("invalid cancel request: %v", err)
 			}
-			s.cancel(m.ProcessID, m.SecretKey)
-			return nil, nil
+			return nil, &m, nil
 		case code>>16 == 3:
+			st.advance(stageAuthenticating)
 			m, err := parseStartupMessage(body)
 			if err == nil && s.cfg.TLSRequired && !c.tls {
 				err = (&pgError{code: codeInvalidAuthorization, msg: "this server accepts only connections encrypted with TLS", fatal: true}).
 					withHint("connect with sslmode=require, verify-ca or verify-full")
 			}
-			return m, err
+			return m, nil, err
 		default:
 			e := errorf(codeFeatureNotSupported, "unsupported frontend protocol %d.%d: server supports 3.0", code>>16, code&0xffff)
 			e.fatal = true
-			return nil, e
+			return nil, nil, e
 		}
 	}
 }
@@ -149,9 +151,10 @@ func parseStartupMessage(body []byte) (*startupMessage, error) {
 }
 
 // handshake takes a new connection through startup and authentication,
-// which must end within Limits.AuthTimeout. It returns nil and why for a
-// connection that does not become a session (nil for a CancelRequest).
-func (s *Server) handshake(ctx context.Context, nc net.Conn) (*conn, error) {
+// which must end within Limits.AuthTimeout. It returns the session, or
+// the CancelRequest the connection sent, or why it is neither.
+func (s *Server) handshake(ctx context.Context, st *startup) (*conn, *pgproto3.CancelRequest, error) {
+	nc := st.nc
 	until := time.Now().Add(s.limits.AuthTimeout)
 	nc.SetDeadline(until)
 	c := &conn{
@@ -162,12 +165,12 @@ func (s *Server) handshake(ctx context.Context, nc net.Conn) (*conn, error) {
 		tx:  txIdle,
 		log: s.log,
 	}
-	m, err := s.readStartup(ctx, c)
+	m, cancel, err := s.readStartup(ctx, c, st)
 	if m == nil || err != nil {
 		if err != nil {
 			c.handshakeFailed(err)
 		}
-		return nil, err
+		return nil, cancel, err
 	}
 	c.be = pgproto3.NewBackend(c.nc, c.nc)
 	c.be.SetMaxBodyLen(maxMessageLen)
@@ -179,24 +182,24 @@ func (s *Server) handshake(ctx context.Context, nc net.Conn) (*conn, error) {
 		c.out.send(&pgproto3.NegotiateProtocolVersion{NewestMinorProtocol: 0, UnrecognizedOptions: unrecognized})
 	}
 	if err := c.applyStartupParams(m); err != nil {
-		return nil, c.handshakeFailed(err)
+		return nil, nil, c.handshakeFailed(err)
 	}
 	if err := s.auth.authenticate(c); err != nil {
-		return nil, c.handshakeFailed(err)
+		return nil, nil, c.handshakeFailed(err)
 	}
 	if err := s.register(c); err != nil {
-		return nil, c.handshakeFailed(err)
+		return nil, nil, c.handshakeFailed(err)
 	}
 	rand.Read(c.secret[:])
 	c.sendStatus(c.sess.reported())
 	c.out.send(&pgproto3.BackendKeyData{ProcessID: c.pid, SecretKey: c.secret[:]})
 	if err := c.ready(); err != nil {
 		s.unregister(c)
-		return nil, err
+		return nil, nil, err
 	}
 	c.out.until = time.Time{}
 	nc.SetDeadline(time.Time{})
-	return c, nil
+	return c, nil, nil
 }
 
 // handshakeFailed counts a failed startup and tells the client why, if

@@ -36,6 +36,7 @@ vecside creates one publication and one replication slot, both named
 		sourceFlag,
 		nameFlag,
 		&cli.StringFlag{Name: "listen", Value: "127.0.0.1:6433", Usage: "address of the pgwire server (a second sidecar on the same host needs its own, as for every listener)", EnvVars: []string{"VECSIDE_LISTEN"}},
+		&cli.StringFlag{Name: "unix-socket-dir", Usage: "also listen on a Unix socket in this directory, named as PostgreSQL names its own (.s.PGSQL.<port of --listen>; psql -h DIR -p PORT), with startup slots of its own: the admin's way in while a flood fills the TCP listener's. Mode 0770", EnvVars: []string{"VECSIDE_UNIX_SOCKET_DIR"}},
 		&cli.StringFlag{Name: "metrics-listen", Value: "127.0.0.1:9433", Usage: "address of /metrics, /healthz and /readyz; empty disables. /metrics names indexes: keep it on loopback or set --metrics-token-file", EnvVars: []string{"VECSIDE_METRICS_LISTEN"}},
 		&cli.StringFlag{Name: "probes-listen", Usage: "address of /healthz and /readyz alone, which name nothing, e.g. :8080 for a kubelet while /metrics stays on loopback; empty disables", EnvVars: []string{"VECSIDE_PROBES_LISTEN"}},
 		&cli.BoolFlag{Name: "ready-requires-all", Usage: "/readyz answers 503 while any index is in error (by default an index in error shows in status and metrics, and the others serve)", EnvVars: []string{"VECSIDE_READY_REQUIRES_ALL"}},
@@ -73,6 +74,7 @@ vecside creates one publication and one replication slot, both named
 			Source:        c.String("source"),
 			Name:          slotName(c),
 			Listen:        c.String("listen"),
+			UnixSocketDir: c.String("unix-socket-dir"),
 			MetricsListen: c.String("metrics-listen"),
 			ProbesListen:  c.String("probes-listen"),
 

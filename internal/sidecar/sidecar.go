@@ -23,12 +23,15 @@ package sidecar
 import (
 	"cmp"
 	"context"
+	"crypto/rand"
 	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"syscall"
 	"time"
 
@@ -40,9 +43,15 @@ import (
 // Config says what to follow and where to serve; the serve command's flags
 // document each field.
 type Config struct {
-	Source        string // libpq connection string or URL
-	Name          string // publication and slot
-	Listen        string // pgwire address; port 0 picks a free one
+	Source string // libpq connection string or URL
+	Name   string // publication and slot
+	Listen string // pgwire address; port 0 picks a free one
+	// UnixSocketDir, if set, is a directory where pgwire also listens on
+	// a Unix socket, .s.PGSQL.<Listen's port>, as PostgreSQL names its
+	// own: libpq clients reach it with host=<dir>. It has startup slots of
+	// its own, so the admin can log in there while a flood fills the TCP
+	// listener's.
+	UnixSocketDir string
 	MetricsListen string // /metrics, /healthz and /readyz address; empty disables
 	ProbesListen  string // /healthz and /readyz only; empty disables
 	// ReadyRequiresAll keeps /readyz at 503 while any index is in error.
@@ -87,6 +96,7 @@ type Sidecar struct {
 	Replicator *replicate.Replicator
 	Server     *rpc.Server
 	Addr       net.Addr // where pgwire listens
+	UnixSocket string   // the path of its Unix socket, if any
 	// MetricsAddr and ProbesAddr are where the HTTP listeners are, nil
 	// for those disabled.
 	MetricsAddr, ProbesAddr net.Addr
@@ -128,7 +138,11 @@ func Start(parent context.Context, cfg Config) (*Sidecar, error) {
 	if err != nil {
 		return nil, err
 	}
-	srv, err := rpc.NewServer(rpc.Config{Catalog: ix, Auth: cfg.Auth, Users: cfg.Users, TLS: cfg.TLS, TLSRequired: cfg.TLSRequired,
+	mock, err := mockAuthSecret(cfg.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	srv, err := rpc.NewServer(rpc.Config{Catalog: ix, Auth: cfg.Auth, Users: cfg.Users, MockAuthSecret: mock, TLS: cfg.TLS, TLSRequired: cfg.TLSRequired,
 		AdminUser: cfg.AdminUser, Limits: cfg.Clients, Logger: log})
 	if err != nil {
 		return nil, err
@@ -148,6 +162,10 @@ func Start(parent context.Context, cfg Config) (*Sidecar, error) {
 	sc := &Sidecar{Indexer: ix, Replicator: rep, Server: srv, Addr: ls.pgwire.Addr(), cfg: cfg, errs: make(chan error, 5), ctx: ctx, cancel: cancel, log: log}
 	sc.goRun("replication", func() error { return rep.Run(ctx) })
 	sc.goRun("pgwire", func() error { return srv.Serve(ctx, ls.pgwire) })
+	if ls.unix != nil {
+		sc.UnixSocket = ls.unix.Addr().String()
+		sc.goRun("pgwire-unix", func() error { return srv.Serve(ctx, ls.unix) })
+	}
 	if cfg.DataDir != "" {
 		sc.goRun("checkpoints", func() error {
 			return ix.RunCheckpoints(ctx, indexer.CheckpointPolicy{
@@ -171,13 +189,13 @@ func Start(parent context.Context, cfg Config) (*Sidecar, error) {
 // listeners are the sidecar's sockets, all opened before anything runs
 // so that an address in use fails Start cleanly.
 type listeners struct {
-	pgwire, metrics, probes net.Listener
+	pgwire, unix, metrics, probes net.Listener
 }
 
 func openListeners(cfg Config) (ls listeners, err error) {
 	defer func() {
 		if err != nil {
-			for _, ln := range []net.Listener{ls.pgwire, ls.metrics, ls.probes} {
+			for _, ln := range []net.Listener{ls.pgwire, ls.unix, ls.metrics, ls.probes} {
 				if ln != nil {
 					ln.Close()
 				}
@@ -186,6 +204,11 @@ func openListeners(cfg Config) (ls listeners, err error) {
 	}()
 	if ls.pgwire, err = listen("listen", cfg.Listen); err != nil {
 		return ls, err
+	}
+	if cfg.UnixSocketDir != "" {
+		if ls.unix, err = listenUnix(cfg.UnixSocketDir, ls.pgwire.Addr()); err != nil {
+			return ls, err
+		}
 	}
 	for _, l := range []struct {
 		flag, addr string
@@ -204,6 +227,55 @@ func openListeners(cfg Config) (ls listeners, err error) {
 		*l.ln = ln
 	}
 	return ls, nil
+}
+
+// mockAuthSecret is the secret of the salts unknown users are shown (see
+// rpc.Config.MockAuthSecret), kept in the data directory so that it
+// outlives restarts; none without a data directory. A file of the wrong
+// size (a write cut short) is replaced.
+func mockAuthSecret(dir string) ([]byte, error) {
+	if dir == "" {
+		return nil, nil
+	}
+	path := filepath.Join(dir, "mock_auth_secret")
+	if b, err := os.ReadFile(path); err == nil && len(b) == mockSecretLen {
+		return b, nil
+	}
+	b := make([]byte, mockSecretLen)
+	rand.Read(b)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("data directory: %w", err)
+	}
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		return nil, fmt.Errorf("data directory: %w", err)
+	}
+	return b, nil
+}
+
+const mockSecretLen = 32
+
+// listenUnix listens on dir/.s.PGSQL.<port of tcp>, readable and
+// writable by the sidecar's user and group only. A socket file left by a
+// sidecar that did not stop cleanly is replaced: the TCP listener on the
+// same port is already this process's, so no other sidecar uses it.
+func listenUnix(dir string, tcp net.Addr) (net.Listener, error) {
+	port := 0
+	if a, ok := tcp.(*net.TCPAddr); ok {
+		port = a.Port
+	}
+	path := filepath.Join(dir, fmt.Sprintf(".s.PGSQL.%d", port))
+	if fi, err := os.Lstat(path); err == nil && fi.Mode()&os.ModeSocket != 0 {
+		os.Remove(path)
+	}
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, fmt.Errorf("--unix-socket-dir: %w", err)
+	}
+	if err := os.Chmod(path, 0o770); err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("--unix-socket-dir: %w", err)
+	}
+	return ln, nil
 }
 
 // serveHTTP serves h on ln until the sidecar stops.

@@ -1,0 +1,188 @@
+package rpc
+
+import (
+	"context"
+	"encoding/binary"
+	"flag"
+	"fmt"
+	"net"
+	"path/filepath"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+var floodFor = flag.Duration("rpc.flood", 5*time.Second, "how long the startup flood tests run (their acceptance runs are a minute)")
+
+// flooder opens connections to addr from local (nil: any) and leaves
+// them in one of the states that used to hold a startup slot, opening
+// the next as soon as the server closes one, until ctx ends.
+type flooder struct {
+	addr  string
+	local net.Addr
+	kind  string // silent, partial, ssl or cancel
+}
+
+func (f flooder) run(ctx context.Context) {
+	d := net.Dialer{LocalAddr: f.local, Timeout: time.Second}
+	for ctx.Err() == nil {
+		nc, err := d.DialContext(ctx, "tcp", f.addr)
+		if err != nil {
+			time.Sleep(10 * time.Millisecond) // out of ports or descriptors for a moment
+			continue
+		}
+		stop := context.AfterFunc(ctx, func() { nc.Close() })
+		switch f.kind {
+		case "partial":
+			nc.Write([]byte{0, 0, 0})
+		case "ssl":
+			nc.Write(binary.BigEndian.AppendUint32([]byte{0, 0, 0, 8}, sslRequestCode))
+		case "cancel":
+			msg := binary.BigEndian.AppendUint32([]byte{0, 0, 0, 16}, cancelRequestCode)
+			nc.Write(binary.BigEndian.AppendUint64(msg, 0x12345678))
+		}
+		// Sit until the server closes the connection (or, for a
+		// cancel, answers nothing and closes it).
+		nc.SetReadDeadline(time.Now().Add(time.Minute))
+		buf := make([]byte, 64)
+		for {
+			if _, err := nc.Read(buf); err != nil {
+				break
+			}
+		}
+		stop()
+		nc.Close()
+	}
+}
+
+// flood runs flooders until the test ends.
+func flood(t *testing.T, flooders []flooder) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	for _, f := range flooders {
+		wg.Go(func() { f.run(ctx) })
+	}
+}
+
+// loginsDuring logs in to dsn every 100 ms for floodFor, each login
+// given a second, and fails the test if any takes longer or fails.
+func loginsDuring(t *testing.T, dsn string) {
+	t.Helper()
+	var took []time.Duration
+	for end := time.Now().Add(*floodFor); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		start := time.Now()
+		conn, err := pgx.Connect(ctx, dsn)
+		if err == nil {
+			var one int
+			err = conn.QueryRow(ctx, "SELECT 1").Scan(&one)
+			conn.Close(context.Background())
+		}
+		cancel()
+		if err != nil {
+			t.Fatalf("login %d during the flood: %v", len(took)+1, err)
+		}
+		took = append(took, time.Since(start))
+	}
+	slices.Sort(took)
+	t.Logf("%d logins during %v of flood: median %v, max %v", len(took), *floodFor, took[len(took)/2], took[len(took)-1])
+}
+
+// TestLoginDuringStartupFlood: connections from one address that stay
+// silent, send part of a startup packet, stop after an SSLRequest, or
+// send bogus CancelRequests, each reopened as soon as it is closed, no
+// longer keep logins from another address out: every login succeeds
+// within a second. (With a fixed set of slots, the flood held all of
+// them and logins got 53300.)
+func TestLoginDuringStartupFlood(t *testing.T) {
+	ix, _ := newTestIndexer(t)
+	srv, addr := startServerConfig(t, Config{Catalog: ix, Users: testUsers(t)})
+	var flooders []flooder
+	flooding := &net.TCPAddr{IP: net.IPv4(127, 0, 0, 2)}
+	for _, kind := range []string{"silent", "partial", "ssl", "cancel"} {
+		for range 16 {
+			flooders = append(flooders, flooder{addr: addr, local: flooding, kind: kind})
+		}
+	}
+	flood(t, flooders)
+	time.Sleep(200 * time.Millisecond)
+	loginsDuring(t, dsnFor(addr, testUser, testPassword, "sslmode=disable"))
+	faults := srv.Stats().Faults
+	if faults[string(faultStartupEvicted)] == 0 {
+		t.Errorf("no startup was evicted during the flood: the test did not fill the slots (faults %v)", faults)
+	}
+	t.Logf("faults during the flood: %v", faults)
+}
+
+// TestAdminLoginDuringWideFlood: the same flood from 200 loopback
+// addresses, which no per-address limit holds back: the admin logs in
+// through the Unix socket, whose startup slots are its own, every time.
+func TestAdminLoginDuringWideFlood(t *testing.T) {
+	ix, _ := newTestIndexer(t)
+	srv, addr := startServerConfig(t, Config{Catalog: ix, Users: testUsers(t), AdminUser: "bob"})
+	dir := t.TempDir()
+	ln, err := net.Listen("unix", filepath.Join(dir, ".s.PGSQL.5432"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	alsoServe(t, srv, ln)
+	var flooders []flooder
+	for i := range 200 {
+		local := &net.TCPAddr{IP: net.IPv4(127, 0, 1+byte(i/250), 2+byte(i%250))}
+		flooders = append(flooders, flooder{addr: addr, local: local, kind: []string{"silent", "partial", "ssl"}[i%3]})
+	}
+	flood(t, flooders)
+	time.Sleep(200 * time.Millisecond)
+	loginsDuring(t, fmt.Sprintf("host=%s port=5432 user=bob password='bob\\'s own' dbname=db sslmode=disable", dir))
+	if srv.Stats().Faults[string(faultStartupEvicted)] == 0 {
+		t.Errorf("no startup was evicted during the flood: the test did not fill the TCP listener's slots")
+	}
+}
+
+// TestMaxUserConnections: one user cannot take more sessions than its
+// bound; others, and the admin, still can.
+func TestMaxUserConnections(t *testing.T) {
+	ix, _ := newTestIndexer(t)
+	_, addr := startServerConfig(t, Config{Catalog: ix, Users: testUsers(t), AdminUser: "bob",
+		Limits: Limits{MaxConnections: 10, MaxUserConnections: 3}})
+	var open []*pgx.Conn
+	t.Cleanup(func() {
+		for _, c := range open {
+			c.Close(context.Background())
+		}
+	})
+	connect := func(user, password string) error {
+		c, err := pgx.Connect(testContext(t), dsnFor(addr, user, password, "sslmode=disable"))
+		if err == nil {
+			open = append(open, c)
+		}
+		return err
+	}
+	for i := range 3 {
+		if err := connect(testUser, testPassword); err != nil {
+			t.Fatalf("session %d of %s: %v", i+1, testUser, err)
+		}
+	}
+	err := connect(testUser, testPassword)
+	if sqlstate(err) != codeTooManyConnections {
+		t.Fatalf("a fourth session of %s: %v, want 53300", testUser, err)
+	}
+	t.Logf("refused: %v", err)
+	for i := range 4 {
+		if err := connect("bob", "bob's own"); err != nil {
+			t.Fatalf("admin session %d: %v", i+1, err)
+		}
+	}
+	open[0].Close(context.Background())
+	open = open[1:]
+	if err := connect(testUser, testPassword); err != nil {
+		t.Fatalf("a session of %s once one of its three closed: %v", testUser, err)
+	}
+	if _, err := (Limits{MaxUserConnections: -1}).withDefaults(); err == nil {
+		t.Error("a negative MaxUserConnections was accepted")
+	}
+}
