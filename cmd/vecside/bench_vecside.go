@@ -129,7 +129,7 @@ func (b *bench) startSidecar(ctx context.Context, name, def string) (*sidecar.Si
 	spec := fmt.Sprintf("%s=public.%s(embedding) key=id metric=%s %s", name, benchTable, b.p.metric, def)
 	// A slot left behind by an interrupted run would resume a stream over
 	// a table since replaced.
-	if _, err := replicate.Teardown(ctx, b.dsn, "vecside_"+name); err != nil {
+	if _, err := replicate.Teardown(ctx, b.dsn, "vecside_"+name, teardownWait); err != nil {
 		return nil, nil, err
 	}
 	b.say("%s: starting a sidecar for %s", def, spec)
