@@ -70,7 +70,7 @@ func (b *bench) startProcess(ctx context.Context, name, def string) (*sidecarPro
 func (p *sidecarProcess) waitReady(ctx context.Context, name string, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for ; time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-		conn, err := dialSidecar(ctx, p.addr)
+		conn, err := dialSidecar(ctx, p.addr, defaultUser)
 		if err != nil {
 			continue // not listening yet
 		}

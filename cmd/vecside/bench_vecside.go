@@ -100,7 +100,7 @@ func (b *bench) startVecside(ctx context.Context, n int, def string) (t *vecside
 	t.conns = make([]*pgx.Conn, b.p.clients)
 	t.heaps = make([]*pgx.Conn, b.p.clients)
 	for i := range t.conns {
-		if t.conns[i], err = dialSidecar(ctx, addr); err != nil {
+		if t.conns[i], err = dialSidecar(ctx, addr, defaultUser); err != nil {
 			return nil, err
 		}
 		t.closers = append(t.closers, func() { t.conns[i].Close(context.Background()) })
