@@ -53,8 +53,7 @@ type ownership struct {
 
 // claim checks that the slot and the publication named name, where they
 // exist, are vecside's, and refuses them otherwise with a *foreignError
-// for each (joined).
-// The slot must meet ourSlot, and have a publication of vecside's beside
+// for each (joined). The slot must meet ourSlot, and have a publication of vecside's beside
 // it: vecside creates its publication first and drops it last, so a slot
 // without one is another tool's (a subscription's, say). A publication is
 // vecside's if it carries Mark, or, for one an older vecside made, if it
@@ -75,7 +74,7 @@ func claim(ctx context.Context, conn *pgx.Conn, name string, specs []indexer.Spe
 		slotErr = &foreignError{"slot " + name, "has no publication " + name + " beside it (vecside makes its publication first and drops it last)",
 			chooseName + "; if it is a vecside slot whose publication was dropped by hand, drop it: SELECT pg_drop_replication_slot('" + name + "')"}
 	}
-	// Both at once, so that one fix follows the message.
+	// Both at once: one run says everything that is in the way.
 	return own, errors.Join(slotErr, pubErr)
 }
 
