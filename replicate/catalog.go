@@ -394,24 +394,26 @@ func typmodDims(vt pgvalue.VectorType, typmod int32) int {
 	return 0
 }
 
-// ensurePublication creates the publication or brings its tables and
-// column lists up to date. It runs before the slot is created: a slot
-// decoding with a publication that does not exist yet fails or loses
-// changes.
-func ensurePublication(ctx context.Context, conn *pgx.Conn, name string, tables []*table) error {
+// ensurePublication creates the publication, marked as vecside's, or
+// brings its tables and column lists up to date; own is what claim found.
+// It runs before the slot is created: a slot decoding with a publication
+// that does not exist yet fails or loses changes.
+func ensurePublication(ctx context.Context, conn *pgx.Conn, name string, tables []*table, own ownership) error {
 	tx, err := conn.Begin(ctx)
 	if err != nil {
 		return err
 	}
 	defer tx.Rollback(ctx)
-	var exists bool
-	if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_publication WHERE pubname = $1)`, name).Scan(&exists); err != nil {
-		return err
-	}
 	pub := indexer.QuoteIdent(name)
-	if !exists {
+	if !own.publication {
 		if _, err := tx.Exec(ctx, "CREATE PUBLICATION "+pub+" WITH (publish_via_partition_root = true)"); err != nil {
 			return refused(fmt.Errorf("creating publication %s: %w", name, err))
+		}
+	}
+	// An older vecside's publication, adopted, is marked as a new one is.
+	if !own.publication || own.adopt {
+		if _, err := tx.Exec(ctx, "COMMENT ON PUBLICATION "+pub+" IS '"+Mark+"'"); err != nil {
+			return refused(fmt.Errorf("replicate: marking publication %s as vecside's: %w", name, err))
 		}
 	}
 	for _, t := range tables {

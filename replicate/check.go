@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/vecside/vecside/indexer"
@@ -65,8 +66,10 @@ func Check(ctx context.Context, source, name string, specs []indexer.Spec) ([]Fi
 		}
 		return OK, v + " MB", ""
 	})
-	c.slot()
-	c.publication()
+	if c.claim(specs) {
+		c.slot()
+		c.publication()
+	}
 	for _, s := range specs {
 		c.table(s)
 	}
@@ -147,7 +150,7 @@ func (c *checker) capacity() {
 			current_setting('max_replication_slots')::int,
 			(SELECT count(*) FROM pg_stat_replication)::int,
 			current_setting('max_wal_senders')::int,
-			EXISTS (SELECT 1 FROM pg_replication_slots WHERE slot_name = $1)`, []any{c.name},
+			EXISTS (SELECT 1 FROM pg_replication_slots WHERE slot_name = $1 AND `+ourSlot+`)`, []any{c.name},
 		&slots, &maxSlots, &senders, &maxSenders, &ours) {
 		return
 	}
@@ -163,6 +166,32 @@ func (c *checker) capacity() {
 		return
 	}
 	c.add(OK, "slots and senders", detail, "")
+}
+
+// claim reports, as failures, a slot or publication of the name that is
+// not vecside's, which serve and teardown would refuse; it returns whether
+// both are vecside's or do not exist.
+func (c *checker) claim(specs []indexer.Spec) bool {
+	if c.err != nil {
+		return false
+	}
+	_, err := claim(c.ctx, c.conn, c.name, specs)
+	if err == nil {
+		return true
+	}
+	errs := []error{err}
+	if joined, ok := err.(interface{ Unwrap() []error }); ok {
+		errs = joined.Unwrap()
+	}
+	for _, e := range errs {
+		var foreign *foreignError
+		if !errors.As(e, &foreign) {
+			c.err = err
+			return false
+		}
+		c.add(Fail, foreign.object, foreign.owner, foreign.fix)
+	}
+	return false
 }
 
 func (c *checker) slot() {
@@ -279,37 +308,63 @@ func fixFor(err error) string {
 }
 
 // Teardown drops the slot and the publication named name, and nothing
-// else. A slot in use is not dropped: stop its sidecar first.
-func Teardown(ctx context.Context, source, name string) ([]string, error) {
+// else: one that is not vecside's (see claim; an unmarked publication is
+// never adopted here) is refused with ErrNotVecside. A slot in use is not
+// dropped: stop its sidecar first. A sidecar that has just stopped still
+// holds its slot until its walsender has noticed, so Teardown waits up to
+// wait for the slot to be released before it refuses.
+func Teardown(ctx context.Context, source, name string, wait time.Duration) ([]string, error) {
 	conn, err := pgx.Connect(ctx, source)
 	if err != nil {
 		return nil, fmt.Errorf("connecting to --source: %w", err)
 	}
 	defer conn.Close(context.Background())
+	own, err := claim(ctx, conn, name, nil)
+	if err != nil {
+		return nil, err
+	}
 	var done []string
-	var pid *int32
-	err = conn.QueryRow(ctx, `SELECT active_pid FROM pg_replication_slots WHERE slot_name = $1`, name).Scan(&pid)
-	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-	case err != nil:
-		return done, err
-	case pid != nil:
-		return done, fmt.Errorf("slot %s is in use by process %d: stop that sidecar first", name, *pid)
-	default:
-		if _, err := conn.Exec(ctx, `SELECT pg_drop_replication_slot($1)`, name); err != nil {
-			return done, fmt.Errorf("dropping slot %s: %w", name, err)
+	if own.slot {
+		if err := awaitReleased(ctx, conn, name, wait); err != nil {
+			return done, err
 		}
-		done = append(done, "dropped replication slot "+name)
+		dropped, err := dropSlot(ctx, conn, name)
+		if err != nil {
+			return done, fmt.Errorf("replicate: dropping slot %s: %w", name, err)
+		}
+		if dropped {
+			done = append(done, "dropped replication slot "+name)
+		}
 	}
-	var published bool
-	if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_publication WHERE pubname = $1)`, name).Scan(&published); err != nil {
-		return done, err
-	}
-	if published {
+	if own.publication {
 		if _, err := conn.Exec(ctx, `DROP PUBLICATION `+indexer.QuoteIdent(name)); err != nil {
-			return done, fmt.Errorf("dropping publication %s: %w", name, err)
+			return done, fmt.Errorf("replicate: dropping publication %s: %w", name, err)
 		}
 		done = append(done, "dropped publication "+name)
 	}
 	return done, nil
+}
+
+// awaitReleased waits, up to wait, until no process holds slot name.
+func awaitReleased(ctx context.Context, conn *pgx.Conn, name string, wait time.Duration) error {
+	deadline := time.Now().Add(wait)
+	for {
+		var pid *int32
+		err := conn.QueryRow(ctx, `SELECT active_pid FROM pg_replication_slots WHERE slot_name = $1`, name).Scan(&pid)
+		switch {
+		case errors.Is(err, pgx.ErrNoRows):
+			return nil
+		case err != nil:
+			return fmt.Errorf("replicate: reading slot %s: %w", name, err)
+		case pid == nil:
+			return nil
+		case time.Now().After(deadline):
+			return fmt.Errorf("replicate: slot %s is still in use by process %d after %s: stop that sidecar first", name, *pid, wait)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("replicate: waiting for slot %s to be released: %w", name, ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }

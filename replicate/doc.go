@@ -28,6 +28,21 @@
 // replica identity, a vector column as the one listed column no other
 // definition accounts for.
 //
+// # Ownership
+//
+// Slot names are unique in the whole server, and another tool may have
+// chosen the sidecar's name, so nothing is dropped or changed on the
+// strength of a name (see claim): the slot is vecside's only if it is
+// logical, in this database, decoded with pgoutput, and has vecside's
+// publication beside it (which vecside makes first and drops last); the
+// publication only if it carries Mark, the comment vecside writes when it
+// creates one. A publication an older vecside made without the mark is
+// adopted, and marked, if it lists exactly the indexes' tables and
+// columns. Anything else of the name is refused with ErrNotVecside, whose
+// message says whose it is and how to get out of its way, by Run,
+// Teardown and Check alike; the slot is dropped only by a statement that
+// repeats the test.
+//
 // # Initial copy
 //
 // The slot is created with EXPORT_SNAPSHOT. While the replication

@@ -955,43 +955,6 @@ func TestCheck(t *testing.T) {
 	}
 }
 
-func TestTeardownDropsOnlyItsSlotAndPublication(t *testing.T) {
-	h := newHarness(t, `CREATE TABLE r (id int PRIMARY KEY, v real[]);
-		INSERT INTO r VALUES (1, '{1,2}');
-		CREATE PUBLICATION other FOR TABLE r`)
-	e := h.add("r_v=r(v) key=id metric=l2")
-	h.start(Config{})
-	waitReady(t, e)
-	// Ready comes when the copy is in; the stream starts just after.
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		var streaming bool
-		if err := h.conn.QueryRow(h.ctx, `SELECT EXISTS (SELECT FROM pg_replication_slots WHERE slot_name = 'vecside' AND active)`).Scan(&streaming); err != nil {
-			t.Fatal(err)
-		}
-		if streaming {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the slot never came into use")
-		}
-	}
-	if _, err := Teardown(h.ctx, h.dsn, "vecside"); err == nil || !strings.Contains(err.Error(), "in use") {
-		t.Errorf("teardown of a slot in use: %v", err)
-	}
-	h.stop()
-	done, err := Teardown(h.ctx, h.dsn, "vecside")
-	if err != nil || len(done) != 2 {
-		t.Fatalf("teardown: %v, %v", done, err)
-	}
-	var slots, pubs, rows int
-	h.conn.QueryRow(h.ctx, `SELECT count(*) FROM pg_replication_slots WHERE database = current_database()`).Scan(&slots)
-	h.conn.QueryRow(h.ctx, `SELECT count(*) FROM pg_publication`).Scan(&pubs)
-	h.conn.QueryRow(h.ctx, `SELECT count(*) FROM r`).Scan(&rows)
-	if slots != 0 || pubs != 1 || rows != 1 {
-		t.Errorf("after teardown: %d slots, %d publications (want the other one), %d rows", slots, pubs, rows)
-	}
-}
-
 // TestRetriesConnectionErrorsNotConfigErrors: an unreachable database is
 // retried; a missing table ends Run with an error at once.
 func TestRetriesConnectionErrorsNotConfigErrors(t *testing.T) {

@@ -255,7 +255,18 @@ func (r *Replicator) runOnce(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := ensurePublication(qctx, conn, r.cfg.Name, tables); err != nil {
+	specs := make([]indexer.Spec, len(r.cfg.Entries))
+	for i, e := range r.cfg.Entries {
+		specs[i] = e.Spec()
+	}
+	own, err := claim(qctx, conn, r.cfg.Name, specs)
+	if errors.Is(err, ErrNotVecside) {
+		return configError{err}
+	}
+	if err != nil {
+		return err
+	}
+	if err := ensurePublication(qctx, conn, r.cfg.Name, tables, own); err != nil {
 		return err
 	}
 	statusEvery, err := r.statusInterval(qctx, conn)
@@ -434,7 +445,9 @@ func (r *Replicator) prepareSlot(ctx context.Context, conn *pgx.Conn, repl *pgco
 	var confirmed *string
 	qctx, cancel := r.bounded(ctx)
 	defer cancel()
-	err = conn.QueryRow(qctx, `SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1`, r.cfg.Name).Scan(&confirmed)
+	// Only a slot claim found to be ours: one made since by another tool
+	// makes createSlot fail, and is never dropped.
+	err = conn.QueryRow(qctx, `SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1 AND `+ourSlot, r.cfg.Name).Scan(&confirmed)
 	exists := err == nil
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 		return 0, 0, nil, err
@@ -454,7 +467,7 @@ func (r *Replicator) prepareSlot(ctx context.Context, conn *pgx.Conn, repl *pgco
 		r.log.Info("dropping the slot to take a fresh snapshot", "slot", r.cfg.Name)
 		qctx, cancel := r.bounded(ctx)
 		defer cancel()
-		if _, err := conn.Exec(qctx, `SELECT pg_drop_replication_slot($1)`, r.cfg.Name); err != nil {
+		if _, err := dropSlot(qctx, conn, r.cfg.Name); err != nil {
 			return 0, 0, nil, fmt.Errorf("dropping slot %s (is another vecside using it?): %w", r.cfg.Name, err)
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"os"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/urfave/cli/v2"
 	"github.com/vecside/vecside/indexer"
@@ -68,12 +69,21 @@ It changes nothing.`,
 	},
 }
 
+// teardownWait is how long teardown waits for a sidecar that has just
+// stopped to release its slot (its walsender notices a moment later).
+const teardownWait = 5 * time.Second
+
 var teardownCommand = &cli.Command{
 	Name:  "teardown",
 	Usage: "drop the replication slot and the publication named --name, and nothing else",
+	Description: `Drops them only if vecside made them: a slot of the name in another
+database, with another plugin or without vecside's publication, and a
+publication without vecside's mark, are refused with whose they are.
+Stop the sidecar first; teardown waits a few seconds for its walsender to
+let the slot go.`,
 	Flags: []cli.Flag{configFlag, sourceFlag, nameFlag},
 	Action: func(c *cli.Context) error {
-		done, err := replicate.Teardown(c.Context, c.String("source"), slotName(c))
+		done, err := replicate.Teardown(c.Context, c.String("source"), slotName(c), teardownWait)
 		for _, d := range done {
 			fmt.Fprintln(c.App.Writer, d)
 		}

@@ -504,17 +504,8 @@ func (b *bench) dropScratch() {
 		names = append(names, sidecarName(i))
 	}
 	for _, name := range names {
-		// A stopped sidecar's walsender may take a moment to release
-		// the slot.
-		for try := 0; ; try++ {
-			_, err := replicate.Teardown(ctx, b.dsn, "vecside_"+name)
-			if err == nil || try == 50 {
-				if err != nil {
-					b.say("%v", err)
-				}
-				break
-			}
-			time.Sleep(100 * time.Millisecond)
+		if _, err := replicate.Teardown(ctx, b.dsn, "vecside_"+name, teardownWait); err != nil {
+			b.say("%v", err)
 		}
 	}
 	for _, t := range []string{benchTable, pgvectorTable, "vecside_staged"} {

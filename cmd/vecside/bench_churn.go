@@ -23,12 +23,12 @@ func (b *bench) churn(ctx context.Context, def string) error {
 		return err
 	}
 	defer sc.Stop()
-	conn, err := dialSidecar(ctx, sc.Addr.String())
+	conn, err := dialSidecar(ctx, sc.Addr.String(), defaultUser)
 	if err != nil {
 		return err
 	}
 	defer conn.Close(context.Background())
-	load, err := dialSidecar(ctx, sc.Addr.String())
+	load, err := dialSidecar(ctx, sc.Addr.String(), defaultUser)
 	if err != nil {
 		return err
 	}
@@ -138,7 +138,7 @@ func (b *bench) churn(ctx context.Context, def string) error {
 		return err
 	}
 	defer fresh.Stop()
-	fconn, err := dialSidecar(ctx, fresh.Addr.String())
+	fconn, err := dialSidecar(ctx, fresh.Addr.String(), defaultUser)
 	if err != nil {
 		return err
 	}

@@ -43,7 +43,7 @@ func (b *bench) startProcess(ctx context.Context, name, def string) (*sidecarPro
 		return nil, err
 	}
 	spec := fmt.Sprintf("%s=public.%s(embedding) key=id metric=%s %s", name, benchTable, b.p.metric, def)
-	if _, err := replicate.Teardown(ctx, b.dsn, "vecside_"+name); err != nil {
+	if _, err := replicate.Teardown(ctx, b.dsn, "vecside_"+name, teardownWait); err != nil {
 		return nil, err
 	}
 	b.say("%s: starting vecside serve for %s", def, spec)
@@ -70,7 +70,7 @@ func (b *bench) startProcess(ctx context.Context, name, def string) (*sidecarPro
 func (p *sidecarProcess) waitReady(ctx context.Context, name string, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for ; time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-		conn, err := dialSidecar(ctx, p.addr)
+		conn, err := dialSidecar(ctx, p.addr, defaultUser)
 		if err != nil {
 			continue // not listening yet
 		}

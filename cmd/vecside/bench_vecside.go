@@ -100,7 +100,7 @@ func (b *bench) startVecside(ctx context.Context, n int, def string) (t *vecside
 	t.conns = make([]*pgx.Conn, b.p.clients)
 	t.heaps = make([]*pgx.Conn, b.p.clients)
 	for i := range t.conns {
-		if t.conns[i], err = dialSidecar(ctx, addr); err != nil {
+		if t.conns[i], err = dialSidecar(ctx, addr, defaultUser); err != nil {
 			return nil, err
 		}
 		t.closers = append(t.closers, func() { t.conns[i].Close(context.Background()) })
@@ -129,7 +129,7 @@ func (b *bench) startSidecar(ctx context.Context, name, def string) (*sidecar.Si
 	spec := fmt.Sprintf("%s=public.%s(embedding) key=id metric=%s %s", name, benchTable, b.p.metric, def)
 	// A slot left behind by an interrupted run would resume a stream over
 	// a table since replaced.
-	if _, err := replicate.Teardown(ctx, b.dsn, "vecside_"+name); err != nil {
+	if _, err := replicate.Teardown(ctx, b.dsn, "vecside_"+name, teardownWait); err != nil {
 		return nil, nil, err
 	}
 	b.say("%s: starting a sidecar for %s", def, spec)

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"log/slog"
@@ -20,6 +21,8 @@ import (
 	"github.com/vecside/vecside/indexer"
 	"github.com/vecside/vecside/internal/pgtest"
 	"github.com/vecside/vecside/internal/sidecar"
+	"github.com/vecside/vecside/internal/testcert"
+	"github.com/vecside/vecside/replicate"
 	"github.com/vecside/vecside/rpc"
 )
 
@@ -241,5 +244,97 @@ func TestSQLCommands(t *testing.T) {
 	t.Setenv("VECSIDE_PASSWORD", "")
 	if _, err := run(t, append([]string{"sql", "print"}, args...)...); err == nil || !strings.Contains(err.Error(), "VECSIDE_PASSWORD") {
 		t.Errorf("without a password: %v", err)
+	}
+}
+
+// sidecarFor starts a sidecar named name (its slot) over a new table t,
+// with cfg's authentication and TLS, and waits until index t_v serves;
+// it is stopped and torn down when the test ends. It returns the
+// sidecar's address.
+func sidecarFor(t *testing.T, name string, cfg sidecar.Config) string {
+	t.Helper()
+	ctx := context.Background()
+	dsn := pgtest.Shared(t).NewDatabase(t)
+	if _, err := pgtest.Connect(t, dsn).Exec(ctx, `CREATE TABLE t (id int PRIMARY KEY, v real[]);
+		INSERT INTO t VALUES (1, '{1,0}'), (2, '{0,1}')`); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Source, cfg.Name, cfg.Listen = dsn, name, "127.0.0.1:0"
+	cfg.Indexes = []string{"t_v=t(v) key=id metric=l2"}
+	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	sc, err := sidecar.Start(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := sc.Stop(); err != nil {
+			t.Error(err)
+		}
+		if _, err := replicate.Teardown(ctx, dsn, name, teardownWait); err != nil {
+			t.Error(err)
+		}
+	})
+	e, _ := sc.Indexer.Get("t_v")
+	if err := waitReady(ctx, e, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	return sc.Addr.String()
+}
+
+// usersFile holds user with password, for a sidecar's --users.
+func usersFile(t *testing.T, user, password string) *rpc.Users {
+	t.Helper()
+	v, err := rpc.NewVerifier(password, 4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	users, err := rpc.ParseUsers(strings.NewReader(rpc.UserLine(user, v)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return users
+}
+
+// TestStatusAndSearchUser: status and search log in as --user, or as
+// VECSIDE_USER or PGUSER says, and as vecside without any.
+func TestStatusAndSearchUser(t *testing.T) {
+	addr := sidecarFor(t, "cli_user", sidecar.Config{Auth: "scram-sha-256", Users: usersFile(t, "app", "app's secret")})
+	t.Setenv("PGPASSWORD", "app's secret")
+	if _, err := run(t, "status", "--addr", addr); err == nil || !strings.Contains(err.Error(), `"vecside"`) {
+		t.Errorf("status without a user: %v, want vecside refused", err)
+	}
+	if out, err := run(t, "status", "--addr", addr, "--user", "app"); err != nil || !strings.Contains(out, "t_v") {
+		t.Errorf("status --user app: %v\n%s", err, out)
+	}
+	if out, err := run(t, "search", "--addr", addr, "--user", "app", "--index", "t_v", "--k", "1", "[1,0]"); err != nil || !regexp.MustCompile(`(?m)^1\s+0$`).MatchString(out) {
+		t.Errorf("search --user app: %v\n%s", err, out)
+	}
+	for _, env := range []string{"VECSIDE_USER", "PGUSER"} {
+		t.Run(env, func(t *testing.T) {
+			t.Setenv(env, "app")
+			// A value read from the environment sticks to the flag.
+			t.Cleanup(func() { userFlag.Value, userFlag.HasBeenSet = defaultUser, false })
+			if out, err := run(t, "status", "--addr", addr); err != nil {
+				t.Errorf("status with %s=app: %v\n%s", env, err, out)
+			}
+		})
+	}
+}
+
+// TestSQLInstallAsksSidecarOverVerifiedTLS: without --index, sql asks the
+// sidecar for its indexes with the helpers' sslmode and CA file.
+func TestSQLInstallAsksSidecarOverVerifiedTLS(t *testing.T) {
+	cert := testcert.New(t)
+	addr := sidecarFor(t, "cli_tls", sidecar.Config{Auth: "scram-sha-256", Users: usersFile(t, "helper", "pw"),
+		TLS: &tls.Config{Certificates: []tls.Certificate{cert.TLS}}, TLSRequired: true})
+	t.Setenv("VECSIDE_PASSWORD", "pw")
+	args := []string{"sql", "print", "--sidecar", addr, "--sidecar-user", "helper", "--sidecar-sslmode", "verify-full"}
+	out, err := run(t, append(args, "--sidecar-sslrootcert", cert.CertFile)...)
+	if err != nil || !strings.Contains(out, "register_index('t_v'") || !strings.Contains(out, "'verify-full', '"+cert.CertFile+"'") {
+		t.Errorf("sql print, verifying the sidecar's certificate: %v\n%s", err, out)
+	}
+	// Without the CA file the certificate cannot be verified.
+	if _, err := run(t, args...); err == nil || !strings.Contains(err.Error(), "certificate") {
+		t.Errorf("sql print without the CA file: %v, want a certificate error", err)
 	}
 }

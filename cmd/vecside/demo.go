@@ -103,7 +103,7 @@ func runDemo(ctx context.Context, out io.Writer, p demoParams) error {
 	st := entry.Status()
 	say("index %s ready: %d rows, kind=%s, metric=%s", index, st.Rows, st.Kind, st.Metric)
 
-	side, err := dialSidecar(ctx, sc.Addr.String())
+	side, err := dialSidecar(ctx, sc.Addr.String(), defaultUser)
 	if err != nil {
 		return err
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/url"
 	"text/tabwriter"
 
 	"github.com/jackc/pgx/v5"
@@ -21,6 +22,7 @@ With --source, fetches those rows from the database and prints them
 re-ranked by exact distance, as an application using heapfetch sees them.`,
 	Flags: []cli.Flag{
 		addrFlag,
+		userFlag,
 		&cli.StringFlag{Name: "index", Usage: "index name", Required: true},
 		&cli.IntFlag{Name: "k", Value: 10, Usage: "number of rows"},
 		&cli.Float64Flag{Name: "oversample", Usage: "ask the sidecar for at most k × oversample candidates (default: the index's own)"},
@@ -35,7 +37,7 @@ re-ranked by exact distance, as an application using heapfetch sees them.`,
 			return err
 		}
 		ctx := c.Context
-		side, err := dialSidecar(ctx, c.String("addr"))
+		side, err := dialSidecar(ctx, c.String("addr"), c.String("user"))
 		if err != nil {
 			return fmt.Errorf("connecting to the sidecar: %w", err)
 		}
@@ -76,8 +78,8 @@ re-ranked by exact distance, as an application using heapfetch sees them.`,
 
 // dialSidecar connects to the sidecar at addr (see sidecarURL), ready to
 // send query vectors (heapfetch.RegisterTypes).
-func dialSidecar(ctx context.Context, addr string) (*pgx.Conn, error) {
-	conn, err := pgx.Connect(ctx, sidecarURL(addr))
+func dialSidecar(ctx context.Context, addr, user string) (*pgx.Conn, error) {
+	conn, err := pgx.Connect(ctx, sidecarURL(addr, user))
 	if err != nil {
 		return nil, err
 	}
@@ -85,10 +87,12 @@ func dialSidecar(ctx context.Context, addr string) (*pgx.Conn, error) {
 	return conn, nil
 }
 
-// sidecarURL accepts host:port as well as a full connection URL.
-func sidecarURL(addr string) string {
+// sidecarURL accepts host:port, where it logs in as user, as well as a
+// full connection URL.
+func sidecarURL(addr, user string) string {
 	if _, _, err := net.SplitHostPort(addr); err == nil {
-		return "postgres://vecside@" + addr + "/vecside?sslmode=prefer"
+		u := url.URL{Scheme: "postgres", User: url.User(user), Host: addr, Path: "/vecside", RawQuery: "sslmode=prefer"}
+		return u.String()
 	}
 	return addr
 }

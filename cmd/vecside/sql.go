@@ -22,7 +22,7 @@ var sqlFlags = []cli.Flag{
 	&cli.StringFlag{Name: "sidecar-user", Value: "vecside", Usage: "the user the helpers log in to the sidecar as (a line of its --users file)", EnvVars: []string{"VECSIDE_SIDECAR_USER"}},
 	&cli.StringFlag{Name: "sidecar-password-file", Usage: "file holding that user's password; else $VECSIDE_PASSWORD (never a flag's value)", EnvVars: []string{"VECSIDE_SIDECAR_PASSWORD_FILE"}},
 	&cli.StringFlag{Name: "sidecar-sslmode", Value: "prefer", Usage: "libpq sslmode of the helpers' connection: disable, prefer, require, verify-ca or verify-full", EnvVars: []string{"VECSIDE_SIDECAR_SSLMODE"}},
-	&cli.StringFlag{Name: "sidecar-sslrootcert", Usage: "CA file on the database server, for verify-ca and verify-full", EnvVars: []string{"VECSIDE_SIDECAR_SSLROOTCERT"}},
+	&cli.StringFlag{Name: "sidecar-sslrootcert", Usage: "CA file on the database server, for verify-ca and verify-full; without --index, also read here to ask the sidecar for its indexes", EnvVars: []string{"VECSIDE_SIDECAR_SSLROOTCERT"}},
 	&cli.StringSliceFlag{Name: "index", Usage: "an index as serve's --index defines it (repeatable); without any, the sidecar is asked for its indexes", EnvVars: []string{"VECSIDE_INDEX"}},
 	&cli.StringSliceFlag{Name: "allow-rls", Usage: "an index whose candidates roles under row-level security may ask for (repeatable; see the README)"},
 }
@@ -119,10 +119,16 @@ func helperConfig(c *cli.Context) (deploy.Sidecar, []deploy.Index, error) {
 	return s, indexes, nil
 }
 
-// askSidecar lists the sidecar's indexes, logging in as the helpers will.
+// askSidecar lists the sidecar's indexes, logging in as the helpers will:
+// with their sslmode, and their CA file, read here (the same path as on
+// the database server).
 func askSidecar(ctx context.Context, s deploy.Sidecar) ([]deploy.Index, error) {
+	q := url.Values{"sslmode": {s.SSLMode}}
+	if s.SSLRootCert != "" {
+		q.Set("sslrootcert", s.SSLRootCert)
+	}
 	u := url.URL{Scheme: "postgres", User: url.UserPassword(s.User, s.Password), Host: net.JoinHostPort(s.Host, strconv.Itoa(s.Port)),
-		Path: "/vecside", RawQuery: url.Values{"sslmode": {s.SSLMode}}.Encode()}
+		Path: "/vecside", RawQuery: q.Encode()}
 	side, err := pgx.Connect(ctx, u.String())
 	if err != nil {
 		return nil, fmt.Errorf("asking the sidecar for its indexes (or name them with --index): %w", err)

@@ -10,7 +10,16 @@ import (
 	"github.com/urfave/cli/v2"
 )
 
-var addrFlag = &cli.StringFlag{Name: "addr", Value: "127.0.0.1:6433", Usage: "the sidecar's pgwire address (host:port, as user vecside) or a connection URL; the password from the URL or PGPASSWORD", EnvVars: []string{"VECSIDE_ADDR"}}
+var addrFlag = &cli.StringFlag{Name: "addr", Value: "127.0.0.1:6433", Usage: "the sidecar's pgwire address (host:port, as --user) or a connection URL; the password from the URL or PGPASSWORD", EnvVars: []string{"VECSIDE_ADDR"}}
+
+// defaultUser is the sidecar user that clients of the CLI log in as
+// unless told otherwise.
+const defaultUser = "vecside"
+
+// userFlag falls back on PGUSER, as the password falls back on
+// PGPASSWORD: the sidecar speaks pgwire, and its users are set up as a
+// database's are.
+var userFlag = &cli.StringFlag{Name: "user", Value: defaultUser, Usage: "the sidecar user to log in as (a user of its --users file), when --addr is host:port; a URL names its own", EnvVars: []string{"VECSIDE_USER", "PGUSER"}}
 
 var statusCommand = &cli.Command{
 	Name:  "status",
@@ -18,9 +27,9 @@ var statusCommand = &cli.Command{
 	Description: `Asks the sidecar for SELECT * FROM vecside_status() and prints one line
 per index; an index in error has its error on the line below. Exits
 non-zero if any index is in error.`,
-	Flags: []cli.Flag{addrFlag, configFlag},
+	Flags: []cli.Flag{addrFlag, userFlag, configFlag},
 	Action: func(c *cli.Context) error {
-		side, err := dialSidecar(c.Context, c.String("addr"))
+		side, err := dialSidecar(c.Context, c.String("addr"), c.String("user"))
 		if err != nil {
 			return fmt.Errorf("connecting to the sidecar: %w", err)
 		}
