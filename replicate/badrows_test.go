@@ -1,7 +1,12 @@
 package replicate
 
 import (
+	"io"
+	"log/slog"
+	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/vecside/vecside/indexer"
 )
@@ -31,4 +36,40 @@ func TestOversizedRowKeepsStreaming(t *testing.T) {
 			t.Errorf("index %s: state %s (%s), rows %d, skipped %d, dims %d; want ready, 50, 0, 4", st.Name, st.State, st.Error, st.Rows, st.Skipped, st.Dims)
 		}
 	}
+}
+
+// TestDroppedTableFailsItsIndex: after DROP TABLE, the index stops
+// answering within about a health check (1 s by default), says the table
+// was dropped, and the log says so too; the other table's index serves on.
+func TestDroppedTableFailsItsIndex(t *testing.T) {
+	var logged strings.Builder
+	var mu sync.Mutex
+	log := slog.New(slog.NewTextHandler(io.MultiWriter(testWriter{t}, lockedWriter{&mu, &logged}), nil))
+	h, ea, eb := twoTables(t, 10, Config{Logger: log})
+	h.exec(`DROP TABLE a`)
+	dropped := time.Now()
+	msg := waitFailed(t, ea, 5*time.Second)
+	t.Logf("failed %v after DROP TABLE: %s", time.Since(dropped), msg)
+	assertMentions(t, msg, "a", "was dropped")
+	if _, err := ea.Search(h.ctx, []float32{1, 2}, 1, indexer.DefaultSearchOptions()); err == nil {
+		t.Error("the dropped table's index still answers")
+	}
+	mu.Lock()
+	if !strings.Contains(logged.String(), "was dropped") {
+		t.Errorf("nothing logged about the dropped table: %q", logged.String())
+	}
+	mu.Unlock()
+	h.exec(`INSERT INTO b VALUES (11, ARRAY[11, 2]::real[])`)
+	h.assertConverged(eb, 2)
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }

@@ -76,7 +76,7 @@ func (r *Replicator) checkHealth(ctx context.Context, conn *pgx.Conn, tables []*
 	if h.SlotState == "lost" {
 		return fmt.Errorf("%w: slot %s has wal_status lost", errSlotLost, r.cfg.Name)
 	}
-	return checkPublication(ctx, conn, r.cfg.Name, tables)
+	return r.checkPublication(ctx, conn, tables)
 }
 
 func slotHealth(ctx context.Context, conn *pgx.Conn, slot string) (indexer.SourceHealth, error) {
@@ -115,14 +115,28 @@ func deref[T any](p *T) T {
 }
 
 // checkPublication fails the indexes whose table or column has left the
-// publication: Postgres removes a table when a published column is dropped
-// with CASCADE, and no Relation message ever says so. Column lists hold
-// attribute numbers, so a renamed column is still published.
-func checkPublication(ctx context.Context, conn *pgx.Conn, pub string, tables []*table) error {
+// publication: a dropped table, or a published column dropped with
+// CASCADE, which takes its table out of the publication. No message of the
+// stream says so, so this check is what ends the answers from such an
+// index. Column lists hold attribute numbers, so a renamed column is still
+// published.
+func (r *Replicator) checkPublication(ctx context.Context, conn *pgx.Conn, tables []*table) error {
+	pub := r.cfg.Name
 	for _, t := range tables {
 		listed, err := readListing(ctx, conn, pub, t.oid)
 		if err != nil {
 			return err
+		}
+		var gone error
+		if !listed.found {
+			var exists bool
+			if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_class WHERE oid = $1)`, t.oid).Scan(&exists); err != nil {
+				return fmt.Errorf("looking up table %s: %w", t.qualified(), err)
+			}
+			gone = fmt.Errorf("table %s was dropped; remove its index from --index, or create the table again and restart vecside to copy it", t.qualified())
+			if exists {
+				gone = nil
+			}
 		}
 		for _, e := range t.entries {
 			if state, _ := e.State(); state == indexer.StateError {
@@ -130,10 +144,12 @@ func checkPublication(ctx context.Context, conn *pgx.Conn, pub string, tables []
 			}
 			col := t.vectors[e.Spec().Column]
 			switch {
+			case gone != nil:
+				failOnly(r.log, e, gone)
 			case !listed.found:
-				e.Fail(fmt.Errorf("table %s left publication %s (was column %s dropped?); fix the table, then restart vecside to rebuild the index", t.qualified(), pub, indexer.QuoteIdent(col.name)))
+				failOnly(r.log, e, fmt.Errorf("table %s left publication %s (was column %s dropped?); fix the table, then restart vecside to rebuild the index", t.qualified(), pub, indexer.QuoteIdent(col.name)))
 			case !listed.has(col.attnum) || !listed.has(t.key.attnum):
-				e.Fail(fmt.Errorf("the column list of publication %s no longer holds columns %s and %s of %s; restart vecside: it publishes them again and copies the table", pub, indexer.QuoteIdent(t.key.name), indexer.QuoteIdent(col.name), t.qualified()))
+				failOnly(r.log, e, fmt.Errorf("the column list of publication %s no longer holds columns %s and %s of %s; restart vecside: it publishes them again and copies the table", pub, indexer.QuoteIdent(t.key.name), indexer.QuoteIdent(col.name), t.qualified()))
 			}
 		}
 	}

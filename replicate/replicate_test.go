@@ -77,7 +77,9 @@ func (h *harness) start(cfg Config) {
 		cfg.Source = h.dsn
 	}
 	cfg.Entries = h.ix.Entries()
-	cfg.Logger = testLogger(h.t)
+	if cfg.Logger == nil {
+		cfg.Logger = testLogger(h.t)
+	}
 	if cfg.DataDir != "" {
 		cfg.Durable = h.ix.Covered
 	}

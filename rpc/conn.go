@@ -56,7 +56,7 @@ func (s *Server) serveConn(ctx context.Context, st *startup) {
 	if cancel != nil {
 		// Checked after the slot is given back: a wrong key's pause must
 		// not keep others from starting up.
-		s.cancel(cancel.ProcessID, cancel.SecretKey)
+		s.cancel(nc, cancel.ProcessID, cancel.SecretKey)
 		return
 	}
 	if c == nil {

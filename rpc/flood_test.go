@@ -3,9 +3,11 @@ package rpc
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"flag"
 	"fmt"
 	"net"
+	"os"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -13,6 +15,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/vecside/vecside/internal/testcert"
 )
 
 var floodFor = flag.Duration("rpc.flood", 5*time.Second, "how long the startup flood tests run (their acceptance runs are a minute)")
@@ -184,5 +187,29 @@ func TestMaxUserConnections(t *testing.T) {
 	}
 	if _, err := (Limits{MaxUserConnections: -1}).withDefaults(); err == nil {
 		t.Error("a negative MaxUserConnections was accepted")
+	}
+}
+
+// TestBogusCancelIsClosedAtOnce: a CancelRequest with a wrong key is
+// closed before the pause that slows key guessing, on a listener that
+// requires TLS too: the pause holds a cancel slot, not the client (each
+// bogus cancel used to take 100 ms).
+func TestBogusCancelIsClosedAtOnce(t *testing.T) {
+	ix, _ := newTestIndexer(t)
+	cert := testcert.New(t)
+	srv, addr := startSCRAMServer(t, ix, &cert, true)
+	srv.cancelPause = 3 * time.Second
+	for i := range 3 {
+		nc, err := net.DialTimeout("tcp", addr, 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		msg := binary.BigEndian.AppendUint32([]byte{0, 0, 0, 16}, cancelRequestCode)
+		nc.Write(binary.BigEndian.AppendUint64(msg, uint64(i)))
+		nc.SetReadDeadline(time.Now().Add(time.Second))
+		if n, err := nc.Read(make([]byte, 1)); n != 0 || err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Fatalf("bogus cancel %d: read %d bytes, %v; want the connection closed at once", i, n, err)
+		}
+		nc.Close()
 	}
 }

@@ -295,9 +295,12 @@ func (s *Server) unregister(c *conn) {
 	}
 }
 
-// cancel handles a CancelRequest: if the key matches, the connection's
-// running request is cancelled. Nothing is answered either way.
-func (s *Server) cancel(pid uint32, secret []byte) {
+// cancel handles a CancelRequest that came on nc: if the key matches, the
+// connection's running request is cancelled. Nothing is answered either
+// way, and nc is closed at once: a client waits for that, so the pause
+// after a wrong key holds a cancel slot, not the client.
+func (s *Server) cancel(nc net.Conn, pid uint32, secret []byte) {
+	defer nc.Close()
 	select {
 	case s.cancelSlots <- struct{}{}:
 		defer func() { <-s.cancelSlots }()
@@ -313,5 +316,6 @@ func (s *Server) cancel(pid uint32, secret []byte) {
 		return
 	}
 	s.faults.add(faultBadCancel, "cancel request with a wrong key", "pid", pid)
+	nc.Close()
 	time.Sleep(s.cancelPause)
 }
