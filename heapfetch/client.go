@@ -28,7 +28,8 @@ type Config struct {
 	// sidecar's publication, `--index … where=…`): every search asks one
 	// sidecar of each and merges their candidates.
 	Shards [][]Querier
-	// Heap is where rows are read: the primary or a read replica.
+	// Heap is where rows are read: the primary or a read replica. A
+	// client without one only asks for candidates (Client.Candidates).
 	Heap Querier
 	// Primary, optional, is where a read-your-writes search with
 	// Request.UsePrimary reads when Heap is a replica that has not yet
@@ -78,9 +79,6 @@ func New(sidecar, heap Querier) *Client {
 
 // NewClient returns a client for cfg.
 func NewClient(cfg Config) (*Client, error) {
-	if cfg.Heap == nil {
-		return nil, errors.New("heapfetch: Config.Heap is nil: a client needs a database to read rows from")
-	}
 	if len(cfg.Shards) == 0 {
 		return nil, errors.New("heapfetch: Config.Shards is empty: a client needs at least one sidecar")
 	}

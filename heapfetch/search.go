@@ -147,6 +147,9 @@ func Collect[T any](ctx context.Context, c *Client, req Request, fn pgx.RowToFun
 	if req.K < 1 {
 		return nil, fmt.Errorf("heapfetch: k=%d, want ≥ 1", req.K)
 	}
+	if c.heap == nil {
+		return nil, errors.New("heapfetch: Config.Heap is nil: a search needs a database to read rows from")
+	}
 	ix, err := c.index(ctx, req.Index)
 	if err != nil {
 		return nil, err

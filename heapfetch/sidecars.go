@@ -108,6 +108,27 @@ func failover(ctx context.Context, err error) bool {
 	return pe.Code == "55000"
 }
 
+// Candidates asks the sidecars for the keys nearest to req.Vector in
+// req.Index, nearest first as the index ranks them, in their text form
+// (as Postgres prints them): req.K of them, or up to K × Oversample as
+// the index gives them, fewer only when the index has no more. Only
+// Index, Vector, K, Oversample, Options and MinLSN are used, and no row
+// is read: for a caller that reads the rows itself, as the proxy does.
+func (c *Client) Candidates(ctx context.Context, req Request) ([]string, error) {
+	if req.K < 1 {
+		return nil, fmt.Errorf("heapfetch: k=%d, want ≥ 1", req.K)
+	}
+	cands, err := c.candidates(ctx, ask{index: req.Index, vector: req.Vector, k: req.K, oversample: req.Oversample, options: req.Options, minLSN: req.MinLSN})
+	if err != nil {
+		return nil, err
+	}
+	keys := make([]string, len(cands))
+	for i, cd := range cands {
+		keys[i] = keyText(cd.key)
+	}
+	return keys, nil
+}
+
 // ask is what a search asks every shard: the nearest keys, of the allowed
 // ones if allow is not nil.
 type ask struct {

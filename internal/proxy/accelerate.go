@@ -1,0 +1,364 @@
+//go:build cgo
+
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgproto3"
+
+	"github.com/vecside/vecside/heapfetch"
+	"github.com/vecside/vecside/internal/pgvalue"
+)
+
+const (
+	// maxRounds bounds how often a statement is run again with more
+	// candidates, as heapfetch bounds its widening.
+	maxRounds = 4
+	// maxCandidates is the most candidates asked for (the sidecar's cap
+	// on k × oversample, over its largest default oversampling, 3).
+	maxCandidates = 10000 / 3
+	// sidecarTimeout bounds a candidates request, read-your-writes wait
+	// included; past it the statement passes through.
+	sidecarTimeout = 5 * time.Second
+	// sidecarBackoff is how long statements pass through without asking
+	// after the sidecar failed, so that a dead sidecar costs one attempt,
+	// not one per statement.
+	sidecarBackoff = time.Second
+)
+
+// probeSQL tells, in one round trip, what a session's earlier statements
+// may have changed: whether its transaction block has written (then the
+// sidecar cannot see its rows), its isolation (a snapshot older than the
+// sidecar's would be answered with newer candidates), the WAL position
+// its commits so far are below (read-your-writes: the sidecar waits for
+// it), and whether its search_path finds the indexed table under the
+// name the statement uses. It is built so that it cannot fail.
+const probeSQL = `SELECT pg_current_xact_id_if_assigned() IS NOT NULL, current_setting('transaction_isolation'),
+CASE WHEN pg_is_in_recovery() THEN '' ELSE pg_current_wal_lsn()::text END, coalesce(to_regclass($1) = to_regclass($2), false)`
+
+// errPassThrough: the statement is to be passed through, nothing having
+// reached the client.
+var errPassThrough = errors.New("pass through")
+
+// accelerateQuery answers a simple Query through the sidecar when it can
+// prove the answer is PostgreSQL's own; handled is false when the
+// message is to be passed through.
+func (s *session) accelerateQuery(m message) (handled bool, err error) {
+	if s.p.cfg.Sidecar == nil {
+		return false, nil
+	}
+	sql := string(bytes.TrimSuffix(m.body, []byte{0}))
+	q, reason := recognize(sql)
+	switch {
+	case q == nil && reason == "":
+		return false, nil
+	case q == nil:
+	case q.params > 0 || q.vector.param > 0:
+		reason = "parameter"
+	case s.pending.Load() != 0 || s.batch:
+		reason = "pipelined"
+	case s.status.Load() == 'E':
+		reason = "failed transaction"
+	case time.Now().UnixNano() < s.p.sidecarDown.Load():
+		reason = "sidecar down"
+	}
+	if reason != "" {
+		s.p.stats.fallback(reason)
+		return false, nil
+	}
+	vec, err := pgvalue.ParseVector(q.vector.literal)
+	if err != nil {
+		s.p.stats.fallback("vector")
+		return false, nil
+	}
+	ix, ok := s.p.cat.lookup(q.schema, q.table, q.column, q.metric)
+	if !ok {
+		s.p.stats.fallback("not indexed")
+		return false, nil
+	}
+	// Nothing is owed (pending 0, no batch): every reply from now on
+	// answers what the session sends.
+	s.taken.Store(true)
+	defer s.taken.Store(false)
+	err = s.answer(q, ix, vec)
+	var pt passThrough
+	if errors.As(err, &pt) {
+		s.p.stats.fallback(pt.reason)
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	s.p.stats.accelerated.Add(1)
+	return true, nil
+}
+
+// passThrough is an answer given up before anything reached the client.
+type passThrough struct{ reason string }
+
+func (p passThrough) Error() string { return "pass through: " + p.reason }
+
+// answer runs q restricted to the sidecar's candidates, widening while
+// fewer than its LIMIT rows come back and the sidecar has more, and sends
+// the client the last round's rows as PostgreSQL sent them.
+func (s *session) answer(q *query, ix indexed, vec []float32) error {
+	minLSN, err := s.checkSession(q, ix)
+	if err != nil {
+		return err
+	}
+	sql, err := q.restricted(ix.key)
+	if err != nil {
+		return passThrough{"deparse"}
+	}
+	want := q.limit + q.offset
+	if want > maxCandidates {
+		return passThrough{"limit"}
+	}
+	k := int(want)
+	var res result
+	for round := 0; ; round++ {
+		keys, err := s.candidates(heapfetch.Request{Index: ix.name, Vector: vec, K: k, MinLSN: minLSN})
+		if err != nil {
+			if round > 0 {
+				s.abandon()
+			}
+			return err
+		}
+		if round == 0 {
+			s.sendUp(&pgproto3.Parse{Query: sql})
+		}
+		s.sendUp(&pgproto3.Bind{ParameterFormatCodes: []int16{0}, Parameters: [][]byte{keyArray(keys)}})
+		if round == 0 {
+			s.sendUp(&pgproto3.Describe{ObjectType: 'P'})
+		}
+		s.sendUp(&pgproto3.Execute{})
+		s.sendUp(&pgproto3.Flush{})
+		if err := s.u.flush(); err != nil {
+			return err
+		}
+		if err := s.collect(&res); err != nil {
+			return err
+		}
+		exhausted := len(keys) < k // see heapfetch's widening
+		if res.err != nil || int64(res.rows()) >= q.limit || exhausted || round+1 == maxRounds || k >= maxCandidates {
+			break
+		}
+		k = min(2*k, maxCandidates)
+	}
+	s.sendUp(&pgproto3.Sync{})
+	if err := s.u.flush(); err != nil {
+		return err
+	}
+	z, err := s.until('Z')
+	if err != nil {
+		return err
+	}
+	if res.tooLarge {
+		return passThrough{"result too large"}
+	}
+	s.status.Store(uint32(z.body[0]))
+	s.cmu.Lock()
+	defer s.cmu.Unlock()
+	if res.err != nil {
+		// PostgreSQL's error for the restricted statement: a position
+		// in its text would point at the wrong place in the client's.
+		res.err.Position = 0
+		b, _ := res.err.Encode(nil)
+		s.c.w.Write(b)
+	} else {
+		for _, m := range res.msgs {
+			s.c.send(m)
+		}
+	}
+	s.c.send(z)
+	return s.c.flush()
+}
+
+// checkSession runs the probe when the session has passed a statement
+// through since the last one, or names the table in a way not checked
+// yet, and returns the LSN the sidecar must have applied.
+func (s *session) checkSession(q *query, ix indexed) (minLSN string, err error) {
+	name := [2]string{pgx.Identifier{q.schema, q.table}.Sanitize(), pgx.Identifier{ix.schema, ix.table}.Sanitize()}
+	if q.schema == "" {
+		name[0] = pgx.Identifier{q.table}.Sanitize()
+	}
+	if ok, known := s.resolved[name]; !s.dirty && known {
+		if !ok {
+			return "", passThrough{"search_path"}
+		}
+		return "", nil
+	}
+	s.sendUp(&pgproto3.Parse{Query: probeSQL, ParameterOIDs: []uint32{25, 25}})
+	s.sendUp(&pgproto3.Bind{Parameters: [][]byte{[]byte(name[0]), []byte(name[1])}})
+	s.sendUp(&pgproto3.Execute{})
+	s.sendUp(&pgproto3.Sync{})
+	if err := s.u.flush(); err != nil {
+		return "", err
+	}
+	var row []string
+	for {
+		m, err := s.reply()
+		if err != nil {
+			return "", err
+		}
+		switch m.typ {
+		case 'D':
+			var dr pgproto3.DataRow
+			if err := dr.Decode(m.body); err != nil || len(dr.Values) != 4 {
+				return "", fmt.Errorf("proxy: unexpected probe row")
+			}
+			for _, v := range dr.Values {
+				row = append(row, string(v))
+			}
+		case 'E':
+			return "", passThrough{"probe failed"}
+		case 'Z':
+			if row == nil {
+				return "", passThrough{"probe failed"}
+			}
+			wrote, isolation, lsn, found := row[0] == "t", row[1], row[2], row[3] == "t"
+			inBlock := m.body[0] != 'I'
+			switch {
+			case inBlock && wrote:
+				return "", passThrough{"wrote in transaction"}
+			case inBlock && isolation != "read committed":
+				return "", passThrough{"isolation"}
+			}
+			s.dirty = false
+			if s.resolved == nil || len(s.resolved) > 64 {
+				s.resolved = map[[2]string]bool{}
+			}
+			s.resolved[name] = found
+			if !found {
+				return "", passThrough{"search_path"}
+			}
+			return lsn, nil
+		}
+	}
+}
+
+// candidates asks the sidecar; its failure passes the statement through
+// and keeps the next ones from asking for a while.
+func (s *session) candidates(req heapfetch.Request) ([]string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), sidecarTimeout)
+	defer cancel()
+	keys, err := s.p.cfg.Sidecar.Candidates(ctx, req)
+	if err != nil {
+		s.p.sidecarDown.Store(time.Now().Add(sidecarBackoff).UnixNano())
+		s.p.log.Debug("proxy: the sidecar did not answer; passing through", "index", req.Index, "err", err)
+		return nil, passThrough{"sidecar"}
+	}
+	return keys, nil
+}
+
+// abandon ends an answer given up between rounds: the statement's
+// unnamed portal is dropped by the Sync, and the Sync's ReadyForQuery is
+// the session's.
+func (s *session) abandon() {
+	s.sendUp(&pgproto3.Sync{})
+	if s.u.flush() == nil {
+		if z, err := s.until('Z'); err == nil {
+			s.status.Store(uint32(z.body[0]))
+		}
+	}
+}
+
+// result is one round's replies to the client's eyes: RowDescription,
+// DataRows and CommandComplete, or PostgreSQL's error.
+type result struct {
+	desc     message
+	msgs     []message
+	err      *pgproto3.ErrorResponse
+	tooLarge bool
+}
+
+func (r *result) rows() (n int) {
+	for _, m := range r.msgs {
+		if m.typ == 'D' {
+			n++
+		}
+	}
+	return n
+}
+
+// collect reads one round's replies, up to its CommandComplete or error.
+func (s *session) collect(r *result) error {
+	r.msgs = r.msgs[:0]
+	if r.desc.typ != 0 {
+		r.msgs = append(r.msgs, r.desc)
+	}
+	for {
+		m, err := s.reply()
+		if err != nil {
+			return err
+		}
+		switch m.typ {
+		case 'T':
+			r.desc = m
+			r.msgs = append(r.msgs, m)
+		case 'D', 'C':
+			r.msgs = append(r.msgs, m)
+			if m.typ == 'C' {
+				return nil
+			}
+		case 'E':
+			r.err = &pgproto3.ErrorResponse{}
+			return r.err.Decode(m.body)
+		case tooLarge:
+			r.tooLarge = true
+		}
+	}
+}
+
+// until reads replies up to one of type typ.
+func (s *session) until(typ byte) (message, error) {
+	for {
+		m, err := s.reply()
+		if err != nil || m.typ == typ {
+			return m, err
+		}
+	}
+}
+
+// reply is PostgreSQL's next reply while the session has taken them.
+func (s *session) reply() (message, error) {
+	m, ok := <-s.replies
+	if !ok {
+		return message{}, errors.New("proxy: the server closed the connection")
+	}
+	return m, nil
+}
+
+// sendUp buffers a message of the session's own for PostgreSQL.
+func (s *session) sendUp(m pgproto3.FrontendMessage) {
+	b, _ := m.Encode(nil)
+	s.u.w.Write(b)
+}
+
+// keyArray is keys as an array literal, each element quoted.
+func keyArray(keys []string) []byte {
+	var b strings.Builder
+	b.WriteByte('{')
+	for i, k := range keys {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteByte('"')
+		for _, c := range []byte(k) {
+			if c == '"' || c == '\\' {
+				b.WriteByte('\\')
+			}
+			b.WriteByte(c)
+		}
+		b.WriteByte('"')
+	}
+	b.WriteByte('}')
+	return []byte(b.String())
+}

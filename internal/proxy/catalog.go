@@ -1,0 +1,99 @@
+//go:build cgo
+
+package proxy
+
+import (
+	"context"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/vecside/vecside/heapfetch"
+)
+
+// indexed is one ready index of the sidecar, as vecside_status() reports
+// it: names are as PostgreSQL stores them (unquoted, case kept).
+type indexed struct {
+	name, schema, table, column, key, metric string
+}
+
+// catalog is what the sidecar indexes, refreshed in the background; a
+// sidecar that does not answer leaves it empty, and every statement
+// passes through.
+type catalog struct {
+	status   heapfetch.Querier
+	interval time.Duration
+	indexes  atomic.Pointer[map[[2]string][]indexed] // by table, column
+}
+
+// run refreshes the catalog every interval until ctx ends.
+func (c *catalog) run(ctx context.Context, log *slog.Logger) {
+	t := time.NewTicker(c.interval)
+	defer t.Stop()
+	failing := false
+	for {
+		err := c.refresh(ctx)
+		if err != nil && !failing && ctx.Err() == nil {
+			log.Warn("proxy: the sidecar does not answer vecside_status(); passing every statement through", "err", err)
+		}
+		failing = err != nil
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (c *catalog) refresh(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, c.interval)
+	defer cancel()
+	rows, err := c.status.Query(ctx, "SELECT index_name, table_name, column_name, key_column, metric, state FROM vecside_status()")
+	if err != nil {
+		c.indexes.Store(nil)
+		return err
+	}
+	m := map[[2]string][]indexed{}
+	var ix indexed
+	var table, state string
+	_, err = pgx.ForEachRow(rows, []any{&ix.name, &table, &ix.column, &ix.key, &ix.metric, &state}, func() error {
+		if state != "ready" {
+			return nil
+		}
+		// table_name is schema.table, neither quoted: a name split at the
+		// wrong dot fails the probe (accelerate.go) and passes through.
+		for i := 0; i < len(table); i++ {
+			if table[i] == '.' {
+				ix.schema, ix.table = table[:i], table[i+1:]
+				break
+			}
+		}
+		k := [2]string{ix.table, ix.column}
+		m[k] = append(m[k], ix)
+		return nil
+	})
+	if err != nil {
+		c.indexes.Store(nil)
+		return err
+	}
+	c.indexes.Store(&m)
+	return nil
+}
+
+// lookup returns a ready index on schema.table(column) with metric; an
+// empty schema matches any (the probe then checks that the session's
+// search_path finds that table).
+func (c *catalog) lookup(schema, table, column, metric string) (indexed, bool) {
+	m := c.indexes.Load()
+	if m == nil {
+		return indexed{}, false
+	}
+	for _, ix := range (*m)[[2]string{table, column}] {
+		if ix.metric == metric && (schema == "" || schema == ix.schema) {
+			return ix, true
+		}
+	}
+	return indexed{}, false
+}

@@ -1,0 +1,125 @@
+// Package proxy speaks PostgreSQL's wire protocol to clients and to
+// PostgreSQL, so that an application written for pgvector — in any
+// language, through any driver or ORM — is accelerated by vecside with
+// one change, its connection string. It passes every message through
+// unchanged, except for the statements it can prove it answers exactly
+// as PostgreSQL would: pgvector's
+//
+//	SELECT ... FROM items [WHERE ...] ORDER BY embedding <-> $1 LIMIT 10
+//
+// on a column a sidecar indexes with that metric. Those it runs upstream
+// restricted to the sidecar's candidates,
+//
+//	SELECT ... FROM items WHERE (...) AND id = ANY($2) ORDER BY embedding <-> $1 LIMIT 10
+//
+// so that PostgreSQL itself computes the target list, the exact
+// distances, the order and the encodings, under the client's own role:
+// privileges and row-level security hold by construction, and no row
+// comes back that PostgreSQL would not return. While fewer than LIMIT
+// rows come back (a filter, rows deleted since) and the sidecar has more,
+// it asks for twice as many candidates and runs the statement again, a
+// bounded number of times (see accelerate.go). recognize.go states the
+// accepted grammar.
+//
+// # Decisions
+//
+// A command of its own, vecside proxy, not --proxy-listen on vecside
+// serve. The proxy holds every application session: a sidecar restart
+// (an upgrade, a crash, a re-snapshot) must cost those sessions nothing
+// but acceleration for a moment, which is only so when the proxy is
+// another process. It also scales and is placed apart (beside the
+// application or beside PostgreSQL; one sidecar can serve several
+// proxies, and a proxy can ask a shard group through heapfetch's
+// Config), and its authentication is PostgreSQL's, not the sidecar's
+// users file. The cost is one loopback round trip to the sidecar per
+// accelerated statement (about 50–85 µs, see docs/notes on the RPC).
+//
+// Its own package under internal/, not inside rpc: rpc serves its own SQL
+// dialect from its own catalog and authenticates against its own users;
+// the proxy serves nothing itself and relays authentication. It reuses
+// heapfetch to ask for candidates (Client.Candidates: sidecar failover,
+// back-off, allow-set encoding) and pgvalue for vector literals.
+//
+// The parser is PostgreSQL's own (github.com/pganalyze/pg_query_go/v6),
+// never regular expressions: what the proxy accepts is what PostgreSQL
+// parses, and the restricted statement is the parse tree deparsed with
+// one more condition. pg_query is C, so the package builds only with cgo
+// (every file but this one carries the cgo build tag). The static image
+// (deploy/Dockerfile, CGO_ENABLED=0) is the sidecar's and stays static:
+// built without cgo, vecside proxy says that it needs cgo. The first cgo
+// build of pg_query takes about 1 min 50 s on two shared cores (60 s of
+// CPU); the build cache makes later ones instant.
+//
+// # Sessions
+//
+// Session mode: one upstream connection per client, opened when the
+// client's StartupMessage arrives and sent it unchanged, so PostgreSQL
+// decides who gets in (SCRAM, md5, trust, as its pg_hba.conf says for the
+// proxy's address) and the session runs as the client's role. The
+// authentication exchange is relayed message by message; SSL and GSS
+// encryption are declined on both sides for now. PostgreSQL's
+// BackendKeyData is replaced by a key of the proxy's, and a CancelRequest
+// with that key is sent on to the session's upstream backend with
+// PostgreSQL's key; a wrong key costs the guesser a second.
+//
+// After startup two goroutines relay, one each way, message by message,
+// flushing whenever the side they read from has nothing more buffered —
+// so the proxy flushes when PostgreSQL and the client did. Simple and
+// extended protocol, COPY both ways, notices, notifications and
+// ParameterStatus pass as they are. The proxy tracks only what it needs:
+// the transaction status of each ReadyForQuery, how many ReadyForQuery
+// messages are owed (one per Query, Sync and FunctionCall), and whether
+// an extended-protocol batch is open.
+//
+// # Accelerating a statement
+//
+// Only a simple Query holding one recognised statement is accelerated,
+// so far (the extended protocol passes through), and only when nothing is
+// owed: the session then takes PostgreSQL's replies for itself
+// (asynchronous ones still go to the client) and runs, upstream, with
+// the unnamed statement and portal, which a simple Query would have
+// dropped anyway:
+//
+//  1. When a statement has passed through since the last time, or the
+//     statement names its table differently: one probe (probeSQL) says
+//     whether the transaction block has written (pass through: the
+//     sidecar cannot see its rows), its isolation level (in a block,
+//     only read committed is accelerated: an older snapshot than the
+//     sidecar's would be answered with newer candidates), the WAL
+//     position (read-your-writes: the sidecar is asked to have applied
+//     it, min_lsn), and whether the session's search_path finds the
+//     indexed table under the name used.
+//  2. The sidecar is asked for LIMIT + OFFSET candidates; it failing or
+//     timing out passes the statement through, and the next ones for a
+//     second.
+//  3. The restricted statement is parsed, bound with the candidates
+//     (text, so PostgreSQL infers the key's type), described and
+//     executed, then bound and executed again with twice the
+//     candidates while too few rows come back; the client gets the last
+//     round's RowDescription, rows and CommandComplete, and the
+//     ReadyForQuery, exactly as for its own statement. An error is
+//     PostgreSQL's own, without a position (it would point into the
+//     restricted text).
+//
+// Every statement recognised but passed through is counted by reason
+// (Stats).
+//
+// # What a client can hold
+//
+// Limits: MaxConnections sockets, each with one upstream connection,
+// refused with FATAL 53300 past it; AuthTimeout to authenticate;
+// MaxMessage for a message the proxy reads whole (a Query, Parse or Bind,
+// or a reply to an accelerated statement). Larger messages pass through
+// in pieces through 32 KiB buffers, whatever their size, unaccelerated.
+// An accelerated result holds at most LIMIT rows, LIMIT + OFFSET being at
+// most 3,333 (the sidecar's cap on candidates).
+//
+// # Not yet
+//
+// TLS to either side; the extended protocol's acceleration; SET
+// hnsw.ef_search, ivfflat.probes and vecside.* mapped to the sidecar;
+// EXPLAIN or SHOW vecside.last_plan; read replicas as upstream
+// (pg_last_wal_replay_lsn); metrics series for Stats. A sidecar index
+// with a row filter (where=, one shard of several) must not be the only
+// sidecar a proxy asks: it would answer from its shard alone.
+package proxy

@@ -1,0 +1,107 @@
+//go:build cgo
+
+package proxy
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/url"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/vecside/vecside/heapfetch"
+	"github.com/vecside/vecside/internal/pgtest"
+	"github.com/vecside/vecside/internal/sidecar"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+var discard = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// operatorsSQL gives real[] pgvector's operators, from vecside's exact
+// distance functions, so that the tests' statements are pgvector's
+// statements word for word (pgvector is not installed here).
+const operatorsSQL = `
+CREATE OPERATOR <-> (LEFTARG = real[], RIGHTARG = real[], FUNCTION = vecside.l2_distance);
+CREATE OPERATOR <=> (LEFTARG = real[], RIGHTARG = real[], FUNCTION = vecside.cosine_distance);
+CREATE OPERATOR <#> (LEFTARG = real[], RIGHTARG = real[], FUNCTION = vecside.negative_inner_product)`
+
+// startProxy runs a proxy in front of the test cluster until the test
+// ends, asking the sidecar at side if it is not empty, and returns it
+// with dsn rewritten to go through it.
+func startProxy(t testing.TB, dsn, side string) (*Proxy, string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	cfg := Config{Upstream: fmt.Sprintf("127.0.0.1:%d", pgtest.Shared(t).Port), Logger: discard}
+	if side != "" {
+		pcfg, err := pgxpool.ParseConfig(side)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pcfg.AfterConnect = func(_ context.Context, c *pgx.Conn) error {
+			heapfetch.RegisterTypes(c.TypeMap())
+			return nil
+		}
+		pool, err := pgxpool.NewWithConfig(ctx, pcfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(pool.Close)
+		if cfg.Sidecar, err = heapfetch.NewClient(heapfetch.Config{Shards: [][]heapfetch.Querier{{pool}}}); err != nil {
+			t.Fatal(err)
+		}
+		cfg.Status, cfg.StatusInterval = pool, 100_000_000 // 100 ms
+	}
+	p, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- p.Serve(ctx, ln) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	})
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Host = ln.Addr().String()
+	return p, u.String()
+}
+
+// startSidecar runs a sidecar over dsn's database with the index
+// definitions defs, until the test ends, and returns its URL.
+func startSidecar(t testing.TB, dsn string, defs ...string) (*sidecar.Sidecar, string) {
+	t.Helper()
+	sc, err := sidecar.Start(context.Background(), sidecar.Config{Source: dsn, Name: "vecside", Indexes: defs,
+		Listen: "127.0.0.1:0", Auth: "trust", Logger: discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sc.Stop() })
+	return sc, "postgres://vecside@" + sc.Addr.String() + "/vecside?sslmode=disable"
+}
+
+func mustExec(t testing.TB, db *pgx.Conn, sql string, args ...any) {
+	t.Helper()
+	if _, err := db.Exec(context.Background(), sql, args...); err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+}
+
+func connect(t testing.TB, dsn string) *pgx.Conn {
+	t.Helper()
+	return pgtest.Connect(t, dsn)
+}

@@ -1,0 +1,250 @@
+//go:build cgo
+
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/vecside/vecside/internal/pgtest"
+)
+
+var execModes = []pgx.QueryExecMode{pgx.QueryExecModeCacheStatement, pgx.QueryExecModeCacheDescribe,
+	pgx.QueryExecModeDescribeExec, pgx.QueryExecModeExec, pgx.QueryExecModeSimpleProtocol}
+
+// outcome is everything a client sees of a statement, byte for byte.
+type outcome struct {
+	Fields []pgconn.FieldDescription
+	Rows   [][][]byte
+	Tag    string
+	Err    string
+}
+
+func outcomes(rs []*pgconn.Result, err error) []outcome {
+	var out []outcome
+	for _, r := range rs {
+		o := outcome{Fields: r.FieldDescriptions, Rows: r.Rows, Tag: r.CommandTag.String()}
+		if r.Err != nil {
+			o.Err = r.Err.Error()
+		}
+		out = append(out, o)
+	}
+	if err != nil {
+		out = append(out, outcome{Err: err.Error()})
+	}
+	return out
+}
+
+// TestPassThrough: statements the proxy does not accelerate return what
+// they return straight from PostgreSQL, byte for byte, through the
+// simple and the extended protocol and every pgx exec mode; COPY both
+// ways, notices, notifications, errors and messages larger than the
+// proxy holds whole go through.
+func TestPassThrough(t *testing.T) {
+	ctx := context.Background()
+	dsn := pgtest.Shared(t).NewDatabase(t)
+	_, via := startProxy(t, dsn, "")
+	direct, proxied := connect(t, dsn), connect(t, via)
+	mustExec(t, proxied, `CREATE TABLE t (id int PRIMARY KEY, note text, v real[], at timestamptz DEFAULT '2024-01-02 03:04:05+00', b bytea);
+		INSERT INTO t (id, note, v, b) SELECT g, 'note ' || g, ARRAY[g, g / 3.0]::real[], decode(md5(g::text), 'hex') FROM generate_series(1, 500) g`)
+	queries := []string{
+		"SELECT * FROM t ORDER BY id",
+		"SELECT id, v, b FROM t WHERE id % 7 = 0 ORDER BY id DESC LIMIT 20",
+		"SELECT count(*), sum(id), 1.5::numeric, now() > '2000-01-01', NULL::text",
+		"SELECT 1; SELECT 'two'; SELECT 1/0; SELECT 3",
+		"SHOW server_version",
+		"UPDATE t SET note = note || '!' WHERE id < 10",
+		"SELECT * FROM missing",
+		"",
+	}
+	for _, q := range queries {
+		want := outcomes(direct.PgConn().Exec(ctx, q).ReadAll())
+		got := outcomes(proxied.PgConn().Exec(ctx, q).ReadAll())
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("simple %q:\n got %+v\nwant %+v", q, got, want)
+		}
+	}
+	params := [][]byte{[]byte("10")}
+	for _, formats := range [][]int16{nil, {1}} {
+		q := "SELECT * FROM t WHERE id > $1 ORDER BY id"
+		want := outcomes([]*pgconn.Result{direct.PgConn().ExecParams(ctx, q, params, nil, nil, formats).Read()}, nil)
+		got := outcomes([]*pgconn.Result{proxied.PgConn().ExecParams(ctx, q, params, nil, nil, formats).Read()}, nil)
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("extended, formats %v: got %+v, want %+v", formats, got, want)
+		}
+	}
+	for _, mode := range execModes {
+		q := "SELECT id, note, v, at, b FROM t WHERE id > $1 AND note LIKE $2 ORDER BY id"
+		want, err := pgx.CollectRows(must(direct.Query(ctx, q, mode, 480, "note%")), pgx.RowToMap)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := pgx.CollectRows(must(proxied.Query(ctx, q, mode, 480, "note%")), pgx.RowToMap)
+		if err != nil || !reflect.DeepEqual(got, want) {
+			t.Errorf("%v: got %v, %v; want %v", mode, got, err, want)
+		}
+	}
+
+	// COPY in (binary, through pgx) and out (text).
+	n, err := proxied.CopyFrom(ctx, pgx.Identifier{"t"}, []string{"id", "note"}, pgx.CopyFromRows([][]any{{1001, "c1"}, {1002, "c2"}}))
+	if err != nil || n != 2 {
+		t.Fatalf("CopyFrom: %d, %v", n, err)
+	}
+	var viaOut, directOut bytes.Buffer
+	if _, err := proxied.PgConn().CopyTo(ctx, &viaOut, "COPY (SELECT * FROM t ORDER BY id) TO STDOUT"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := direct.PgConn().CopyTo(ctx, &directOut, "COPY (SELECT * FROM t ORDER BY id) TO STDOUT"); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(viaOut.Bytes(), directOut.Bytes()) || !strings.Contains(viaOut.String(), "c2") {
+		t.Errorf("COPY TO differs: %d bytes through the proxy, %d direct", viaOut.Len(), directOut.Len())
+	}
+
+	// A value larger than the proxy reads whole (MaxMessage), both ways
+	// and through both protocols.
+	big := strings.Repeat("x", 3<<20)
+	mustExec(t, proxied, "INSERT INTO t (id, note) VALUES (2001, $1)", big)
+	mustExec(t, proxied, "INSERT INTO t (id, note) VALUES (2002, '"+big+"')")
+	var back string
+	if err := proxied.QueryRow(ctx, "SELECT string_agg(note, '') FROM t WHERE id IN (2001, 2002)").Scan(&back); err != nil || back != big+big {
+		t.Errorf("large values: %d bytes back, %v; want %d", len(back), err, 2*len(big))
+	}
+
+	// Errors keep their fields; the session goes on.
+	_, err = proxied.Exec(ctx, "SELECT 1/0")
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) || pe.Code != "22012" {
+		t.Errorf("SELECT 1/0: %v, want 22012", err)
+	}
+}
+
+// TestNoticesAndNotifications: NoticeResponse and NotificationResponse
+// reach the client, the latter also while it waits between statements.
+func TestNoticesAndNotifications(t *testing.T) {
+	ctx := context.Background()
+	dsn := pgtest.Shared(t).NewDatabase(t)
+	_, via := startProxy(t, dsn, "")
+	cfg, err := pgx.ParseConfig(via)
+	if err != nil {
+		t.Fatal(err)
+	}
+	notices := make(chan string, 1)
+	cfg.OnNotice = func(_ *pgconn.PgConn, n *pgconn.Notice) { notices <- n.Message }
+	proxied, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer proxied.Close(ctx)
+	mustExec(t, proxied, "DO $$ BEGIN RAISE NOTICE 'hello'; END $$")
+	if got := <-notices; got != "hello" {
+		t.Errorf("notice %q, want hello", got)
+	}
+	mustExec(t, proxied, "LISTEN ch")
+	mustExec(t, connect(t, dsn), "NOTIFY ch, 'payload'")
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	n, err := proxied.WaitForNotification(wctx)
+	if err != nil || n.Payload != "payload" {
+		t.Errorf("notification: %v, %v", n, err)
+	}
+}
+
+// TestCancel: a cancel request with the proxy's key reaches the backend
+// running the statement.
+func TestCancel(t *testing.T) {
+	dsn := pgtest.Shared(t).NewDatabase(t)
+	_, via := startProxy(t, dsn, "")
+	proxied := connect(t, via)
+	ctx := context.Background()
+	go func() {
+		time.Sleep(300 * time.Millisecond)
+		if err := proxied.PgConn().CancelRequest(ctx); err != nil {
+			t.Errorf("CancelRequest: %v", err)
+		}
+	}()
+	start := time.Now()
+	_, err := proxied.Exec(ctx, "SELECT pg_sleep(30)")
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) || pe.Code != "57014" || time.Since(start) > 10*time.Second {
+		t.Errorf("after %v: %v, want 57014 (canceling statement due to user request)", time.Since(start), err)
+	}
+	var one int
+	if err := proxied.QueryRow(ctx, "SELECT 1").Scan(&one); err != nil || one != 1 {
+		t.Errorf("after the cancel: %d, %v", one, err)
+	}
+}
+
+// TestSCRAM: a role that PostgreSQL asks for a SCRAM password logs in
+// through the proxy with its own password, works as itself, and a wrong
+// password gets PostgreSQL's 28P01.
+func TestSCRAM(t *testing.T) {
+	ctx := context.Background()
+	cl := pgtest.Shared(t)
+	dsn := cl.NewDatabase(t)
+	db := connect(t, dsn)
+	mustExec(t, db, "SET password_encryption = 'scram-sha-256'")
+	mustExec(t, db, "DO $$ BEGIN CREATE ROLE scram_user LOGIN PASSWORD 'sekrit'; EXCEPTION WHEN duplicate_object THEN NULL; END $$")
+	hba := filepath.Join(cl.Dir, "data", "pg_hba.conf")
+	if out, err := exec.Command("sh", "-c", fmt.Sprintf(`grep -q scram_user %[1]s || sed -i '1i host all scram_user 127.0.0.1/32 scram-sha-256' %[1]s`, hba)).CombinedOutput(); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	mustExec(t, db, "SELECT pg_reload_conf()")
+	_, via := startProxy(t, dsn, "")
+	good := strings.Replace(via, "postgres@", "scram_user:sekrit@", 1)
+	c := connect(t, good)
+	var who string
+	if err := c.QueryRow(ctx, "SELECT current_user").Scan(&who); err != nil || who != "scram_user" {
+		t.Errorf("current_user %q, %v; want scram_user", who, err)
+	}
+	_, err := pgx.Connect(ctx, strings.Replace(via, "postgres@", "scram_user:wrong@", 1))
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) || pe.Code != "28P01" {
+		t.Errorf("wrong password: %v, want 28P01", err)
+	}
+}
+
+// TestPsql: psql's output through the proxy is its output direct.
+func TestPsql(t *testing.T) {
+	psql, err := exec.LookPath("psql")
+	if err != nil {
+		t.Skip("no psql")
+	}
+	dsn := pgtest.Shared(t).NewDatabase(t)
+	_, via := startProxy(t, dsn, "")
+	script := `CREATE TABLE p (id int, v real[]);
+INSERT INTO p SELECT g, ARRAY[g, -g]::real[] FROM generate_series(1, 5) g;
+SELECT * FROM p ORDER BY id;
+\copy p TO STDOUT
+SELECT 1/0;
+SELECT count(*) FROM p;
+DROP TABLE p;`
+	run := func(url string) string {
+		cmd := exec.Command(psql, "-X", "-v", "ON_ERROR_STOP=0", "-d", url)
+		cmd.Stdin = strings.NewReader(script)
+		out, _ := cmd.CombinedOutput()
+		return string(out)
+	}
+	want := run(dsn)
+	if got := run(via); got != want {
+		t.Errorf("through the proxy:\n%s\ndirect:\n%s", got, want)
+	}
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}

@@ -1,0 +1,275 @@
+//go:build cgo
+
+package proxy
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/vecside/vecside/heapfetch"
+)
+
+// Config says where the proxy forwards and whom it asks for candidates.
+type Config struct {
+	// Upstream is PostgreSQL's address: host:port, or the path of a Unix
+	// socket (/var/run/postgresql/.s.PGSQL.5432).
+	Upstream string
+	// Sidecar, if not nil, answers the statements the proxy accelerates;
+	// nil passes everything through. Its Heap is not used: the rows come
+	// from the client's own upstream session.
+	Sidecar *heapfetch.Client
+	// Status is the sidecar's vecside_status(), asked again every
+	// StatusInterval (DefaultStatusInterval if 0): which tables and
+	// columns are indexed, by which index, with which metric and key, and
+	// whether the index is ready.
+	Status         heapfetch.Querier
+	StatusInterval time.Duration
+	Limits         Limits
+	Logger         *slog.Logger
+}
+
+// DefaultStatusInterval is how often the proxy asks the sidecar what it
+// indexes, when Config.StatusInterval is 0.
+const DefaultStatusInterval = 2 * time.Second
+
+// Limits bound what clients can make the proxy hold. Zero fields take
+// DefaultLimits'.
+type Limits struct {
+	// MaxConnections bounds the client connections, in startup or in
+	// session; past it a new one is refused with FATAL 53300 before
+	// anything is read from it. Each holds one upstream connection.
+	MaxConnections int
+	// AuthTimeout bounds the time from accepting a connection to the end
+	// of its authentication (FATAL 57014 after it).
+	AuthTimeout time.Duration
+	// MaxMessage bounds the messages the proxy reads whole to look into
+	// (Query, Parse, Bind, and the statement's results it rewrites);
+	// larger ones pass through in pieces, unaccelerated.
+	MaxMessage int
+}
+
+// DefaultLimits are the limits a zero Limits field takes: about 64 KiB of
+// buffers per session plus, while a statement is looked into, MaxMessage
+// and the rows of one accelerated result.
+var DefaultLimits = Limits{MaxConnections: 100, AuthTimeout: 10 * time.Second, MaxMessage: 1 << 20}
+
+func (l Limits) withDefaults() Limits {
+	d := DefaultLimits
+	if l.MaxConnections <= 0 {
+		l.MaxConnections = d.MaxConnections
+	}
+	if l.AuthTimeout <= 0 {
+		l.AuthTimeout = d.AuthTimeout
+	}
+	if l.MaxMessage <= 0 {
+		l.MaxMessage = d.MaxMessage
+	}
+	return l
+}
+
+// Proxy relays PostgreSQL sessions and accelerates what it can prove it
+// answers identically.
+type Proxy struct {
+	cfg    Config
+	limits Limits
+	log    *slog.Logger
+	slots  chan struct{} // one per connection
+	cat    *catalog
+	stats  counters
+	// sidecarDown is when statements may ask the sidecar again after it
+	// failed (Unix nanoseconds).
+	sidecarDown atomic.Int64
+
+	mu       sync.Mutex
+	sessions map[uint32]*session // by the process ID the proxy gave the client
+}
+
+// New returns a proxy for cfg.
+func New(cfg Config) (*Proxy, error) {
+	if cfg.Upstream == "" {
+		return nil, errors.New("proxy: Config.Upstream is empty")
+	}
+	if (cfg.Sidecar == nil) != (cfg.Status == nil) {
+		return nil, errors.New("proxy: Config.Sidecar and Config.Status go together")
+	}
+	p := &Proxy{cfg: cfg, limits: cfg.Limits.withDefaults(), log: cfg.Logger, sessions: map[uint32]*session{}}
+	if p.log == nil {
+		p.log = slog.Default()
+	}
+	p.slots = make(chan struct{}, p.limits.MaxConnections)
+	p.cat = &catalog{status: cfg.Status, interval: cmpOr(cfg.StatusInterval, DefaultStatusInterval)}
+	return p, nil
+}
+
+func cmpOr(d, def time.Duration) time.Duration {
+	if d > 0 {
+		return d
+	}
+	return def
+}
+
+// Serve accepts connections on ln until ctx ends; it closes ln.
+func (p *Proxy) Serve(ctx context.Context, ln net.Listener) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		<-ctx.Done()
+		ln.Close()
+	}()
+	if p.cfg.Status != nil {
+		go p.cat.run(ctx, p.log)
+	}
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for {
+		nc, err := ln.Accept()
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, syscall.EMFILE) {
+				time.Sleep(100 * time.Millisecond)
+				continue
+			}
+			return fmt.Errorf("proxy: accept: %w", err)
+		}
+		select {
+		case p.slots <- struct{}{}:
+		default:
+			refuse(nc, "53300", "sorry, too many clients already")
+			continue
+		}
+		wg.Go(func() {
+			defer func() { <-p.slots }()
+			p.serveConn(ctx, nc)
+		})
+	}
+}
+
+// serveConn runs one client connection to its end.
+func (p *Proxy) serveConn(ctx context.Context, nc net.Conn) {
+	defer nc.Close()
+	stop := context.AfterFunc(ctx, func() { nc.Close() })
+	defer stop()
+	s, err := p.startup(nc)
+	if s != nil {
+		defer p.unregister(s)
+	}
+	if err != nil {
+		if s == nil || !s.reported {
+			p.log.Debug("proxy: connection ended in startup", "remote", nc.RemoteAddr().String(), "err", err)
+		}
+		return
+	}
+	defer s.up.Close()
+	stopUp := context.AfterFunc(ctx, func() { s.up.Close() })
+	defer stopUp()
+	if err := s.run(); err != nil {
+		p.log.Debug("proxy: session ended", "remote", nc.RemoteAddr().String(), "err", err)
+	}
+}
+
+func (p *Proxy) register(s *session) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for {
+		var b [8]byte
+		rand.Read(b[:])
+		pid := binary.BigEndian.Uint32(b[:4]) &^ (1 << 31)
+		if _, taken := p.sessions[pid]; pid != 0 && !taken {
+			s.pid, s.secret = pid, binary.BigEndian.Uint32(b[4:])
+			p.sessions[pid] = s
+			return
+		}
+	}
+}
+
+func (p *Proxy) unregister(s *session) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.sessions, s.pid)
+}
+
+// cancel relays a CancelRequest for the proxy's key (pid, secret) to the
+// upstream backend of that session, with the upstream's key. A wrong key
+// is dropped after a pause, as slow as PostgreSQL makes guessing.
+func (p *Proxy) cancel(pid, secret uint32) {
+	p.mu.Lock()
+	s := p.sessions[pid]
+	p.mu.Unlock()
+	if s == nil || subtle.ConstantTimeEq(int32(s.secret), int32(secret)) != 1 {
+		p.stats.badCancels.Add(1)
+		time.Sleep(time.Second)
+		return
+	}
+	c, err := p.dialUpstream(5 * time.Second)
+	if err != nil {
+		p.log.Warn("proxy: cannot relay a cancel request", "err", err)
+		return
+	}
+	defer c.Close()
+	msg := binary.BigEndian.AppendUint32(nil, 16)
+	msg = binary.BigEndian.AppendUint32(msg, cancelRequestCode)
+	msg = binary.BigEndian.AppendUint32(msg, s.upPID)
+	msg = binary.BigEndian.AppendUint32(msg, s.upSecret)
+	c.Write(msg)
+	// PostgreSQL closes the connection once it has signalled the backend.
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	c.Read(make([]byte, 1))
+}
+
+func (p *Proxy) dialUpstream(timeout time.Duration) (net.Conn, error) {
+	network := "tcp"
+	if len(p.cfg.Upstream) > 0 && p.cfg.Upstream[0] == '/' {
+		network = "unix"
+	}
+	return net.DialTimeout(network, p.cfg.Upstream, timeout)
+}
+
+// Stats counts what the proxy did with the statements it saw.
+type Stats struct {
+	Sessions    uint64 // sessions started
+	Accelerated uint64 // statements answered through the sidecar
+	// Fallbacks counts statements the proxy recognised but passed
+	// through, by reason.
+	Fallbacks  map[string]uint64
+	BadCancels uint64 // cancel requests with an unknown key
+}
+
+type counters struct {
+	sessions, accelerated, badCancels atomic.Uint64
+	mu                                sync.Mutex
+	fallbacks                         map[string]uint64
+}
+
+func (c *counters) fallback(reason string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.fallbacks == nil {
+		c.fallbacks = map[string]uint64{}
+	}
+	c.fallbacks[reason]++
+}
+
+// Stats returns the counts so far.
+func (p *Proxy) Stats() Stats {
+	c := &p.stats
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	fb := make(map[string]uint64, len(c.fallbacks))
+	for k, v := range c.fallbacks {
+		fb[k] = v
+	}
+	return Stats{Sessions: c.sessions.Load(), Accelerated: c.accelerated.Load(), Fallbacks: fb, BadCancels: c.badCancels.Load()}
+}

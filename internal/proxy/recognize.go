@@ -1,0 +1,291 @@
+//go:build cgo
+
+package proxy
+
+import (
+	pg_query "github.com/pganalyze/pg_query_go/v6"
+)
+
+// The accepted grammar, in PostgreSQL's own parse tree (pg_query), is
+//
+//	SELECT target [, ...]
+//	FROM [schema.]table [[AS] alias]
+//	[WHERE condition]
+//	ORDER BY column {<-> | <=> | <#>} vector [ASC]
+//	LIMIT count [OFFSET skip]
+//
+// one statement, where
+//
+//   - column is the indexed vector column, bare or qualified by the alias
+//     (or by the table's name when there is none), on the operator's left;
+//   - the operator is pgvector's for the index's metric: <-> l2, <=>
+//     cosine, <#> ip (negative inner product);
+//   - vector is a string literal ('[1,2,3]' or '{1,2,3}'), or a parameter
+//     $n (extended protocol), either one optionally cast to vector,
+//     vector(n), real[] or float4[];
+//   - count and skip are integer literals;
+//   - targets and condition are made only of column references (and *),
+//     literals, parameters, casts to built-in types, the operators in
+//     harmlessOps, AND/OR/NOT, IS [NOT] NULL, IS [NOT] TRUE/FALSE,
+//     [NOT] IN lists, BETWEEN, [NOT] LIKE/ILIKE, ARRAY[...] and
+//     op ANY/ALL (array): expressions without side effects, whose
+//     value for a row does not depend on how many rows are looked at.
+//
+// Anything else — DISTINCT, GROUP BY, HAVING, window functions, WITH,
+// UNION, joins and several FROM items, sub-selects, FOR UPDATE/SHARE,
+// LIMIT WITH TIES, function calls, other operators, a descending or
+// second sort key — passes through. What is accepted is then checked
+// against the sidecar: a ready index on that table and column with that
+// metric, and (per session, see accelerate.go) that the name finds the
+// indexed table.
+
+// harmlessOps are the operators allowed in targets and conditions: the
+// built-in comparisons, arithmetic and concatenation, and pgvector's
+// distances.
+var harmlessOps = map[string]bool{
+	"=": true, "<>": true, "!=": true, "<": true, ">": true, "<=": true, ">=": true,
+	"+": true, "-": true, "*": true, "/": true, "%": true, "||": true,
+	"~~": true, "!~~": true, "~~*": true, "!~~*": true,
+	"<->": true, "<=>": true, "<#>": true,
+}
+
+// metrics maps pgvector's distance operators to the sidecar's metrics.
+var metrics = map[string]string{"<->": "l2", "<=>": "cosine", "<#>": "ip"}
+
+// builtinTypes are the types a cast may name (the last part of its name,
+// as the parser spells it).
+var builtinTypes = map[string]bool{
+	"bool": true, "int2": true, "int4": true, "int8": true, "float4": true, "float8": true,
+	"numeric": true, "text": true, "varchar": true, "bpchar": true, "uuid": true,
+	"date": true, "timestamp": true, "timestamptz": true, "interval": true,
+	"json": true, "jsonb": true, "bytea": true, "vector": true,
+}
+
+// query is a recognised statement.
+type query struct {
+	tree   *pg_query.ParseResult
+	sel    *pg_query.SelectStmt
+	schema string // as written; empty if unqualified
+	table  string
+	column string
+	metric string
+	vector vectorArg
+	limit  int64
+	offset int64
+	params int // the highest $n in the statement
+}
+
+// vectorArg is the query vector: a literal, or the parameter $param.
+type vectorArg struct {
+	param   int
+	literal string
+}
+
+// recognize parses sql and returns it as a query the proxy may
+// accelerate, or why not. A statement that is not a nearest-neighbour
+// query at all gives an empty reason: it is not counted as a fallback.
+func recognize(sql string) (*query, string) {
+	tree, err := pg_query.Parse(sql)
+	if err != nil || len(tree.Stmts) != 1 {
+		return nil, ""
+	}
+	sel := tree.Stmts[0].Stmt.GetSelectStmt()
+	if sel == nil || len(sel.SortClause) != 1 {
+		return nil, ""
+	}
+	sort := sel.SortClause[0].GetSortBy()
+	if sort == nil {
+		return nil, ""
+	}
+	dist := sort.Node.GetAExpr()
+	if dist == nil || dist.Kind != pg_query.A_Expr_Kind_AEXPR_OP || len(dist.Name) != 1 || metrics[dist.Name[0].GetString_().GetSval()] == "" {
+		return nil, ""
+	}
+	q := &query{tree: tree, sel: sel, metric: metrics[dist.Name[0].GetString_().GetSval()]}
+	switch {
+	case sel.Op != pg_query.SetOperation_SETOP_NONE, sel.WithClause != nil, sel.IntoClause != nil,
+		len(sel.DistinctClause) > 0, len(sel.GroupClause) > 0, sel.HavingClause != nil,
+		len(sel.WindowClause) > 0, len(sel.ValuesLists) > 0, len(sel.LockingClause) > 0:
+		return nil, "shape"
+	case sort.SortbyDir == pg_query.SortByDir_SORTBY_DESC || sort.SortbyDir == pg_query.SortByDir_SORTBY_USING,
+		sort.SortbyNulls != pg_query.SortByNulls_SORTBY_NULLS_DEFAULT:
+		return nil, "order"
+	case sel.LimitOption != pg_query.LimitOption_LIMIT_OPTION_COUNT:
+		return nil, "limit"
+	}
+	if len(sel.FromClause) != 1 || sel.FromClause[0].GetRangeVar() == nil {
+		return nil, "from"
+	}
+	rv := sel.FromClause[0].GetRangeVar()
+	if rv.Catalogname != "" || !rv.Inh {
+		return nil, "from"
+	}
+	q.schema, q.table = rv.Schemaname, rv.Relname
+	qualifier := rv.Relname
+	if rv.Alias != nil {
+		if len(rv.Alias.Colnames) > 0 {
+			return nil, "from"
+		}
+		qualifier = rv.Alias.Aliasname
+	}
+	var ok bool
+	if q.column, ok = columnName(dist.Lexpr, qualifier); !ok {
+		return nil, "order"
+	}
+	if q.vector, ok = vectorOperand(dist.Rexpr); !ok {
+		return nil, "vector"
+	}
+	if q.limit, ok = integer(sel.LimitCount); !ok || q.limit < 1 {
+		return nil, "limit"
+	}
+	if sel.LimitOffset != nil {
+		if q.offset, ok = integer(sel.LimitOffset); !ok || q.offset < 0 {
+			return nil, "limit"
+		}
+	}
+	w := walker{}
+	for _, t := range sel.TargetList {
+		rt := t.GetResTarget()
+		if rt == nil || !w.harmless(rt.Val) {
+			return nil, "target"
+		}
+	}
+	if sel.WhereClause != nil && !w.harmless(sel.WhereClause) {
+		return nil, "filter"
+	}
+	w.harmless(dist.Rexpr) // counts its parameter
+	q.params = w.params
+	return q, ""
+}
+
+// columnName is the column a ColumnRef names, bare or qualified by
+// qualifier.
+func columnName(n *pg_query.Node, qualifier string) (string, bool) {
+	cr := n.GetColumnRef()
+	if cr == nil {
+		return "", false
+	}
+	f := cr.Fields
+	switch {
+	case len(f) == 1 && f[0].GetString_() != nil:
+		return f[0].GetString_().Sval, true
+	case len(f) == 2 && f[0].GetString_().GetSval() == qualifier && f[1].GetString_() != nil:
+		return f[1].GetString_().Sval, true
+	}
+	return "", false
+}
+
+// vectorOperand recognises the query vector: a string literal or a
+// parameter, optionally cast to vector or real[].
+func vectorOperand(n *pg_query.Node) (vectorArg, bool) {
+	if tc := n.GetTypeCast(); tc != nil {
+		names := tc.TypeName.GetNames()
+		if len(names) == 0 || tc.TypeName.Setof {
+			return vectorArg{}, false
+		}
+		typ := names[len(names)-1].GetString_().GetSval()
+		array := len(tc.TypeName.ArrayBounds) == 1
+		if !(typ == "vector" && !array || typ == "float4" && array) {
+			return vectorArg{}, false
+		}
+		n = tc.Arg
+	}
+	if p := n.GetParamRef(); p != nil && p.Number > 0 {
+		return vectorArg{param: int(p.Number)}, true
+	}
+	if c := n.GetAConst(); c != nil && c.GetSval() != nil {
+		return vectorArg{literal: c.GetSval().Sval}, true
+	}
+	return vectorArg{}, false
+}
+
+// integer is the value of an integer literal.
+func integer(n *pg_query.Node) (int64, bool) {
+	c := n.GetAConst()
+	if c == nil || c.GetIval() == nil {
+		return 0, false
+	}
+	return int64(c.GetIval().Ival), true
+}
+
+// walker checks expressions and notes the highest parameter number.
+type walker struct{ params int }
+
+// harmless reports whether n is built only of what the grammar allows.
+func (w *walker) harmless(n *pg_query.Node) bool {
+	if n == nil {
+		return true
+	}
+	switch {
+	case n.GetColumnRef() != nil:
+		for _, f := range n.GetColumnRef().Fields {
+			if f.GetString_() == nil && f.GetAStar() == nil {
+				return false
+			}
+		}
+		return true
+	case n.GetAConst() != nil:
+		return true
+	case n.GetParamRef() != nil:
+		w.params = max(w.params, int(n.GetParamRef().Number))
+		return true
+	case n.GetTypeCast() != nil:
+		tc := n.GetTypeCast()
+		names := tc.TypeName.GetNames()
+		return len(names) > 0 && !tc.TypeName.Setof && builtinTypes[names[len(names)-1].GetString_().GetSval()] && w.harmless(tc.Arg)
+	case n.GetAExpr() != nil:
+		e := n.GetAExpr()
+		switch e.Kind {
+		case pg_query.A_Expr_Kind_AEXPR_OP, pg_query.A_Expr_Kind_AEXPR_OP_ANY, pg_query.A_Expr_Kind_AEXPR_OP_ALL,
+			pg_query.A_Expr_Kind_AEXPR_DISTINCT, pg_query.A_Expr_Kind_AEXPR_NOT_DISTINCT, pg_query.A_Expr_Kind_AEXPR_IN,
+			pg_query.A_Expr_Kind_AEXPR_LIKE, pg_query.A_Expr_Kind_AEXPR_ILIKE,
+			pg_query.A_Expr_Kind_AEXPR_BETWEEN, pg_query.A_Expr_Kind_AEXPR_NOT_BETWEEN:
+		default:
+			return false
+		}
+		if len(e.Name) != 1 {
+			return false
+		}
+		op := e.Name[0].GetString_().GetSval()
+		if !harmlessOps[op] && !(op == "BETWEEN" || op == "NOT BETWEEN") {
+			return false
+		}
+		return w.harmless(e.Lexpr) && w.harmless(e.Rexpr)
+	case n.GetBoolExpr() != nil:
+		return w.all(n.GetBoolExpr().Args)
+	case n.GetNullTest() != nil:
+		return w.harmless(n.GetNullTest().Arg)
+	case n.GetBooleanTest() != nil:
+		return w.harmless(n.GetBooleanTest().Arg)
+	case n.GetAArrayExpr() != nil:
+		return w.all(n.GetAArrayExpr().Elements)
+	case n.GetList() != nil:
+		return w.all(n.GetList().Items)
+	}
+	return false
+}
+
+func (w *walker) all(ns []*pg_query.Node) bool {
+	for _, n := range ns {
+		if !w.harmless(n) {
+			return false
+		}
+	}
+	return true
+}
+
+// restricted is q's statement with "AND key = ANY($n)" added to its
+// condition, $n one past its own parameters, deparsed by PostgreSQL's
+// own deparser.
+func (q *query) restricted(key string) (string, error) {
+	cond := pg_query.MakeAExprNode(pg_query.A_Expr_Kind_AEXPR_OP_ANY, []*pg_query.Node{pg_query.MakeStrNode("=")},
+		pg_query.MakeColumnRefNode([]*pg_query.Node{pg_query.MakeStrNode(key)}, -1),
+		pg_query.MakeParamRefNode(int32(q.params+1), -1), -1)
+	orig := q.sel.WhereClause
+	if orig != nil {
+		cond = pg_query.MakeBoolExprNode(pg_query.BoolExprType_AND_EXPR, []*pg_query.Node{orig, cond}, -1)
+	}
+	q.sel.WhereClause = cond
+	defer func() { q.sel.WhereClause = orig }()
+	return pg_query.Deparse(q.tree)
+}

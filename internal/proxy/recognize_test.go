@@ -1,0 +1,78 @@
+//go:build cgo
+
+package proxy
+
+import "testing"
+
+func TestRecognize(t *testing.T) {
+	accepted := []struct {
+		sql, schema, table, column, metric string
+		vector                             vectorArg
+		limit, offset                      int64
+	}{
+		{"SELECT id FROM items ORDER BY embedding <-> '[1,2]' LIMIT 10", "", "items", "embedding", "l2", vectorArg{literal: "[1,2]"}, 10, 0},
+		{"select * from public.items i where i.tenant = 3 and note like 'a%' order by i.embedding <=> $1::vector limit 5 offset 2", "public", "items", "embedding", "cosine", vectorArg{param: 1}, 5, 2},
+		{"SELECT id, embedding <#> $2 AS d FROM items WHERE tenant IN (1, 2) AND deleted IS NULL ORDER BY embedding <#> $2 ASC LIMIT 3", "", "items", "embedding", "ip", vectorArg{param: 2}, 3, 0},
+		{"SELECT id FROM items AS x ORDER BY embedding <-> '{1,2}'::real[] LIMIT 1", "", "items", "embedding", "l2", vectorArg{literal: "{1,2}"}, 1, 0},
+		{`SELECT "Id" FROM "Items" WHERE price BETWEEN 1 AND 2 ORDER BY "Emb" <-> '[1]'::vector(1) LIMIT 1`, "", "Items", "Emb", "l2", vectorArg{literal: "[1]"}, 1, 0},
+	}
+	for _, c := range accepted {
+		q, reason := recognize(c.sql)
+		if q == nil {
+			t.Errorf("%s: passed through (%q), want accepted", c.sql, reason)
+			continue
+		}
+		if q.schema != c.schema || q.table != c.table || q.column != c.column || q.metric != c.metric || q.vector != c.vector || q.limit != c.limit || q.offset != c.offset {
+			t.Errorf("%s: got %s.%s(%s) %s %+v limit %d offset %d", c.sql, q.schema, q.table, q.column, q.metric, q.vector, q.limit, q.offset)
+		}
+	}
+	passed := []struct{ sql, reason string }{
+		{"SELECT 1", ""},
+		{"SELECT id FROM items ORDER BY id LIMIT 10", ""},
+		{"SELECT id FROM items ORDER BY embedding <-> '[1]' LIMIT 1; SELECT 1", ""},
+		{"INSERT INTO items VALUES (1)", ""},
+		{"SELECT id FROM items ORDER BY embedding <-> '[1]'", "limit"},
+		{"SELECT id FROM items ORDER BY embedding <-> '[1]' DESC LIMIT 1", "order"},
+		{"SELECT id FROM items ORDER BY embedding <-> '[1]' FETCH FIRST 1 ROWS WITH TIES", "limit"},
+		{"SELECT id FROM items ORDER BY embedding <-> '[1]' LIMIT $1", "limit"},
+		{"SELECT id FROM items, other ORDER BY embedding <-> '[1]' LIMIT 1", "from"},
+		{"SELECT id FROM items JOIN other USING (id) ORDER BY embedding <-> '[1]' LIMIT 1", "from"},
+		{"SELECT id FROM ONLY items ORDER BY embedding <-> '[1]' LIMIT 1", "from"},
+		{"WITH c AS (SELECT 1) SELECT id FROM items ORDER BY embedding <-> '[1]' LIMIT 1", "shape"},
+		{"SELECT DISTINCT id FROM items ORDER BY embedding <-> '[1]' LIMIT 1", "shape"},
+		{"SELECT id FROM items ORDER BY embedding <-> '[1]' LIMIT 1 FOR UPDATE", "shape"},
+		{"SELECT id, row_number() OVER () FROM items ORDER BY embedding <-> '[1]' LIMIT 1", "target"},
+		{"SELECT nextval('s') FROM items ORDER BY embedding <-> '[1]' LIMIT 1", "target"},
+		{"SELECT id FROM items WHERE f(id) ORDER BY embedding <-> '[1]' LIMIT 1", "filter"},
+		{"SELECT id FROM items WHERE id IN (SELECT 1) ORDER BY embedding <-> '[1]' LIMIT 1", "filter"},
+		{"SELECT id FROM items WHERE id @@ 'x' ORDER BY embedding <-> '[1]' LIMIT 1", "filter"},
+		{"SELECT id FROM items ORDER BY '[1]' <-> embedding LIMIT 1", "order"},
+		{"SELECT id FROM items i ORDER BY items.embedding <-> '[1]' LIMIT 1", "order"},
+		{"SELECT id FROM items ORDER BY embedding <-> '[1]'::halfvec LIMIT 1", "vector"},
+		{"SELECT id FROM items ORDER BY embedding <-> other_column LIMIT 1", "vector"},
+		{"SELECT id FROM items ORDER BY embedding OPERATOR(public.<->) '[1]' LIMIT 1", ""},
+	}
+	for _, c := range passed {
+		if q, reason := recognize(c.sql); q != nil || reason != c.reason {
+			t.Errorf("%s: got accepted=%v reason %q, want passed through with reason %q", c.sql, q != nil, reason, c.reason)
+		}
+	}
+}
+
+func TestRestricted(t *testing.T) {
+	for _, c := range []struct{ sql, want string }{
+		{"SELECT id FROM items ORDER BY embedding <-> '[1]' LIMIT 10",
+			"SELECT id FROM items WHERE id = ANY($1) ORDER BY embedding <-> '[1]' LIMIT 10"},
+		{"SELECT * FROM items i WHERE a = $1 OR b ORDER BY i.embedding <=> $2 LIMIT 3 OFFSET 1",
+			"SELECT * FROM items i WHERE (a = $1 OR b) AND id = ANY($3) ORDER BY i.embedding <=> $2 LIMIT 3 OFFSET 1"},
+	} {
+		q, reason := recognize(c.sql)
+		if q == nil {
+			t.Fatalf("%s: not accepted (%s)", c.sql, reason)
+		}
+		got, err := q.restricted("id")
+		if err != nil || got != c.want {
+			t.Errorf("%s: got %q, %v; want %q", c.sql, got, err, c.want)
+		}
+	}
+}

@@ -1,0 +1,146 @@
+//go:build cgo
+
+package proxy
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgproto3"
+)
+
+// errCancelled ends a connection that carried a CancelRequest.
+var errCancelled = errors.New("cancel request")
+
+// Authentication request codes that the client answers.
+const (
+	authCleartext    = 3
+	authMD5          = 5
+	authGSS          = 7
+	authGSSContinue  = 8
+	authSASL         = 10
+	authSASLContinue = 11
+)
+
+// startup reads the client's startup packets, connects upstream, sends
+// PostgreSQL the client's StartupMessage as it came, and relays the
+// authentication exchange both ways until PostgreSQL is ready for
+// queries: PostgreSQL decides who gets in, and the session upstream is
+// the client's own role. SSL and GSS encryption are declined. The only
+// message changed is BackendKeyData: the client gets the proxy's key,
+// which a CancelRequest maps back to the upstream backend's.
+func (p *Proxy) startup(nc net.Conn) (*session, error) {
+	deadline := time.Now().Add(p.limits.AuthTimeout)
+	nc.SetDeadline(deadline)
+	var body []byte
+	for {
+		var err error
+		if body, err = readStartupPacket(nc); err != nil {
+			return nil, err
+		}
+		code := binary.BigEndian.Uint32(body)
+		if code == sslRequestCode || code == gssEncRequestCode {
+			if _, err := nc.Write([]byte{'N'}); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		if code == cancelRequestCode && len(body) == 12 {
+			nc.Close() // the client expects nothing back
+			p.cancel(binary.BigEndian.Uint32(body[4:]), binary.BigEndian.Uint32(body[8:]))
+			return nil, errCancelled
+		}
+		if code>>16 != 3 {
+			refuse(nc, "0A000", fmt.Sprintf("unsupported frontend protocol %d.%d", code>>16, code&0xffff))
+			return nil, errors.New("unsupported protocol")
+		}
+		break
+	}
+	up, err := p.dialUpstream(time.Until(deadline))
+	if err != nil {
+		refuse(nc, "08006", "vecside proxy: could not connect to the server: "+err.Error())
+		return nil, err
+	}
+	up.SetDeadline(deadline)
+	s := newSession(p, nc, up)
+	if _, err := up.Write(startupPacket(body)); err != nil {
+		up.Close()
+		return nil, err
+	}
+	if err := s.authenticate(); err != nil {
+		up.Close()
+		return s, err
+	}
+	nc.SetDeadline(time.Time{})
+	up.SetDeadline(time.Time{})
+	p.stats.sessions.Add(1)
+	return s, nil
+}
+
+// authenticate relays until PostgreSQL's first ReadyForQuery, or its
+// error.
+func (s *session) authenticate() error {
+	for {
+		m, err := s.u.read()
+		if err != nil {
+			return err
+		}
+		switch m.typ {
+		case 'R':
+			if len(m.body) < 4 {
+				return errors.New("short authentication message")
+			}
+			s.c.send(m)
+			switch binary.BigEndian.Uint32(m.body) {
+			case authCleartext, authMD5, authGSS, authGSSContinue, authSASL, authSASLContinue:
+				if err := s.c.flush(); err != nil {
+					return err
+				}
+				reply, err := s.c.read()
+				if err != nil {
+					return err
+				}
+				if reply.typ != 'p' {
+					return fmt.Errorf("expected an authentication response, got message %q", reply.typ)
+				}
+				s.u.send(reply)
+				if err := s.u.flush(); err != nil {
+					return err
+				}
+			}
+		case 'K':
+			if len(m.body) < 8 {
+				return errors.New("short BackendKeyData")
+			}
+			s.upPID, s.upSecret = binary.BigEndian.Uint32(m.body), binary.BigEndian.Uint32(m.body[4:])
+			s.p.register(s)
+			key := binary.BigEndian.AppendUint32(nil, s.pid)
+			s.c.send(message{'K', binary.BigEndian.AppendUint32(key, s.secret)})
+		case 'E':
+			s.c.send(m)
+			s.reported = true
+			s.c.flush()
+			return errors.New("refused by the server")
+		case 'Z':
+			if s.pid == 0 {
+				return errors.New("the server sent no BackendKeyData")
+			}
+			s.c.send(m)
+			s.status.Store(uint32(m.body[0]))
+			return s.c.flush()
+		default:
+			s.c.send(m)
+		}
+	}
+}
+
+// refuse sends a FATAL error to a client that gets no session.
+func refuse(nc net.Conn, code, msg string) {
+	b, _ := (&pgproto3.ErrorResponse{Severity: "FATAL", SeverityUnlocalized: "FATAL", Code: code, Message: msg}).Encode(nil)
+	nc.SetWriteDeadline(time.Now().Add(time.Second))
+	nc.Write(b)
+	nc.Close()
+}
