@@ -96,7 +96,6 @@ func (s *session) accelerateQuery(m message) (handled bool, err error) {
 	if err != nil {
 		return false, err
 	}
-	s.p.stats.accelerated.Add(1)
 	return true, nil
 }
 
@@ -146,11 +145,18 @@ func (s *session) answer(q *query, ix indexed, vec []float32) error {
 		if err := s.collect(&res); err != nil {
 			return err
 		}
+		rows := int64(res.rows())
 		exhausted := len(keys) < k // see heapfetch's widening
-		if res.err != nil || int64(res.rows()) >= q.limit || exhausted || round+1 == maxRounds || k >= maxCandidates {
+		if res.err != nil || rows >= q.limit || exhausted || round+1 == maxRounds || k >= maxCandidates {
 			break
 		}
-		k = min(2*k, maxCandidates)
+		// Twice as many as the rows that passed so far say are needed, at
+		// least twice as many as before.
+		matched := 0.5
+		if rows > 0 {
+			matched = float64(rows + q.offset)
+		}
+		k = int(min(float64(maxCandidates), max(float64(2*k), 2*float64(want)*float64(k)/matched)))
 	}
 	s.sendUp(&pgproto3.Sync{})
 	if err := s.u.flush(); err != nil {
@@ -164,6 +170,7 @@ func (s *session) answer(q *query, ix indexed, vec []float32) error {
 		return passThrough{"result too large"}
 	}
 	s.status.Store(uint32(z.body[0]))
+	s.p.stats.accelerated.Add(1)
 	s.cmu.Lock()
 	defer s.cmu.Unlock()
 	if res.err != nil {

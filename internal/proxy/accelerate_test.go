@@ -1,0 +1,306 @@
+//go:build cgo
+
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/vecside/vecside/deploy"
+	"github.com/vecside/vecside/indexer"
+	"github.com/vecside/vecside/internal/pgtest"
+	"github.com/vecside/vecside/internal/sidecar"
+)
+
+const dims = 32
+
+// fixture is a database with items(id, tenant, embedding real[]) of
+// random vectors, pgvector's operators for real[], a sidecar indexing the
+// column for l2 and cosine, and a proxy asking it.
+type fixture struct {
+	dsn, via string
+	db       *pgx.Conn // direct, as the superuser
+	sc       *sidecar.Sidecar
+	p        *Proxy
+	rng      *rand.Rand
+}
+
+func newFixture(t *testing.T, rows int) *fixture {
+	t.Helper()
+	f := &fixture{dsn: pgtest.Shared(t).NewDatabase(t), rng: rand.New(rand.NewPCG(1, 2))}
+	f.db = connect(t, f.dsn)
+	mustExec(t, f.db, deploy.DistanceSQL)
+	mustExec(t, f.db, operatorsSQL)
+	mustExec(t, f.db, fmt.Sprintf(`CREATE TABLE items (id bigint PRIMARY KEY, tenant int, embedding real[]);
+		INSERT INTO items SELECT g, g %% 10, (SELECT array_agg(random()::real * 2 - 1) FROM generate_series(1, %d) WHERE g > 0)
+		FROM generate_series(1, %d) g`, dims, rows))
+	var side string
+	f.sc, side = startSidecar(t, f.dsn, "items_l2=public.items(embedding) key=id metric=l2 kind=hnsw",
+		"items_cosine=public.items(embedding) key=id metric=cosine kind=hnsw")
+	f.waitApplied(t)
+	f.p, f.via = startProxy(t, f.dsn, side)
+	deadline := time.Now().Add(30 * time.Second)
+	for _, m := range []string{"l2", "cosine"} {
+		for {
+			if _, ok := f.p.cat.lookup("", "items", "embedding", m); ok {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the proxy does not see index items_%s", m)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	return f
+}
+
+// waitApplied waits until every index is ready and has applied what is
+// committed now.
+func (f *fixture) waitApplied(t *testing.T) {
+	t.Helper()
+	var lsn string
+	if err := f.db.QueryRow(context.Background(), "SELECT pg_current_wal_lsn()::text").Scan(&lsn); err != nil {
+		t.Fatal(err)
+	}
+	target, _ := indexer.ParseLSN(lsn)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	for _, e := range f.sc.Indexer.Entries() {
+		for {
+			if state, _ := e.State(); state == indexer.StateReady {
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		if err := e.WaitApplied(ctx, target); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func (f *fixture) vector() string {
+	parts := make([]string, dims)
+	for i := range parts {
+		parts[i] = strconv.FormatFloat(f.rng.Float64()*2-1, 'g', 6, 32)
+	}
+	return "{" + strings.Join(parts, ",") + "}"
+}
+
+// run runs sql with the simple protocol and returns its one result.
+func run(t *testing.T, c *pgx.Conn, sql string) *pgconn.Result {
+	t.Helper()
+	rs, err := c.PgConn().Exec(context.Background(), sql).ReadAll()
+	if err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+	if len(rs) != 1 {
+		t.Fatalf("%s: %d results", sql, len(rs))
+	}
+	return rs[0]
+}
+
+// TestAccelerated: pgvector's statements, with and without a filter and
+// an offset, are answered through the sidecar with PostgreSQL's own
+// rows: exact distances, in order, only rows that match the filter, the
+// same RowDescription, and recall@10 ≥ 0.95 against the exact statement.
+func TestAccelerated(t *testing.T) {
+	const queries, k = 30, 10
+	f := newFixture(t, 3000)
+	proxied := connect(t, f.via)
+	for _, c := range []struct{ op, filter, offset string }{
+		{"<->", "", ""},
+		{"<=>", "", ""},
+		{"<->", "WHERE tenant = 3", ""},
+		{"<=>", "WHERE tenant IN (1, 2) AND id > 100", " OFFSET 5"},
+	} {
+		before := f.p.Stats().Accelerated
+		var found, total int
+		for range queries {
+			v := f.vector()
+			sql := fmt.Sprintf("SELECT id, tenant, embedding %s '%s' AS distance FROM items %s ORDER BY embedding %s '%s'::real[] LIMIT %d%s",
+				c.op, v, c.filter, c.op, v, k, c.offset)
+			want := run(t, f.db, sql)
+			got := run(t, proxied, sql)
+			if fmt.Sprint(got.FieldDescriptions) != fmt.Sprint(want.FieldDescriptions) || got.CommandTag.String() != want.CommandTag.String() {
+				t.Fatalf("%s:\n got %v %s\nwant %v %s", sql, got.FieldDescriptions, got.CommandTag, want.FieldDescriptions, want.CommandTag)
+			}
+			exact := map[string]string{}
+			for _, r := range want.Rows {
+				exact[string(r[0])] = string(r[2])
+			}
+			last := -1.0
+			for _, r := range got.Rows {
+				d, _ := strconv.ParseFloat(string(r[2]), 64)
+				if d < last {
+					t.Errorf("%s: not in order: %v after %v", sql, d, last)
+				}
+				last = d
+				if want, ok := exact[string(r[0])]; ok {
+					found++
+					if want != string(r[2]) {
+						t.Errorf("%s: id %s distance %s, want %s", sql, r[0], r[2], want)
+					}
+				}
+				if c.filter == "WHERE tenant = 3" && string(r[1]) != "3" {
+					t.Errorf("%s: row of tenant %s", sql, r[1])
+				}
+			}
+			total += len(want.Rows)
+		}
+		recall := float64(found) / float64(total)
+		accelerated := f.p.Stats().Accelerated - before
+		t.Logf("%s %s%s: recall@%d %.3f, %d of %d accelerated", c.op, c.filter, c.offset, k, recall, accelerated, queries)
+		if recall < 0.95 {
+			t.Errorf("%s %s: recall@%d %.3f, want ≥ 0.95", c.op, c.filter, k, recall)
+		}
+		if accelerated != queries {
+			t.Errorf("%s %s: %d of %d accelerated; fallbacks %v", c.op, c.filter, accelerated, queries, f.p.Stats().Fallbacks)
+		}
+	}
+	// What the sidecar does not index passes through.
+	before := f.p.Stats().Accelerated
+	run(t, proxied, "SELECT id FROM items ORDER BY embedding <#> '"+f.vector()+"' LIMIT 3")
+	if f.p.Stats().Accelerated != before || f.p.Stats().Fallbacks["not indexed"] == 0 {
+		t.Errorf("an unindexed metric was accelerated: %+v", f.p.Stats())
+	}
+}
+
+// TestReadYourWrites: each of 100 rows inserted and committed through the
+// proxy is found by the session's next accelerated statement; inside a
+// transaction block that inserted one, the statement passes through and
+// sees it.
+func TestReadYourWrites(t *testing.T) {
+	f := newFixture(t, 1000)
+	proxied := connect(t, f.via)
+	before := f.p.Stats().Accelerated
+	var found int
+	for i := range 100 {
+		v := f.vector()
+		id := 100000 + i
+		run(t, proxied, fmt.Sprintf("INSERT INTO items VALUES (%d, 0, '%s')", id, v))
+		r := run(t, proxied, fmt.Sprintf("SELECT id FROM items ORDER BY embedding <-> '%s' LIMIT 1", v))
+		if len(r.Rows) == 1 && string(r.Rows[0][0]) == strconv.Itoa(id) {
+			found++
+		}
+	}
+	if found != 100 || f.p.Stats().Accelerated-before != 100 {
+		t.Errorf("found %d of 100 rows, %d statements accelerated; fallbacks %v", found, f.p.Stats().Accelerated-before, f.p.Stats().Fallbacks)
+	}
+	v := f.vector()
+	run(t, proxied, "BEGIN")
+	run(t, proxied, fmt.Sprintf("INSERT INTO items VALUES (200000, 0, '%s')", v))
+	r := run(t, proxied, fmt.Sprintf("SELECT id FROM items ORDER BY embedding <-> '%s' LIMIT 1", v))
+	run(t, proxied, "ROLLBACK")
+	if len(r.Rows) != 1 || string(r.Rows[0][0]) != "200000" || f.p.Stats().Fallbacks["wrote in transaction"] != 1 {
+		t.Errorf("inside the transaction: %q; fallbacks %v", r.Rows, f.p.Stats().Fallbacks)
+	}
+}
+
+// TestPrivileges: the restricted statement runs as the client's role: a
+// role without SELECT gets PostgreSQL's permission error, and under
+// row-level security a role gets only its rows, as its own exact
+// statement would.
+func TestPrivileges(t *testing.T) {
+	f := newFixture(t, 2000)
+	ctx := context.Background()
+	for _, sql := range []string{
+		"DO $$ BEGIN CREATE ROLE proxy_nobody LOGIN; EXCEPTION WHEN duplicate_object THEN NULL; END $$",
+		"DO $$ BEGIN CREATE ROLE proxy_tenant LOGIN; EXCEPTION WHEN duplicate_object THEN NULL; END $$",
+		"GRANT SELECT ON items TO proxy_tenant",
+		"ALTER TABLE items ENABLE ROW LEVEL SECURITY",
+		"CREATE POLICY tenant3 ON items TO proxy_tenant USING (tenant = 3)",
+		"GRANT USAGE ON SCHEMA vecside TO proxy_tenant",
+	} {
+		mustExec(t, f.db, sql)
+	}
+	as := func(dsn, role string) *pgx.Conn { return connect(t, strings.Replace(dsn, "postgres@", role+"@", 1)) }
+	sql := "SELECT id, tenant FROM items ORDER BY embedding <-> '" + f.vector() + "' LIMIT 10"
+
+	_, werr := as(f.dsn, "proxy_nobody").Exec(ctx, sql, pgx.QueryExecModeSimpleProtocol)
+	before := f.p.Stats().Accelerated
+	_, gerr := as(f.via, "proxy_nobody").Exec(ctx, sql, pgx.QueryExecModeSimpleProtocol)
+	var want, got *pgconn.PgError
+	if !errors.As(werr, &want) || !errors.As(gerr, &got) || got.Code != "42501" || got.Message != want.Message {
+		t.Errorf("without SELECT: got %v, want %v", gerr, werr)
+	}
+	if f.p.Stats().Accelerated != before+1 {
+		t.Errorf("the statement without SELECT was not answered by the proxy: %+v", f.p.Stats())
+	}
+
+	exact := run(t, as(f.dsn, "proxy_tenant"), sql)
+	tenant := as(f.via, "proxy_tenant")
+	got2 := run(t, tenant, sql)
+	if len(got2.Rows) != 10 {
+		t.Fatalf("under RLS: %d rows, want 10", len(got2.Rows))
+	}
+	in := map[string]bool{}
+	for _, r := range exact.Rows {
+		in[string(r[0])] = true
+	}
+	var found int
+	for _, r := range got2.Rows {
+		if string(r[1]) != "3" {
+			t.Errorf("under RLS: a row of tenant %s", r[1])
+		}
+		if in[string(r[0])] {
+			found++
+		}
+	}
+	if found < 9 {
+		t.Errorf("under RLS: %d of the role's exact 10 found", found)
+	}
+}
+
+// TestSidecarDown: with the sidecar stopped in the middle of a load,
+// every statement keeps succeeding, passed through.
+func TestSidecarDown(t *testing.T) {
+	f := newFixture(t, 1000)
+	var wg sync.WaitGroup
+	errs := make(chan error, 4)
+	stopAt := make(chan struct{})
+	var once sync.Once
+	for w := range 4 {
+		c := connect(t, f.via)
+		v := f.vector()
+		wg.Go(func() {
+			for i := range 150 {
+				if w == 0 && i == 50 {
+					once.Do(func() { close(stopAt) })
+				}
+				sql := fmt.Sprintf("SELECT id FROM items WHERE tenant <> %d ORDER BY embedding <-> '%s' LIMIT 5", i%10, v)
+				rs, err := c.PgConn().Exec(context.Background(), sql).ReadAll()
+				if err == nil && len(rs[0].Rows) != 5 {
+					err = fmt.Errorf("%d rows", len(rs[0].Rows))
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	<-stopAt
+	if err := f.sc.Stop(); err != nil {
+		t.Logf("sidecar stop: %v", err)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	st := f.p.Stats()
+	t.Logf("accelerated %d, fallbacks %v", st.Accelerated, st.Fallbacks)
+	if st.Accelerated == 0 || st.Fallbacks["sidecar"]+st.Fallbacks["sidecar down"]+st.Fallbacks["not indexed"] == 0 {
+		t.Errorf("want statements both accelerated and passed through: %+v", st)
+	}
+}
