@@ -43,10 +43,6 @@ const (
 const probeSQL = `SELECT pg_current_xact_id_if_assigned() IS NOT NULL, current_setting('transaction_isolation'),
 CASE WHEN pg_is_in_recovery() THEN '' ELSE pg_current_wal_lsn()::text END, coalesce(to_regclass($1) = to_regclass($2), false)`
 
-// errPassThrough: the statement is to be passed through, nothing having
-// reached the client.
-var errPassThrough = errors.New("pass through")
-
 // accelerateQuery answers a simple Query through the sidecar when it can
 // prove the answer is PostgreSQL's own; handled is false when the
 // message is to be passed through.
@@ -55,6 +51,9 @@ func (s *session) accelerateQuery(m message) (handled bool, err error) {
 		return false, nil
 	}
 	sql := string(bytes.TrimSuffix(m.body, []byte{0}))
+	if !mentionsDistance(sql) {
+		return false, nil
+	}
 	q, reason := recognize(sql)
 	switch {
 	case q == nil && reason == "":
@@ -66,7 +65,7 @@ func (s *session) accelerateQuery(m message) (handled bool, err error) {
 		reason = "pipelined"
 	case s.status.Load() == 'E':
 		reason = "failed transaction"
-	case time.Now().UnixNano() < s.p.sidecarDown.Load():
+	case sidecarResting(s.p):
 		reason = "sidecar down"
 	}
 	if reason != "" {
@@ -87,7 +86,7 @@ func (s *session) accelerateQuery(m message) (handled bool, err error) {
 	// answers what the session sends.
 	s.taken.Store(true)
 	defer s.taken.Store(false)
-	err = s.answer(q, ix, vec)
+	err = s.answer(q, ix, vec, nil)
 	var pt passThrough
 	if errors.As(err, &pt) {
 		s.p.stats.fallback(pt.reason)
@@ -106,8 +105,10 @@ func (p passThrough) Error() string { return "pass through: " + p.reason }
 
 // answer runs q restricted to the sidecar's candidates, widening while
 // fewer than its LIMIT rows come back and the sidecar has more, and sends
-// the client the last round's rows as PostgreSQL sent them.
-func (s *session) answer(q *query, ix indexed, vec []float32) error {
+// the client the last round's replies as PostgreSQL sent them. bd is the
+// client's Bind of an extended-protocol statement, nil for a simple
+// Query (whose replies are in text, with no BindComplete).
+func (s *session) answer(q *query, ix indexed, vec []float32, bd *binding) error {
 	minLSN, err := s.checkSession(q, ix)
 	if err != nil {
 		return err
@@ -126,14 +127,22 @@ func (s *session) answer(q *query, ix indexed, vec []float32) error {
 		keys, err := s.candidates(heapfetch.Request{Index: ix.name, Vector: vec, K: k, MinLSN: minLSN})
 		if err != nil {
 			if round > 0 {
-				s.abandon()
+				s.closeInternal(true)
 			}
 			return err
 		}
 		if round == 0 {
-			s.sendUp(&pgproto3.Parse{Query: sql})
+			parse := &pgproto3.Parse{Name: internalStatement, Query: sql}
+			if bd != nil {
+				parse.ParameterOIDs = append(append([]uint32{}, bd.types...), 0)
+			}
+			s.sendUp(parse)
 		}
-		s.sendUp(&pgproto3.Bind{ParameterFormatCodes: []int16{0}, Parameters: [][]byte{keyArray(keys)}})
+		if bd != nil {
+			s.sendUp(bd.restrictedBind(keyArray(keys)))
+		} else {
+			s.sendUp(&pgproto3.Bind{PreparedStatement: internalStatement, ParameterFormatCodes: []int16{0}, Parameters: [][]byte{keyArray(keys)}})
+		}
 		if round == 0 {
 			s.sendUp(&pgproto3.Describe{ObjectType: 'P'})
 		}
@@ -147,7 +156,7 @@ func (s *session) answer(q *query, ix indexed, vec []float32) error {
 		}
 		rows := int64(res.rows())
 		exhausted := len(keys) < k // see heapfetch's widening
-		if res.err != nil || rows >= q.limit || exhausted || round+1 == maxRounds || k >= maxCandidates {
+		if res.err != nil || res.tooLarge || rows >= q.limit || exhausted || round+1 == maxRounds || k >= maxCandidates {
 			break
 		}
 		// Twice as many as the rows that passed so far say are needed, at
@@ -158,34 +167,56 @@ func (s *session) answer(q *query, ix indexed, vec []float32) error {
 		}
 		k = int(min(float64(maxCandidates), max(float64(2*k), 2*float64(want)*float64(k)/matched)))
 	}
-	s.sendUp(&pgproto3.Sync{})
-	if err := s.u.flush(); err != nil {
-		return err
-	}
-	z, err := s.until('Z')
+	z, err := s.closeInternal(res.err != nil)
 	if err != nil {
 		return err
 	}
 	if res.tooLarge {
 		return passThrough{"result too large"}
 	}
-	s.status.Store(uint32(z.body[0]))
-	s.p.stats.accelerated.Add(1)
-	s.cmu.Lock()
-	defer s.cmu.Unlock()
+	var out []message
+	if bd != nil {
+		out = append(out, bd.owed...)
+	}
+	for _, m := range res.msgs {
+		if bd == nil && m.typ == '2' || bd != nil && !bd.describe && m.typ == 'T' {
+			continue
+		}
+		out = append(out, m)
+	}
 	if res.err != nil {
 		// PostgreSQL's error for the restricted statement: a position
 		// in its text would point at the wrong place in the client's.
 		res.err.Position = 0
 		b, _ := res.err.Encode(nil)
-		s.c.w.Write(b)
-	} else {
-		for _, m := range res.msgs {
-			s.c.send(m)
+		out = append(out, message{b[0], b[5:]})
+	}
+	s.p.stats.accelerated.Add(1)
+	return s.toClient(append(out, z)...)
+}
+
+// closeInternal ends an answer: the restricted statement is closed and
+// the transaction status of the Sync's ReadyForQuery kept and returned.
+// After an error PostgreSQL skips all up to a Sync, the Close too: then
+// it takes two.
+func (s *session) closeInternal(failed bool) (message, error) {
+	if failed {
+		s.sendUp(&pgproto3.Sync{})
+	}
+	s.sendUp(&pgproto3.Close{ObjectType: 'S', Name: internalStatement})
+	s.sendUp(&pgproto3.Sync{})
+	if err := s.u.flush(); err != nil {
+		return message{}, err
+	}
+	var z message
+	for range map[bool]int{false: 1, true: 2}[failed] {
+		var err error
+		if z, err = s.until('Z'); err != nil {
+			return message{}, err
 		}
 	}
-	s.c.send(z)
-	return s.c.flush()
+	s.status.Store(uint32(z.body[0]))
+	return z, nil
 }
 
 // checkSession runs the probe when the session has passed a statement
@@ -202,14 +233,17 @@ func (s *session) checkSession(q *query, ix indexed) (minLSN string, err error) 
 		}
 		return "", nil
 	}
-	s.sendUp(&pgproto3.Parse{Query: probeSQL, ParameterOIDs: []uint32{25, 25}})
-	s.sendUp(&pgproto3.Bind{Parameters: [][]byte{[]byte(name[0]), []byte(name[1])}})
+	// Named, not to drop the client's unnamed statement.
+	s.sendUp(&pgproto3.Parse{Name: probeStatement, Query: probeSQL, ParameterOIDs: []uint32{25, 25}})
+	s.sendUp(&pgproto3.Bind{PreparedStatement: probeStatement, Parameters: [][]byte{[]byte(name[0]), []byte(name[1])}})
 	s.sendUp(&pgproto3.Execute{})
+	s.sendUp(&pgproto3.Close{ObjectType: 'S', Name: probeStatement})
 	s.sendUp(&pgproto3.Sync{})
 	if err := s.u.flush(); err != nil {
 		return "", err
 	}
 	var row []string
+	failed := false
 	for {
 		m, err := s.reply()
 		if err != nil {
@@ -225,9 +259,18 @@ func (s *session) checkSession(q *query, ix indexed) (minLSN string, err error) 
 				row = append(row, string(v))
 			}
 		case 'E':
-			return "", passThrough{"probe failed"}
+			failed = true
 		case 'Z':
-			if row == nil {
+			if failed || row == nil {
+				// The Close was skipped with the rest: close it now.
+				s.sendUp(&pgproto3.Close{ObjectType: 'S', Name: probeStatement})
+				s.sendUp(&pgproto3.Sync{})
+				if err := s.u.flush(); err != nil {
+					return "", err
+				}
+				if _, err := s.until('Z'); err != nil {
+					return "", err
+				}
 				return "", passThrough{"probe failed"}
 			}
 			wrote, isolation, lsn, found := row[0] == "t", row[1], row[2], row[3] == "t"
@@ -265,18 +308,6 @@ func (s *session) candidates(req heapfetch.Request) ([]string, error) {
 	return keys, nil
 }
 
-// abandon ends an answer given up between rounds: the statement's
-// unnamed portal is dropped by the Sync, and the Sync's ReadyForQuery is
-// the session's.
-func (s *session) abandon() {
-	s.sendUp(&pgproto3.Sync{})
-	if s.u.flush() == nil {
-		if z, err := s.until('Z'); err == nil {
-			s.status.Store(uint32(z.body[0]))
-		}
-	}
-}
-
 // result is one round's replies to the client's eyes: RowDescription,
 // DataRows and CommandComplete, or PostgreSQL's error.
 type result struct {
@@ -310,7 +341,7 @@ func (s *session) collect(r *result) error {
 		case 'T':
 			r.desc = m
 			r.msgs = append(r.msgs, m)
-		case 'D', 'C':
+		case '2', 'D', 'C':
 			r.msgs = append(r.msgs, m)
 			if m.typ == 'C' {
 				return nil

@@ -304,3 +304,65 @@ func TestSidecarDown(t *testing.T) {
 		t.Errorf("want statements both accelerated and passed through: %+v", st)
 	}
 }
+
+// TestExtendedProtocol: the same statement with the vector as a
+// parameter, through every pgx exec mode (prepared and cached, described
+// each time, unprepared, and interpolated into a simple Query), binary
+// parameters and results included, is answered through the sidecar with
+// PostgreSQL's rows.
+func TestExtendedProtocol(t *testing.T) {
+	const queries, k = 20, 10
+	f := newFixture(t, 3000)
+	ctx := context.Background()
+	proxied := connect(t, f.via)
+	type row struct {
+		ID       int64
+		Tenant   int32
+		Distance float64
+	}
+	sql := fmt.Sprintf("SELECT id, tenant, embedding <-> $1 AS distance FROM items WHERE tenant <> $2 ORDER BY embedding <-> $1 LIMIT %d", k)
+	for _, mode := range execModes {
+		before := f.p.Stats().Accelerated
+		var found, total int
+		for i := range queries {
+			v := make([]float32, dims)
+			for j := range v {
+				v[j] = f.rng.Float32()*2 - 1
+			}
+			want, err := pgx.CollectRows(must(f.db.Query(ctx, sql, mode, v, i%10)), pgx.RowToStructByPos[row])
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := pgx.CollectRows(must(proxied.Query(ctx, sql, mode, v, i%10)), pgx.RowToStructByPos[row])
+			if err != nil {
+				t.Fatalf("%v: %v", mode, err)
+			}
+			exact := map[int64]float64{}
+			for _, r := range want {
+				exact[r.ID] = r.Distance
+			}
+			for j, r := range got {
+				if r.Tenant == int32(i%10) || j > 0 && r.Distance < got[j-1].Distance {
+					t.Errorf("%v: row %d %+v: filtered out or out of order", mode, j, r)
+				}
+				if d, ok := exact[r.ID]; ok {
+					found++
+					if d != r.Distance {
+						t.Errorf("%v: id %d distance %v, want %v", mode, r.ID, r.Distance, d)
+					}
+				}
+			}
+			total += len(want)
+		}
+		accelerated := f.p.Stats().Accelerated - before
+		t.Logf("%v: recall@%d %.3f, %d of %d accelerated", mode, k, float64(found)/float64(total), accelerated, queries)
+		if float64(found)/float64(total) < 0.95 || accelerated != queries {
+			t.Errorf("%v: recall@%d %.3f, %d of %d accelerated; fallbacks %v", mode, k, float64(found)/float64(total), accelerated, queries, f.p.Stats().Fallbacks)
+		}
+	}
+	// The client's statements still work after the proxy's answers.
+	var n int
+	if err := proxied.QueryRow(ctx, "SELECT count(*) FROM items WHERE tenant = $1", 3).Scan(&n); err != nil || n != 300 {
+		t.Errorf("count: %d, %v", n, err)
+	}
+}

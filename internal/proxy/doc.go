@@ -73,14 +73,25 @@
 //
 // # Accelerating a statement
 //
-// Only a simple Query holding one recognised statement is accelerated,
-// so far (the extended protocol passes through), and only when nothing is
-// owed: the session then takes PostgreSQL's replies for itself
-// (asynchronous ones still go to the client) and runs, upstream, with
-// the unnamed statement and portal, which a simple Query would have
-// dropped anyway:
+// Two shapes of request are answered, and only when nothing is owed: a
+// simple Query holding one recognised statement, and an extended-protocol
+// batch [Parse] Bind [Describe portal] Execute Sync of a recognised
+// statement (with the vector a literal or a parameter, in text, or in
+// binary as real[] or double precision[]), which is what pgx in every
+// exec mode, libpq's PQexecParams and PQexecPrepared send. A batch
+// starting with Parse or Bind is held back until its Sync (at most six
+// messages; a Flush or anything else sends it on as it came). The
+// session then takes PostgreSQL's replies for itself (asynchronous ones
+// still go to the client) and works upstream with statements of its own
+// (vecside_proxy, vecside_proxy_probe), closed before it gives the
+// session back:
 //
-//  1. When a statement has passed through since the last time, or the
+//  1. For a batch: the client's Parse, if any, is sent, and its
+//     statement described, for the parameter types (the restricted
+//     statement is prepared with them, and the query vector decoded
+//     with them) and to have PostgreSQL's own error if the statement
+//     fails to prepare or does not exist.
+//  2. When a statement has passed through since the last time, or the
 //     statement names its table differently: one probe (probeSQL) says
 //     whether the transaction block has written (pass through: the
 //     sidecar cannot see its rows), its isolation level (in a block,
@@ -89,17 +100,26 @@
 //     position (read-your-writes: the sidecar is asked to have applied
 //     it, min_lsn), and whether the session's search_path finds the
 //     indexed table under the name used.
-//  2. The sidecar is asked for LIMIT + OFFSET candidates; it failing or
+//  3. The sidecar is asked for LIMIT + OFFSET candidates; it failing or
 //     timing out passes the statement through, and the next ones for a
 //     second.
-//  3. The restricted statement is parsed, bound with the candidates
-//     (text, so PostgreSQL infers the key's type), described and
-//     executed, then bound and executed again with twice the
-//     candidates while too few rows come back; the client gets the last
-//     round's RowDescription, rows and CommandComplete, and the
-//     ReadyForQuery, exactly as for its own statement. An error is
-//     PostgreSQL's own, without a position (it would point into the
-//     restricted text).
+//  4. The restricted statement is parsed, bound with the client's
+//     parameters and formats plus the candidates (in text, so PostgreSQL
+//     infers the key's type), described and executed, then bound and
+//     executed again with more candidates while too few rows come back
+//     (twice as many as the rows matched so far say are needed). The
+//     client gets its ParseComplete, the last round's BindComplete,
+//     RowDescription (if it asked), rows and CommandComplete, and the
+//     ReadyForQuery, as for its own statement. An error is PostgreSQL's
+//     own, without a position (it would point into the restricted
+//     text).
+//
+// Given up after step 1, the rest of the batch is sent on and its
+// replies relayed. The proxy remembers which of the client's prepared
+// statements it could answer, by name; a Close forgets one, a simple
+// Query the unnamed one, and one whose text mentions DEALLOCATE or
+// DISCARD all of them (step 1 would anyway find a dropped statement
+// missing).
 //
 // Every statement recognised but passed through is counted by reason
 // (Stats).
@@ -116,7 +136,8 @@
 //
 // # Not yet
 //
-// TLS to either side; the extended protocol's acceleration; SET
+// TLS to either side; LIMIT as a parameter; pgvector's own binary
+// vector parameters (its type OID is the extension's: text works); SET
 // hnsw.ef_search, ivfflat.probes and vecside.* mapped to the sidecar;
 // EXPLAIN or SHOW vecside.last_plan; read replicas as upstream
 // (pg_last_wal_replay_lsn); metrics series for Stats. A sidecar index

@@ -40,6 +40,9 @@ type session struct {
 	// search_path.
 	dirty    bool
 	resolved map[[2]string]bool // table names the last probe checked
+	// stmts are the client's prepared statements the proxy could answer,
+	// by name (see noteParse).
+	stmts map[string]*query
 
 	taken   atomic.Bool
 	replies chan message // PostgreSQL's replies while taken
@@ -89,7 +92,8 @@ func (s *session) relayClient() error {
 		if err != nil {
 			return err
 		}
-		if typ == 'Q' {
+		switch {
+		case typ == 'Q':
 			handled, err := s.accelerateQuery(m)
 			if err != nil {
 				return err
@@ -97,9 +101,18 @@ func (s *session) relayClient() error {
 			if handled {
 				continue
 			}
+			s.notePassedQuery(string(m.body))
+		case (typ == 'P' || typ == 'B') && s.p.cfg.Sidecar != nil && s.pending.Load() == 0 && !s.batch:
+			b, err := s.hold(m)
+			if err == nil && b != nil {
+				err = s.accelerateBatch(b)
+			}
+			if err != nil {
+				return err
+			}
+			continue
 		}
-		s.track(typ)
-		s.u.send(m)
+		s.pass(m)
 		if typ == 'X' {
 			return s.u.flush()
 		}

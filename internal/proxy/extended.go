@@ -1,0 +1,354 @@
+//go:build cgo
+
+package proxy
+
+import (
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgproto3"
+
+	"github.com/vecside/vecside/internal/pgvalue"
+)
+
+const (
+	// maxStatements bounds the prepared statements a session remembers
+	// as accelerable; past it, new ones pass through unaccelerated.
+	maxStatements = 1000
+	// maxBatch bounds the messages of an extended-protocol batch held
+	// back until its Sync, to see whether the proxy can answer it.
+	maxBatch = 6
+	// internalStatement and probeStatement name the restricted statement
+	// and the probe upstream, for the time of one answer.
+	internalStatement = "vecside_proxy"
+	probeStatement    = "vecside_proxy_probe"
+)
+
+// mentionsDistance reports whether sql may hold a distance operator: a
+// statement without one is never recognised, so it need not be parsed.
+func mentionsDistance(sql string) bool {
+	return strings.Contains(sql, "<->") || strings.Contains(sql, "<=>") || strings.Contains(sql, "<#>")
+}
+
+// noteParse remembers whether the statement a Parse prepares is one the
+// proxy could answer; a simple Query drops the unnamed statement, and
+// statements named in DEALLOCATE or DISCARD are forgotten all together
+// (see notePassedQuery).
+func (s *session) noteParse(p *pgproto3.Parse) {
+	delete(s.stmts, p.Name)
+	if !mentionsDistance(p.Query) || len(s.stmts) >= maxStatements {
+		return
+	}
+	if q, _ := recognize(p.Query); q != nil {
+		if s.stmts == nil {
+			s.stmts = map[string]*query{}
+		}
+		s.stmts[p.Name] = q
+	}
+}
+
+// notePassedQuery forgets what a simple Query passed through may have
+// dropped: the unnamed statement always, and every statement if its text
+// could deallocate one (an over-cautious test: at worst a statement is
+// no longer accelerated).
+func (s *session) notePassedQuery(sql string) {
+	delete(s.stmts, "")
+	lower := strings.ToLower(sql)
+	if strings.Contains(lower, "dealloc") || strings.Contains(lower, "discard") {
+		clear(s.stmts)
+	}
+}
+
+// batch is an extended-protocol batch the proxy may answer: an optional
+// Parse, a Bind of an accelerable statement to the unnamed portal, an
+// optional Describe of that portal, an Execute of all its rows, and a
+// Sync.
+type heldBatch struct {
+	msgs     []message
+	parse    *pgproto3.Parse
+	bind     *pgproto3.Bind
+	describe bool
+}
+
+// hold reads the rest of the batch that first starts, up to its Sync.
+// It returns the batch when the proxy may answer it, else nil, the
+// messages having been sent on as they came.
+func (s *session) hold(first message) (*heldBatch, error) {
+	b := &heldBatch{}
+	m := first
+	for {
+		b.msgs = append(b.msgs, message{m.typ, append([]byte(nil), m.body...)})
+		if m.typ == 'S' || m.typ == 'H' || len(b.msgs) == maxBatch {
+			break
+		}
+		typ, n, err := s.c.header()
+		if err != nil {
+			return nil, err
+		}
+		if n > s.c.held {
+			s.release(b.msgs)
+			s.track(typ)
+			return nil, stream(s.u.w, s.c.r, typ, n)
+		}
+		if m, err = s.c.body(typ, n); err != nil {
+			return nil, err
+		}
+	}
+	if !b.parseShape() {
+		s.release(b.msgs)
+		return nil, nil
+	}
+	return b, nil
+}
+
+// release sends held messages on unchanged.
+func (s *session) release(msgs []message) {
+	for _, m := range msgs {
+		s.pass(m)
+	}
+}
+
+// pass sends one client message upstream, noting what it changes.
+func (s *session) pass(m message) {
+	switch m.typ {
+	case 'P':
+		var p pgproto3.Parse
+		if p.Decode(m.body) == nil {
+			s.noteParse(&p)
+		}
+	case 'C':
+		var c pgproto3.Close
+		if c.Decode(m.body) == nil && c.ObjectType == 'S' {
+			delete(s.stmts, c.Name)
+		}
+	}
+	s.track(m.typ)
+	s.u.send(m)
+}
+
+// parseShape decodes the batch and reports whether it has the one shape
+// the proxy answers.
+func (b *heldBatch) parseShape() bool {
+	msgs := b.msgs
+	if len(msgs) > 0 && msgs[0].typ == 'P' {
+		b.parse = &pgproto3.Parse{}
+		if b.parse.Decode(msgs[0].body) != nil {
+			return false
+		}
+		msgs = msgs[1:]
+	}
+	if len(msgs) < 3 || msgs[0].typ != 'B' || msgs[len(msgs)-1].typ != 'S' || msgs[len(msgs)-2].typ != 'E' {
+		return false
+	}
+	b.bind = &pgproto3.Bind{}
+	if b.bind.Decode(msgs[0].body) != nil || b.bind.DestinationPortal != "" {
+		return false
+	}
+	if b.parse != nil && b.parse.Name != b.bind.PreparedStatement {
+		return false
+	}
+	var ex pgproto3.Execute
+	if ex.Decode(msgs[len(msgs)-2].body) != nil || ex.Portal != "" || ex.MaxRows != 0 {
+		return false
+	}
+	switch len(msgs) {
+	case 3:
+	case 4:
+		var d pgproto3.Describe
+		if d.Decode(msgs[1].body) != nil || d.ObjectType != 'P' || d.Name != "" {
+			return false
+		}
+		b.describe = true
+	default:
+		return false
+	}
+	return true
+}
+
+// accelerateBatch answers a held batch through the sidecar when it can;
+// otherwise it passes the batch through, with what was done of it.
+func (s *session) accelerateBatch(b *heldBatch) error {
+	q := s.stmts[b.bind.PreparedStatement]
+	if b.parse != nil {
+		q = nil
+		if mentionsDistance(b.parse.Query) {
+			q, _ = recognize(b.parse.Query)
+		}
+	}
+	reason := ""
+	switch {
+	case q == nil:
+		s.release(b.msgs)
+		return nil
+	case q.vector.param == 0 || q.vector.param > len(b.bind.Parameters):
+		reason = "vector"
+	case q.params != len(b.bind.Parameters):
+		reason = "parameter"
+	case s.status.Load() == 'E':
+		reason = "failed transaction"
+	case sidecarResting(s.p):
+		reason = "sidecar down"
+	}
+	ix, ok := s.p.cat.lookup(q.schema, q.table, q.column, q.metric)
+	if reason == "" && !ok {
+		reason = "not indexed"
+	}
+	if reason != "" {
+		s.p.stats.fallback(reason)
+		s.release(b.msgs)
+		return nil
+	}
+	s.taken.Store(true)
+	defer s.taken.Store(false)
+	err := s.answerBatch(b, q, ix)
+	if pt, ok := err.(passThrough); ok {
+		s.p.stats.fallback(pt.reason)
+		return nil
+	}
+	return err
+}
+
+// answerBatch prepares the client's statement if the batch does, learns
+// its parameter types, decodes the query vector, and answers as answer
+// does with the client's parameters, formats and statement. Given up
+// after the prelude, the rest of the batch is sent through and its
+// replies go to the client.
+func (s *session) answerBatch(b *heldBatch, q *query, ix indexed) error {
+	rest := b.msgs
+	if b.parse != nil {
+		s.noteParse(b.parse)
+		s.sendUp(b.parse)
+		rest = rest[1:]
+	}
+	s.sendUp(&pgproto3.Describe{ObjectType: 'S', Name: b.bind.PreparedStatement})
+	s.sendUp(&pgproto3.Flush{})
+	if err := s.u.flush(); err != nil {
+		return err
+	}
+	var owed []message // replies the client is owed: its ParseComplete
+	var types []uint32
+	for types == nil {
+		m, err := s.reply()
+		if err != nil {
+			return err
+		}
+		switch m.typ {
+		case '1':
+			owed = append(owed, m)
+		case 't':
+			var pd pgproto3.ParameterDescription
+			if err := pd.Decode(m.body); err != nil {
+				return err
+			}
+			types = append([]uint32{}, pd.ParameterOIDs...)
+		case 'E':
+			// The client's Parse failed, or its statement does not
+			// exist: PostgreSQL's error, as it would have come.
+			s.sendUp(&pgproto3.Sync{})
+			if err := s.u.flush(); err != nil {
+				return err
+			}
+			z, err := s.until('Z')
+			if err != nil {
+				return err
+			}
+			return s.toClient(append(owed, m, z)...)
+		}
+	}
+	if _, err := s.until('T'); err != nil { // or NoData: never, for a SELECT
+		return err
+	}
+	vec, reason := bindVector(b.bind, types, q.vector.param)
+	if len(types) != q.params {
+		reason = "parameter"
+	}
+	var err error
+	if reason == "" {
+		err = s.answer(q, ix, vec, &binding{bind: b.bind, types: types, describe: b.describe, owed: owed})
+		if pt, ok := err.(passThrough); ok {
+			reason = pt.reason
+		}
+	}
+	if reason == "" {
+		return err
+	}
+	s.p.stats.fallback(reason)
+	if err := s.toClient(owed...); err != nil {
+		return err
+	}
+	s.taken.Store(false)
+	s.release(rest)
+	return nil
+}
+
+// binding is how the client bound its statement, for answer to bind the
+// restricted one alike.
+type binding struct {
+	bind     *pgproto3.Bind
+	types    []uint32
+	describe bool
+	owed     []message // replies due to the client before the answer's
+}
+
+// bindVector decodes the query vector, parameter param of bind.
+func bindVector(bind *pgproto3.Bind, types []uint32, param int) ([]float32, string) {
+	i := param - 1
+	raw := bind.Parameters[i]
+	if raw == nil || i >= len(types) {
+		return nil, "vector"
+	}
+	if paramFormat(bind.ParameterFormatCodes, i) == 0 {
+		v, err := pgvalue.ParseVector(string(raw))
+		if err != nil {
+			return nil, "vector"
+		}
+		return v, ""
+	}
+	vt, err := pgvalue.VectorTypeFor(types[i], "")
+	if err != nil {
+		return nil, "vector type"
+	}
+	v, err := vt.DecodeBinary(raw)
+	if err != nil {
+		return nil, "vector"
+	}
+	return v, ""
+}
+
+// paramFormat is parameter i's format under Bind's format codes: none
+// (all text), one for all, or one each.
+func paramFormat(codes []int16, i int) int16 {
+	switch len(codes) {
+	case 0:
+		return 0
+	case 1:
+		return codes[0]
+	}
+	return codes[i]
+}
+
+// restrictedBind binds the restricted statement as the client bound its
+// own, with the candidates, in text, as the last parameter.
+func (bd *binding) restrictedBind(keys []byte) *pgproto3.Bind {
+	c := bd.bind
+	formats := make([]int16, len(c.Parameters)+1)
+	for i := range c.Parameters {
+		formats[i] = paramFormat(c.ParameterFormatCodes, i)
+	}
+	return &pgproto3.Bind{PreparedStatement: internalStatement, ParameterFormatCodes: formats,
+		Parameters: append(append([][]byte{}, c.Parameters...), keys), ResultFormatCodes: c.ResultFormatCodes}
+}
+
+// sidecarResting: the sidecar failed a moment ago; statements pass
+// through without asking it.
+func sidecarResting(p *Proxy) bool { return time.Now().UnixNano() < p.sidecarDown.Load() }
+
+// toClient sends the client replies and flushes.
+func (s *session) toClient(msgs ...message) error {
+	s.cmu.Lock()
+	defer s.cmu.Unlock()
+	for _, m := range msgs {
+		s.c.send(m)
+	}
+	return s.c.flush()
+}
