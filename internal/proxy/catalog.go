@@ -19,9 +19,10 @@ type indexed struct {
 	name, schema, table, column, key, metric string
 }
 
-// catalog is what the sidecar indexes, refreshed in the background; a
-// sidecar that does not answer leaves it empty, and every statement
-// passes through.
+// catalog is what the sidecar indexes, refreshed in the background. A
+// sidecar that does not answer leaves it as it was: a statement on an
+// index that is gone or no longer ready then fails to get candidates
+// and passes through, as it does while the sidecar is down.
 type catalog struct {
 	status   heapfetch.Querier
 	interval time.Duration
@@ -36,7 +37,7 @@ func (c *catalog) run(ctx context.Context, log *slog.Logger) {
 	for {
 		err := c.refresh(ctx)
 		if err != nil && !failing && ctx.Err() == nil {
-			log.Warn("proxy: the sidecar does not answer vecside_status(); passing every statement through", "err", err)
+			log.Warn("proxy: the sidecar does not answer vecside_status(); statements pass through while it cannot give candidates", "err", err)
 		}
 		failing = err != nil
 		select {
@@ -48,11 +49,10 @@ func (c *catalog) run(ctx context.Context, log *slog.Logger) {
 }
 
 func (c *catalog) refresh(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, c.interval)
+	ctx, cancel := context.WithTimeout(ctx, sidecarTimeout)
 	defer cancel()
 	rows, err := c.status.Query(ctx, "SELECT index_name, table_name, column_name, key_column, metric, state FROM vecside_status()")
 	if err != nil {
-		c.indexes.Store(nil)
 		return err
 	}
 	m := map[[2]string][]indexed{}
@@ -75,7 +75,6 @@ func (c *catalog) refresh(ctx context.Context) error {
 		return nil
 	})
 	if err != nil {
-		c.indexes.Store(nil)
 		return err
 	}
 	c.indexes.Store(&m)

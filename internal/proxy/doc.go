@@ -117,9 +117,9 @@
 // Given up after step 1, the rest of the batch is sent on and its
 // replies relayed. The proxy remembers which of the client's prepared
 // statements it could answer, by name; a Close forgets one, a simple
-// Query the unnamed one, and one whose text mentions DEALLOCATE or
-// DISCARD all of them (step 1 would anyway find a dropped statement
-// missing).
+// Query the unnamed one, and a statement whose text mentions DEALLOCATE
+// or DISCARD all of them, lest SQL's PREPARE give a dropped one's name to
+// another statement (a statement merely dropped fails step 1).
 //
 // Every statement recognised but passed through is counted by reason
 // (Stats).

@@ -31,11 +31,10 @@ func mentionsDistance(sql string) bool {
 }
 
 // noteParse remembers whether the statement a Parse prepares is one the
-// proxy could answer; a simple Query drops the unnamed statement, and
-// statements named in DEALLOCATE or DISCARD are forgotten all together
-// (see notePassedQuery).
+// proxy could answer.
 func (s *session) noteParse(p *pgproto3.Parse) {
 	delete(s.stmts, p.Name)
+	s.forgetIfDeallocating(p.Query)
 	if !mentionsDistance(p.Query) || len(s.stmts) >= maxStatements {
 		return
 	}
@@ -48,18 +47,26 @@ func (s *session) noteParse(p *pgproto3.Parse) {
 }
 
 // notePassedQuery forgets what a simple Query passed through may have
-// dropped: the unnamed statement always, and every statement if its text
-// could deallocate one (an over-cautious test: at worst a statement is
-// no longer accelerated).
+// dropped: the unnamed statement always, and the others as
+// forgetIfDeallocating says.
 func (s *session) notePassedQuery(sql string) {
 	delete(s.stmts, "")
+	s.forgetIfDeallocating(sql)
+}
+
+// forgetIfDeallocating forgets every statement if sql could deallocate
+// one: SQL's PREPARE could then give the name to another statement. The
+// test is over-cautious (at worst a statement is no longer accelerated);
+// a statement merely dropped would fail the Describe that each answer
+// starts with.
+func (s *session) forgetIfDeallocating(sql string) {
 	lower := strings.ToLower(sql)
 	if strings.Contains(lower, "dealloc") || strings.Contains(lower, "discard") {
 		clear(s.stmts)
 	}
 }
 
-// batch is an extended-protocol batch the proxy may answer: an optional
+// heldBatch is an extended-protocol batch the proxy may answer: an optional
 // Parse, a Bind of an accelerable statement to the unnamed portal, an
 // optional Describe of that portal, an Execute of all its rows, and a
 // Sync.
