@@ -262,7 +262,8 @@ func TestPrivileges(t *testing.T) {
 }
 
 // TestSidecarDown: with the sidecar stopped in the middle of a load,
-// every statement keeps succeeding, passed through.
+// every statement keeps succeeding, passed through; once a sidecar serves
+// again at its address, statements are accelerated again.
 func TestSidecarDown(t *testing.T) {
 	f := newFixture(t, 1000)
 	var wg sync.WaitGroup
@@ -302,6 +303,32 @@ func TestSidecarDown(t *testing.T) {
 	t.Logf("accelerated %d, fallbacks %v", st.Accelerated, st.Fallbacks)
 	if st.Accelerated == 0 || st.Fallbacks["sidecar"]+st.Fallbacks["sidecar down"] == 0 {
 		t.Errorf("want statements both accelerated and passed through: %+v", st)
+	}
+
+	addr := f.sc.Addr.String()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		// The stopped sidecar's walsender lets the slot go a moment later.
+		sc, err := sidecar.Start(context.Background(), sidecar.Config{Source: f.dsn, Name: "vecside", Listen: addr, Auth: "trust", Logger: discard,
+			Indexes: []string{"items_l2=public.items(embedding) key=id metric=l2 kind=hnsw"}})
+		if err == nil {
+			t.Cleanup(func() { sc.Stop() })
+			f.sc = sc
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("restarting the sidecar: %v", err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	c := connect(t, f.via)
+	before := f.p.Stats().Accelerated
+	for f.p.Stats().Accelerated == before {
+		if time.Now().After(deadline) {
+			t.Fatalf("not accelerated again: %+v", f.p.Stats())
+		}
+		run(t, c, "SELECT id FROM items ORDER BY embedding <-> '"+f.vector()+"' LIMIT 5")
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 
