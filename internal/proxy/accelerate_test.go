@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
@@ -167,6 +168,31 @@ func TestAccelerated(t *testing.T) {
 			t.Errorf("%s %s: %d of %d accelerated; fallbacks %v", c.op, c.filter, accelerated, queries, f.p.Stats().Fallbacks)
 		}
 	}
+	// psql, as it is.
+	if psql, err := exec.LookPath("psql"); err == nil {
+		v := f.vector()
+		sql := "SELECT id FROM items WHERE tenant < 5 ORDER BY embedding <=> '" + v + "' LIMIT 10"
+		before := f.p.Stats().Accelerated
+		out, err := exec.Command(psql, "-X", "-A", "-t", "-d", f.via, "-c", sql).CombinedOutput()
+		if err != nil {
+			t.Fatalf("psql: %v: %s", err, out)
+		}
+		exact := map[string]bool{}
+		for _, r := range run(t, f.db, sql).Rows {
+			exact[string(r[0])] = true
+		}
+		ids := strings.Fields(string(out))
+		var found int
+		for _, id := range ids {
+			if exact[id] {
+				found++
+			}
+		}
+		if len(ids) != 10 || found < 9 || f.p.Stats().Accelerated != before+1 {
+			t.Errorf("psql: %q, %d of them exact, %d accelerated", ids, found, f.p.Stats().Accelerated-before)
+		}
+	}
+
 	// What the sidecar does not index passes through.
 	before := f.p.Stats().Accelerated
 	run(t, proxied, "SELECT id FROM items ORDER BY embedding <#> '"+f.vector()+"' LIMIT 3")
