@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgproto3"
 
 	"github.com/vecside/vecside/indexer"
+	"github.com/vecside/vecside/internal/pgstartup"
 )
 
 // Startup request codes, in place of a protocol version.
@@ -24,13 +25,9 @@ const (
 	gssEncRequestCode = 80877104
 )
 
-const (
-	// maxStartupPacket is PostgreSQL's MAX_STARTUP_PACKET_LENGTH.
-	maxStartupPacket = 10000
-	// maxMessageLen bounds a message body: a 16,000-d vector as text, at
-	// up to 24 characters an element, fits with room to spare.
-	maxMessageLen = 1 << 20
-)
+// maxMessageLen bounds a message body: a 16,000-d vector as text, at up
+// to 24 characters an element, fits with room to spare.
+const maxMessageLen = 1 << 20
 
 // startupMessage is the client's StartupMessage.
 type startupMessage struct {
@@ -39,23 +36,15 @@ type startupMessage struct {
 	order  []string // parameter names as sent
 }
 
-// readStartupPacket reads one length-prefixed startup packet with exact
-// reads: nothing past it is consumed, so that a TLS handshake after an
-// SSLRequest would start at the right byte (the CVE-2021-23214 class).
+// readStartupPacket reads one startup packet (see pgstartup.ReadPacket);
+// a length out of range is a protocol violation.
 func readStartupPacket(r io.Reader) ([]byte, error) {
-	var hdr [4]byte
-	if _, err := io.ReadFull(r, hdr[:]); err != nil {
-		return nil, err
+	body, err := pgstartup.ReadPacket(r)
+	var le pgstartup.LengthError
+	if errors.As(err, &le) {
+		return nil, protocolViolation("%s", le.Error())
 	}
-	n := int32(binary.BigEndian.Uint32(hdr[:]))
-	if n < 8 || n > maxStartupPacket {
-		return nil, protocolViolation("invalid length of startup packet: %d", n)
-	}
-	body := make([]byte, n-4)
-	if _, err := io.ReadFull(r, body); err != nil {
-		return nil, err
-	}
-	return body, nil
+	return body, err
 }
 
 // readStartup reads startup packets until the StartupMessage or a

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgproto3"
+
+	"github.com/vecside/vecside/internal/pgstartup"
 )
 
 // errCancelled ends a connection that carried a CancelRequest.
@@ -38,7 +40,7 @@ func (p *Proxy) startup(nc net.Conn) (*session, error) {
 	var body []byte
 	for {
 		var err error
-		if body, err = readStartupPacket(nc); err != nil {
+		if body, err = pgstartup.ReadPacket(nc); err != nil {
 			return nil, err
 		}
 		code := binary.BigEndian.Uint32(body)

@@ -16,9 +16,6 @@ const (
 	gssEncRequestCode = 80877104
 )
 
-// maxStartupPacket is PostgreSQL's MAX_STARTUP_PACKET_LENGTH.
-const maxStartupPacket = 10000
-
 // message is one protocol message after startup: its type byte and body.
 // body aliases the reader's buffer until the next read unless copied.
 type message struct {
@@ -89,24 +86,6 @@ func (w *wire) flush() error { return w.w.Flush() }
 // idle reports whether the next read would wait for the peer: the time
 // to flush what goes the other way, as the peer itself would have.
 func (w *wire) idle() bool { return w.r.Buffered() == 0 }
-
-// readStartupPacket reads one length-prefixed startup packet with exact
-// reads, so that nothing past it is consumed.
-func readStartupPacket(r io.Reader) ([]byte, error) {
-	var hdr [4]byte
-	if _, err := io.ReadFull(r, hdr[:]); err != nil {
-		return nil, err
-	}
-	n := int32(binary.BigEndian.Uint32(hdr[:]))
-	if n < 8 || n > maxStartupPacket {
-		return nil, fmt.Errorf("invalid length of startup packet: %d", n)
-	}
-	body := make([]byte, n-4)
-	if _, err := io.ReadFull(r, body); err != nil {
-		return nil, err
-	}
-	return body, nil
-}
 
 // startupPacket is body with its length prefix, as sent.
 func startupPacket(body []byte) []byte {
