@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
 
 	"github.com/vecside/vecside/heapfetch"
@@ -295,13 +296,19 @@ func (s *session) checkSession(q *query, ix indexed) (minLSN string, err error) 
 }
 
 // candidates asks the sidecar; its failure passes the statement through
-// and keeps the next ones from asking for a while.
+// and, unless the statement caused it, keeps the next ones from asking
+// for a while.
 func (s *session) candidates(req heapfetch.Request) ([]string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), sidecarTimeout)
 	defer cancel()
 	keys, err := s.p.cfg.Sidecar.Candidates(ctx, req)
 	if err != nil {
-		s.p.sidecarDown.Store(time.Now().Add(sidecarBackoff).UnixNano())
+		// The statement's own fault (a vector of the wrong dimension, 22;
+		// an index gone, 42) says nothing of the sidecar.
+		var pe *pgconn.PgError
+		if !errors.As(err, &pe) || pe.Code[:2] != "22" && pe.Code[:2] != "42" {
+			s.p.sidecarDown.Store(time.Now().Add(sidecarBackoff).UnixNano())
+		}
 		s.p.log.Debug("proxy: the sidecar did not answer; passing through", "index", req.Index, "err", err)
 		return nil, passThrough{"sidecar"}
 	}

@@ -117,6 +117,7 @@ func run(t *testing.T, c *pgx.Conn, sql string) *pgconn.Result {
 func TestAccelerated(t *testing.T) {
 	const queries, k = 30, 10
 	f := newFixture(t, 3000)
+	ctx := context.Background()
 	proxied := connect(t, f.via)
 	for _, c := range []struct{ op, filter, offset string }{
 		{"<->", "", ""},
@@ -193,8 +194,20 @@ func TestAccelerated(t *testing.T) {
 		}
 	}
 
-	// What the sidecar does not index passes through.
+	// A vector the sidecar refuses passes through to PostgreSQL's own
+	// answer, and costs the next statements nothing.
+	bad := "SELECT id FROM items ORDER BY embedding <-> '{1,2}' LIMIT 3"
+	if got, want := outcomes(proxied.PgConn().Exec(ctx, bad).ReadAll()), outcomes(f.db.PgConn().Exec(ctx, bad).ReadAll()); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("%s: got %v, want %v", bad, got, want)
+	}
 	before := f.p.Stats().Accelerated
+	run(t, proxied, "SELECT id FROM items ORDER BY embedding <-> '"+f.vector()+"' LIMIT 3")
+	if f.p.Stats().Accelerated != before+1 {
+		t.Errorf("after a refused vector: not accelerated: %+v", f.p.Stats())
+	}
+
+	// What the sidecar does not index passes through.
+	before = f.p.Stats().Accelerated
 	run(t, proxied, "SELECT id FROM items ORDER BY embedding <#> '"+f.vector()+"' LIMIT 3")
 	if f.p.Stats().Accelerated != before || f.p.Stats().Fallbacks["not indexed"] == 0 {
 		t.Errorf("an unindexed metric was accelerated: %+v", f.p.Stats())
@@ -221,6 +234,18 @@ func TestReadYourWrites(t *testing.T) {
 	}
 	if found != 100 || f.p.Stats().Accelerated-before != 100 {
 		t.Errorf("found %d of 100 rows, %d statements accelerated; fallbacks %v", found, f.p.Stats().Accelerated-before, f.p.Stats().Fallbacks)
+	}
+	// A write elsewhere: the wait for its LSN is short.
+	mustExec(t, f.db, "CREATE TABLE other (x int)")
+	before = f.p.Stats().Accelerated
+	for i := range 5 {
+		run(t, proxied, fmt.Sprintf("INSERT INTO other VALUES (%d)", i))
+		start := time.Now()
+		run(t, proxied, "SELECT id FROM items ORDER BY embedding <-> '"+f.vector()+"' LIMIT 1")
+		t.Logf("after a write to another table: %v", time.Since(start))
+	}
+	if f.p.Stats().Accelerated-before != 5 {
+		t.Errorf("after writes to another table: %d of 5 accelerated; fallbacks %v", f.p.Stats().Accelerated-before, f.p.Stats().Fallbacks)
 	}
 	v := f.vector()
 	run(t, proxied, "BEGIN")
