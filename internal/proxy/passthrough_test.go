@@ -7,6 +7,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"os/exec"
 	"path/filepath"
 	"reflect"
@@ -247,4 +249,64 @@ func must[T any](v T, err error) T {
 		panic(err)
 	}
 	return v
+}
+
+// TestLimits: past MaxConnections a client is refused with 53300 before
+// anything is read; a connection that does not authenticate within
+// AuthTimeout is closed and gives its place back.
+func TestLimits(t *testing.T) {
+	ctx := context.Background()
+	dsn := pgtest.Shared(t).NewDatabase(t)
+	_, via := startProxyLimits(t, dsn, "", Limits{MaxConnections: 2, AuthTimeout: time.Second})
+	addr := strings.Split(strings.TrimPrefix(via, "postgres://postgres@"), "/")[0]
+	var silent []net.Conn
+	for range 2 {
+		nc, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nc.Close()
+		silent = append(silent, nc)
+	}
+	time.Sleep(100 * time.Millisecond)
+	_, err := pgx.Connect(ctx, via)
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) || pe.Code != "53300" {
+		t.Errorf("a third connection: %v, want 53300", err)
+	}
+	for _, nc := range silent {
+		nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if _, err := nc.Read(make([]byte, 1)); !errors.Is(err, io.EOF) {
+			t.Errorf("a silent connection after AuthTimeout: %v, want EOF", err)
+		}
+	}
+	c, err := pgx.Connect(ctx, via)
+	if err != nil {
+		t.Fatalf("after the silent ones closed: %v", err)
+	}
+	c.Close(ctx)
+}
+
+// TestUpstreamRestart: a session whose PostgreSQL restarts gets the error
+// a direct client gets, and new sessions work once it is back.
+func TestUpstreamRestart(t *testing.T) {
+	ctx := context.Background()
+	cl := pgtest.Shared(t)
+	dsn := cl.NewDatabase(t)
+	_, via := startProxy(t, dsn, "")
+	direct, proxied := connect(t, dsn), connect(t, via)
+	if err := cl.Restart("fast"); err != nil {
+		t.Fatal(err)
+	}
+	_, derr := direct.Exec(ctx, "SELECT 1")
+	_, perr := proxied.Exec(ctx, "SELECT 1")
+	if derr == nil || perr == nil {
+		t.Fatalf("after a restart: direct %v, proxied %v; want errors", derr, perr)
+	}
+	t.Logf("after a restart: direct %v; proxied %v", derr, perr)
+	c := connect(t, via)
+	var one int
+	if err := c.QueryRow(ctx, "SELECT 1").Scan(&one); err != nil || one != 1 {
+		t.Errorf("a new session: %d, %v", one, err)
+	}
 }
