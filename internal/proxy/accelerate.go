@@ -60,6 +60,8 @@ func (s *session) accelerateQuery(m message) (handled bool, err error) {
 	case q == nil && reason == "":
 		return false, nil
 	case q == nil:
+	case !s.plain.Load():
+		reason = "encoding"
 	case q.params > 0 || q.vector.param > 0:
 		reason = "parameter"
 	case s.pending.Load() != 0 || s.batch:

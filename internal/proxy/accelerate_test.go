@@ -206,6 +206,15 @@ func TestAccelerated(t *testing.T) {
 		t.Errorf("after a refused vector: not accelerated: %+v", f.p.Stats())
 	}
 
+	// With standard_conforming_strings off, string literals read
+	// otherwise than the parser reads them: passed through.
+	run(t, proxied, "SET standard_conforming_strings = off")
+	run(t, proxied, "SELECT id FROM items ORDER BY embedding <-> '"+f.vector()+"' LIMIT 3")
+	run(t, proxied, "RESET standard_conforming_strings")
+	if f.p.Stats().Fallbacks["encoding"] != 1 {
+		t.Errorf("standard_conforming_strings off: fallbacks %v", f.p.Stats().Fallbacks)
+	}
+
 	// What the sidecar does not index passes through.
 	before = f.p.Stats().Accelerated
 	run(t, proxied, "SELECT id FROM items ORDER BY embedding <#> '"+f.vector()+"' LIMIT 3")

@@ -78,7 +78,10 @@
 // batch [Parse] Bind [Describe portal] Execute Sync of a recognised
 // statement (with the vector a literal or a parameter, in text, or in
 // binary as real[] or double precision[]), which is what pgx in every
-// exec mode, libpq's PQexecParams and PQexecPrepared send. A batch
+// exec mode, libpq's PQexecParams and PQexecPrepared send; and only
+// while the session's client_encoding is UTF8 and its
+// standard_conforming_strings on (as ParameterStatus reports them), as
+// the parser reads SQL and the deparser writes it. A batch
 // starting with Parse or Bind is held back until its Sync (at most six
 // messages; a Flush or anything else sends it on as it came). The
 // session then takes PostgreSQL's replies for itself (asynchronous ones

@@ -187,6 +187,8 @@ func (s *session) accelerateBatch(b *heldBatch) error {
 	case q == nil:
 		s.release(b.msgs)
 		return nil
+	case !s.plain.Load():
+		reason = "encoding"
 	case q.vector.param == 0 || q.vector.param > len(b.bind.Parameters):
 		reason = "vector"
 	case q.params != len(b.bind.Parameters):

@@ -3,6 +3,7 @@
 package proxy
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"io"
@@ -43,6 +44,12 @@ type session struct {
 	// stmts are the client's prepared statements the proxy could answer,
 	// by name (see noteParse).
 	stmts map[string]*query
+
+	// plain: the session's client_encoding is UTF8 and its
+	// standard_conforming_strings on, as the parser and the deparser
+	// read and write SQL (see noteParameter).
+	plain atomic.Bool
+	enc   [2]bool // client_encoding UTF8, standard_conforming_strings on
 
 	taken   atomic.Bool
 	replies chan message // PostgreSQL's replies while taken
@@ -187,6 +194,17 @@ func (s *session) relayUpstream() error {
 			s.cmu.Unlock()
 			continue
 		}
+		if typ == 'S' && n <= s.u.held {
+			m, err := s.u.body(typ, n)
+			if err != nil {
+				return err
+			}
+			s.noteParameter(m.body)
+			s.cmu.Lock()
+			s.c.send(m)
+			s.cmu.Unlock()
+			continue
+		}
 		s.cmu.Lock()
 		err = stream(s.c.w, s.u.r, typ, n)
 		s.cmu.Unlock()
@@ -199,6 +217,23 @@ func (s *session) relayUpstream() error {
 // tooLarge stands for a reply the session was not given, being larger
 // than Limits.MaxMessage.
 const tooLarge = 0
+
+// noteParameter follows the ParameterStatus messages that change how
+// SQL text reads: only with client_encoding UTF8 and
+// standard_conforming_strings on is a statement accelerated.
+func (s *session) noteParameter(body []byte) {
+	name, value, _ := bytes.Cut(body, []byte{0})
+	value, _, _ = bytes.Cut(value, []byte{0})
+	switch string(name) {
+	case "client_encoding":
+		s.enc[0] = string(value) == "UTF8"
+	case "standard_conforming_strings":
+		s.enc[1] = string(value) == "on"
+	default:
+		return
+	}
+	s.plain.Store(s.enc[0] && s.enc[1])
+}
 
 // asynchronous reports whether PostgreSQL may send a message of type typ
 // at any time: a notice, a notification or a changed parameter.

@@ -133,6 +133,9 @@ func (s *session) authenticate() error {
 			s.c.send(m)
 			s.status.Store(uint32(m.body[0]))
 			return s.c.flush()
+		case 'S':
+			s.noteParameter(m.body)
+			s.c.send(m)
 		default:
 			s.c.send(m)
 		}
