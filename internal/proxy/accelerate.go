@@ -72,17 +72,17 @@ func (s *session) accelerateQuery(m message) (handled bool, err error) {
 		reason = "sidecar down"
 	}
 	if reason != "" {
-		s.p.stats.fallback(reason)
+		s.passed(reason)
 		return false, nil
 	}
 	vec, err := pgvalue.ParseVector(q.vector.literal)
 	if err != nil {
-		s.p.stats.fallback("vector")
+		s.passed("vector")
 		return false, nil
 	}
 	ix, ok := s.p.cat.lookup(q.schema, q.table, q.column, q.metric)
 	if !ok {
-		s.p.stats.fallback("not indexed")
+		s.passed("not indexed")
 		return false, nil
 	}
 	// Nothing is owed (pending 0, no batch): every reply from now on
@@ -92,7 +92,7 @@ func (s *session) accelerateQuery(m message) (handled bool, err error) {
 	err = s.answer(q, ix, vec, nil)
 	var pt passThrough
 	if errors.As(err, &pt) {
-		s.p.stats.fallback(pt.reason)
+		s.passed(pt.reason)
 		return false, nil
 	}
 	if err != nil {
@@ -126,6 +126,7 @@ func (s *session) answer(q *query, ix indexed, vec []float32, bd *binding) error
 	}
 	k := int(want)
 	var res result
+	var asked []string
 	for round := 0; ; round++ {
 		keys, err := s.candidates(heapfetch.Request{Index: ix.name, Vector: vec, K: k, MinLSN: minLSN})
 		if err != nil {
@@ -158,6 +159,7 @@ func (s *session) answer(q *query, ix indexed, vec []float32, bd *binding) error
 			return err
 		}
 		rows := int64(res.rows())
+		asked = append(asked, fmt.Sprintf("%d→%d→%d", k, len(keys), rows))
 		exhausted := len(keys) < k // see heapfetch's widening
 		if res.err != nil || res.tooLarge || rows >= q.limit || exhausted || round+1 == maxRounds || k >= maxCandidates {
 			break
@@ -195,6 +197,10 @@ func (s *session) answer(q *query, ix indexed, vec []float32, bd *binding) error
 		out = append(out, message{b[0], b[5:]})
 	}
 	s.p.stats.accelerated.Add(1)
+	s.lastPlan = fmt.Sprintf("accelerated: index %s; rounds (candidates asked→given→rows) %s", ix.name, strings.Join(asked, ", "))
+	if minLSN != "" {
+		s.lastPlan += "; waited for " + minLSN
+	}
 	return s.toClient(append(out, z)...)
 }
 

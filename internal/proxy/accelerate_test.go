@@ -221,6 +221,24 @@ func TestAccelerated(t *testing.T) {
 	if f.p.Stats().Accelerated != before || f.p.Stats().Fallbacks["not indexed"] == 0 {
 		t.Errorf("an unindexed metric was accelerated: %+v", f.p.Stats())
 	}
+
+	// SHOW vecside.last_plan says what became of the last one.
+	show := func() string {
+		r := run(t, proxied, "SHOW vecside.last_plan")
+		if len(r.Rows) != 1 || r.FieldDescriptions[0].Name != "vecside.last_plan" {
+			t.Fatalf("SHOW vecside.last_plan: %+v", r)
+		}
+		return string(r.Rows[0][0])
+	}
+	if got := show(); got != "passed through: not indexed" {
+		t.Errorf("last plan %q, want passed through: not indexed", got)
+	}
+	run(t, proxied, "SELECT id FROM items WHERE tenant = 7 ORDER BY embedding <-> '"+f.vector()+"' LIMIT 10")
+	if got := show(); !strings.HasPrefix(got, "accelerated: index items_l2; rounds (candidates asked→given→rows) 10→") {
+		t.Errorf("last plan %q", got)
+	} else {
+		t.Logf("last plan: %s", got)
+	}
 }
 
 // TestReadYourWrites: each of 100 rows inserted and committed through the

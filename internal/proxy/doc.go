@@ -125,7 +125,10 @@
 // another statement (a statement merely dropped fails step 1).
 //
 // Every statement recognised but passed through is counted by reason
-// (Stats).
+// (Stats), and SHOW vecside.last_plan (a simple Query) tells a session
+// what became of its last one: the index and, per round, the candidates
+// asked for, given, and the rows that came back, or why it passed
+// through.
 //
 // # What a client can hold
 //
@@ -142,7 +145,7 @@
 // TLS to either side; LIMIT as a parameter; pgvector's own binary
 // vector parameters (its type OID is the extension's: text works); SET
 // hnsw.ef_search, ivfflat.probes and vecside.* mapped to the sidecar;
-// EXPLAIN or SHOW vecside.last_plan; read replicas as upstream
+// EXPLAIN of an accelerated statement; read replicas as upstream
 // (pg_last_wal_replay_lsn); metrics series for Stats. A sidecar index
 // with a row filter (where=, one shard of several) must not be the only
 // sidecar a proxy asks: it would answer from its shard alone.

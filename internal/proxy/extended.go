@@ -203,7 +203,7 @@ func (s *session) accelerateBatch(b *heldBatch) error {
 		reason = "not indexed"
 	}
 	if reason != "" {
-		s.p.stats.fallback(reason)
+		s.passed(reason)
 		s.release(b.msgs)
 		return nil
 	}
@@ -211,7 +211,7 @@ func (s *session) accelerateBatch(b *heldBatch) error {
 	defer s.taken.Store(false)
 	err := s.answerBatch(b, q, ix)
 	if pt, ok := err.(passThrough); ok {
-		s.p.stats.fallback(pt.reason)
+		s.passed(pt.reason)
 		return nil
 	}
 	return err
@@ -281,7 +281,7 @@ func (s *session) answerBatch(b *heldBatch, q *query, ix indexed) error {
 	if reason == "" {
 		return err
 	}
-	s.p.stats.fallback(reason)
+	s.passed(reason)
 	if err := s.toClient(owed...); err != nil {
 		return err
 	}

@@ -44,6 +44,8 @@ type session struct {
 	// stmts are the client's prepared statements the proxy could answer,
 	// by name (see noteParse).
 	stmts map[string]*query
+	// lastPlan is what SHOW vecside.last_plan answers.
+	lastPlan string
 
 	// plain: the session's client_encoding is UTF8 and its
 	// standard_conforming_strings on, as the parser and the deparser
@@ -102,6 +104,9 @@ func (s *session) relayClient() error {
 		switch {
 		case typ == 'Q':
 			handled, err := s.accelerateQuery(m)
+			if err == nil && !handled {
+				handled, err = s.showLastPlan(m)
+			}
 			if err != nil {
 				return err
 			}
