@@ -465,6 +465,18 @@ func TestExtendedProtocol(t *testing.T) {
 			t.Errorf("%v: recall@%d %.3f, %d of %d accelerated; fallbacks %v", mode, k, float64(found)/float64(total), accelerated, queries, f.p.Stats().Fallbacks)
 		}
 	}
+	// A literal vector beside parameters.
+	before := f.p.Stats().Accelerated
+	lit := "SELECT id FROM items WHERE tenant = $1 ORDER BY embedding <=> '" + f.vector() + "' LIMIT 5"
+	want, err := pgx.CollectRows(must(f.db.Query(ctx, lit, 4)), pgx.RowTo[int64])
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := pgx.CollectRows(must(proxied.Query(ctx, lit, 4)), pgx.RowTo[int64])
+	if err != nil || len(got) != 5 || f.p.Stats().Accelerated != before+1 {
+		t.Errorf("a literal vector: %v, %v (want %v); %d accelerated", got, err, want, f.p.Stats().Accelerated-before)
+	}
+
 	// The client's statements still work after the proxy's answers.
 	var n int
 	if err := proxied.QueryRow(ctx, "SELECT count(*) FROM items WHERE tenant = $1", 3).Scan(&n); err != nil || n != 300 {

@@ -33,17 +33,24 @@ func mentionsDistance(sql string) bool {
 // noteParse remembers whether the statement a Parse prepares is one the
 // proxy could answer.
 func (s *session) noteParse(p *pgproto3.Parse) {
-	delete(s.stmts, p.Name)
 	s.forgetIfDeallocating(p.Query)
-	if !mentionsDistance(p.Query) || len(s.stmts) >= maxStatements {
+	var q *query
+	if mentionsDistance(p.Query) {
+		q, _ = recognize(p.Query)
+	}
+	s.remember(p.Name, q)
+}
+
+// remember notes statement name as q, nil if the proxy cannot answer it.
+func (s *session) remember(name string, q *query) {
+	delete(s.stmts, name)
+	if q == nil || len(s.stmts) >= maxStatements {
 		return
 	}
-	if q, _ := recognize(p.Query); q != nil {
-		if s.stmts == nil {
-			s.stmts = map[string]*query{}
-		}
-		s.stmts[p.Name] = q
+	if s.stmts == nil {
+		s.stmts = map[string]*query{}
 	}
+	s.stmts[name] = q
 }
 
 // notePassedQuery forgets what a simple Query passed through may have
@@ -175,21 +182,23 @@ func (b *heldBatch) parseShape() bool {
 // accelerateBatch answers a held batch through the sidecar when it can;
 // otherwise it passes the batch through, with what was done of it.
 func (s *session) accelerateBatch(b *heldBatch) error {
-	q := s.stmts[b.bind.PreparedStatement]
+	q, reason := s.stmts[b.bind.PreparedStatement], ""
 	if b.parse != nil {
 		q = nil
 		if mentionsDistance(b.parse.Query) {
-			q, _ = recognize(b.parse.Query)
+			q, reason = recognize(b.parse.Query)
 		}
 	}
-	reason := ""
 	switch {
 	case q == nil:
+		if reason != "" {
+			s.passed(reason)
+		}
 		s.release(b.msgs)
 		return nil
 	case !s.plain.Load():
 		reason = "encoding"
-	case q.vector.param == 0 || q.vector.param > len(b.bind.Parameters):
+	case q.vector.param > len(b.bind.Parameters):
 		reason = "vector"
 	case q.params != len(b.bind.Parameters):
 		reason = "parameter"
@@ -209,12 +218,7 @@ func (s *session) accelerateBatch(b *heldBatch) error {
 	}
 	s.taken.Store(true)
 	defer s.taken.Store(false)
-	err := s.answerBatch(b, q, ix)
-	if pt, ok := err.(passThrough); ok {
-		s.passed(pt.reason)
-		return nil
-	}
-	return err
+	return s.answerBatch(b, q, ix)
 }
 
 // answerBatch prepares the client's statement if the batch does, learns
@@ -225,7 +229,7 @@ func (s *session) accelerateBatch(b *heldBatch) error {
 func (s *session) answerBatch(b *heldBatch, q *query, ix indexed) error {
 	rest := b.msgs
 	if b.parse != nil {
-		s.noteParse(b.parse)
+		s.remember(b.parse.Name, q)
 		s.sendUp(b.parse)
 		rest = rest[1:]
 	}
@@ -261,13 +265,18 @@ func (s *session) answerBatch(b *heldBatch, q *query, ix indexed) error {
 			if err != nil {
 				return err
 			}
+			s.status.Store(uint32(z.body[0]))
 			return s.toClient(append(owed, m, z)...)
 		}
 	}
-	if _, err := s.until('T'); err != nil { // or NoData: never, for a SELECT
-		return err
+	for done := false; !done; { // the statement's RowDescription, or NoData
+		m, err := s.reply()
+		if err != nil {
+			return err
+		}
+		done = m.typ == 'T' || m.typ == 'n'
 	}
-	vec, reason := bindVector(b.bind, types, q.vector.param)
+	vec, reason := bindVector(b.bind, types, q.vector.param, q.vector.literal)
 	if len(types) != q.params {
 		reason = "parameter"
 	}
@@ -299,8 +308,16 @@ type binding struct {
 	owed     []message // replies due to the client before the answer's
 }
 
-// bindVector decodes the query vector, parameter param of bind.
-func bindVector(bind *pgproto3.Bind, types []uint32, param int) ([]float32, string) {
+// bindVector decodes the query vector: parameter param of bind, or the
+// literal when param is 0.
+func bindVector(bind *pgproto3.Bind, types []uint32, param int, literal string) ([]float32, string) {
+	if param == 0 {
+		v, err := pgvalue.ParseVector(literal)
+		if err != nil {
+			return nil, "vector"
+		}
+		return v, ""
+	}
 	i := param - 1
 	raw := bind.Parameters[i]
 	if raw == nil || i >= len(types) {
