@@ -274,12 +274,27 @@ func TestReadYourWrites(t *testing.T) {
 	if f.p.Stats().Accelerated-before != 5 {
 		t.Errorf("after writes to another table: %d of 5 accelerated; fallbacks %v", f.p.Stats().Accelerated-before, f.p.Stats().Fallbacks)
 	}
+	// The same with pgx's default exec mode, in a transaction of pgx's.
+	ctx := context.Background()
+	tx, err := proxied.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vec := make([]float32, dims)
+	vec[0] = 7
+	mustExec(t, proxied, "INSERT INTO items VALUES (300000, 0, $1)", vec)
+	var id int64
+	if err := tx.QueryRow(ctx, "SELECT id FROM items ORDER BY embedding <-> $1 LIMIT 1", vec).Scan(&id); err != nil || id != 300000 {
+		t.Errorf("inside a pgx transaction: %d, %v", id, err)
+	}
+	tx.Rollback(ctx)
+
 	v := f.vector()
 	run(t, proxied, "BEGIN")
 	run(t, proxied, fmt.Sprintf("INSERT INTO items VALUES (200000, 0, '%s')", v))
 	r := run(t, proxied, fmt.Sprintf("SELECT id FROM items ORDER BY embedding <-> '%s' LIMIT 1", v))
 	run(t, proxied, "ROLLBACK")
-	if len(r.Rows) != 1 || string(r.Rows[0][0]) != "200000" || f.p.Stats().Fallbacks["wrote in transaction"] != 1 {
+	if len(r.Rows) != 1 || string(r.Rows[0][0]) != "200000" || f.p.Stats().Fallbacks["wrote in transaction"] != 2 {
 		t.Errorf("inside the transaction: %q; fallbacks %v", r.Rows, f.p.Stats().Fallbacks)
 	}
 }
@@ -313,6 +328,17 @@ func TestPrivileges(t *testing.T) {
 	}
 	if f.p.Stats().Accelerated != before+1 {
 		t.Errorf("the statement without SELECT was not answered by the proxy: %+v", f.p.Stats())
+	}
+	// The same through the extended protocol, the vector a parameter.
+	psql := "SELECT id FROM items ORDER BY embedding <-> $1 LIMIT 10"
+	vec := []float32{}
+	for range dims {
+		vec = append(vec, 0.5)
+	}
+	_, werr = as(f.dsn, "proxy_nobody").Exec(ctx, psql, vec)
+	_, gerr = as(f.via, "proxy_nobody").Exec(ctx, psql, vec)
+	if !errors.As(werr, &want) || !errors.As(gerr, &got) || got.Code != "42501" || got.Message != want.Message {
+		t.Errorf("without SELECT, extended protocol: got %v, want %v", gerr, werr)
 	}
 
 	exact := run(t, as(f.dsn, "proxy_tenant"), sql)
