@@ -17,8 +17,8 @@
 // privileges and row-level security hold by construction, and no row
 // comes back that PostgreSQL would not return. While fewer than LIMIT
 // rows come back (a filter, rows deleted since) and the sidecar has more,
-// it asks for twice as many candidates and runs the statement again, a
-// bounded number of times (see accelerate.go). recognize.go states the
+// it asks for more candidates and runs the statement again, a bounded
+// number of times (see accelerate.go). recognize.go states the
 // accepted grammar.
 //
 // # Decisions
@@ -31,14 +31,15 @@
 // application or beside PostgreSQL; one sidecar can serve several
 // proxies, and a proxy can ask a shard group through heapfetch's
 // Config), and its authentication is PostgreSQL's, not the sidecar's
-// users file. The cost is one loopback round trip to the sidecar per
-// accelerated statement (about 50–85 µs, see docs/notes on the RPC).
+// users file. The cost is a round trip to the sidecar per accelerated
+// statement, which the same process would have saved.
 //
 // Its own package under internal/, not inside rpc: rpc serves its own SQL
 // dialect from its own catalog and authenticates against its own users;
 // the proxy serves nothing itself and relays authentication. It reuses
-// heapfetch to ask for candidates (Client.Candidates: sidecar failover,
-// back-off, allow-set encoding) and pgvalue for vector literals.
+// heapfetch to ask for candidates (Client.Candidates: the knn call,
+// failover between a shard's sidecars and their back-off) and pgvalue
+// for vectors.
 //
 // The parser is PostgreSQL's own (github.com/pganalyze/pg_query_go/v6),
 // never regular expressions: what the proxy accepts is what PostgreSQL
@@ -57,10 +58,10 @@
 // decides who gets in (SCRAM, md5, trust, as its pg_hba.conf says for the
 // proxy's address) and the session runs as the client's role. The
 // authentication exchange is relayed message by message; SSL and GSS
-// encryption are declined on both sides for now. PostgreSQL's
-// BackendKeyData is replaced by a key of the proxy's, and a CancelRequest
-// with that key is sent on to the session's upstream backend with
-// PostgreSQL's key; a wrong key costs the guesser a second.
+// encryption are declined to clients and not asked of PostgreSQL, for
+// now. PostgreSQL's BackendKeyData is replaced by a key of the proxy's,
+// and a CancelRequest with that key is sent on to the session's upstream
+// backend with PostgreSQL's key; a wrong key costs the guesser a second.
 //
 // After startup two goroutines relay, one each way, message by message,
 // flushing whenever the side they read from has nothing more buffered —
@@ -81,9 +82,10 @@
 // exec mode, libpq's PQexecParams and PQexecPrepared send; and only
 // while the session's client_encoding is UTF8 and its
 // standard_conforming_strings on (as ParameterStatus reports them), as
-// the parser reads SQL and the deparser writes it. A batch
-// starting with Parse or Bind is held back until its Sync (at most six
-// messages; a Flush or anything else sends it on as it came). The
+// the parser reads SQL and the deparser writes it. A batch starting with
+// Parse or Bind when nothing is owed is held back until its Sync (at
+// most six messages; a Flush sends it on as it came, as does any other
+// shape). The
 // session then takes PostgreSQL's replies for itself (asynchronous ones
 // still go to the client) and works upstream with statements of its own
 // (vecside_proxy, vecside_proxy_probe), closed before it gives the
@@ -138,7 +140,10 @@
 // or a reply to an accelerated statement). Larger messages pass through
 // in pieces through 32 KiB buffers, whatever their size, unaccelerated.
 // An accelerated result holds at most LIMIT rows, LIMIT + OFFSET being at
-// most 3,333 (the sidecar's cap on candidates).
+// most 3,333 (the sidecar's cap on candidates), a held batch six
+// messages. A connection that sends nothing holds its slot until
+// AuthTimeout: rpc's admission, which gives the slot of the longest
+// silent startup to a new connection, is not shared with the proxy yet.
 //
 // # Not yet
 //
