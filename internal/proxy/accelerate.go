@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -40,9 +41,39 @@ const (
 // sidecar's would be answered with newer candidates), the WAL position
 // its commits so far are below (read-your-writes: the sidecar waits for
 // it), and whether its search_path finds the indexed table under the
-// name the statement uses. It is built so that it cannot fail.
+// name the statement uses; then the settings the sidecar's search takes
+// (settingOptions). It is built so that it cannot fail.
 const probeSQL = `SELECT pg_current_xact_id_if_assigned() IS NOT NULL, current_setting('transaction_isolation'),
-CASE WHEN pg_is_in_recovery() THEN '' ELSE pg_current_wal_lsn()::text END, coalesce(to_regclass($1) = to_regclass($2), false)`
+CASE WHEN pg_is_in_recovery() THEN '' ELSE pg_current_wal_lsn()::text END, coalesce(to_regclass($1) = to_regclass($2), false),
+current_setting('hnsw.ef_search', true), current_setting('ivfflat.probes', true),
+current_setting('vecside.ef_search', true), current_setting('vecside.probes', true), current_setting('vecside.oversample', true)`
+
+// settingOptions are the knn options the probe's last columns become:
+// pgvector's settings, and vecside.* over them.
+var settingOptions = []string{"ef_search", "probes", "ef_search", "probes", "oversample"}
+
+// knnOptions turns the probe's settings into knn options; a value that
+// is not a number is not the sidecar's to judge: the statement passes
+// through.
+func knnOptions(values []string) (string, bool) {
+	opts := map[string]string{}
+	for i, v := range values {
+		if v == "" {
+			continue
+		}
+		if _, err := strconv.ParseFloat(v, 64); err != nil {
+			return "", false
+		}
+		opts[settingOptions[i]] = v
+	}
+	var out []string
+	for _, k := range []string{"ef_search", "probes", "oversample"} {
+		if v, ok := opts[k]; ok {
+			out = append(out, k+"="+v)
+		}
+	}
+	return strings.Join(out, " "), true
+}
 
 // accelerateQuery answers a simple Query through the sidecar when it can
 // prove the answer is PostgreSQL's own; handled is false when the
@@ -128,7 +159,7 @@ func (s *session) answer(q *query, ix indexed, vec []float32, bd *binding) error
 	var res result
 	var asked []string
 	for round := 0; ; round++ {
-		keys, err := s.candidates(heapfetch.Request{Index: ix.name, Vector: vec, K: k, MinLSN: minLSN})
+		keys, err := s.candidates(heapfetch.Request{Index: ix.name, Vector: vec, K: k, MinLSN: minLSN, Options: s.options})
 		if err != nil {
 			if round > 0 {
 				s.closeInternal(true)
@@ -198,6 +229,9 @@ func (s *session) answer(q *query, ix indexed, vec []float32, bd *binding) error
 	}
 	s.p.stats.accelerated.Add(1)
 	s.lastPlan = fmt.Sprintf("accelerated: index %s; rounds (candidates asked→given→rows) %s", ix.name, strings.Join(asked, ", "))
+	if s.options != "" {
+		s.lastPlan += "; options " + s.options
+	}
 	if minLSN != "" {
 		s.lastPlan += "; waited for " + minLSN
 	}
@@ -261,7 +295,7 @@ func (s *session) checkSession(q *query, ix indexed) (minLSN string, err error) 
 		switch m.typ {
 		case 'D':
 			var dr pgproto3.DataRow
-			if err := dr.Decode(m.body); err != nil || len(dr.Values) != 4 {
+			if err := dr.Decode(m.body); err != nil || len(dr.Values) != 4+len(settingOptions) {
 				return "", fmt.Errorf("proxy: unexpected probe row")
 			}
 			for _, v := range dr.Values {
@@ -283,13 +317,17 @@ func (s *session) checkSession(q *query, ix indexed) (minLSN string, err error) 
 				return "", passThrough{"probe failed"}
 			}
 			wrote, isolation, lsn, found := row[0] == "t", row[1], row[2], row[3] == "t"
+			options, ok := knnOptions(row[4:])
 			inBlock := m.body[0] != 'I'
 			switch {
 			case inBlock && wrote:
 				return "", passThrough{"wrote in transaction"}
 			case inBlock && isolation != "read committed":
 				return "", passThrough{"isolation"}
+			case !ok:
+				return "", passThrough{"setting"}
 			}
+			s.options = options
 			s.dirty = false
 			if s.resolved == nil || len(s.resolved) > 64 {
 				s.resolved = map[[2]string]bool{}

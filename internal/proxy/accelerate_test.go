@@ -239,6 +239,20 @@ func TestAccelerated(t *testing.T) {
 	} else {
 		t.Logf("last plan: %s", got)
 	}
+
+	// pgvector's settings and vecside's reach the sidecar.
+	run(t, proxied, "SET hnsw.ef_search = 200")
+	run(t, proxied, "SET vecside.oversample = 2")
+	run(t, proxied, "SELECT id FROM items ORDER BY embedding <-> '"+f.vector()+"' LIMIT 10")
+	if got := show(); !strings.Contains(got, "; options ef_search=200 oversample=2;") {
+		t.Errorf("last plan %q, want the options ef_search=200 oversample=2", got)
+	}
+	run(t, proxied, "SET vecside.oversample = 'lots'")
+	run(t, proxied, "SELECT id FROM items ORDER BY embedding <-> '"+f.vector()+"' LIMIT 10")
+	if got := show(); got != "passed through: setting" {
+		t.Errorf("last plan %q, want passed through: setting", got)
+	}
+	run(t, proxied, "RESET ALL")
 }
 
 // TestReadYourWrites: each of 100 rows inserted and committed through the

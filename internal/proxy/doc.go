@@ -103,8 +103,11 @@
 //     only read committed is accelerated: an older snapshot than the
 //     sidecar's would be answered with newer candidates), the WAL
 //     position (read-your-writes: the sidecar is asked to have applied
-//     it, min_lsn), and whether the session's search_path finds the
-//     indexed table under the name used.
+//     it, min_lsn), whether the session's search_path finds the
+//     indexed table under the name used, and the settings the sidecar's
+//     search takes: pgvector's hnsw.ef_search and ivfflat.probes, and
+//     vecside.ef_search, vecside.probes and vecside.oversample over them
+//     (a SET is a statement passed through: the next answer probes).
 //  3. The sidecar is asked for LIMIT + OFFSET candidates; it failing or
 //     timing out passes the statement through, and the next ones for a
 //     second.
@@ -148,8 +151,7 @@
 // # Not yet
 //
 // TLS to either side; LIMIT as a parameter; pgvector's own binary
-// vector parameters (its type OID is the extension's: text works); SET
-// hnsw.ef_search, ivfflat.probes and vecside.* mapped to the sidecar;
+// vector parameters (its type OID is the extension's: text works);
 // EXPLAIN of an accelerated statement; read replicas as upstream
 // (pg_last_wal_replay_lsn); metrics series for Stats. A sidecar index
 // with a row filter (where=, one shard of several) must not be the only

@@ -41,6 +41,7 @@ type session struct {
 	// search_path.
 	dirty    bool
 	resolved map[[2]string]bool // table names the last probe checked
+	options  string             // knn options from the session's settings, as the last probe read them
 	// stmts are the client's prepared statements the proxy could answer,
 	// by name (see noteParse).
 	stmts map[string]*query
