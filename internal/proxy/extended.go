@@ -3,10 +3,13 @@
 package proxy
 
 import (
+	"encoding/binary"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgproto3"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/vecside/vecside/internal/pgvalue"
 )
@@ -280,6 +283,9 @@ func (s *session) answerBatch(b *heldBatch, q *query, ix indexed) error {
 	if len(types) != q.params {
 		reason = "parameter"
 	}
+	if reason == "" {
+		q, reason = boundCounts(q, b.bind, types)
+	}
 	var err error
 	if reason == "" {
 		err = s.answer(q, ix, vec, &binding{bind: b.bind, types: types, describe: b.describe, owed: owed})
@@ -339,6 +345,45 @@ func bindVector(bind *pgproto3.Bind, types []uint32, param int, literal string) 
 		return nil, "vector"
 	}
 	return v, ""
+}
+
+// boundCounts is q with LIMIT and OFFSET set from the parameters they
+// are, if they are: integers, not NULL, LIMIT at least 1.
+func boundCounts(q *query, bind *pgproto3.Bind, types []uint32) (*query, string) {
+	if q.limitParam == 0 && q.offsetParam == 0 {
+		return q, ""
+	}
+	bound := *q
+	for _, c := range []struct {
+		param int
+		v     *int64
+		least int64
+	}{{q.limitParam, &bound.limit, 1}, {q.offsetParam, &bound.offset, 0}} {
+		if c.param == 0 {
+			continue
+		}
+		i := c.param - 1
+		raw := bind.Parameters[i]
+		var err error
+		switch {
+		case raw == nil:
+			return nil, "limit"
+		case paramFormat(bind.ParameterFormatCodes, i) == 0:
+			*c.v, err = strconv.ParseInt(string(raw), 10, 64)
+		case types[i] == pgtype.Int8OID && len(raw) == 8:
+			*c.v = int64(binary.BigEndian.Uint64(raw))
+		case types[i] == pgtype.Int4OID && len(raw) == 4:
+			*c.v = int64(int32(binary.BigEndian.Uint32(raw)))
+		case types[i] == pgtype.Int2OID && len(raw) == 2:
+			*c.v = int64(int16(binary.BigEndian.Uint16(raw)))
+		default:
+			return nil, "limit"
+		}
+		if err != nil || *c.v < c.least {
+			return nil, "limit"
+		}
+	}
+	return &bound, ""
 }
 
 // paramFormat is parameter i's format under Bind's format codes: none

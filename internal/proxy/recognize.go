@@ -3,6 +3,8 @@
 package proxy
 
 import (
+	"strconv"
+
 	pg_query "github.com/pganalyze/pg_query_go/v6"
 )
 
@@ -23,7 +25,8 @@ import (
 //   - vector is a string literal ('[1,2,3]' or '{1,2,3}'), or a parameter
 //     $n (extended protocol), either one optionally cast to vector,
 //     vector(n), real[] or float4[];
-//   - count and skip are integer literals;
+//   - count and skip are integer literals (or strings of digits), or
+//     parameters (extended protocol);
 //   - targets and condition are made only of column references (and *),
 //     literals, parameters, casts to built-in types, the operators in
 //     harmlessOps, AND/OR/NOT, IS [NOT] NULL, IS [NOT] TRUE/FALSE,
@@ -72,7 +75,11 @@ type query struct {
 	vector vectorArg
 	limit  int64
 	offset int64
-	params int // the highest $n in the statement
+	// limitParam and offsetParam are the parameters LIMIT and OFFSET
+	// are, if they are ($n, extended protocol): limit and offset are then
+	// set from the Bind.
+	limitParam, offsetParam int
+	params                  int // the highest $n in the statement
 }
 
 // vectorArg is the query vector: a literal, or the parameter $param.
@@ -135,15 +142,15 @@ func recognize(sql string) (*query, string) {
 	if q.vector, ok = vectorOperand(dist.Rexpr); !ok {
 		return nil, "vector"
 	}
-	if q.limit, ok = integer(sel.LimitCount); !ok || q.limit < 1 {
+	w := walker{}
+	if q.limit, q.limitParam, ok = w.count(sel.LimitCount); !ok || q.limitParam == 0 && q.limit < 1 {
 		return nil, "limit"
 	}
 	if sel.LimitOffset != nil {
-		if q.offset, ok = integer(sel.LimitOffset); !ok || q.offset < 0 {
+		if q.offset, q.offsetParam, ok = w.count(sel.LimitOffset); !ok || q.offset < 0 {
 			return nil, "limit"
 		}
 	}
-	w := walker{}
 	for _, t := range sel.TargetList {
 		rt := t.GetResTarget()
 		if rt == nil || !w.harmless(rt.Val) {
@@ -199,13 +206,26 @@ func vectorOperand(n *pg_query.Node) (vectorArg, bool) {
 	return vectorArg{}, false
 }
 
-// integer is the value of an integer literal.
-func integer(n *pg_query.Node) (int64, bool) {
-	c := n.GetAConst()
-	if c == nil || c.GetIval() == nil {
-		return 0, false
+// count is LIMIT's or OFFSET's value: an integer literal, or the
+// parameter $param.
+func (w *walker) count(n *pg_query.Node) (value int64, param int, ok bool) {
+	if p := n.GetParamRef(); p != nil && p.Number > 0 {
+		w.params = max(w.params, int(p.Number))
+		return 0, int(p.Number), true
 	}
-	return int64(c.GetIval().Ival), true
+	c := n.GetAConst()
+	switch {
+	case c == nil:
+		return 0, 0, false
+	case c.GetIval() != nil:
+		return int64(c.GetIval().Ival), 0, true
+	case c.GetSval() != nil:
+		// '10', as pgx's simple protocol writes its arguments: a string
+		// PostgreSQL reads as bigint.
+		v, err := strconv.ParseInt(c.GetSval().Sval, 10, 64)
+		return v, 0, err == nil
+	}
+	return 0, 0, false
 }
 
 // walker checks expressions and notes the highest parameter number.

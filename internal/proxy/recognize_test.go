@@ -14,6 +14,8 @@ func TestRecognize(t *testing.T) {
 		{"select * from public.items i where i.tenant = 3 and note like 'a%' order by i.embedding <=> $1::vector limit 5 offset 2", "public", "items", "embedding", "cosine", vectorArg{param: 1}, 5, 2},
 		{"SELECT id, embedding <#> $2 AS d FROM items WHERE tenant IN (1, 2) AND deleted IS NULL ORDER BY embedding <#> $2 ASC LIMIT 3", "", "items", "embedding", "ip", vectorArg{param: 2}, 3, 0},
 		{"SELECT id FROM items AS x ORDER BY embedding <-> '{1,2}'::real[] LIMIT 1", "", "items", "embedding", "l2", vectorArg{literal: "{1,2}"}, 1, 0},
+		{"SELECT id FROM items ORDER BY embedding <-> '[1]' LIMIT '4' OFFSET '1'", "", "items", "embedding", "l2", vectorArg{literal: "[1]"}, 4, 1},
+		{"SELECT items.id FROM items ORDER BY items.embedding <-> $1 LIMIT $2 OFFSET $3", "", "items", "embedding", "l2", vectorArg{param: 1}, 0, 0},
 		{`SELECT "Id" FROM "Items" WHERE price BETWEEN 1 AND 2 ORDER BY "Emb" <-> '[1]'::vector(1) LIMIT 1`, "", "Items", "Emb", "l2", vectorArg{literal: "[1]"}, 1, 0},
 	}
 	for _, c := range accepted {
@@ -33,8 +35,10 @@ func TestRecognize(t *testing.T) {
 		{"INSERT INTO items VALUES (1)", ""},
 		{"SELECT id FROM items ORDER BY embedding <-> '[1]'", "limit"},
 		{"SELECT id FROM items ORDER BY embedding <-> '[1]' DESC LIMIT 1", "order"},
+		{"SELECT id FROM items ORDER BY embedding <-> '[1]' LIMIT 0", "limit"},
+		{"SELECT id FROM items ORDER BY embedding <-> '[1]' LIMIT 1 + 1", "limit"},
+		{"SELECT id FROM items ORDER BY embedding <-> '[1]' LIMIT 'ten'", "limit"},
 		{"SELECT id FROM items ORDER BY embedding <-> '[1]' FETCH FIRST 1 ROWS WITH TIES", "limit"},
-		{"SELECT id FROM items ORDER BY embedding <-> '[1]' LIMIT $1", "limit"},
 		{"SELECT id FROM items, other ORDER BY embedding <-> '[1]' LIMIT 1", "from"},
 		{"SELECT id FROM items JOIN other USING (id) ORDER BY embedding <-> '[1]' LIMIT 1", "from"},
 		{"SELECT id FROM ONLY items ORDER BY embedding <-> '[1]' LIMIT 1", "from"},
