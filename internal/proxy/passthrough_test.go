@@ -54,9 +54,24 @@ func outcomes(rs []*pgconn.Result, err error) []outcome {
 // ways, notices, notifications, errors and messages larger than the
 // proxy holds whole go through.
 func TestPassThrough(t *testing.T) {
+	t.Run("alone", func(t *testing.T) {
+		dsn := pgtest.Shared(t).NewDatabase(t)
+		_, via := startProxy(t, dsn, "")
+		checkPassThrough(t, dsn, via)
+	})
+	// With a sidecar, the proxy holds extended-protocol batches back to
+	// look at them, and parses what mentions a distance operator.
+	t.Run("with a sidecar", func(t *testing.T) {
+		dsn := pgtest.Shared(t).NewDatabase(t)
+		mustExec(t, connect(t, dsn), "CREATE TABLE vt (id int PRIMARY KEY, v real[]); INSERT INTO vt VALUES (1, '{1,2}')")
+		_, side := startSidecar(t, dsn, "vt_v=public.vt(v) key=id metric=l2")
+		_, via := startProxy(t, dsn, side)
+		checkPassThrough(t, dsn, via)
+	})
+}
+
+func checkPassThrough(t *testing.T, dsn, via string) {
 	ctx := context.Background()
-	dsn := pgtest.Shared(t).NewDatabase(t)
-	_, via := startProxy(t, dsn, "")
 	direct, proxied := connect(t, dsn), connect(t, via)
 	mustExec(t, proxied, `CREATE TABLE t (id int PRIMARY KEY, note text, v real[], at timestamptz DEFAULT '2024-01-02 03:04:05+00', b bytea);
 		INSERT INTO t (id, note, v, b) SELECT g, 'note ' || g, ARRAY[g, g / 3.0]::real[], decode(md5(g::text), 'hex') FROM generate_series(1, 500) g`)
