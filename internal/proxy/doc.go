@@ -61,7 +61,8 @@
 // encryption are declined to clients and not asked of PostgreSQL, for
 // now. PostgreSQL's BackendKeyData is replaced by a key of the proxy's,
 // and a CancelRequest with that key is sent on to the session's upstream
-// backend with PostgreSQL's key; a wrong key costs the guesser a second.
+// backend with PostgreSQL's key; a wrong key costs the guesser a second,
+// after its connection has given its slot back.
 //
 // After startup two goroutines relay, one each way, message by message,
 // flushing whenever the side they read from has nothing more buffered —

@@ -5,6 +5,7 @@ package proxy
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -272,7 +273,7 @@ func must[T any](v T, err error) T {
 func TestLimits(t *testing.T) {
 	ctx := context.Background()
 	dsn := pgtest.Shared(t).NewDatabase(t)
-	_, via := startProxyLimits(t, dsn, "", Limits{MaxConnections: 2, AuthTimeout: time.Second})
+	p, via := startProxyLimits(t, dsn, "", Limits{MaxConnections: 2, AuthTimeout: time.Second})
 	addr := strings.Split(strings.TrimPrefix(via, "postgres://postgres@"), "/")[0]
 	var silent []net.Conn
 	for range 2 {
@@ -300,6 +301,26 @@ func TestLimits(t *testing.T) {
 		t.Fatalf("after the silent ones closed: %v", err)
 	}
 	c.Close(ctx)
+
+	// Wrong cancel keys pause a second each, without their slots.
+	for i := range 5 {
+		nc, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		msg := binary.BigEndian.AppendUint32([]byte{0, 0, 0, 16}, cancelRequestCode)
+		nc.Write(binary.BigEndian.AppendUint64(msg, uint64(i)))
+		defer nc.Close()
+		time.Sleep(20 * time.Millisecond) // read, and its slot given back
+	}
+	time.Sleep(100 * time.Millisecond)
+	if c, err = pgx.Connect(ctx, via); err != nil {
+		t.Fatalf("while wrong cancel keys pause: %v", err)
+	}
+	c.Close(ctx)
+	if n := p.Stats().BadCancels; n != 5 {
+		t.Errorf("%d wrong cancel keys counted, want 5", n)
+	}
 }
 
 // TestUpstreamRestart: a session whose PostgreSQL restarts gets the error

@@ -147,22 +147,24 @@ func (p *Proxy) Serve(ctx context.Context, ln net.Listener) error {
 		select {
 		case p.slots <- struct{}{}:
 		default:
-			refuse(nc, "53300", "sorry, too many clients already")
+			go refuse(nc, "53300", "sorry, too many clients already") // within a second: never stalls Accept
 			continue
 		}
 		wg.Go(func() {
-			defer func() { <-p.slots }()
-			p.serveConn(ctx, nc)
+			release := sync.OnceFunc(func() { <-p.slots })
+			defer release()
+			p.serveConn(ctx, nc, release)
 		})
 	}
 }
 
-// serveConn runs one client connection to its end.
-func (p *Proxy) serveConn(ctx context.Context, nc net.Conn) {
+// serveConn runs one client connection to its end; release gives its
+// slot back early, for a cancel request's pause.
+func (p *Proxy) serveConn(ctx context.Context, nc net.Conn, release func()) {
 	defer nc.Close()
 	stop := context.AfterFunc(ctx, func() { nc.Close() })
 	defer stop()
-	s, err := p.startup(nc)
+	s, err := p.startup(nc, release)
 	if s != nil {
 		defer p.unregister(s)
 	}

@@ -34,7 +34,7 @@ const (
 // the client's own role. SSL and GSS encryption are declined. The only
 // message changed is BackendKeyData: the client gets the proxy's key,
 // which a CancelRequest maps back to the upstream backend's.
-func (p *Proxy) startup(nc net.Conn) (*session, error) {
+func (p *Proxy) startup(nc net.Conn, release func()) (*session, error) {
 	deadline := time.Now().Add(p.limits.AuthTimeout)
 	nc.SetDeadline(deadline)
 	var body []byte
@@ -52,6 +52,7 @@ func (p *Proxy) startup(nc net.Conn) (*session, error) {
 		}
 		if code == cancelRequestCode && len(body) == 12 {
 			nc.Close() // the client expects nothing back
+			release()
 			p.cancel(binary.BigEndian.Uint32(body[4:]), binary.BigEndian.Uint32(body[8:]))
 			return nil, errCancelled
 		}
