@@ -7,9 +7,14 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/urfave/cli/v2"
 
 	"github.com/vecside/vecside/heapfetch"
@@ -26,20 +31,23 @@ SELECT ... FROM t [WHERE ...] ORDER BY col <->|<=>|<#> vector LIMIT k on a
 column the sidecar indexes are run restricted to the sidecar's candidates;
 everything else passes through unchanged. See internal/proxy's doc.`,
 	Flags: []cli.Flag{
-		&cli.StringFlag{Name: "listen", Value: "127.0.0.1:6432", Usage: "address clients connect to, as to PostgreSQL", EnvVars: []string{"VECSIDE_PROXY_LISTEN"}},
+		// Flags named proxy-*: one config file serves every command, and
+		// serve's listen and limits mean other things.
+		&cli.StringFlag{Name: "proxy-listen", Value: "127.0.0.1:6432", Usage: "address clients connect to, as to PostgreSQL", EnvVars: []string{"VECSIDE_PROXY_LISTEN"}},
+		&cli.StringFlag{Name: "proxy-metrics-listen", Usage: "address of /metrics (the proxy's counters, Go and process series); empty disables. Names no table: it counts statements by outcome", EnvVars: []string{"VECSIDE_PROXY_METRICS_LISTEN"}},
 		&cli.StringFlag{Name: "upstream", Usage: "PostgreSQL's address: host:port, or a Unix socket's path (/var/run/postgresql/.s.PGSQL.5432). PostgreSQL sees every client coming from the proxy's address: its pg_hba.conf must ask that address for passwords", Required: true, EnvVars: []string{"VECSIDE_UPSTREAM"}},
 		addrFlag,
 		userFlag,
 		&cli.BoolFlag{Name: "no-sidecar", Usage: "pass every statement through, asking no sidecar", EnvVars: []string{"VECSIDE_NO_SIDECAR"}},
-		&cli.IntFlag{Name: "max-connections", Value: proxy.DefaultLimits.MaxConnections, Usage: "client connections at once, each holding one upstream connection; past it new ones are refused (53300)", EnvVars: []string{"VECSIDE_PROXY_MAX_CONNECTIONS"}},
-		&cli.DurationFlag{Name: "auth-timeout", Value: proxy.DefaultLimits.AuthTimeout, Usage: "time a client has from connecting to being authenticated", EnvVars: []string{"VECSIDE_PROXY_AUTH_TIMEOUT"}},
+		&cli.IntFlag{Name: "proxy-max-connections", Value: proxy.DefaultLimits.MaxConnections, Usage: "client connections at once, each holding one upstream connection; past it new ones are refused (53300)", EnvVars: []string{"VECSIDE_PROXY_MAX_CONNECTIONS"}},
+		&cli.DurationFlag{Name: "proxy-auth-timeout", Value: proxy.DefaultLimits.AuthTimeout, Usage: "time a client has from connecting to being authenticated", EnvVars: []string{"VECSIDE_PROXY_AUTH_TIMEOUT"}},
 	},
 	Action: func(c *cli.Context) error {
 		ctx, stop := shutdownOnSignal(c.Context)
 		defer stop()
 		cfg := proxy.Config{
 			Upstream: c.String("upstream"),
-			Limits:   proxy.Limits{MaxConnections: c.Int("max-connections"), AuthTimeout: c.Duration("auth-timeout")},
+			Limits:   proxy.Limits{MaxConnections: c.Int("proxy-max-connections"), AuthTimeout: c.Duration("proxy-auth-timeout")},
 			Logger:   slog.Default(),
 		}
 		if !c.Bool("no-sidecar") {
@@ -65,11 +73,56 @@ everything else passes through unchanged. See internal/proxy's doc.`,
 		if err != nil {
 			return err
 		}
-		ln, err := net.Listen("tcp", c.String("listen"))
+		ln, err := net.Listen("tcp", c.String("proxy-listen"))
 		if err != nil {
 			return err
+		}
+		if addr := c.String("proxy-metrics-listen"); addr != "" {
+			mln, err := net.Listen("tcp", addr)
+			if err != nil {
+				ln.Close()
+				return err
+			}
+			srv := &http.Server{Handler: proxyMetrics(p), ReadHeaderTimeout: 10 * time.Second}
+			go srv.Serve(mln)
+			defer srv.Close()
 		}
 		slog.Info("vecside proxy serving", "listen", ln.Addr().String(), "upstream", cfg.Upstream, "sidecar", !c.Bool("no-sidecar"))
 		return p.Serve(ctx, ln)
 	},
+}
+
+var (
+	mProxySessions    = prometheus.NewDesc("vecside_proxy_sessions_total", "Client sessions the proxy has started (authenticated upstream).", nil, nil)
+	mProxyAccelerated = prometheus.NewDesc("vecside_proxy_accelerated_total", "Nearest-neighbour statements answered through the sidecar.", nil, nil)
+	mProxyPassed      = prometheus.NewDesc("vecside_proxy_passed_through_total", "Nearest-neighbour statements recognised but passed through, by reason.", []string{"reason"}, nil)
+	mProxyBadCancels  = prometheus.NewDesc("vecside_proxy_bad_cancel_requests_total", "Cancel requests with a key no session has.", nil, nil)
+)
+
+// proxyCollector turns the proxy's Stats into series at each scrape.
+type proxyCollector struct{ p *proxy.Proxy }
+
+func (c proxyCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{mProxySessions, mProxyAccelerated, mProxyPassed, mProxyBadCancels} {
+		ch <- d
+	}
+}
+
+func (c proxyCollector) Collect(ch chan<- prometheus.Metric) {
+	st := c.p.Stats()
+	ch <- prometheus.MustNewConstMetric(mProxySessions, prometheus.CounterValue, float64(st.Sessions))
+	ch <- prometheus.MustNewConstMetric(mProxyAccelerated, prometheus.CounterValue, float64(st.Accelerated))
+	ch <- prometheus.MustNewConstMetric(mProxyBadCancels, prometheus.CounterValue, float64(st.BadCancels))
+	for reason, n := range st.Fallbacks {
+		ch <- prometheus.MustNewConstMetric(mProxyPassed, prometheus.CounterValue, float64(n), reason)
+	}
+}
+
+// proxyMetrics serves /metrics for the proxy p.
+func proxyMetrics(p *proxy.Proxy) http.Handler {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), collectors.NewGoCollector(), proxyCollector{p})
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	return mux
 }

@@ -5,7 +5,9 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -27,10 +29,15 @@ func TestProxyCommand(t *testing.T) {
 	}
 	listen := ln.Addr().String()
 	ln.Close()
+	if ln, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	metrics := ln.Addr().String()
+	ln.Close()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- newApp().RunContext(ctx, []string{"vecside", "--log-level", "error", "proxy", "--listen", listen,
+		done <- newApp().RunContext(ctx, []string{"vecside", "--log-level", "error", "proxy", "--proxy-listen", listen, "--proxy-metrics-listen", metrics,
 			"--upstream", fmt.Sprintf("127.0.0.1:%d", cl.Port), "--addr", addr})
 	}()
 	defer func() {
@@ -54,5 +61,14 @@ func TestProxyCommand(t *testing.T) {
 	var who string
 	if err := c.QueryRow(ctx, "SELECT current_user").Scan(&who); err != nil || who != "postgres" {
 		t.Errorf("through vecside proxy: %q, %v", who, err)
+	}
+	resp, err := http.Get("http://" + metrics + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if !strings.Contains(string(body), "vecside_proxy_sessions_total 1") {
+		t.Errorf("/metrics:\n%s", body)
 	}
 }

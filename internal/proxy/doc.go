@@ -153,8 +153,8 @@
 //
 // TLS to either side; pgvector's own binary vector parameters (its type
 // OID is the extension's: text works); EXPLAIN of an accelerated
-// statement; read replicas as upstream (pg_last_wal_replay_lsn); metrics
-// series for Stats. A sidecar index with a row filter (where=, one shard
-// of several) must not be the only sidecar a proxy asks: it would answer
-// from its shard alone.
+// statement; read replicas as upstream (pg_last_wal_replay_lsn). A
+// sidecar index with a row filter (where=, one shard of several) must
+// not be the only sidecar a proxy asks: it would answer from its shard
+// alone.
 package proxy
