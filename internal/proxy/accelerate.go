@@ -29,6 +29,9 @@ const (
 	// sidecarTimeout bounds a candidates request, read-your-writes wait
 	// included; past it the statement passes through.
 	sidecarTimeout = 5 * time.Second
+	// maxResult bounds the bytes of one round's replies the session
+	// holds; a larger result passes the statement through.
+	maxResult = 16 << 20
 	// sidecarBackoff is how long statements pass through without asking
 	// after the sidecar failed, so that a dead sidecar costs one attempt,
 	// not one per statement.
@@ -385,17 +388,24 @@ func (s *session) collect(r *result) error {
 	if r.desc.typ != 0 {
 		r.msgs = append(r.msgs, r.desc)
 	}
+	held := 0
 	for {
 		m, err := s.reply()
 		if err != nil {
 			return err
+		}
+		if held += len(m.body); held > maxResult {
+			r.tooLarge = true
+			r.msgs = r.msgs[:0]
 		}
 		switch m.typ {
 		case 'T':
 			r.desc = m
 			r.msgs = append(r.msgs, m)
 		case '2', 'D', 'C':
-			r.msgs = append(r.msgs, m)
+			if !r.tooLarge {
+				r.msgs = append(r.msgs, m)
+			}
 			if m.typ == 'C' {
 				return nil
 			}

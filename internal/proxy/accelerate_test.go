@@ -30,6 +30,7 @@ const dims = 32
 // column for l2 and cosine, and a proxy asking it.
 type fixture struct {
 	dsn, via string
+	side     string    // the sidecar's URL
 	db       *pgx.Conn // direct, as the superuser
 	sc       *sidecar.Sidecar
 	p        *Proxy
@@ -45,11 +46,10 @@ func newFixture(t *testing.T, rows int) *fixture {
 	mustExec(t, f.db, fmt.Sprintf(`CREATE TABLE items (id bigint PRIMARY KEY, tenant int, embedding real[]);
 		INSERT INTO items SELECT g, g %% 10, (SELECT array_agg(random()::real * 2 - 1) FROM generate_series(1, %d) WHERE g > 0)
 		FROM generate_series(1, %d) g`, dims, rows))
-	var side string
-	f.sc, side = startSidecar(t, f.dsn, "items_l2=public.items(embedding) key=id metric=l2 kind=hnsw",
+	f.sc, f.side = startSidecar(t, f.dsn, "items_l2=public.items(embedding) key=id metric=l2 kind=hnsw",
 		"items_cosine=public.items(embedding) key=id metric=cosine kind=hnsw")
 	f.waitApplied(t)
-	f.p, f.via = startProxy(t, f.dsn, side)
+	f.p, f.via = startProxy(t, f.dsn, f.side)
 	deadline := time.Now().Add(30 * time.Second)
 	for _, m := range []string{"l2", "cosine"} {
 		for {
@@ -529,5 +529,27 @@ func TestExtendedProtocol(t *testing.T) {
 	var n int
 	if err := proxied.QueryRow(ctx, "SELECT count(*) FROM items WHERE tenant = $1", 3).Scan(&n); err != nil || n != 300 {
 		t.Errorf("count: %d, %v", n, err)
+	}
+}
+
+// TestLargeRows: a reply larger than the proxy holds whole makes it pass
+// the statement through: the client gets its rows all the same.
+func TestLargeRows(t *testing.T) {
+	f := newFixture(t, 500)
+	mustExec(t, f.db, "ALTER TABLE items ADD COLUMN note text; UPDATE items SET note = repeat('x', 10000) WHERE id % 2 = 0")
+	p, via := startProxyLimits(t, f.dsn, f.side, Limits{MaxMessage: 4096})
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if _, ok := p.cat.lookup("", "items", "embedding", "l2"); ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the proxy does not see the index")
+		}
+	}
+	sql := "SELECT id, note FROM items ORDER BY embedding <-> '" + f.vector() + "' LIMIT 10"
+	want := run(t, f.db, sql)
+	got := run(t, connect(t, via), sql)
+	if fmt.Sprint(got.Rows) != fmt.Sprint(want.Rows) || p.Stats().Fallbacks["result too large"] != 1 {
+		t.Errorf("large rows: %d rows, fallbacks %v", len(got.Rows), p.Stats().Fallbacks)
 	}
 }

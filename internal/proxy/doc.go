@@ -144,8 +144,8 @@
 // or a reply to an accelerated statement). Larger messages pass through
 // in pieces through 32 KiB buffers, whatever their size, unaccelerated.
 // An accelerated result holds at most LIMIT rows, LIMIT + OFFSET being at
-// most 3,333 (the sidecar's cap on candidates), a held batch six
-// messages. A connection that sends nothing holds its slot until
+// most 3,333 (the sidecar's cap on candidates), and 16 MiB (past it the
+// statement passes through); a held batch, six messages. A connection that sends nothing holds its slot until
 // AuthTimeout: rpc's admission, which gives the slot of the longest
 // silent startup to a new connection, is not shared with the proxy yet.
 //
