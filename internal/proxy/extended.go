@@ -104,6 +104,9 @@ func (s *session) hold(first message) (*heldBatch, error) {
 		}
 		if n > s.c.held {
 			s.release(b.msgs)
+			if typ == 'P' {
+				clear(s.stmts) // unread: see relayClient
+			}
 			s.track(typ)
 			return nil, stream(s.u.w, s.c.r, typ, n)
 		}

@@ -50,7 +50,7 @@ type Limits struct {
 	// anything is read from it. Each holds one upstream connection.
 	MaxConnections int
 	// AuthTimeout bounds the time from accepting a connection to the end
-	// of its authentication (FATAL 57014 after it).
+	// of its authentication; past it both connections are closed.
 	AuthTimeout time.Duration
 	// MaxMessage bounds the messages the proxy reads whole to look into
 	// (Query, Parse, Bind, and the statement's results it rewrites);
@@ -107,15 +107,11 @@ func New(cfg Config) (*Proxy, error) {
 		p.log = slog.Default()
 	}
 	p.slots = make(chan struct{}, p.limits.MaxConnections)
-	p.cat = &catalog{status: cfg.Status, interval: cmpOr(cfg.StatusInterval, DefaultStatusInterval)}
-	return p, nil
-}
-
-func cmpOr(d, def time.Duration) time.Duration {
-	if d > 0 {
-		return d
+	p.cat = &catalog{status: cfg.Status, interval: cfg.StatusInterval}
+	if p.cat.interval <= 0 {
+		p.cat.interval = DefaultStatusInterval
 	}
-	return def
+	return p, nil
 }
 
 // Serve accepts connections on ln until ctx ends; it closes ln.

@@ -92,6 +92,10 @@ func (s *session) relayClient() error {
 			return err
 		}
 		if n > s.c.held {
+			if typ == 'P' || typ == 'Q' {
+				// Unread: it may prepare or deallocate any statement.
+				clear(s.stmts)
+			}
 			s.track(typ)
 			if err := stream(s.u.w, s.c.r, typ, n); err != nil {
 				return err
