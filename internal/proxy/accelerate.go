@@ -43,11 +43,12 @@ const (
 // sidecar cannot see its rows), its isolation (a snapshot older than the
 // sidecar's would be answered with newer candidates), the WAL position
 // its commits so far are below (read-your-writes: the sidecar waits for
-// it), and whether its search_path finds the indexed table under the
+// it; the insert position, which with synchronous_commit off is past a
+// commit not yet written), and whether its search_path finds the indexed table under the
 // name the statement uses; then the settings the sidecar's search takes
 // (settingOptions). It is built so that it cannot fail.
 const probeSQL = `SELECT pg_current_xact_id_if_assigned() IS NOT NULL, current_setting('transaction_isolation'),
-CASE WHEN pg_is_in_recovery() THEN '' ELSE pg_current_wal_lsn()::text END, coalesce(to_regclass($1) = to_regclass($2), false),
+CASE WHEN pg_is_in_recovery() THEN '' ELSE pg_current_wal_insert_lsn()::text END, coalesce(to_regclass($1) = to_regclass($2), false),
 current_setting('hnsw.ef_search', true), current_setting('ivfflat.probes', true),
 current_setting('vecside.ef_search', true), current_setting('vecside.probes', true), current_setting('vecside.oversample', true)`
 

@@ -276,6 +276,20 @@ func TestReadYourWrites(t *testing.T) {
 	if found != 100 || f.p.Stats().Accelerated-before != 100 {
 		t.Errorf("found %d of 100 rows, %d statements accelerated; fallbacks %v", found, f.p.Stats().Accelerated-before, f.p.Stats().Fallbacks)
 	}
+	// With synchronous_commit off, a commit returns before its record is
+	// written: the row is found all the same.
+	run(t, proxied, "SET synchronous_commit = off")
+	for i := range 20 {
+		v := f.vector()
+		id := 150000 + i
+		run(t, proxied, fmt.Sprintf("INSERT INTO items VALUES (%d, 0, '%s')", id, v))
+		r := run(t, proxied, fmt.Sprintf("SELECT id FROM items ORDER BY embedding <-> '%s' LIMIT 1", v))
+		if len(r.Rows) != 1 || string(r.Rows[0][0]) != strconv.Itoa(id) {
+			t.Errorf("synchronous_commit off: row %d not found: %q", id, r.Rows)
+		}
+	}
+	run(t, proxied, "RESET synchronous_commit")
+
 	// A write elsewhere: the wait for its LSN is short.
 	mustExec(t, f.db, "CREATE TABLE other (x int)")
 	before = f.p.Stats().Accelerated
