@@ -80,6 +80,9 @@ type query struct {
 	// set from the Bind.
 	limitParam, offsetParam int
 	params                  int // the highest $n in the statement
+	// restrictedBy and restrictedSQL remember the last restricted
+	// statement: a prepared statement is answered many times.
+	restrictedBy, restrictedSQL string
 }
 
 // vectorArg is the query vector: a literal, or the parameter $param.
@@ -298,6 +301,9 @@ func (w *walker) all(ns []*pg_query.Node) bool {
 // condition, $n one past its own parameters, deparsed by PostgreSQL's
 // own deparser.
 func (q *query) restricted(key string) (string, error) {
+	if q.restrictedSQL != "" && q.restrictedBy == key {
+		return q.restrictedSQL, nil
+	}
 	cond := pg_query.MakeAExprNode(pg_query.A_Expr_Kind_AEXPR_OP_ANY, []*pg_query.Node{pg_query.MakeStrNode("=")},
 		pg_query.MakeColumnRefNode([]*pg_query.Node{pg_query.MakeStrNode(key)}, -1),
 		pg_query.MakeParamRefNode(int32(q.params+1), -1), -1)
@@ -306,6 +312,10 @@ func (q *query) restricted(key string) (string, error) {
 		cond = pg_query.MakeBoolExprNode(pg_query.BoolExprType_AND_EXPR, []*pg_query.Node{orig, cond}, -1)
 	}
 	q.sel.WhereClause = cond
-	defer func() { q.sel.WhereClause = orig }()
-	return pg_query.Deparse(q.tree)
+	sql, err := pg_query.Deparse(q.tree)
+	q.sel.WhereClause = orig
+	if err == nil {
+		q.restrictedBy, q.restrictedSQL = key, sql
+	}
+	return sql, err
 }
