@@ -4,10 +4,13 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -36,6 +39,8 @@ everything else passes through unchanged. See internal/proxy's doc.`,
 		&cli.StringFlag{Name: "proxy-listen", Value: "127.0.0.1:6432", Usage: "address clients connect to, as to PostgreSQL", EnvVars: []string{"VECSIDE_PROXY_LISTEN"}},
 		&cli.StringFlag{Name: "proxy-metrics-listen", Usage: "address of /metrics (the proxy's counters, Go and process series); empty disables. Names no table: it counts statements by outcome", EnvVars: []string{"VECSIDE_PROXY_METRICS_LISTEN"}},
 		&cli.StringFlag{Name: "upstream", Usage: "PostgreSQL's address: host:port, or a Unix socket's path (/var/run/postgresql/.s.PGSQL.5432). PostgreSQL sees every client coming from the proxy's address: its pg_hba.conf must ask that address for passwords", Required: true, EnvVars: []string{"VECSIDE_UPSTREAM"}},
+		&cli.StringFlag{Name: "upstream-sslmode", Value: "disable", Usage: "TLS to PostgreSQL: disable, require (encrypted, the certificate not checked) or verify-full (checked against --upstream-sslrootcert and the host of --upstream)", EnvVars: []string{"VECSIDE_UPSTREAM_SSLMODE"}},
+		&cli.StringFlag{Name: "upstream-sslrootcert", Usage: "CA certificates (PEM) that verify-full checks PostgreSQL's certificate against; empty: the system's", EnvVars: []string{"VECSIDE_UPSTREAM_SSLROOTCERT"}},
 		addrFlag,
 		userFlag,
 		&cli.BoolFlag{Name: "no-sidecar", Usage: "pass every statement through, asking no sidecar", EnvVars: []string{"VECSIDE_NO_SIDECAR"}},
@@ -49,6 +54,10 @@ everything else passes through unchanged. See internal/proxy's doc.`,
 			Upstream: c.String("upstream"),
 			Limits:   proxy.Limits{MaxConnections: c.Int("proxy-max-connections"), AuthTimeout: c.Duration("proxy-auth-timeout")},
 			Logger:   slog.Default(),
+		}
+		var err error
+		if cfg.UpstreamTLS, err = upstreamTLS(c.String("upstream-sslmode"), c.String("upstream-sslrootcert"), cfg.Upstream); err != nil {
+			return err
 		}
 		if !c.Bool("no-sidecar") {
 			pcfg, err := pgxpool.ParseConfig(sidecarURL(c.String("addr"), c.String("user")))
@@ -125,4 +134,33 @@ func proxyMetrics(p *proxy.Proxy) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	return mux
+}
+
+// upstreamTLS is the TLS configuration --upstream-sslmode asks for; nil
+// for disable.
+func upstreamTLS(mode, rootCert, upstream string) (*tls.Config, error) {
+	switch mode {
+	case "disable":
+		return nil, nil
+	case "require":
+		return &tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS12}, nil
+	case "verify-full":
+		host, _, err := net.SplitHostPort(upstream)
+		if err != nil {
+			return nil, fmt.Errorf("--upstream-sslmode verify-full needs --upstream as host:port: %w", err)
+		}
+		cfg := &tls.Config{ServerName: host, MinVersion: tls.VersionTLS12}
+		if rootCert != "" {
+			pem, err := os.ReadFile(rootCert)
+			if err != nil {
+				return nil, fmt.Errorf("--upstream-sslrootcert: %w", err)
+			}
+			cfg.RootCAs = x509.NewCertPool()
+			if !cfg.RootCAs.AppendCertsFromPEM(pem) {
+				return nil, fmt.Errorf("--upstream-sslrootcert %s: no PEM certificate in it", rootCert)
+			}
+		}
+		return cfg, nil
+	}
+	return nil, fmt.Errorf("--upstream-sslmode %q: want disable, require or verify-full", mode)
 }

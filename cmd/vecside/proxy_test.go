@@ -72,3 +72,24 @@ func TestProxyCommand(t *testing.T) {
 		t.Errorf("/metrics:\n%s", body)
 	}
 }
+
+func TestUpstreamSSLMode(t *testing.T) {
+	for _, c := range []struct {
+		mode, upstream string
+		tls, err       bool
+	}{
+		{"disable", "db:5432", false, false},
+		{"require", "db:5432", true, false},
+		{"verify-full", "db:5432", true, false},
+		{"verify-full", "/run/postgresql/.s.PGSQL.5432", false, true},
+		{"prefer", "db:5432", false, true},
+	} {
+		cfg, err := upstreamTLS(c.mode, "", c.upstream)
+		if (cfg != nil) != c.tls || (err != nil) != c.err {
+			t.Errorf("%s %s: %v, %v", c.mode, c.upstream, cfg, err)
+		}
+		if c.mode == "verify-full" && cfg != nil && (cfg.ServerName != "db" || cfg.InsecureSkipVerify) {
+			t.Errorf("verify-full: ServerName %q, InsecureSkipVerify %v", cfg.ServerName, cfg.InsecureSkipVerify)
+		}
+	}
+}

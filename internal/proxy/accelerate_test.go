@@ -551,7 +551,7 @@ func TestExtendedProtocol(t *testing.T) {
 func TestLargeRows(t *testing.T) {
 	f := newFixture(t, 500)
 	mustExec(t, f.db, "ALTER TABLE items ADD COLUMN note text; UPDATE items SET note = repeat('x', 10000) WHERE id % 2 = 0")
-	p, via := startProxyLimits(t, f.dsn, f.side, Limits{MaxMessage: 4096})
+	p, via := startProxyWith(t, f.dsn, f.side, Config{Limits: Limits{MaxMessage: 4096}})
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		if _, ok := p.cat.lookup("", "items", "embedding", "l2"); ok {
 			break

@@ -57,9 +57,13 @@
 // client's StartupMessage arrives and sent it unchanged, so PostgreSQL
 // decides who gets in (SCRAM, md5, trust, as its pg_hba.conf says for the
 // proxy's address) and the session runs as the client's role. The
-// authentication exchange is relayed message by message; SSL and GSS
-// encryption are declined to clients and not asked of PostgreSQL, for
-// now. PostgreSQL's BackendKeyData is replaced by a key of the proxy's,
+// authentication exchange is relayed message by message. Upstream the
+// proxy speaks TLS if Config.UpstreamTLS says so (PostgreSQL then also
+// offers SCRAM-SHA-256-PLUS, which a client without TLS to the proxy
+// does not take); to clients it declines SSL and GSS encryption, for
+// now (with TLS to clients, SCRAM-SHA-256-PLUS would have to be struck
+// from PostgreSQL's offer: a client's channel binding names the proxy's
+// certificate, not PostgreSQL's). PostgreSQL's BackendKeyData is replaced by a key of the proxy's,
 // and a CancelRequest with that key is sent on to the session's upstream
 // backend with PostgreSQL's key; a wrong key costs the guesser a second,
 // after its connection has given its slot back.
@@ -151,7 +155,7 @@
 //
 // # Not yet
 //
-// TLS to either side; pgvector's own binary vector parameters (its type
+// TLS to clients; pgvector's own binary vector parameters (its type
 // OID is the extension's: text works); EXPLAIN of an accelerated
 // statement; read replicas as upstream (pg_last_wal_replay_lsn). A
 // sidecar index with a row filter (where=, one shard of several) must

@@ -36,14 +36,14 @@ CREATE OPERATOR <#> (LEFTARG = real[], RIGHTARG = real[], FUNCTION = vecside.neg
 // with dsn rewritten to go through it.
 func startProxy(t testing.TB, dsn, side string) (*Proxy, string) {
 	t.Helper()
-	return startProxyLimits(t, dsn, side, Limits{})
+	return startProxyWith(t, dsn, side, Config{})
 }
 
-// startProxyLimits is startProxy with limits.
-func startProxyLimits(t testing.TB, dsn, side string, limits Limits) (*Proxy, string) {
+// startProxyWith is startProxy with cfg's Limits and UpstreamTLS.
+func startProxyWith(t testing.TB, dsn, side string, cfg Config) (*Proxy, string) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	cfg := Config{Upstream: fmt.Sprintf("127.0.0.1:%d", pgtest.Shared(t).Port), Logger: discard, Limits: limits}
+	cfg.Upstream, cfg.Logger = fmt.Sprintf("127.0.0.1:%d", pgtest.Shared(t).Port), discard
 	if side != "" {
 		pcfg, err := pgxpool.ParseConfig(side)
 		if err != nil {

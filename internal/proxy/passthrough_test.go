@@ -5,15 +5,19 @@ package proxy
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -21,6 +25,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/vecside/vecside/internal/pgtest"
+	"github.com/vecside/vecside/internal/testcert"
 )
 
 var execModes = []pgx.QueryExecMode{pgx.QueryExecModeCacheStatement, pgx.QueryExecModeCacheDescribe,
@@ -211,14 +216,7 @@ func TestSCRAM(t *testing.T) {
 	ctx := context.Background()
 	cl := pgtest.Shared(t)
 	dsn := cl.NewDatabase(t)
-	db := connect(t, dsn)
-	mustExec(t, db, "SET password_encryption = 'scram-sha-256'")
-	mustExec(t, db, "DO $$ BEGIN CREATE ROLE scram_user LOGIN PASSWORD 'sekrit'; EXCEPTION WHEN duplicate_object THEN NULL; END $$")
-	hba := filepath.Join(cl.Dir, "data", "pg_hba.conf")
-	if out, err := exec.Command("sh", "-c", fmt.Sprintf(`grep -q scram_user %[1]s || sed -i '1i host all scram_user 127.0.0.1/32 scram-sha-256' %[1]s`, hba)).CombinedOutput(); err != nil {
-		t.Fatalf("%v: %s", err, out)
-	}
-	mustExec(t, db, "SELECT pg_reload_conf()")
+	scramRole(t, cl, connect(t, dsn))
 	_, via := startProxy(t, dsn, "")
 	good := strings.Replace(via, "postgres@", "scram_user:sekrit@", 1)
 	c := connect(t, good)
@@ -231,6 +229,19 @@ func TestSCRAM(t *testing.T) {
 	if !errors.As(err, &pe) || pe.Code != "28P01" {
 		t.Errorf("wrong password: %v, want 28P01", err)
 	}
+}
+
+// scramRole creates scram_user, password sekrit, whom the cluster asks
+// for it over TCP with SCRAM-SHA-256.
+func scramRole(t *testing.T, cl *pgtest.Cluster, db *pgx.Conn) {
+	t.Helper()
+	mustExec(t, db, "SET password_encryption = 'scram-sha-256'")
+	mustExec(t, db, "DO $$ BEGIN CREATE ROLE scram_user LOGIN PASSWORD 'sekrit'; EXCEPTION WHEN duplicate_object THEN NULL; END $$")
+	hba := filepath.Join(cl.Dir, "data", "pg_hba.conf")
+	if out, err := exec.Command("sh", "-c", fmt.Sprintf(`grep -q scram_user %[1]s || sed -i '1i host all scram_user 127.0.0.1/32 scram-sha-256' %[1]s`, hba)).CombinedOutput(); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	mustExec(t, db, "SELECT pg_reload_conf()")
 }
 
 // TestPsql: psql's output through the proxy is its output direct.
@@ -273,7 +284,7 @@ func must[T any](v T, err error) T {
 func TestLimits(t *testing.T) {
 	ctx := context.Background()
 	dsn := pgtest.Shared(t).NewDatabase(t)
-	p, via := startProxyLimits(t, dsn, "", Limits{MaxConnections: 2, AuthTimeout: time.Second})
+	p, via := startProxyWith(t, dsn, "", Config{Limits: Limits{MaxConnections: 2, AuthTimeout: time.Second}})
 	addr := strings.Split(strings.TrimPrefix(via, "postgres://postgres@"), "/")[0]
 	var silent []net.Conn
 	for range 2 {
@@ -344,5 +355,65 @@ func TestUpstreamRestart(t *testing.T) {
 	var one int
 	if err := c.QueryRow(ctx, "SELECT 1").Scan(&one); err != nil || one != 1 {
 		t.Errorf("a new session: %d, %v", one, err)
+	}
+}
+
+// TestUpstreamTLS: with UpstreamTLS the session upstream is encrypted,
+// and authentication and statements go through it as before.
+func TestUpstreamTLS(t *testing.T) {
+	ctx := context.Background()
+	cl := pgtest.Shared(t)
+	dsn := cl.NewDatabase(t)
+	db := connect(t, dsn)
+	cert := testcert.New(t)
+	data := filepath.Join(cl.Dir, "data")
+	st, err := os.Stat(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	owner := st.Sys().(*syscall.Stat_t)
+	for _, f := range []struct{ from, to string }{{cert.CertFile, "proxy_test.crt"}, {cert.KeyFile, "proxy_test.key"}} {
+		b, err := os.ReadFile(f.from)
+		if err != nil {
+			t.Fatal(err)
+		}
+		to := filepath.Join(data, f.to)
+		if err := os.WriteFile(to, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chown(to, int(owner.Uid), int(owner.Gid)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, sql := range []string{"ALTER SYSTEM SET ssl_cert_file = 'proxy_test.crt'", "ALTER SYSTEM SET ssl_key_file = 'proxy_test.key'",
+		"ALTER SYSTEM SET ssl = on", "SELECT pg_reload_conf()"} {
+		mustExec(t, db, sql)
+	}
+	t.Cleanup(func() {
+		c := connect(t, dsn)
+		for _, sql := range []string{"ALTER SYSTEM RESET ssl", "ALTER SYSTEM RESET ssl_cert_file", "ALTER SYSTEM RESET ssl_key_file", "SELECT pg_reload_conf()"} {
+			mustExec(t, c, sql)
+		}
+	})
+	roots := x509.NewCertPool()
+	roots.AddCert(must(x509.ParseCertificate(cert.TLS.Certificate[0])))
+	// PostgreSQL offers SCRAM-SHA-256-PLUS over TLS: a client of the
+	// proxy, without TLS, takes SCRAM-SHA-256.
+	scramRole(t, cl, db)
+	_, via := startProxyWith(t, dsn, "", Config{UpstreamTLS: &tls.Config{ServerName: "127.0.0.1", RootCAs: roots}})
+	via = strings.Replace(via, "postgres@", "scram_user:sekrit@", 1)
+	var ssl bool
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		c, err := pgx.Connect(ctx, via)
+		if err == nil {
+			err = c.QueryRow(ctx, "SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()").Scan(&ssl)
+			c.Close(ctx)
+		}
+		if err == nil && ssl || time.Now().After(deadline) {
+			if err != nil || !ssl {
+				t.Fatalf("through the proxy: ssl %v, %v", ssl, err)
+			}
+			break
+		}
 	}
 }

@@ -6,9 +6,11 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/subtle"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"sync"
@@ -24,6 +26,11 @@ type Config struct {
 	// Upstream is PostgreSQL's address: host:port, or the path of a Unix
 	// socket (/var/run/postgresql/.s.PGSQL.5432).
 	Upstream string
+	// UpstreamTLS, if not nil, encrypts every upstream connection (an
+	// SSLRequest first; a server that declines it is not used), as
+	// libpq's sslmode=require, or verify-full with RootCAs and
+	// ServerName set.
+	UpstreamTLS *tls.Config
 	// Sidecar, if not nil, answers the statements the proxy accelerates;
 	// nil passes everything through. Its Heap is not used: the rows come
 	// from the client's own upstream session.
@@ -227,12 +234,37 @@ func (p *Proxy) cancel(pid, secret uint32) {
 	c.Read(make([]byte, 1))
 }
 
+// dialUpstream connects to PostgreSQL, over TLS if configured; a
+// CancelRequest goes over it too, as libpq sends it.
 func (p *Proxy) dialUpstream(timeout time.Duration) (net.Conn, error) {
 	network := "tcp"
 	if len(p.cfg.Upstream) > 0 && p.cfg.Upstream[0] == '/' {
 		network = "unix"
 	}
-	return net.DialTimeout(network, p.cfg.Upstream, timeout)
+	c, err := net.DialTimeout(network, p.cfg.Upstream, timeout)
+	if err != nil || p.cfg.UpstreamTLS == nil {
+		return c, err
+	}
+	c.SetDeadline(time.Now().Add(timeout))
+	req := binary.BigEndian.AppendUint32(binary.BigEndian.AppendUint32(nil, 8), sslRequestCode)
+	answer := make([]byte, 1)
+	if _, err := c.Write(req); err == nil {
+		_, err = io.ReadFull(c, answer) // exactly one byte: what follows is TLS
+	}
+	if err == nil && answer[0] != 'S' {
+		err = errors.New("the server does not accept TLS")
+	}
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	tc := tls.Client(c, p.cfg.UpstreamTLS)
+	if err := tc.Handshake(); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("TLS to the server: %w", err)
+	}
+	c.SetDeadline(time.Time{})
+	return tc, nil
 }
 
 // Stats counts what the proxy did with the statements it saw.
