@@ -55,12 +55,13 @@ type session struct {
 	enc   [2]bool // client_encoding UTF8, standard_conforming_strings on
 
 	taken   atomic.Bool
-	replies chan message // PostgreSQL's replies while taken
+	replies chan message  // PostgreSQL's replies while taken
+	ended   chan struct{} // closed when the client's side has ended
 }
 
 func newSession(p *Proxy, nc, up net.Conn) *session {
 	return &session{p: p, nc: nc, up: up, c: newWire(nc, p.limits.MaxMessage), u: newWire(up, p.limits.MaxMessage),
-		dirty: true, replies: make(chan message, 64)}
+		dirty: true, replies: make(chan message, 64), ended: make(chan struct{})}
 }
 
 // run relays until either side ends the session.
@@ -68,6 +69,7 @@ func (s *session) run() error {
 	done := make(chan error, 1)
 	go func() { done <- s.relayUpstream() }()
 	err := s.relayClient()
+	close(s.ended)
 	s.up.Close()
 	if uerr := <-done; err == nil || errors.Is(err, net.ErrClosed) {
 		err = uerr
@@ -182,14 +184,18 @@ func (s *session) relayUpstream() error {
 				if _, err := io.CopyN(io.Discard, s.u.r, int64(n)); err != nil {
 					return err
 				}
-				s.replies <- message{typ: tooLarge}
+				if !s.hand(message{typ: tooLarge}) {
+					return net.ErrClosed
+				}
 				continue
 			}
 			m, err := s.u.body(typ, n)
 			if err != nil {
 				return err
 			}
-			s.replies <- message{typ, append([]byte(nil), m.body...)}
+			if !s.hand(message{typ, append([]byte(nil), m.body...)}) {
+				return net.ErrClosed
+			}
 			continue
 		}
 		if typ == 'Z' && n == 1 {
@@ -221,6 +227,17 @@ func (s *session) relayUpstream() error {
 		if err != nil {
 			return err
 		}
+	}
+}
+
+// hand gives the session a reply it has taken, unless the session has
+// ended (given up in the middle of an answer, it reads no more).
+func (s *session) hand(m message) bool {
+	select {
+	case s.replies <- m:
+		return true
+	case <-s.ended:
+		return false
 	}
 }
 
