@@ -78,8 +78,12 @@ func (f *fixture) waitApplied(t *testing.T) {
 	defer cancel()
 	for _, e := range f.sc.Indexer.Entries() {
 		for {
-			if state, _ := e.State(); state == indexer.StateReady {
+			state, msg := e.State()
+			if state == indexer.StateReady {
 				break
+			}
+			if state == indexer.StateError || ctx.Err() != nil {
+				t.Fatalf("index %s: %s %s", e.Spec().Name, state, msg)
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
@@ -437,22 +441,10 @@ func TestSidecarDown(t *testing.T) {
 		t.Errorf("want statements both accelerated and passed through: %+v", st)
 	}
 
-	addr := f.sc.Addr.String()
+	// Another sidecar at the same address, with a slot of its own.
+	f.sc, _ = startNamedSidecar(t, f.dsn, fmt.Sprintf("proxy_test_%d", slots.Add(1)), f.sc.Addr.String(),
+		"items_l2=public.items(embedding) key=id metric=l2 kind=hnsw")
 	deadline := time.Now().Add(time.Minute)
-	for {
-		// The stopped sidecar's walsender lets the slot go a moment later.
-		sc, err := sidecar.Start(context.Background(), sidecar.Config{Source: f.dsn, Name: "vecside", Listen: addr, Auth: "trust", Logger: discard,
-			Indexes: []string{"items_l2=public.items(embedding) key=id metric=l2 kind=hnsw"}})
-		if err == nil {
-			t.Cleanup(func() { sc.Stop() })
-			f.sc = sc
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("restarting the sidecar: %v", err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
 	c := connect(t, f.via)
 	before := f.p.Stats().Accelerated
 	for f.p.Stats().Accelerated == before {

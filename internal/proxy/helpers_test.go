@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/url"
+	"sync/atomic"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -87,12 +88,22 @@ func startProxyWith(t testing.TB, dsn, side string, cfg Config) (*Proxy, string)
 	return p, u.String()
 }
 
+// slots numbers the sidecars' publications and slots: slots are the
+// cluster's, and a stopped sidecar's is dropped a moment after its test.
+var slots atomic.Int32
+
 // startSidecar runs a sidecar over dsn's database with the index
 // definitions defs, until the test ends, and returns its URL.
 func startSidecar(t testing.TB, dsn string, defs ...string) (*sidecar.Sidecar, string) {
 	t.Helper()
-	sc, err := sidecar.Start(context.Background(), sidecar.Config{Source: dsn, Name: "vecside", Indexes: defs,
-		Listen: "127.0.0.1:0", Auth: "trust", Logger: discard})
+	return startNamedSidecar(t, dsn, fmt.Sprintf("proxy_test_%d", slots.Add(1)), "127.0.0.1:0", defs...)
+}
+
+// startNamedSidecar is startSidecar with a slot name and an address.
+func startNamedSidecar(t testing.TB, dsn, name, listen string, defs ...string) (*sidecar.Sidecar, string) {
+	t.Helper()
+	sc, err := sidecar.Start(context.Background(), sidecar.Config{Source: dsn, Name: name, Indexes: defs,
+		Listen: listen, Auth: "trust", Logger: discard})
 	if err != nil {
 		t.Fatal(err)
 	}
