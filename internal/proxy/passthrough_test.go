@@ -295,7 +295,11 @@ func TestLimits(t *testing.T) {
 		defer nc.Close()
 		silent = append(silent, nc)
 	}
-	time.Sleep(100 * time.Millisecond)
+	for deadline := time.Now().Add(10 * time.Second); len(p.slots) < 2; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the silent connections were not accepted")
+		}
+	}
 	_, err := pgx.Connect(ctx, via)
 	var pe *pgconn.PgError
 	if !errors.As(err, &pe) || pe.Code != "53300" {
