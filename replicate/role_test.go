@@ -1,0 +1,97 @@
+package replicate
+
+import (
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+// asRole is h's DSN for role instead of the superuser, and drops the
+// role, and what it owns in h's database, when the test ends.
+func asRole(t *testing.T, h *harness, role string) string {
+	t.Cleanup(func() {
+		h.conn.Exec(h.ctx, "DROP OWNED BY "+role)
+		h.conn.Exec(h.ctx, "DROP ROLE IF EXISTS "+role)
+	})
+	return strings.Replace(h.dsn, "postgres://postgres@", "postgres://"+role+"@", 1)
+}
+
+// noFailures checks that a check as dsn finds nothing to fix but the
+// server's WAL retention, which is the DBA's choice.
+func noFailures(t *testing.T, dsn string, defs ...string) {
+	t.Helper()
+	for _, f := range findings(t, dsn, defs...) {
+		if f.Level != OK && f.Check != "max_slot_wal_keep_size" {
+			t.Errorf("%s: %s %s; fix: %s", f.Check, f.Level, f.Detail, f.Fix)
+		}
+	}
+}
+
+// TestREADMERoleSetup runs the README's role setup as written and shows
+// that check then finds nothing to fix and that serve follows the table
+// as that role, which is neither a superuser nor the table's owner.
+func TestREADMERoleSetup(t *testing.T) {
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, block, ok := strings.Cut(string(readme), "```sql role-setup\n")
+	block, _, closed := strings.Cut(block, "```")
+	if !ok || !closed {
+		t.Fatal("README.md has no ```sql role-setup block")
+	}
+	const def = "items_embedding=public.items(embedding) key=id metric=cosine"
+	h := newHarness(t, `CREATE TABLE items (id bigint PRIMARY KEY, embedding real[], body text);
+		INSERT INTO items SELECT i, ARRAY[i, 1, 2], 'doc' FROM generate_series(1, 100) i`)
+	dsn := asRole(t, h, "vecside")
+	h.exec(strings.ReplaceAll(block, "'...'", "'secret'"))
+	var super, owner bool
+	if err := h.conn.QueryRow(h.ctx, `SELECT rolsuper, pg_has_role('vecside', 'postgres', 'USAGE') FROM pg_roles WHERE rolname = 'vecside'`).Scan(&super, &owner); err != nil || super || owner {
+		t.Fatalf("the README's role: superuser %v, member of the owner %v (%v)", super, owner, err)
+	}
+	noFailures(t, dsn, def)
+	e := h.add(def)
+	h.start(Config{Source: dsn})
+	waitReady(t, e)
+	h.exec(`INSERT INTO items VALUES (101, '{7,8,9}', 'new'); UPDATE items SET embedding = '{0,0,1}' WHERE id = 5; DELETE FROM items WHERE id = 6`)
+	h.assertConverged(e, 3)
+	h.stop()
+	if done, err := Teardown(h.ctx, dsn, "vecside", 10*time.Second); err != nil || len(done) != 2 {
+		t.Errorf("teardown as the README's role: %v, %v", done, err)
+	}
+}
+
+// TestCheckFixesInOneRound: a role with REPLICATION and nothing else gets
+// fixes that, run once as they are printed, leave nothing to fix.
+func TestCheckFixesInOneRound(t *testing.T) {
+	h := newHarness(t, `CREATE TABLE items (id bigint PRIMARY KEY, embedding real[]);
+		CREATE ROLE bare LOGIN REPLICATION`)
+	dsn := asRole(t, h, "bare")
+	const def = "items_embedding=public.items(embedding) key=id metric=cosine"
+	fixes := 0
+	for _, f := range findings(t, dsn, def) {
+		if f.Level != Fail {
+			continue
+		}
+		fixes++
+		h.exec(strings.TrimPrefix(f.Fix, "as a superuser: "))
+	}
+	if fixes != 2 {
+		t.Errorf("%d failures, want 2: no SELECT, and no publication the role may create", fixes)
+	}
+	noFailures(t, dsn, def)
+	// A role that owns its table needs only CREATE on the database, named.
+	h.exec(`DROP PUBLICATION vecside; CREATE TABLE own (id int PRIMARY KEY, v real[]); ALTER TABLE own OWNER TO bare`)
+	var db string
+	if err := h.conn.QueryRow(h.ctx, `SELECT current_database()`).Scan(&db); err != nil {
+		t.Fatal(err)
+	}
+	f := findings(t, dsn, "own_v=own(v) key=id metric=l2")["publication vecside"]
+	grant, _, _ := strings.Cut(f.Fix, ", or ")
+	if f.Level != Fail || grant != `GRANT CREATE ON DATABASE "`+db+`" TO "bare"` {
+		t.Fatalf("publication finding: %+v, want the grant on database %s", f, db)
+	}
+	h.exec(grant)
+	noFailures(t, dsn, "own_v=own(v) key=id metric=l2")
+}
