@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"regexp"
 	"runtime"
@@ -377,7 +378,11 @@ func (r *Replicator) restore(tables []*table, src indexer.Source) {
 	for _, t := range tables {
 		for _, e := range slices.Clone(t.entries) {
 			lsn, err := e.LoadCheckpoint(r.cfg.DataDir, src, state)
-			if err != nil {
+			switch {
+			case errors.Is(err, fs.ErrNotExist): // a first start
+				r.log.Info("no checkpoint yet; the table will be copied", "index", e.Spec().Name)
+				continue
+			case err != nil:
 				r.log.Warn("index has no usable checkpoint; its table will be copied", "index", e.Spec().Name, "err", err)
 				continue
 			}
