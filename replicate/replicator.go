@@ -564,8 +564,12 @@ func (r *Replicator) copyJob(snapshot string, t *table, entries []*indexer.Entry
 				return
 			}
 			logged = time.Now()
-			r.log.Info(string(p.Phase), "table", p.Table, "rows", p.Rows, "of about", p.Estimate,
-				"elapsed", p.Elapsed.Round(time.Millisecond).String())
+			attrs := []any{"table", p.Table, "rows", p.Rows}
+			// A table never analyzed has no estimate.
+			if p.Estimate > 0 {
+				attrs = append(attrs, "of about", p.Estimate)
+			}
+			r.log.Info(string(p.Phase), append(attrs, "elapsed", p.Elapsed.Round(time.Millisecond).String())...)
 		}
 	}
 	return copyJob{
