@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/vecside/vecside/indexer"
 )
 
 // asRole is h's DSN for role instead of the superuser, and drops the
@@ -94,4 +96,37 @@ func TestCheckFixesInOneRound(t *testing.T) {
 	}
 	h.exec(grant)
 	noFailures(t, dsn, "own_v=own(v) key=id metric=l2")
+}
+
+// TestShardPublicationMadeForTheRole: a shard's sidecar (where=) serves as
+// a role that does not own its table, from the publication a superuser
+// made for it as check prints it: the row filter Postgres shows,
+// deparsed, is recognised as the one given, so the table is not added
+// anew, which only its owner may do.
+func TestShardPublicationMadeForTheRole(t *testing.T) {
+	h := newHarness(t, `CREATE TABLE items (id bigint PRIMARY KEY, embedding real[]);
+		INSERT INTO items SELECT i, ARRAY[i, 1] FROM generate_series(1, 10) i;
+		CREATE ROLE shard LOGIN REPLICATION;
+		GRANT SELECT ON items TO shard`)
+	dsn := asRole(t, h, "shard")
+	e := h.add("even=public.items(embedding) key=id metric=l2 where='id % 2 = 0'")
+	h.exec(publicationSQL("vecside", `"shard"`, []indexer.Spec{e.Spec()}))
+	h.start(Config{Source: dsn})
+	waitReady(t, e)
+	h.exec(`INSERT INTO items VALUES (11, '{11,1}'), (12, '{12,1}')`)
+	h.catchUp()
+	if rows := e.Status().Rows; rows != 6 {
+		t.Errorf("the shard holds %d rows, want the 6 even ones", rows)
+	}
+	// Another filter is not taken for the same: the table's owner gets
+	// it into the publication.
+	h.stop()
+	h.ix = indexer.New()
+	e = h.add("odd=public.items(embedding) key=id metric=l2 where='id % 2 = 1'")
+	h.start(Config{})
+	waitReady(t, e)
+	var filter string
+	if err := h.conn.QueryRow(h.ctx, `SELECT rowfilter FROM pg_publication_tables WHERE pubname = 'vecside'`).Scan(&filter); err != nil || !strings.HasSuffix(filter, " = 1)") || e.Status().Rows != 6 {
+		t.Errorf("after changing the filter: %q (%v), %d rows, want the 6 odd ones", filter, err, e.Status().Rows)
+	}
 }
