@@ -320,8 +320,11 @@ func (c *checker) table(s indexer.Spec) {
 	// Without the publication, its finding says who creates it with
 	// this table.
 	case !owner && !published && c.published:
-		c.add(Fail, check, "only the owner of "+t.qualified()+" can add it to publication "+c.name,
-			"as a superuser: ALTER PUBLICATION "+indexer.QuoteIdent(c.name)+" ADD TABLE "+t.qualified()+" ("+indexer.QuoteIdent(t.key.name)+", "+indexer.QuoteIdent(t.vectors[s.Column].name)+")")
+		add := "as a superuser: ALTER PUBLICATION " + indexer.QuoteIdent(c.name) + " ADD TABLE " + t.qualified() + " (" + indexer.QuoteIdent(t.key.name) + ", " + indexer.QuoteIdent(t.vectors[s.Column].name) + ")"
+		if s.Where != "" {
+			add += " WHERE (" + s.Where + ")"
+		}
+		c.add(Fail, check, "only the owner of "+t.qualified()+" can add it to publication "+c.name, add)
 	default:
 		c.add(OK, check, t.qualified()+" key "+t.key.name+" ("+t.keyType.String()+"), column "+t.vectors[s.Column].name, "")
 	}

@@ -83,13 +83,22 @@ func TestCheckFixesInOneRound(t *testing.T) {
 		t.Errorf("%d failures, want 2: no SELECT, and no publication the role may create", fixes)
 	}
 	noFailures(t, dsn, def)
+	// An index of another table: a superuser adds it to the publication.
+	h.exec(`CREATE TABLE other (id int PRIMARY KEY, v real[]); GRANT SELECT ON other TO bare`)
+	f := findings(t, dsn, def, "other_v=other(v) key=id metric=l2")["index other_v"]
+	if add, ok := strings.CutPrefix(f.Fix, "as a superuser: "); f.Level != Fail || !ok || !strings.HasPrefix(add, "ALTER PUBLICATION") {
+		t.Errorf("another table's finding: %+v, want the superuser's ALTER PUBLICATION", f)
+	} else {
+		h.exec(add)
+	}
+	noFailures(t, dsn, def, "other_v=other(v) key=id metric=l2")
 	// A role that owns its table needs only CREATE on the database, named.
 	h.exec(`DROP PUBLICATION vecside; CREATE TABLE own (id int PRIMARY KEY, v real[]); ALTER TABLE own OWNER TO bare`)
 	var db string
 	if err := h.conn.QueryRow(h.ctx, `SELECT current_database()`).Scan(&db); err != nil {
 		t.Fatal(err)
 	}
-	f := findings(t, dsn, "own_v=own(v) key=id metric=l2")["publication vecside"]
+	f = findings(t, dsn, "own_v=own(v) key=id metric=l2")["publication vecside"]
 	grant, _, _ := strings.Cut(f.Fix, ", or ")
 	if f.Level != Fail || grant != `GRANT CREATE ON DATABASE "`+db+`" TO "bare"` {
 		t.Fatalf("publication finding: %+v, want the grant on database %s", f, db)
