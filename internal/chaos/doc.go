@@ -89,8 +89,8 @@
 // search with min_lsn at its LSN. Every window (5 minutes; 15 s in the
 // short version) logs heapfetch and sidecar-only search p50/p99, lag
 // p50/p99/max, rows written per second, restarts and their time to
-// ready, the sidecar's RSS (sampled every second), the one-minute load
-// average and the machine's busy share, and failures by class.
+// ready, the sidecar's RSS and CPU (sampled every second), the one-minute
+// load average and the machine's busy share, and failures by class.
 //
 // Failures: clients retry, for up to 2 minutes, while the sidecar is away
 // (a lost or refused connection, 57P01, 55000 not ready). Such a failure

@@ -123,7 +123,7 @@ INSERT INTO soak SELECT g, g %% 10, %s FROM generate_series(1, %d) g`, serverVec
 	if bad := s.ledger.tableKeys(table); len(bad) > 0 {
 		t.Errorf("the writer's ledger disagrees with the table: %s", strings.Join(bad, "; "))
 	}
-	rssEnd := s.rss()
+	_, rssEnd, _ := s.usage()
 	if err := proc.stop(); err != nil {
 		t.Fatal(err)
 	}
@@ -198,7 +198,9 @@ type soak struct {
 
 type sample struct {
 	at    time.Time
+	pid   int
 	rss   int64 // bytes; 0 if the sidecar was down
+	ticks int64 // the sidecar's CPU time so far
 	load1 float64
 }
 
@@ -277,6 +279,7 @@ type window struct {
 	rssLast, rssMax          int64
 	load1Mean, load1Max      float64
 	cpu                      loadgen.CPUUse
+	sidecarCores             float64 // the sidecar's CPU time over the window's length
 	restarts                 []string
 	failures                 [numClasses]int
 }
@@ -334,7 +337,11 @@ func (s *soak) fill(w *window, from, to time.Time) {
 	defer s.mu.Unlock()
 	in := func(t time.Time) bool { return !t.Before(from) && t.Before(to) }
 	var loads []float64
-	for _, x := range s.samples {
+	var ticks int64
+	for i, x := range s.samples {
+		if i > 0 && in(x.at) && x.pid != 0 && x.pid == s.samples[i-1].pid {
+			ticks += x.ticks - s.samples[i-1].ticks
+		}
 		if in(x.at) {
 			if x.rss > 0 {
 				w.rssLast = x.rss
@@ -343,6 +350,7 @@ func (s *soak) fill(w *window, from, to time.Time) {
 			loads = append(loads, x.load1)
 		}
 	}
+	w.sidecarCores = float64(ticks) / clockTicks / to.Sub(from).Seconds()
 	for _, l := range loads {
 		w.load1Mean += l / float64(len(loads))
 		w.load1Max = max(w.load1Max, l)
@@ -371,13 +379,13 @@ func (w window) line(n int, width time.Duration) string {
 	}
 	return fmt.Sprintf("window %d (%s–%s): heapfetch searches %.1f/s p50 %.1f ms p99 %.1f ms; sidecar-only %.1f/s p99 %.1f ms; "+
 		"lag n=%d p50 %.1f ms p99 %.1f ms max %.1f ms; writes %.0f rows/s (txn p99 %.1f ms); restarts: %s; "+
-		"sidecar RSS %.1f MiB (max %.1f); load1 mean %.2f max %.2f; machine busy %.0f%% steal %.0f%%, test process %.2f cores; errors %d, refused at startup %d, failures during restarts %d",
+		"sidecar RSS %.1f MiB (max %.1f); load1 mean %.2f max %.2f; machine busy %.0f%% steal %.0f%%, sidecar %.2f cores, test process %.2f cores; errors %d, refused at startup %d, failures during restarts %d",
 		n, time.Duration(n-1)*width, time.Duration(n)*width,
 		w.searches.PerSecond, w.searches.Latencies.Ms(0.5), w.searches.Latencies.Ms(0.99),
 		w.checks.PerSecond, w.checks.Latencies.Ms(0.99),
 		len(w.lags), w.lags.Ms(0.5), w.lags.Ms(0.99), w.lags.Ms(0.999999),
 		w.writes.PerSecond*soakTxnRows, w.writes.Latencies.Ms(0.99), restarts,
-		mib(w.rssLast), mib(w.rssMax), w.load1Mean, w.load1Max, 100*w.cpu.Busy, 100*w.cpu.Steal, w.cpu.Cores,
+		mib(w.rssLast), mib(w.rssMax), w.load1Mean, w.load1Max, 100*w.cpu.Busy, 100*w.cpu.Steal, w.sidecarCores, w.cpu.Cores,
 		w.failures[classError], w.failures[classRefused], w.failures[classRestart])
 }
 
@@ -786,7 +794,8 @@ func (s *soak) restart(ctx context.Context) {
 // sample reads the sidecar's RSS and the machine's load every second.
 func (s *soak) sample(ctx context.Context) {
 	for {
-		x := sample{at: time.Now(), rss: s.rss(), load1: load1()}
+		x := sample{at: time.Now(), load1: load1()}
+		x.pid, x.rss, x.ticks = s.usage()
 		s.mu.Lock()
 		s.samples = append(s.samples, x)
 		s.mu.Unlock()

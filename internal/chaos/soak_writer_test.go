@@ -132,25 +132,38 @@ func (l *ledger) tableKeys(ts tableState) []string {
 	return bad
 }
 
-// rss is the sidecar's resident set size in bytes, 0 if it is not
-// running.
-func (s *soak) rss() int64 {
-	pid := s.proc.pid()
+// usage is the running sidecar's process id, resident set size in bytes
+// and CPU time in clock ticks (user and system, /proc/PID/stat); zeros if
+// it is not running.
+func (s *soak) usage() (pid int, rss, ticks int64) {
+	pid = s.proc.pid()
 	if pid == 0 {
-		return 0
+		return 0, 0, 0
 	}
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0
+	status, err1 := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	stat, err2 := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err1 != nil || err2 != nil {
+		return 0, 0, 0
 	}
-	for _, line := range strings.Split(string(b), "\n") {
+	for _, line := range strings.Split(string(status), "\n") {
 		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
 			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
-			return kb << 10
+			rss = kb << 10
 		}
 	}
-	return 0
+	// Fields after the command's closing parenthesis: state is the first,
+	// utime and stime the 12th and 13th.
+	if f := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:])); len(f) > 12 {
+		user, _ := strconv.ParseInt(f[11], 10, 64)
+		system, _ := strconv.ParseInt(f[12], 10, 64)
+		ticks = user + system
+	}
+	return pid, rss, ticks
 }
+
+// clockTicks is USER_HZ, the unit of /proc/PID/stat's times: 100 on
+// Linux.
+const clockTicks = 100
 
 // load1 is the machine's one-minute load average.
 func load1() float64 {
