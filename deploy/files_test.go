@@ -223,6 +223,19 @@ func TestDockerfile(t *testing.T) {
 	if !strings.Contains(text, want) {
 		t.Errorf("Dockerfile: want %q, the ports it listens on", want)
 	}
+	// The context is the repository: its history and the checkpoints of a
+	// sidecar run there (serve's default --data-dir) stay out of it.
+	var ignored []string
+	for _, line := range strings.Split(string(readFile(t, "../.dockerignore")), "\n") {
+		if line = strings.TrimSpace(line); line != "" && line[0] != '#' {
+			ignored = append(ignored, line)
+		}
+	}
+	for _, want := range []string{".git", strings.Trim(flags.flags["data-dir"], `"`)} {
+		if !slices.Contains(ignored, want) {
+			t.Errorf(".dockerignore does not keep %s out of the build context: %v", want, ignored)
+		}
+	}
 }
 
 // pgSettings reads postgresql.vecside.conf.
@@ -356,6 +369,7 @@ type container struct {
 			FieldRef *struct {
 				FieldPath string `yaml:"fieldPath"`
 			} `yaml:"fieldRef"`
+			SecretKeyRef *struct{ Name, Key string } `yaml:"secretKeyRef"`
 		} `yaml:"valueFrom"`
 	}
 	Ports []struct {
@@ -526,6 +540,113 @@ func TestKubernetesManifests(t *testing.T) {
 	for k, v := range sts.Spec.Selector.MatchLabels {
 		if labels[k] != v {
 			t.Errorf("the StatefulSet selects %s=%s, which its pods lack", k, v)
+		}
+	}
+}
+
+// headerCommand is the shell command of the manifest's header comment
+// that starts with prefix, its continued lines joined.
+func headerCommand(t *testing.T, prefix string) string {
+	t.Helper()
+	var cmd strings.Builder
+	for _, line := range strings.Split(string(readFile(t, "kubernetes/vecside.yaml")), "\n") {
+		line, ok := strings.CutPrefix(line, "#   ")
+		if !ok || cmd.Len() == 0 && !strings.HasPrefix(line, prefix) {
+			continue
+		}
+		line, more := strings.CutSuffix(strings.TrimSpace(line), "\\")
+		cmd.WriteString(line)
+		if !more {
+			return cmd.String()
+		}
+	}
+	t.Fatalf("kubernetes/vecside.yaml: no command %q in its header", prefix)
+	return ""
+}
+
+// TestKubernetesSecret: the header's kubectl create secret makes every
+// key of the secret that the pods read, in one command.
+func TestKubernetesSecret(t *testing.T) {
+	made := map[string]bool{}
+	for _, m := range regexp.MustCompile(`--from-(?:literal|file)=([a-z-]+)=`).FindAllStringSubmatch(headerCommand(t, "kubectl create secret generic vecside "), -1) {
+		made[m[1]] = true
+	}
+	c := readManifests(t)["StatefulSet/vecside"].Spec.Template.Spec
+	var read []string
+	for _, e := range c.Containers[0].Env {
+		if e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil {
+			read = append(read, e.ValueFrom.SecretKeyRef.Key)
+		}
+	}
+	for _, v := range c.Volumes {
+		if v.Secret != nil {
+			for _, i := range v.Secret.Items {
+				read = append(read, i.Key)
+			}
+		}
+	}
+	if len(read) == 0 {
+		t.Fatal("the pods read no secret")
+	}
+	for _, key := range read {
+		if !made[key] {
+			t.Errorf("the pods read key %s of the secret, which the header's kubectl create secret does not make (made: %v)", key, made)
+		}
+	}
+}
+
+// TestKubernetesPublications runs the DBA's publications.sql as its header
+// says, for the ConfigMap's index, and shows that every pod's --name then
+// passes vecside check as a role that only reads the table and
+// replicates; a second run changes nothing.
+func TestKubernetesPublications(t *testing.T) {
+	ctx := context.Background()
+	script := "kubernetes/publications.sql"
+	text := string(readFile(t, script))
+	var def string
+	for _, obj := range readManifests(t) {
+		if cfg := obj.Data["vecside.yaml"]; cfg != "" {
+			def = regexp.MustCompile(`(?m)^\s+- (\S+=.*)$`).FindStringSubmatch(cfg)[1]
+		}
+	}
+	m := regexp.MustCompile(`=(\w+)\.(\w+)\((\w+)\) key=(\w+)`).FindStringSubmatch(def)
+	if m == nil {
+		t.Fatalf("the ConfigMap's --index %q", def)
+	}
+	if want := fmt.Sprintf("FOR TABLE %s.%s (%s, %s)", m[1], m[2], m[4], m[3]); !strings.Contains(text, want) {
+		t.Errorf("%s does not publish the ConfigMap's index: want %q", script, want)
+	}
+	user := regexp.MustCompile(`user=(\w+)`).FindStringSubmatch(headerCommand(t, "kubectl create secret generic vecside "))[1]
+	dsn := pgtest.Shared(t).NewDatabase(t)
+	db := pgtest.Connect(t, dsn)
+	if _, err := db.Exec(ctx, fmt.Sprintf(`CREATE ROLE %s LOGIN REPLICATION; CREATE TABLE %s.%s (%s bigint PRIMARY KEY, %s real[], body text)`, user, m[1], m[2], m[4], m[3])); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Exec(ctx, fmt.Sprintf("DROP OWNED BY %[1]s; DROP ROLE %[1]s", user)) })
+	header := regexp.MustCompile(`psql "\$SUPERUSER_DSN" (.*) -f deploy/kubernetes/publications.sql`).FindStringSubmatch(text)
+	if header == nil {
+		t.Fatalf("%s: its header does not say how to run it", script)
+	}
+	bin := os.Getenv("PG_BINDIR")
+	if bin == "" {
+		bin = pgtest.DefaultBinDir
+	}
+	for range 2 {
+		args := append([]string{dsn, "-X", "-q", "-v", "ON_ERROR_STOP=1"}, strings.Fields(header[1])...)
+		if out, err := exec.Command(filepath.Join(bin, "psql"), append(args, "-f", script)...).CombinedOutput(); err != nil {
+			t.Fatalf("psql -f %s: %v\n%s", script, err, out)
+		}
+	}
+	pods, err := strconv.Atoi(strings.TrimPrefix(strings.Fields(header[1])[1], "replicas="))
+	if err != nil {
+		t.Fatal(err)
+	}
+	asRole := strings.Replace(dsn, "postgres://postgres@", "postgres://"+user+"@", 1)
+	for n := range pods {
+		pod := fmt.Sprintf("vecside-%d", n)
+		out, err := exec.Command(vecsideBinary(t), "check", "--source", asRole, "--name", pod, "--index", def).CombinedOutput()
+		if err != nil || strings.Contains(string(out), "FAIL") {
+			t.Errorf("vecside check for pod %s: %v\n%s", pod, err, out)
 		}
 	}
 }

@@ -11,7 +11,8 @@
 //
 // knn returns id, in the key column's own type, and distance (double
 // precision), nearest first: candidates for the client to re-rank against
-// the table. With with_xid=true it fills a third column, xid (bigint): the
+// the table, up to k × oversample rows (oversample defaults to the
+// store's: 3, 2 or 1), not k. With with_xid=true it fills a third column, xid (bigint): the
 // id of the transaction that wrote the version of the row the distance
 // was computed from, where that distance is exact (store=float) and the
 // xid known, NULL elsewhere; a client that finds the same xmin in the heap

@@ -226,8 +226,11 @@ func TestSQLCommands(t *testing.T) {
 	if out, err := run(t, append([]string{"sql", "install", "--source", dsn}, args...)...); err != nil {
 		t.Fatalf("sql install: %v\n%s", err, out)
 	}
-	if out, err := run(t, "sql", "uninstall", "--source", dsn); err != nil {
+	if out, err := run(t, "sql", "uninstall", "--source", dsn); err != nil || !strings.Contains(out, "removed schema vecside\n") {
 		t.Fatalf("sql uninstall: %v\n%s", err, out)
+	}
+	if out, err := run(t, "sql", "uninstall", "--source", dsn); err != nil || !strings.Contains(out, "nothing to remove") {
+		t.Fatalf("sql uninstall again: %v\n%s", err, out)
 	}
 	// A where= holding commas is one index, as a flag and as one of the
 	// newline-separated items of VECSIDE_INDEX.

@@ -71,9 +71,42 @@ it search. print writes the same SQL for a DBA to review and run with psql
 					return err
 				}
 				defer db.Close(context.Background())
-				return deploy.Uninstall(c.Context, db)
+				before, err := catalogObjects(c.Context, db)
+				if err != nil {
+					return err
+				}
+				if err := deploy.Uninstall(c.Context, db); err != nil {
+					return err
+				}
+				after, err := catalogObjects(c.Context, db)
+				if err != nil {
+					return err
+				}
+				removed := 0
+				for _, o := range before {
+					if !slices.Contains(after, o) {
+						fmt.Fprintln(c.App.Writer, "removed", o)
+						removed++
+					}
+				}
+				if removed == 0 {
+					fmt.Fprintln(c.App.Writer, "nothing to remove: the helpers were not installed in this database")
+				}
+				return nil
 			}},
 	},
+}
+
+// catalogObjects lists the schemas, foreign servers and roles db shows,
+// sorted: what uninstall removed is what is gone after it.
+func catalogObjects(ctx context.Context, db *pgx.Conn) ([]string, error) {
+	rows, err := db.Query(ctx, `SELECT 'schema ' || nspname FROM pg_namespace
+		UNION ALL SELECT 'foreign server ' || srvname FROM pg_foreign_server
+		UNION ALL SELECT 'role ' || rolname FROM pg_roles ORDER BY 1`)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[string])
 }
 
 // helperConfig reads sqlFlags: the sidecar and its password, and the
