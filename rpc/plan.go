@@ -202,8 +202,15 @@ func evalKNN(s statement, params []any) (knnCall, error) {
 		case 0:
 			c.index = v.(string)
 		case 1:
-			if c.vec, _ = v.([]float32); c.vec == nil {
-				c.vec, err = pgvalue.ParseVector(v.(string))
+			switch v := v.(type) {
+			case []float32:
+				c.vec = v
+			case string:
+				if s.args[i].cast == "bytea" {
+					c.vec, err = decodeByteaVector(v)
+				} else {
+					c.vec, err = pgvalue.ParseVector(v)
+				}
 			}
 		case 2:
 			var ok bool
