@@ -158,7 +158,7 @@ func decodeParam(oid uint32, format int16, v []byte) (any, error) {
 		return pgvalue.ParseVector(string(v))
 	case pgtype.ByteaOID:
 		if format == formatBinary {
-			return pgvalue.DecodeFloatArray(v)
+			return vectorBytes(v)
 		}
 		return decodeByteaVector(string(v))
 	case pgtype.Int2OID, pgtype.Int4OID, pgtype.Int8OID:
@@ -180,18 +180,28 @@ func decodeParam(oid uint32, format int16, v []byte) (any, error) {
 }
 
 // decodeByteaVector decodes a vector sent as bytea in its hex text form,
-// '\x' then the bytes of array_send(real[]) (or of double precision[]):
-// what the SQL helpers send, since Postgres writes those bytes in hex far
-// more cheaply than it prints each float as text, and they decode here
-// without parsing a number.
+// '\x' then the bytes (see vectorBytes): what the SQL helpers send, since
+// Postgres writes those bytes in hex far more cheaply than it prints each
+// float as text, and they decode here without parsing a number.
 func decodeByteaVector(s string) ([]float32, error) {
 	h, ok := strings.CutPrefix(s, `\x`)
 	if !ok {
-		return nil, fmt.Errorf("%w: a bytea vector is written in hex, \\x followed by the bytes of array_send(real[])", pgvalue.ErrMalformedVector)
+		return nil, fmt.Errorf("%w: a bytea vector is written in hex: \\x, then the bytes of array_send(real[]) or of pgvector's vector_send", pgvalue.ErrMalformedVector)
 	}
 	b, err := hex.DecodeString(h)
 	if err != nil {
 		return nil, fmt.Errorf("%w: bytea: %v", pgvalue.ErrMalformedVector, err)
+	}
+	return vectorBytes(b)
+}
+
+// vectorBytes decodes a bytea vector: the binary format of a real[] or
+// double precision[] (array_send), or of pgvector's vector (vector_send).
+// The first four bytes tell them apart: an array's dimension count is 0
+// or 1, where a vector of d > 0 dimensions starts with d << 16.
+func vectorBytes(b []byte) ([]float32, error) {
+	if len(b) >= 4 && binary.BigEndian.Uint32(b) > 1 {
+		return pgvalue.DecodePgvector(b)
 	}
 	return pgvalue.DecodeFloatArray(b)
 }

@@ -90,6 +90,8 @@ func TestPgxModes(t *testing.T) {
 					// As the SQL helpers send it: array_send's bytes in hex.
 					{fmt.Sprintf(`SELECT * FROM knn('%s', E'\\x%x'::bytea, %d)`, tk.index, pgvalue.AppendFloat4Array(nil, q), k), nil},
 					{"SELECT * FROM knn($1, $2::bytea, $3)", []any{tk.index, pgvalue.AppendFloat4Array(nil, q), k}},
+					{fmt.Sprintf(`SELECT * FROM knn('%s', '\x%x'::bytea, %d)`, tk.index, pgvalue.AppendPgvector(nil, q), k), nil},
+					{"SELECT * FROM knn($1, $2::bytea, $3)", []any{tk.index, pgvalue.AppendPgvector(nil, q), k}},
 				} {
 					got := queryHits(t, conn, c.sql, c.args...)
 					checkHits(t, got, want)
