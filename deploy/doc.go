@@ -52,6 +52,18 @@
 //     rows the caller cannot see leave fewer than k.
 //   - vecside.indexes registers the indexes with their tables and column
 //     types; vecside.set_sidecar and vecside.register_index configure.
+//     A trigger on it (re)writes vecside.search and vecside.search_rows
+//     (vecside.write_searches) with a branch per index that has its
+//     table, columns, key type and metric written in, and
+//     vecside.candidates is written at install time with dblink's
+//     schema in it: every statement a search runs is static SQL that
+//     PL/pgSQL plans once per session, with no catalog or pg_settings
+//     read beyond the index's row and the privilege checks. After
+//     renaming an indexed table or column, run SELECT
+//     vecside.write_searches() (or install again).
+//   - The query vector travels to the sidecar as bytes in hex
+//     (pgvector's vector_send where pgvector is installed at install
+//     time, else array_send), not as text printed a float at a time.
 //
 // Nothing is granted to PUBLIC, dblink's functions included: the role
 // vecside_user is what a DBA grants. What remains visible to a role that
