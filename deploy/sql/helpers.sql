@@ -116,7 +116,16 @@ DROP FUNCTION IF EXISTS vecside.index_info(text, regtype, boolean), vecside.rera
   vecside.search_keys(vecside.indexes, real[], integer, text);
 
 -- candidates asks the sidecar for the k nearest keys of query in an
--- index, with their approximate distances. It runs as vecside_owner and
+-- index, with their approximate distances, and where a distance is exact
+-- (store=float) the id of the transaction that wrote the version of the
+-- row it was computed from (knn's xid): a row whose xmin is that xid has
+-- that distance, and its vector need not be read. xids are asked for
+-- only from a sidecar whose source is this server (knn's xid_source: its
+-- system identifier, read once per session and kept in the setting
+-- vecside.system_identifier, and its timeline), and not for double
+-- precision[] columns, which the sidecar holds rounded to float32. A
+-- session could set vecside.system_identifier to another server's: that
+-- misleads only its own searches. It runs as vecside_owner and
 -- does nothing else: one named dblink connection per backend, made again
 -- once if the sidecar restarted; the statement's remaining
 -- statement_timeout is the sidecar's timeout; every value sent is quoted
@@ -128,6 +137,7 @@ DROP FUNCTION IF EXISTS vecside.index_info(text, regtype, boolean), vecside.rera
 -- once per session: dblink's schema is written in here (@dblink@), and
 -- the result's key type picked by a branch per type the sidecar serves.
 -- Installing pgvector (or moving dblink) later takes installing again.
+DROP FUNCTION IF EXISTS vecside.candidates(text, real[], integer, anyelement, text);
 DO $install$
 DECLARE
   dbl name := (SELECT n.nspname FROM pg_catalog.pg_extension e JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace
@@ -138,12 +148,14 @@ BEGIN
   EXECUTE replace(replace($fn$
 CREATE OR REPLACE FUNCTION vecside.candidates(index_name text, query real[], k integer, key_type anyelement,
   options text DEFAULT '')
-RETURNS TABLE (id anyelement, distance double precision)
+RETURNS TABLE (id anyelement, distance double precision, xid bigint)
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
   ix vecside.indexes;
   who name := session_user;
   opts text := coalesce(options, '');
+  standby boolean := pg_is_in_recovery();
+  sysid text;
   timeout_ms bigint;
   remote text;
 BEGIN
@@ -176,11 +188,25 @@ BEGIN
     RAISE EXCEPTION 'the sidecar''s timeout is what remains of statement_timeout' USING ERRCODE = 'invalid_parameter_value',
       HINT = 'SET statement_timeout instead of passing timeout=';
   END IF;
-  IF pg_is_in_recovery() AND opts !~ '(^|\s)min_lsn=' THEN
+  IF standby AND opts !~ '(^|\s)min_lsn=' THEN
     -- On a hot standby: wait (within the timeout) until the sidecar, which
     -- follows the primary, has applied what this standby has replayed, so
     -- that no row the standby sees is missing from the candidates.
     opts := opts || format(' min_lsn=%s', pg_last_wal_replay_lsn());
+  END IF;
+  IF ix.vector_type <> 'double precision[]'::regtype AND opts !~ '(^|\s)(with_xid|xid_source)=' THEN
+    sysid := nullif(current_setting('vecside.system_identifier', true), '');
+    IF sysid IS NULL AND has_function_privilege('pg_catalog.pg_control_system()', 'EXECUTE') THEN
+      sysid := set_config('vecside.system_identifier', (SELECT s.system_identifier FROM pg_control_system() s)::text, false);
+    END IF;
+    -- The timeline: a standby's last restartpoint's, a primary's that of
+    -- its WAL insert position (a simple expression: no query to run).
+    IF sysid IS NOT NULL AND standby THEN
+      opts := opts || format(' with_xid=true xid_source=%s/%s', sysid, (SELECT c.timeline_id FROM pg_control_checkpoint() c));
+    ELSIF sysid IS NOT NULL THEN
+      opts := opts || format(' with_xid=true xid_source=%s/%s', sysid,
+        ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::bigint);
+    END IF;
   END IF;
   -- current_setting, not pg_settings: that view builds a row for every
   -- setting, which cost each call 0.4 ms.
@@ -192,7 +218,7 @@ BEGIN
     END IF;
     opts := opts || format(' timeout=%sms', timeout_ms);
   END IF;
-  remote := format('SELECT id, distance FROM knn(%L, %L::bytea, %s, %L)', ix.name, '\x' || encode(@query_bytes@, 'hex'), k, opts);
+  remote := format('SELECT id, distance, xid FROM knn(%L, %L::bytea, %s, %L)', ix.name, '\x' || encode(@query_bytes@, 'hex'), k, opts);
   FOR attempt IN 1..2 LOOP
     BEGIN
       IF NOT 'vecside' = ANY (coalesce(@dblink@.dblink_get_connections(), '{}')) THEN
@@ -200,17 +226,17 @@ BEGIN
       END IF;
       CASE ix.key_type
       WHEN 'bigint'::regtype THEN
-        RETURN QUERY SELECT t.id, t.distance FROM @dblink@.dblink('vecside', remote) AS t(id bigint, distance double precision);
+        RETURN QUERY SELECT t.id, t.distance, t.xid FROM @dblink@.dblink('vecside', remote) AS t(id bigint, distance double precision, xid bigint);
       WHEN 'integer'::regtype THEN
-        RETURN QUERY SELECT t.id, t.distance FROM @dblink@.dblink('vecside', remote) AS t(id integer, distance double precision);
+        RETURN QUERY SELECT t.id, t.distance, t.xid FROM @dblink@.dblink('vecside', remote) AS t(id integer, distance double precision, xid bigint);
       WHEN 'smallint'::regtype THEN
-        RETURN QUERY SELECT t.id, t.distance FROM @dblink@.dblink('vecside', remote) AS t(id smallint, distance double precision);
+        RETURN QUERY SELECT t.id, t.distance, t.xid FROM @dblink@.dblink('vecside', remote) AS t(id smallint, distance double precision, xid bigint);
       WHEN 'uuid'::regtype THEN
-        RETURN QUERY SELECT t.id, t.distance FROM @dblink@.dblink('vecside', remote) AS t(id uuid, distance double precision);
+        RETURN QUERY SELECT t.id, t.distance, t.xid FROM @dblink@.dblink('vecside', remote) AS t(id uuid, distance double precision, xid bigint);
       WHEN 'text'::regtype THEN
-        RETURN QUERY SELECT t.id, t.distance FROM @dblink@.dblink('vecside', remote) AS t(id text, distance double precision);
+        RETURN QUERY SELECT t.id, t.distance, t.xid FROM @dblink@.dblink('vecside', remote) AS t(id text, distance double precision, xid bigint);
       WHEN 'character varying'::regtype THEN
-        RETURN QUERY SELECT t.id, t.distance FROM @dblink@.dblink('vecside', remote) AS t(id varchar, distance double precision);
+        RETURN QUERY SELECT t.id, t.distance, t.xid FROM @dblink@.dblink('vecside', remote) AS t(id varchar, distance double precision, xid bigint);
       ELSE
         RAISE EXCEPTION 'vecside index % has % keys, which the sidecar does not serve', ix.name, ix.key_type
           USING ERRCODE = 'feature_not_supported';
@@ -286,12 +312,20 @@ BEGIN
     END IF;
     dist := vecside.distance_sql(ix, format('t.%I', ix.vector_column), q);
     -- The distance is computed once per row (OFFSET 0 keeps the subquery
-    -- from being merged into the one that filters and sorts on it).
+    -- from being merged into the one that filters and sorts on it), and
+    -- only where the sidecar's is not that of the row's version: reading
+    -- xmin does not read a TOASTed vector. Without xids (the sidecar's
+    -- distances are estimates) xmin is not looked at.
     widen := format($w$%6$s
     LOOP
-      cand%1$s := ARRAY(SELECT c.id FROM vecside.candidates(index_name, query, want, NULL::%2$s, options) c);
+      SELECT coalesce(array_agg(c.id), '{}'), array_agg(c.distance), array_agg(c.xid), count(c.xid) > 0
+      INTO cand%1$s, cdist, cxid, xids
+      FROM vecside.candidates(index_name, query, want, NULL::%2$s, options) c;
       SELECT array_agg(r.id ORDER BY r.d, r.id), array_agg(r.d ORDER BY r.d, r.id) INTO found%1$s, dists
-      FROM (SELECT s.id, s.d FROM (SELECT t.%3$I AS id, %4$s AS d FROM %5$s t WHERE t.%3$I = ANY (cand%1$s) OFFSET 0) s
+      FROM (SELECT s.id, s.d FROM (
+              SELECT t.%3$I AS id, CASE WHEN xids AND t.xmin::text::bigint = cxid[array_position(cand%1$s, t.%3$I)]
+                THEN cdist[array_position(cand%1$s, t.%3$I)] ELSE %4$s END AS d
+              FROM %5$s t WHERE t.%3$I = ANY (cand%1$s) OFFSET 0) s
             WHERE s.d IS NOT NULL ORDER BY s.d, s.id LIMIT k) r;
       EXIT WHEN coalesce(cardinality(found%1$s), 0) >= k OR cardinality(cand%1$s) < want OR want >= 10000;
       want := least(want * 4, 10000);
@@ -303,7 +337,11 @@ BEGIN
       RAISE EXCEPTION 'vecside index %% gives %% keys, not %%', index_name, %2$L, pg_typeof(key_type)
         USING ERRCODE = 'datatype_mismatch', HINT = %3$L;
     END IF;%4$s
-    RETURN QUERY SELECT * FROM unnest(found%5$s, dists);
+    FOR j IN 1..coalesce(cardinality(found%5$s), 0) LOOP
+      id := found%5$s[j];
+      distance := dists[j];
+      RETURN NEXT;
+    END LOOP;
     RETURN;
   END IF;$b$, ix.name, ix.key_type, format('pass NULL::%s', ix.key_type), widen, i);
     row_branches := row_branches || format($b$
@@ -315,8 +353,8 @@ BEGIN
     RETURN QUERY SELECT s.t, s.d FROM (SELECT t, %5$s AS d FROM %6$s t WHERE t.%7$I = ANY (found%8$s) OFFSET 0) s
       WHERE s.d IS NOT NULL ORDER BY s.d, (s.t).%7$I LIMIT k;
     RETURN;
-  END IF;$b$, ix.name, (SELECT c.reltype FROM pg_class c WHERE c.oid = ix.tbl)::regtype, format('pass NULL::%s', ix.tbl), widen, dist, ix.tbl,
-      ix.key_column, i);
+  END IF;$b$, ix.name, (SELECT c.reltype FROM pg_class c WHERE c.oid = ix.tbl)::regtype, format('pass NULL::%s', ix.tbl), widen,
+      dist, ix.tbl, ix.key_column, i);
   END LOOP;
   -- search returns the k rows of the index's table nearest to query, as
   -- (key, exact distance), nearest first: what
@@ -331,6 +369,9 @@ LANGUAGE plpgsql SECURITY INVOKER SET search_path = pg_catalog, pg_temp AS $fn$
 #variable_conflict use_variable
 DECLARE
   want integer := k;
+  cdist double precision[];
+  cxid bigint[];
+  xids boolean;
   dists double precision[];
 %1$sBEGIN%2$s
   RAISE EXCEPTION 'vecside index "%%" does not exist', index_name USING ERRCODE = 'undefined_object',
@@ -347,6 +388,9 @@ LANGUAGE plpgsql SECURITY INVOKER SET search_path = pg_catalog, pg_temp AS $fn$
 #variable_conflict use_variable
 DECLARE
   want integer := k;
+  cdist double precision[];
+  cxid bigint[];
+  xids boolean;
   dists double precision[];
 %1$sBEGIN%2$s
   RAISE EXCEPTION 'vecside index "%%" does not exist', index_name USING ERRCODE = 'undefined_object',
