@@ -64,6 +64,16 @@
 //   - The query vector travels to the sidecar as bytes in hex
 //     (pgvector's vector_send where pgvector is installed at install
 //     time, else array_send), not as text printed a float at a time.
+//   - Where the sidecar's distances are exact (store=float), it also
+//     returns the xid of each candidate's row version (asked only of a
+//     sidecar whose source is this server: its system identifier, read
+//     once per session into the setting vecside.system_identifier, and
+//     its timeline), and vecside.search reads a row's vector only where
+//     its xmin differs, as heapfetch's fast path does. For real[]
+//     columns the sidecar's distance is the one distance.sql computes,
+//     to the bit; pgvector's operators accumulate in single precision,
+//     so for a vector column such a distance may differ from <->'s in
+//     the last digits.
 //
 // Nothing is granted to PUBLIC, dblink's functions included: the role
 // vecside_user is what a DBA grants. What remains visible to a role that

@@ -16,7 +16,9 @@
 --     opted in (vecside.indexes.allow_rls);
 --   * vecside.search and vecside.search_rows (SECURITY INVOKER) re-rank
 --     the candidates against the table under the caller's own privileges
---     and row-level security.
+--     and row-level security. They are written per index from
+--     vecside.indexes (vecside.write_searches, run by a trigger on it),
+--     so that every statement on a search's path is static SQL.
 
 CREATE EXTENSION IF NOT EXISTS dblink;
 
