@@ -302,6 +302,7 @@ DECLARE
   q text;
   dist text;
   widen text;
+  body text;
 BEGIN
   FOR ix IN SELECT * FROM vecside.indexes ORDER BY name LOOP
     i := i + 1;
@@ -317,10 +318,12 @@ BEGIN
     -- from being merged into the one that filters and sorts on it), and
     -- only where the sidecar's is not that of the row's version: reading
     -- xmin does not read a TOASTed vector. Without xids (the sidecar's
-    -- distances are estimates) xmin is not looked at.
+    -- distances are estimates) xmin is not looked at, nor past 1,000
+    -- candidates, where finding each row's xid (array_position) would cost
+    -- more than reading the vectors.
     widen := format($w$%6$s
     LOOP
-      SELECT coalesce(array_agg(c.id), '{}'), array_agg(c.distance), array_agg(c.xid), count(c.xid) > 0
+      SELECT coalesce(array_agg(c.id), '{}'), array_agg(c.distance), array_agg(c.xid), count(c.xid) > 0 AND count(*) <= 1000
       INTO cand%1$s, cdist, cxid, xids
       FROM vecside.candidates(index_name, query, want, NULL::%2$s, options) c;
       SELECT array_agg(r.id ORDER BY r.d, r.id), array_agg(r.d ORDER BY r.d, r.id) INTO found%1$s, dists
@@ -358,6 +361,18 @@ BEGIN
   END IF;$b$, ix.name, (SELECT c.reltype FROM pg_class c WHERE c.oid = ix.tbl)::regtype, format('pass NULL::%s', ix.tbl), widen,
       dist, ix.tbl, ix.key_column, i);
   END LOOP;
+  body := $c$
+#variable_conflict use_variable
+DECLARE
+  want integer := k;
+  cdist double precision[];
+  cxid bigint[];
+  xids boolean;
+  dists double precision[];
+%1$sBEGIN%2$s
+  RAISE EXCEPTION 'vecside index "%%" does not exist', index_name USING ERRCODE = 'undefined_object',
+    HINT = 'the indexes are listed in vecside.indexes; vecside sql install registers those the sidecar has';
+END$c$;
   -- search returns the k rows of the index's table nearest to query, as
   -- (key, exact distance), nearest first: what
   --   SELECT key, <distance> FROM table ORDER BY <distance> LIMIT k
@@ -367,38 +382,16 @@ BEGIN
 CREATE OR REPLACE FUNCTION vecside.search(index_name text, query real[], k integer, key_type anyelement,
   options text DEFAULT '')
 RETURNS TABLE (id anyelement, distance double precision)
-LANGUAGE plpgsql SECURITY INVOKER SET search_path = pg_catalog, pg_temp AS $fn$
-#variable_conflict use_variable
-DECLARE
-  want integer := k;
-  cdist double precision[];
-  cxid bigint[];
-  xids boolean;
-  dists double precision[];
-%1$sBEGIN%2$s
-  RAISE EXCEPTION 'vecside index "%%" does not exist', index_name USING ERRCODE = 'undefined_object',
-    HINT = 'the indexes are listed in vecside.indexes; vecside sql install registers those the sidecar has';
-END $fn$;
-$f$, vars, key_branches);
+LANGUAGE plpgsql SECURITY INVOKER SET search_path = pg_catalog, pg_temp AS $fn$%s$fn$
+$f$, format(body, vars, key_branches));
   -- search_rows is search returning the table's rows: row_type is a NULL
   -- of the table's row type (NULL::items).
   EXECUTE format($f$
 CREATE OR REPLACE FUNCTION vecside.search_rows(index_name text, query real[], k integer, row_type anyelement,
   options text DEFAULT '')
 RETURNS TABLE (item anyelement, distance double precision)
-LANGUAGE plpgsql SECURITY INVOKER SET search_path = pg_catalog, pg_temp AS $fn$
-#variable_conflict use_variable
-DECLARE
-  want integer := k;
-  cdist double precision[];
-  cxid bigint[];
-  xids boolean;
-  dists double precision[];
-%1$sBEGIN%2$s
-  RAISE EXCEPTION 'vecside index "%%" does not exist', index_name USING ERRCODE = 'undefined_object',
-    HINT = 'the indexes are listed in vecside.indexes; vecside sql install registers those the sidecar has';
-END $fn$;
-$f$, vars, row_branches);
+LANGUAGE plpgsql SECURITY INVOKER SET search_path = pg_catalog, pg_temp AS $fn$%s$fn$
+$f$, format(body, vars, row_branches));
   REVOKE ALL ON FUNCTION vecside.search(text, real[], integer, anyelement, text),
     vecside.search_rows(text, real[], integer, anyelement, text) FROM PUBLIC;
   GRANT EXECUTE ON FUNCTION vecside.search(text, real[], integer, anyelement, text),
