@@ -5,6 +5,7 @@ import (
 	"context"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -32,6 +33,17 @@ func TestSQLFastPath(t *testing.T) {
 		if err != nil || !slices.Equal(fast, slow) {
 			t.Fatalf("reading every vector: %v, %v; the fast path gave %v", slow, err, fast)
 		}
+	}
+
+	// The session keeps its server's identity in a setting it could set
+	// itself: what is not a number there is read again, not sent.
+	if _, err := reader.Exec(ctx, "SET vecside.system_identifier = '1/1 timeout=1h'"); err != nil {
+		t.Fatal(err)
+	}
+	checkExact(t, reader, randomQuery(rng))
+	var sysid string
+	if err := reader.QueryRow(ctx, "SHOW vecside.system_identifier").Scan(&sysid); err != nil || strings.Trim(sysid, "-0123456789") != "" {
+		t.Errorf("vecside.system_identifier is %q after a search (%v), want the server's", sysid, err)
 	}
 
 	// Rewrite the nearest rows' vectors and search at once, before the

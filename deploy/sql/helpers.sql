@@ -197,7 +197,9 @@ BEGIN
     opts := opts || format(' min_lsn=%s', pg_last_wal_replay_lsn());
   END IF;
   IF ix.vector_type <> 'double precision[]'::regtype AND opts !~ '(^|\s)(with_xid|xid_source)=' THEN
-    sysid := nullif(current_setting('vecside.system_identifier', true), '');
+    -- Only a number: the session sets this, and what it holds is sent
+    -- among the options (another timeout= must not get in that way).
+    sysid := substring(current_setting('vecside.system_identifier', true) FROM '^-?[0-9]+$');
     IF sysid IS NULL AND has_function_privilege('pg_catalog.pg_control_system()', 'EXECUTE') THEN
       sysid := set_config('vecside.system_identifier', (SELECT s.system_identifier FROM pg_control_system() s)::text, false);
     END IF;
