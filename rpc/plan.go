@@ -131,6 +131,9 @@ func knnRow(h indexer.Hit, withXID bool) []any {
 // argument. Describe must answer before parameters are bound, so an
 // option passed as a parameter does not widen *: select xid by name.
 func (c *conn) starWithXID(s statement) bool {
+	if s.cols != nil { // no *: nothing to widen, no options to parse
+		return false
+	}
 	opts := c.sess.search
 	if len(s.args) > 3 && s.args[3].param == 0 {
 		o, err := indexer.ParseOptions(s.args[3].lit)
