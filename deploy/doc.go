@@ -68,8 +68,12 @@
 //     returns the xid of each candidate's row version (asked only of a
 //     sidecar whose source is this server: its system identifier, read
 //     once per session into the setting vecside.system_identifier, and
-//     its timeline), and vecside.search reads a row's vector only where
-//     its xmin differs, as heapfetch's fast path does. For real[]
+//     its timeline; not for a session user under row-level security,
+//     to whom the xids of rows it cannot read are none of its business),
+//     and vecside.search reads a row's vector only where its xmin
+//     differs, as heapfetch's fast path does (for a role with SELECT on
+//     the table: xmin is not among the columns a column grant names).
+//     For real[]
 //     columns the sidecar's distance is the one distance.sql computes,
 //     to the bit; pgvector's operators accumulate in single precision,
 //     so for a vector column such a distance may differ from <->'s in

@@ -35,6 +35,11 @@ func TestSQLFastPath(t *testing.T) {
 		}
 	}
 
+	// xmin takes SELECT on the table: a role granted only the indexed
+	// columns searches without the fast path.
+	columns := e.role("columns", "GRANT vecside_user TO %s", "GRANT SELECT (id, v) ON items TO %s")
+	checkExact(t, columns, randomQuery(rng))
+
 	// The session keeps its server's identity in a setting it could set
 	// itself: what is not a number there is read again, not sent.
 	if _, err := reader.Exec(ctx, "SET vecside.system_identifier = '1/1 timeout=1h'"); err != nil {

@@ -125,9 +125,10 @@ DROP FUNCTION IF EXISTS vecside.index_info(text, regtype, boolean), vecside.rera
 -- only from a sidecar whose source is this server (knn's xid_source: its
 -- system identifier, read once per session and kept in the setting
 -- vecside.system_identifier, and its timeline), and not for double
--- precision[] columns, which the sidecar holds rounded to float32. A
--- session could set vecside.system_identifier to another server's: that
--- misleads only its own searches. It runs as vecside_owner and
+-- precision[] columns, which the sidecar holds rounded to float32, nor
+-- for a session user under row-level security. A session could set
+-- vecside.system_identifier to another server's: that misleads only its
+-- own searches. It runs as vecside_owner and
 -- does nothing else: one named dblink connection per backend, made again
 -- once if the sidecar restarted; the statement's remaining
 -- statement_timeout is the sidecar's timeout; every value sent is quoted
@@ -157,6 +158,7 @@ DECLARE
   who name := session_user;
   opts text := coalesce(options, '');
   standby boolean := pg_is_in_recovery();
+  rls boolean;
   sysid text;
   timeout_ms bigint;
   remote text;
@@ -178,10 +180,11 @@ BEGIN
     RAISE EXCEPTION 'permission denied for table %', ix.tbl USING ERRCODE = 'insufficient_privilege',
       DETAIL = format('vecside index %s needs SELECT on %s(%s, %s)', ix.name, ix.tbl, ix.key_column, ix.vector_column);
   END IF;
-  IF NOT ix.allow_rls AND EXISTS (
+  rls := EXISTS (
       SELECT FROM pg_class c JOIN pg_roles r ON r.rolname = who
       WHERE c.oid = ix.tbl AND c.relrowsecurity AND NOT r.rolsuper AND NOT r.rolbypassrls
-        AND (c.relforcerowsecurity OR NOT pg_has_role(who, c.relowner, 'USAGE'))) THEN
+        AND (c.relforcerowsecurity OR NOT pg_has_role(who, c.relowner, 'USAGE')));
+  IF rls AND NOT ix.allow_rls THEN
     RAISE EXCEPTION 'row-level security applies to % on %, and vecside index % is not opted in', who, ix.tbl, ix.name
       USING ERRCODE = 'insufficient_privilege',
       HINT = 'candidates would show keys and distances of rows the role cannot read; a DBA may allow it: UPDATE vecside.indexes SET allow_rls = true WHERE name = ...';
@@ -196,7 +199,9 @@ BEGIN
     -- that no row the standby sees is missing from the candidates.
     opts := opts || format(' min_lsn=%s', pg_last_wal_replay_lsn());
   END IF;
-  IF ix.vector_type <> 'double precision[]'::regtype AND opts !~ '(^|\s)(with_xid|xid_source)=' THEN
+  -- Not under row-level security: which transaction wrote a row the
+  -- role cannot read is not for it to learn.
+  IF NOT rls AND ix.vector_type <> 'double precision[]'::regtype AND opts !~ '(^|\s)(with_xid|xid_source)=' THEN
     -- Only a number: the session sets this, and what it holds is sent
     -- among the options (another timeout= must not get in that way).
     sysid := substring(current_setting('vecside.system_identifier', true) FROM '^-?[0-9]+$');
@@ -303,6 +308,11 @@ DECLARE
   row_branches text := '';
   q text;
   dist text;
+  -- The k nearest of the candidates' rows, given the distance (%4$s).
+  heap constant text := $h$
+        SELECT array_agg(r.id ORDER BY r.d, r.id), array_agg(r.d ORDER BY r.d, r.id) INTO found%1$s, dists
+        FROM (SELECT s.id, s.d FROM (SELECT t.%2$I AS id, %4$s AS d FROM %3$s t WHERE t.%2$I = ANY (cand%1$s) OFFSET 0) s
+              WHERE s.d IS NOT NULL ORDER BY s.d, s.id LIMIT k) r;$h$;
   widen text;
   body text;
 BEGIN
@@ -317,27 +327,28 @@ BEGIN
     END IF;
     dist := vecside.distance_sql(ix, format('t.%I', ix.vector_column), q);
     -- The distance is computed once per row (OFFSET 0 keeps the subquery
-    -- from being merged into the one that filters and sorts on it), and
-    -- only where the sidecar's is not that of the row's version: reading
-    -- xmin does not read a TOASTed vector. Without xids (the sidecar's
-    -- distances are estimates) xmin is not looked at, nor past 1,000
-    -- candidates, where finding each row's xid (array_position) would cost
-    -- more than reading the vectors.
-    widen := format($w$%6$s
+    -- from being merged into the one that filters and sorts on it).
+    -- With xids, a row whose xmin is the sidecar's xid keeps the sidecar's
+    -- distance and its TOASTed vector is not read. xmin takes SELECT on
+    -- the table, not only on its columns; past 1,000 candidates finding
+    -- each row's xid (array_position) would cost more than the vectors.
+    widen := format($w$%5$s
     LOOP
-      SELECT coalesce(array_agg(c.id), '{}'), array_agg(c.distance), array_agg(c.xid), count(c.xid) > 0 AND count(*) <= 1000
+      SELECT coalesce(array_agg(c.id), '{}'), array_agg(c.distance), array_agg(c.xid),
+        count(c.xid) > 0 AND count(*) <= 1000 AND has_table_privilege(%3$L, 'SELECT')
       INTO cand%1$s, cdist, cxid, xids
       FROM vecside.candidates(index_name, query, want, NULL::%2$s, options) c;
-      SELECT array_agg(r.id ORDER BY r.d, r.id), array_agg(r.d ORDER BY r.d, r.id) INTO found%1$s, dists
-      FROM (SELECT s.id, s.d FROM (
-              SELECT t.%3$I AS id, CASE WHEN xids AND t.xmin::text::bigint = cxid[array_position(cand%1$s, t.%3$I)]
-                THEN cdist[array_position(cand%1$s, t.%3$I)] ELSE %4$s END AS d
-              FROM %5$s t WHERE t.%3$I = ANY (cand%1$s) OFFSET 0) s
-            WHERE s.d IS NOT NULL ORDER BY s.d, s.id LIMIT k) r;
+      IF xids THEN%6$s
+      ELSE%7$s
+      END IF;
       EXIT WHEN coalesce(cardinality(found%1$s), 0) >= k OR cardinality(cand%1$s) < want OR want >= 10000;
       want := least(want * 4, 10000);
-    END LOOP;$w$, i, ix.key_type, ix.key_column, dist, ix.tbl,
-      CASE WHEN q <> 'query' THEN format(E'\n    %s := query::%s;', q, ix.vector_type) ELSE '' END);
+    END LOOP;$w$, i, ix.key_type, ix.tbl::text, dist,
+      CASE WHEN q <> 'query' THEN format(E'\n    %s := query::%s;', q, ix.vector_type) ELSE '' END,
+      format(heap, i, ix.key_column, ix.tbl, format(
+        'CASE WHEN t.xmin::text::bigint = cxid[array_position(cand%1$s, t.%2$I)] THEN cdist[array_position(cand%1$s, t.%2$I)] ELSE %3$s END',
+        i, ix.key_column, dist)),
+      format(heap, i, ix.key_column, ix.tbl, dist));
     key_branches := key_branches || format($b$
   IF index_name = %1$L THEN
     IF pg_typeof(key_type) <> %2$L::regtype THEN
