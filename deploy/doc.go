@@ -65,19 +65,18 @@
 //     (pgvector's vector_send where pgvector is installed at install
 //     time, else array_send), not as text printed a float at a time.
 //   - Where the sidecar's distances are exact (store=float), it also
-//     returns the xid of each candidate's row version (asked only of a
-//     sidecar whose source is this server: its system identifier, read
-//     once per session into the setting vecside.system_identifier, and
-//     its timeline; not for a session user under row-level security,
-//     to whom the xids of rows it cannot read are none of its business),
-//     and vecside.search reads a row's vector only where its xmin
-//     differs, as heapfetch's fast path does (for a role with SELECT on
-//     the table: xmin is not among the columns a column grant names).
-//     For real[]
-//     columns the sidecar's distance is the one distance.sql computes,
-//     to the bit; pgvector's operators accumulate in single precision,
-//     so for a vector column such a distance may differ from <->'s in
-//     the last digits.
+//     returns the xid of each candidate's row version, and
+//     vecside.search reads a row's vector only where its xmin differs,
+//     as heapfetch's fast path does. xids are asked only of a sidecar
+//     whose source is this server (its system identifier, read once per
+//     session into the setting vecside.system_identifier, and its
+//     timeline), and not for a session user under row-level security:
+//     which transaction wrote a row it cannot read is not its to learn.
+//     xmin is read only by a role with SELECT on the table, as a column
+//     grant does not cover it. For real[] columns the sidecar's distance
+//     is the one distance.sql computes, to the bit; pgvector's operators
+//     accumulate in single precision, so for a vector column such a
+//     distance may differ from <->'s in the last digits.
 //
 // Nothing is granted to PUBLIC, dblink's functions included: the role
 // vecside_user is what a DBA grants. What remains visible to a role that
