@@ -39,8 +39,10 @@
 //     vecside_sidecar holds the sidecar's password. It does only the
 //     dblink call, over one named connection per backend made again once
 //     after a sidecar restart, with every value quoted by format('%L')
-//     and the statement's remaining statement_timeout as the sidecar's
-//     timeout (dblink cannot be interrupted on PostgreSQL 15). It refuses
+//     and the statement's remaining statement_timeout (30 s without one)
+//     as the sidecar's timeout: dblink cannot be interrupted on PostgreSQL
+//     15, so a wait for min_lsn is asked for in slices of 250 ms, between
+//     which a cancel is seen. It refuses
 //     a session user without SELECT on the key and vector columns, and
 //     one under row-level security unless the index was opted in
 //     (vecside.indexes.allow_rls).

@@ -131,7 +131,10 @@ DROP FUNCTION IF EXISTS vecside.index_info(text, regtype, boolean), vecside.rera
 -- own searches. It runs as vecside_owner and
 -- does nothing else: one named dblink connection per backend, made again
 -- once if the sidecar restarted; the statement's remaining
--- statement_timeout is the sidecar's timeout; every value sent is quoted
+-- statement_timeout is the sidecar's timeout (30 s without one), and a
+-- wait for min_lsn is asked for in slices of 250 ms, so that a cancel
+-- ends it within a slice though dblink cannot be interrupted on
+-- PostgreSQL 15; every value sent is quoted
 -- with format('%L'), the query as bytes in hex, which Postgres writes far
 -- faster than it prints each float: pgvector's vector_send where pgvector
 -- is installed (half the bytes), else array_send. On a hot standby the
@@ -160,7 +163,12 @@ DECLARE
   standby boolean := pg_is_in_recovery();
   rls boolean;
   sysid text;
-  timeout_ms bigint;
+  deadline timestamptz;
+  waits boolean;
+  slice_ms bigint;
+  reconnected boolean := false;
+  detail text;
+  query_hex text;
   remote text;
 BEGIN
   IF index_name IS NULL OR query IS NULL OR k IS NULL THEN
@@ -217,18 +225,26 @@ BEGIN
         ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::bigint);
     END IF;
   END IF;
-  -- current_setting, not pg_settings: that view builds a row for every
-  -- setting, which cost each call 0.4 ms.
-  timeout_ms := extract(epoch FROM current_setting('statement_timeout')::interval) * 1000;
-  IF timeout_ms > 0 THEN
-    timeout_ms := timeout_ms - (extract(epoch FROM clock_timestamp() - statement_timestamp()) * 1000)::bigint;
-    IF timeout_ms <= 0 THEN
+  -- The sidecar's deadline is what remains of statement_timeout (read
+  -- with current_setting, not pg_settings: that view builds a row for
+  -- every setting, which cost each call 0.4 ms), or the sidecar's own
+  -- default of 30 s without one: dblink cannot be interrupted on
+  -- PostgreSQL 15, so the sidecar must end every call.
+  deadline := statement_timestamp() + coalesce(nullif(current_setting('statement_timeout')::interval, '0'), '30s');
+  -- A wait for min_lsn is asked for in slices of 250 ms, so that a cancel
+  -- (pg_cancel_backend, a client's) is seen between two of them.
+  waits := opts ~ '(^|\s)min_lsn=';
+  query_hex := '\x' || encode(@query_bytes@, 'hex');
+  LOOP
+    slice_ms := ceil(extract(epoch FROM deadline - clock_timestamp()) * 1000);
+    IF slice_ms <= 0 THEN
       RAISE EXCEPTION 'canceling statement due to statement timeout' USING ERRCODE = 'query_canceled';
     END IF;
-    opts := opts || format(' timeout=%sms', timeout_ms);
-  END IF;
-  remote := format('SELECT id, distance, xid FROM knn(%L, %L::bytea, %s, %L)', ix.name, '\x' || encode(@query_bytes@, 'hex'), k, opts);
-  FOR attempt IN 1..2 LOOP
+    IF waits THEN
+      slice_ms := least(slice_ms, 250);
+    END IF;
+    remote := format('SELECT id, distance, xid FROM knn(%L, %L::bytea, %s, %L)', ix.name, query_hex, k,
+      opts || format(' timeout=%sms', slice_ms));
     BEGIN
       IF NOT 'vecside' = ANY (coalesce(@dblink@.dblink_get_connections(), '{}')) THEN
         PERFORM @dblink@.dblink_connect('vecside', 'vecside_sidecar');
@@ -251,18 +267,27 @@ BEGIN
           USING ERRCODE = 'feature_not_supported';
       END CASE;
       RETURN;
-    EXCEPTION WHEN connection_exception OR internal_error THEN
-      -- The sidecar restarted, or the network broke: the named connection
-      -- is dead (08006 the first time, XX000 after). Forget it, connect
-      -- once more.
-      IF attempt = 2 THEN
-        RAISE;
-      END IF;
-      BEGIN
-        PERFORM @dblink@.dblink_disconnect('vecside');
-      EXCEPTION WHEN OTHERS THEN
-        NULL;
-      END;
+    EXCEPTION
+      WHEN connection_exception OR internal_error THEN
+        -- The sidecar restarted, or the network broke: the named
+        -- connection is dead (08006 the first time, XX000 after). Forget
+        -- it, connect once more.
+        IF reconnected THEN
+          RAISE;
+        END IF;
+        reconnected := true;
+        BEGIN
+          PERFORM @dblink@.dblink_disconnect('vecside');
+        EXCEPTION WHEN OTHERS THEN
+          NULL;
+        END;
+      WHEN object_not_in_prerequisite_state THEN
+        -- A slice of a wait for min_lsn ran out (the sidecar says how far
+        -- it has applied): ask again, unless the deadline has passed.
+        GET STACKED DIAGNOSTICS detail = PG_EXCEPTION_DETAIL;
+        IF NOT waits OR detail NOT LIKE 'applied_lsn=%' OR clock_timestamp() >= deadline THEN
+          RAISE;
+        END IF;
     END;
   END LOOP;
 END $$;
