@@ -6,7 +6,6 @@ import (
 	"io"
 	"log/slog"
 	"net/url"
-	"os"
 	"regexp"
 	"strings"
 	"testing"
@@ -14,26 +13,12 @@ import (
 
 	"github.com/vecside/vecside/indexer"
 	"github.com/vecside/vecside/internal/pgtest"
+	"github.com/vecside/vecside/internal/readme"
 	"github.com/vecside/vecside/internal/sidecar"
 	"github.com/vecside/vecside/rpc"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
-
-// readme is the README's block whose info string is "lang tag".
-func readme(t *testing.T, lang, tag string) string {
-	t.Helper()
-	b, err := os.ReadFile("README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, block, ok := strings.Cut(string(b), "```"+lang+" "+tag+"\n")
-	block, _, closed := strings.Cut(block, "```")
-	if !ok || !closed {
-		t.Fatalf("README.md has no ```%s %s block", lang, tag)
-	}
-	return block
-}
 
 // match is the first submatch of pattern in s.
 func match(t *testing.T, s, pattern string) string {
@@ -57,12 +42,12 @@ func TestExample(t *testing.T) {
 	su := pgtest.Connect(t, cluster.DSN("postgres"))
 	// One statement at a time, as psql sends them: CREATE DATABASE
 	// cannot run in the transaction of a multi-statement query.
-	for _, stmt := range strings.SplitAfter(readme(t, "sql", "semsearch-setup"), ";") {
+	for _, stmt := range strings.SplitAfter(readme.Named(t, "README.md", "sql", "semsearch-setup"), ";") {
 		if _, err := su.Exec(ctx, stmt); err != nil {
 			t.Fatal(err)
 		}
 	}
-	script := readme(t, "sh", "semsearch-run")
+	script := readme.Named(t, "README.md", "sh", "semsearch-run")
 	source, err := url.Parse(match(t, script, `export DSN='([^']+)'`))
 	if err != nil {
 		t.Fatal(err)
