@@ -55,12 +55,11 @@ var wantOutput = map[string]*regexp.Regexp{
 
 // TestWalkthrough runs README.md's named blocks in order, as a new user
 // types them, against a throwaway cluster whose table items(id,
-// embedding) belongs to the application's role app, and the binary
-// scripts/test built: the demo, the least-privilege role, a CA and
-// certificate made with openssl, check, passwd, serve with TLS, knn from
-// psql with verify-full, search and status, read-your-writes, and the SQL
-// helpers. A command that no longer works fails the test, with its
-// output.
+// embedding) belongs to the application's role app: the demo, go
+// install, the least-privilege role, a CA and certificate made with
+// openssl, check, passwd, serve with TLS, knn from psql with verify-full,
+// search and status, read-your-writes, and the SQL helpers. A command
+// that no longer works fails the test, with its output.
 //
 // What the README leaves to the reader is substituted, and each
 // substitution must still find its placeholder: /etc/vecside and
@@ -102,22 +101,26 @@ func TestWalkthrough(t *testing.T) {
 		{old: "sidecar.internal", new: "localhost"},
 		{old: "6433", new: fmt.Sprint(w.port)},
 		{old: "'...'", new: "'" + password + "'"},
-		// The binary under test, not a second build of it.
+		// The binary scripts/test built, not a second build of it.
 		{old: "go run ./cmd/vecside", new: "vecside"},
 	}
-	bin := filepath.Join(w.dir, "bin")
+	// The demo runs the binary scripts/test built; the install block's
+	// go install puts another in GOBIN, first on PATH, for the blocks
+	// after it.
+	bin, prebuilt := filepath.Join(w.dir, "bin"), filepath.Join(w.dir, "prebuilt")
 	pgBin := os.Getenv("PG_BINDIR")
 	if pgBin == "" {
 		pgBin = pgtest.DefaultBinDir
 	}
-	if err := os.Mkdir(bin, 0o755); err != nil {
+	if err := os.Mkdir(prebuilt, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Symlink(vecsidebin.Path(t), filepath.Join(bin, "vecside")); err != nil {
+	if err := os.Symlink(vecsidebin.Path(t), filepath.Join(prebuilt, "vecside")); err != nil {
 		t.Fatal(err)
 	}
 	w.env = append(os.Environ(),
-		"PATH="+bin+":"+pgBin+":"+os.Getenv("PATH"),
+		"GOBIN="+bin,
+		"PATH="+strings.Join([]string{bin, prebuilt, pgBin, os.Getenv("PATH")}, ":"),
 		"DSN="+strings.Replace(w.superuser, "postgres://postgres@", "postgres://vecside:"+password+"@", 1),
 		"APP_DSN="+strings.Replace(w.superuser, "postgres://postgres@", "postgres://app:app-db@", 1),
 		"SUPERUSER_DSN="+w.superuser,
@@ -149,6 +152,9 @@ func TestWalkthrough(t *testing.T) {
 	}
 	if w.serve == nil {
 		t.Error("no block of README.md runs vecside serve")
+	}
+	if _, err := os.Stat(filepath.Join(bin, "vecside")); err != nil {
+		t.Errorf("no block of README.md installs vecside: %v", err)
 	}
 }
 
