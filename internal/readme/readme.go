@@ -2,8 +2,8 @@
 // blocks whose info string names them after the language, as in
 // ```` ```sql role-setup ````. Renderers show only the language, so a
 // reader sees an ordinary block; tests find a block by its name, or take
-// every named block in order and run them as a reader would type them.
-// A block without a name is prose: output, sketches, fragments.
+// every named block in order and run them as a reader would type them
+// (Walk). A block without a name is prose: output, sketches, fragments.
 package readme
 
 import (
