@@ -47,8 +47,8 @@ type Walk struct {
 	exports string // the file of the variables the blocks exported
 }
 
-// Replacement rewrites Old as New, the literal text or, with Pattern,
-// every match of the pattern.
+// Replacement rewrites the literal text Old as New or, with Pattern,
+// every match of the pattern (Old then names it in messages).
 type Replacement struct {
 	Old, New string
 	Pattern  *regexp.Regexp
