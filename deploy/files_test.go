@@ -17,7 +17,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -25,43 +24,12 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/vecside/vecside/internal/pgtest"
+	"github.com/vecside/vecside/internal/vecsidebin"
 )
 
 // The deployment files are checked against the binary itself: its flags
 // and variables as serve --help lists them, its probe paths as a running
 // serve answers them, and that it is static, as the minimal image needs.
-
-var (
-	binOnce sync.Once
-	binPath string
-	binErr  error
-)
-
-// vecsideBinary is a static build of cmd/vecside: $VECSIDE_BIN if set
-// (scripts/test builds it), else built here.
-func vecsideBinary(t *testing.T) string {
-	t.Helper()
-	binOnce.Do(func() {
-		if binPath = os.Getenv("VECSIDE_BIN"); binPath != "" {
-			return
-		}
-		dir, err := os.MkdirTemp("", "vecside-bin")
-		if err != nil {
-			binErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "vecside")
-		cmd := exec.Command("go", "build", "-o", binPath, "../cmd/vecside")
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			binErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if binErr != nil {
-		t.Fatal(binErr)
-	}
-	return binPath
-}
 
 // cliFlags are the flags of one vecside command line and its globals.
 type cliFlags struct {
@@ -81,7 +49,7 @@ func flagsOf(t *testing.T, args ...string) cliFlags {
 	t.Helper()
 	f := cliFlags{flags: map[string]string{}, envs: map[string]string{}, withEnvs: map[string]bool{}}
 	for _, a := range [][]string{{"--help"}, append(args, "--help")} {
-		out, err := exec.Command(vecsideBinary(t), a...).Output()
+		out, err := exec.Command(vecsidebin.Path(t), a...).Output()
 		if err != nil {
 			t.Fatalf("vecside %v: %v", a, err)
 		}
@@ -188,7 +156,7 @@ func readFile(t *testing.T, path string) []byte {
 // TestBinaryIsStatic: the image copies the binary onto distroless/static,
 // which has no libc.
 func TestBinaryIsStatic(t *testing.T) {
-	f, err := elf.Open(vecsideBinary(t))
+	f, err := elf.Open(vecsidebin.Path(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -644,7 +612,7 @@ func TestKubernetesPublications(t *testing.T) {
 	asRole := strings.Replace(dsn, "postgres://postgres@", "postgres://"+user+"@", 1)
 	for n := range pods {
 		pod := fmt.Sprintf("vecside-%d", n)
-		out, err := exec.Command(vecsideBinary(t), "check", "--source", asRole, "--name", pod, "--index", def).CombinedOutput()
+		out, err := exec.Command(vecsidebin.Path(t), "check", "--source", asRole, "--name", pod, "--index", def).CombinedOutput()
 		if err != nil || strings.Contains(string(out), "FAIL") {
 			t.Errorf("vecside check for pod %s: %v\n%s", pod, err, out)
 		}
@@ -705,7 +673,7 @@ func TestProbePaths(t *testing.T) {
 	}
 	probes := ln.Addr().String()
 	ln.Close()
-	cmd := exec.Command(vecsideBinary(t), "serve", "--source", dsn, "--auth", "trust", "--listen", "127.0.0.1:0",
+	cmd := exec.Command(vecsidebin.Path(t), "serve", "--source", dsn, "--auth", "trust", "--listen", "127.0.0.1:0",
 		"--metrics-listen", "", "--probes-listen", probes, "--data-dir", t.TempDir(), "--name", "probe-test-0",
 		"--index", "items_embedding=public.items(embedding) key=id metric=cosine kind=hnsw")
 	cmd.Env = append(os.Environ(), "VECSIDE_LOG_FORMAT=json")

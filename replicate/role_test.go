@@ -1,12 +1,12 @@
 package replicate
 
 import (
-	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/vecside/vecside/indexer"
+	"github.com/vecside/vecside/internal/readme"
 )
 
 // asRole is h's DSN for role instead of the superuser, and drops the
@@ -34,15 +34,7 @@ func noFailures(t *testing.T, dsn string, defs ...string) {
 // that check then finds nothing to fix and that serve follows the table
 // as that role, which is neither a superuser nor the table's owner.
 func TestREADMERoleSetup(t *testing.T) {
-	readme, err := os.ReadFile("../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, block, ok := strings.Cut(string(readme), "```sql role-setup\n")
-	block, _, closed := strings.Cut(block, "```")
-	if !ok || !closed {
-		t.Fatal("README.md has no ```sql role-setup block")
-	}
+	block := readme.Named(t, "../README.md", "sql", "role-setup")
 	const def = "items_embedding=public.items(embedding) key=id metric=cosine"
 	h := newHarness(t, `CREATE TABLE items (id bigint PRIMARY KEY, embedding real[], body text);
 		INSERT INTO items SELECT i, ARRAY[i, 1, 2], 'doc' FROM generate_series(1, 100) i`)

@@ -111,6 +111,17 @@ func freePort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
+// FreePort is a TCP port of 127.0.0.1 that nothing listens on now, for
+// a server a test starts.
+func FreePort(t testing.TB) int {
+	t.Helper()
+	p, err := freePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
 func (c *Cluster) dataDir() string { return filepath.Join(c.Dir, "data") }
 
 func (c *Cluster) run(prog string, args ...string) error {
