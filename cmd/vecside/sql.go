@@ -18,7 +18,7 @@ import (
 )
 
 var sqlFlags = []cli.Flag{
-	&cli.StringFlag{Name: "sidecar", Value: "127.0.0.1:6433", Usage: "the sidecar's host:port, as the database server reaches it", EnvVars: []string{"VECSIDE_SIDECAR"}},
+	&cli.StringFlag{Name: "sidecar", Value: "127.0.0.1:6433", Usage: "the sidecar's host:port as the database server reaches it, or DIR:PORT for its Unix socket on the same host (serve's --unix-socket-dir and the port of its --listen)", EnvVars: []string{"VECSIDE_SIDECAR"}},
 	&cli.StringFlag{Name: "sidecar-user", Value: "vecside", Usage: "the user the helpers log in to the sidecar as (a line of its --users file)", EnvVars: []string{"VECSIDE_SIDECAR_USER"}},
 	&cli.StringFlag{Name: "sidecar-password-file", Usage: "file holding that user's password; else $VECSIDE_PASSWORD (never a flag's value)", EnvVars: []string{"VECSIDE_SIDECAR_PASSWORD_FILE"}},
 	&cli.StringFlag{Name: "sidecar-sslmode", Value: "prefer", Usage: "libpq sslmode of the helpers' connection: disable, prefer, require, verify-ca or verify-full", EnvVars: []string{"VECSIDE_SIDECAR_SSLMODE"}},

@@ -124,6 +124,16 @@ func FreePort(t testing.TB) int {
 
 func (c *Cluster) dataDir() string { return filepath.Join(c.Dir, "data") }
 
+// PostmasterPID is the running server's process id, from postmaster.pid.
+func (c *Cluster) PostmasterPID() (int, error) {
+	raw, err := os.ReadFile(filepath.Join(c.dataDir(), "postmaster.pid"))
+	if err != nil {
+		return 0, err
+	}
+	line, _, _ := strings.Cut(string(raw), "\n")
+	return strconv.Atoi(line)
+}
+
 func (c *Cluster) run(prog string, args ...string) error {
 	cmd := exec.Command(filepath.Join(c.bin, prog), args...)
 	cmd.Dir = c.Dir
