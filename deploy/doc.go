@@ -39,8 +39,10 @@
 //     vecside_sidecar holds the sidecar's password. It does only the
 //     dblink call, over one named connection per backend made again once
 //     after a sidecar restart, with every value quoted by format('%L')
-//     and the statement's remaining statement_timeout as the sidecar's
-//     timeout (dblink cannot be interrupted on PostgreSQL 15). It refuses
+//     and the statement's remaining statement_timeout (30 s without one)
+//     as the sidecar's timeout: dblink cannot be interrupted on PostgreSQL
+//     15, so a wait for min_lsn is asked for in slices of 250 ms, between
+//     which a cancel is seen. It refuses
 //     a session user without SELECT on the key and vector columns, and
 //     one under row-level security unless the index was opted in
 //     (vecside.indexes.allow_rls).
@@ -52,6 +54,31 @@
 //     rows the caller cannot see leave fewer than k.
 //   - vecside.indexes registers the indexes with their tables and column
 //     types; vecside.set_sidecar and vecside.register_index configure.
+//     A trigger on it (re)writes vecside.search and vecside.search_rows
+//     (vecside.write_searches) with a branch per index that has its
+//     table, columns, key type and metric written in, and
+//     vecside.candidates is written at install time with dblink's
+//     schema in it: every statement a search runs is static SQL that
+//     PL/pgSQL plans once per session, with no catalog or pg_settings
+//     read beyond the index's row and the privilege checks. After
+//     renaming an indexed table or column, run SELECT
+//     vecside.write_searches() (or install again).
+//   - The query vector travels to the sidecar as bytes in hex
+//     (pgvector's vector_send where pgvector is installed at install
+//     time, else array_send), not as text printed a float at a time.
+//   - Where the sidecar's distances are exact (store=float), it also
+//     returns the xid of each candidate's row version, and
+//     vecside.search reads a row's vector only where its xmin differs,
+//     as heapfetch's fast path does. xids are asked only of a sidecar
+//     whose source is this server (its system identifier, read once per
+//     session into the setting vecside.system_identifier, and its
+//     timeline), and not for a session user under row-level security:
+//     which transaction wrote a row it cannot read is not its to learn.
+//     xmin is read only by a role with SELECT on the table, as a column
+//     grant does not cover it. For real[] columns the sidecar's distance
+//     is the one distance.sql computes, to the bit; pgvector's operators
+//     accumulate in single precision, so for a vector column such a
+//     distance may differ from <->'s in the last digits.
 //
 // Nothing is granted to PUBLIC, dblink's functions included: the role
 // vecside_user is what a DBA grants. What remains visible to a role that

@@ -17,7 +17,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -25,43 +24,12 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/vecside/vecside/internal/pgtest"
+	"github.com/vecside/vecside/internal/vecsidebin"
 )
 
 // The deployment files are checked against the binary itself: its flags
 // and variables as serve --help lists them, its probe paths as a running
 // serve answers them, and that it is static, as the minimal image needs.
-
-var (
-	binOnce sync.Once
-	binPath string
-	binErr  error
-)
-
-// vecsideBinary is a static build of cmd/vecside: $VECSIDE_BIN if set
-// (scripts/test builds it), else built here.
-func vecsideBinary(t *testing.T) string {
-	t.Helper()
-	binOnce.Do(func() {
-		if binPath = os.Getenv("VECSIDE_BIN"); binPath != "" {
-			return
-		}
-		dir, err := os.MkdirTemp("", "vecside-bin")
-		if err != nil {
-			binErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "vecside")
-		cmd := exec.Command("go", "build", "-o", binPath, "../cmd/vecside")
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			binErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if binErr != nil {
-		t.Fatal(binErr)
-	}
-	return binPath
-}
 
 // cliFlags are the flags of one vecside command line and its globals.
 type cliFlags struct {
@@ -81,7 +49,7 @@ func flagsOf(t *testing.T, args ...string) cliFlags {
 	t.Helper()
 	f := cliFlags{flags: map[string]string{}, envs: map[string]string{}, withEnvs: map[string]bool{}}
 	for _, a := range [][]string{{"--help"}, append(args, "--help")} {
-		out, err := exec.Command(vecsideBinary(t), a...).Output()
+		out, err := exec.Command(vecsidebin.Path(t), a...).Output()
 		if err != nil {
 			t.Fatalf("vecside %v: %v", a, err)
 		}
@@ -188,7 +156,7 @@ func readFile(t *testing.T, path string) []byte {
 // TestBinaryIsStatic: the image copies the binary onto distroless/static,
 // which has no libc.
 func TestBinaryIsStatic(t *testing.T) {
-	f, err := elf.Open(vecsideBinary(t))
+	f, err := elf.Open(vecsidebin.Path(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -222,6 +190,19 @@ func TestDockerfile(t *testing.T) {
 	want := fmt.Sprintf("EXPOSE %d %d\n", port(t, "VECSIDE_LISTEN", env["VECSIDE_LISTEN"]), port(t, "VECSIDE_PROBES_LISTEN", env["VECSIDE_PROBES_LISTEN"]))
 	if !strings.Contains(text, want) {
 		t.Errorf("Dockerfile: want %q, the ports it listens on", want)
+	}
+	// The context is the repository: its history and the checkpoints of a
+	// sidecar run there (serve's default --data-dir) stay out of it.
+	var ignored []string
+	for _, line := range strings.Split(string(readFile(t, "../.dockerignore")), "\n") {
+		if line = strings.TrimSpace(line); line != "" && line[0] != '#' {
+			ignored = append(ignored, line)
+		}
+	}
+	for _, want := range []string{".git", strings.Trim(flags.flags["data-dir"], `"`)} {
+		if !slices.Contains(ignored, want) {
+			t.Errorf(".dockerignore does not keep %s out of the build context: %v", want, ignored)
+		}
 	}
 }
 
@@ -356,6 +337,7 @@ type container struct {
 			FieldRef *struct {
 				FieldPath string `yaml:"fieldPath"`
 			} `yaml:"fieldRef"`
+			SecretKeyRef *struct{ Name, Key string } `yaml:"secretKeyRef"`
 		} `yaml:"valueFrom"`
 	}
 	Ports []struct {
@@ -530,6 +512,113 @@ func TestKubernetesManifests(t *testing.T) {
 	}
 }
 
+// headerCommand is the shell command of the manifest's header comment
+// that starts with prefix, its continued lines joined.
+func headerCommand(t *testing.T, prefix string) string {
+	t.Helper()
+	var cmd strings.Builder
+	for _, line := range strings.Split(string(readFile(t, "kubernetes/vecside.yaml")), "\n") {
+		line, ok := strings.CutPrefix(line, "#   ")
+		if !ok || cmd.Len() == 0 && !strings.HasPrefix(line, prefix) {
+			continue
+		}
+		line, more := strings.CutSuffix(strings.TrimSpace(line), "\\")
+		cmd.WriteString(line)
+		if !more {
+			return cmd.String()
+		}
+	}
+	t.Fatalf("kubernetes/vecside.yaml: no command %q in its header", prefix)
+	return ""
+}
+
+// TestKubernetesSecret: the header's kubectl create secret makes every
+// key of the secret that the pods read, in one command.
+func TestKubernetesSecret(t *testing.T) {
+	made := map[string]bool{}
+	for _, m := range regexp.MustCompile(`--from-(?:literal|file)=([a-z-]+)=`).FindAllStringSubmatch(headerCommand(t, "kubectl create secret generic vecside "), -1) {
+		made[m[1]] = true
+	}
+	c := readManifests(t)["StatefulSet/vecside"].Spec.Template.Spec
+	var read []string
+	for _, e := range c.Containers[0].Env {
+		if e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil {
+			read = append(read, e.ValueFrom.SecretKeyRef.Key)
+		}
+	}
+	for _, v := range c.Volumes {
+		if v.Secret != nil {
+			for _, i := range v.Secret.Items {
+				read = append(read, i.Key)
+			}
+		}
+	}
+	if len(read) == 0 {
+		t.Fatal("the pods read no secret")
+	}
+	for _, key := range read {
+		if !made[key] {
+			t.Errorf("the pods read key %s of the secret, which the header's kubectl create secret does not make (made: %v)", key, made)
+		}
+	}
+}
+
+// TestKubernetesPublications runs the DBA's publications.sql as its header
+// says, for the ConfigMap's index, and shows that every pod's --name then
+// passes vecside check as a role that only reads the table and
+// replicates; a second run changes nothing.
+func TestKubernetesPublications(t *testing.T) {
+	ctx := context.Background()
+	script := "kubernetes/publications.sql"
+	text := string(readFile(t, script))
+	var def string
+	for _, obj := range readManifests(t) {
+		if cfg := obj.Data["vecside.yaml"]; cfg != "" {
+			def = regexp.MustCompile(`(?m)^\s+- (\S+=.*)$`).FindStringSubmatch(cfg)[1]
+		}
+	}
+	m := regexp.MustCompile(`=(\w+)\.(\w+)\((\w+)\) key=(\w+)`).FindStringSubmatch(def)
+	if m == nil {
+		t.Fatalf("the ConfigMap's --index %q", def)
+	}
+	if want := fmt.Sprintf("FOR TABLE %s.%s (%s, %s)", m[1], m[2], m[4], m[3]); !strings.Contains(text, want) {
+		t.Errorf("%s does not publish the ConfigMap's index: want %q", script, want)
+	}
+	user := regexp.MustCompile(`user=(\w+)`).FindStringSubmatch(headerCommand(t, "kubectl create secret generic vecside "))[1]
+	dsn := pgtest.Shared(t).NewDatabase(t)
+	db := pgtest.Connect(t, dsn)
+	if _, err := db.Exec(ctx, fmt.Sprintf(`CREATE ROLE %s LOGIN REPLICATION; CREATE TABLE %s.%s (%s bigint PRIMARY KEY, %s real[], body text)`, user, m[1], m[2], m[4], m[3])); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Exec(ctx, fmt.Sprintf("DROP OWNED BY %[1]s; DROP ROLE %[1]s", user)) })
+	header := regexp.MustCompile(`psql "\$SUPERUSER_DSN" (.*) -f deploy/kubernetes/publications.sql`).FindStringSubmatch(text)
+	if header == nil {
+		t.Fatalf("%s: its header does not say how to run it", script)
+	}
+	bin := os.Getenv("PG_BINDIR")
+	if bin == "" {
+		bin = pgtest.DefaultBinDir
+	}
+	for range 2 {
+		args := append([]string{dsn, "-X", "-q", "-v", "ON_ERROR_STOP=1"}, strings.Fields(header[1])...)
+		if out, err := exec.Command(filepath.Join(bin, "psql"), append(args, "-f", script)...).CombinedOutput(); err != nil {
+			t.Fatalf("psql -f %s: %v\n%s", script, err, out)
+		}
+	}
+	pods, err := strconv.Atoi(strings.TrimPrefix(strings.Fields(header[1])[1], "replicas="))
+	if err != nil {
+		t.Fatal(err)
+	}
+	asRole := strings.Replace(dsn, "postgres://postgres@", "postgres://"+user+"@", 1)
+	for n := range pods {
+		pod := fmt.Sprintf("vecside-%d", n)
+		out, err := exec.Command(vecsidebin.Path(t), "check", "--source", asRole, "--name", pod, "--index", def).CombinedOutput()
+		if err != nil || strings.Contains(string(out), "FAIL") {
+			t.Errorf("vecside check for pod %s: %v\n%s", pod, err, out)
+		}
+	}
+}
+
 // mib reads a Kubernetes or vecside memory quantity (Mi, Gi, MiB, GiB).
 func mib(t *testing.T, q string) float64 {
 	t.Helper()
@@ -584,7 +673,7 @@ func TestProbePaths(t *testing.T) {
 	}
 	probes := ln.Addr().String()
 	ln.Close()
-	cmd := exec.Command(vecsideBinary(t), "serve", "--source", dsn, "--auth", "trust", "--listen", "127.0.0.1:0",
+	cmd := exec.Command(vecsidebin.Path(t), "serve", "--source", dsn, "--auth", "trust", "--listen", "127.0.0.1:0",
 		"--metrics-listen", "", "--probes-listen", probes, "--data-dir", t.TempDir(), "--name", "probe-test-0",
 		"--index", "items_embedding=public.items(embedding) key=id metric=cosine kind=hnsw")
 	cmd.Env = append(os.Environ(), "VECSIDE_LOG_FORMAT=json")

@@ -281,6 +281,34 @@ func TestSQLHelpers(t *testing.T) {
 		}
 	})
 
+	t.Run("a cancel ends a wait for an LSN", func(t *testing.T) {
+		ctx := context.Background()
+		conn := e.role("waiting", "GRANT vecside_user TO %s", "GRANT SELECT ON items TO %s")
+		if _, err := conn.Exec(ctx, "SET statement_timeout = 0"); err != nil {
+			t.Fatal(err)
+		}
+		pid := conn.PgConn().PID()
+		done := make(chan error, 1)
+		go func() {
+			_, err := collect(t, conn, "SELECT id, distance FROM vecside.search('items_v', $1, 10, NULL::bigint, 'min_lsn=FFFFFFFF/0')", randomQuery(rng))
+			done <- err
+		}()
+		time.Sleep(700 * time.Millisecond) // well into the wait
+		if _, err := e.db.Exec(ctx, "SELECT pg_cancel_backend($1)", pid); err != nil {
+			t.Fatal(err)
+		}
+		cancelled := time.Now()
+		select {
+		case err := <-done:
+			if sqlstateOf(err) != "57014" {
+				t.Errorf("after pg_cancel_backend: %v, want 57014", err)
+			}
+			t.Logf("the wait ended %v after pg_cancel_backend", time.Since(cancelled))
+		case <-time.After(5 * time.Second):
+			t.Fatal("pg_cancel_backend did not end a helper's wait for an LSN within 5 s (dblink cannot be interrupted: the wait must come in slices)")
+		}
+	})
+
 	t.Run("SQL injection", func(t *testing.T) {
 		q := randomQuery(rng)
 		for _, conn := range []*pgx.Conn{reader, e.db} {

@@ -28,7 +28,7 @@ var UninstallSQL string
 
 // Sidecar is where the helpers find the sidecar, and how they log in.
 type Sidecar struct {
-	Host        string
+	Host        string // a host name or address, or the directory of the sidecar's Unix socket (libpq's host=/dir)
 	Port        int
 	User        string
 	Password    string

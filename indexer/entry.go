@@ -563,7 +563,17 @@ func (e *Entry) Search(ctx context.Context, q []float32, n int, opts SearchOptio
 	if s.index == nil {
 		return nil, nil
 	}
-	return s.index.Search(ctx, q, n, opts)
+	hits, err := s.index.Search(ctx, q, n, opts)
+	// A quantized estimate of a cosine or L2 distance can fall a little
+	// below 0, where no distance is; exact ones are left bit for bit.
+	if e.spec.Metric != kernels.IP {
+		for i := range hits {
+			if !hits[i].Exact {
+				hits[i].Distance = max(hits[i].Distance, 0)
+			}
+		}
+	}
+	return hits, err
 }
 
 // Status is a snapshot of an index's state, for vecside_status() and

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -233,4 +234,40 @@ func rowIndex(k string) int {
 	var i int
 	fmt.Sscan(k, &i)
 	return i
+}
+
+// TestEstimatesAreNotNegative: a quantized kind's estimate of a cosine
+// distance, which can fall a little below the true one, is never reported
+// below 0, the least distance there is. (L2 estimates are clamped before
+// their square root.)
+func TestEstimatesAreNotNegative(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	vecs := make([][]float32, 500)
+	for i := range vecs {
+		vecs[i] = make([]float32, 32)
+		for j := range vecs[i] {
+			vecs[i][j] = float32(rng.NormFloat64())
+		}
+	}
+	for _, def := range []string{"kind=flat store=ext4", "kind=ivf store=ext4 lists=4", "kind=hnsw"} {
+		e := newTestEntry(t, "e=t(v) key=id metric=cosine "+def)
+		for i, v := range vecs {
+			e.Upsert(key(t, fmt.Sprint(i+1)), v)
+		}
+		e.SetReady()
+		if x, ok := e.serving.Load().index.(interface{ Flush() }); ok {
+			x.Flush()
+		}
+		least := math.Inf(1)
+		for _, q := range vecs {
+			hits, err := e.Search(context.Background(), q, 1, DefaultSearchOptions())
+			if err != nil {
+				t.Fatal(err)
+			}
+			least = min(least, hits[0].Distance)
+		}
+		if least < 0 {
+			t.Errorf("%s: a distance of %g", def, least)
+		}
+	}
 }

@@ -66,12 +66,16 @@ func (m Metric) Distance(a, b []float32) float64 { return ExactDistance(m, a, b)
 func ExactDistance[T float32 | float64](m Metric, a []float32, b []T) float64 {
 	var dot, na, nb, l2 float64
 	for i := range a {
+		// Each product is rounded before it is added (the conversions
+		// keep the compiler from fusing them into one multiply-add, as it
+		// may on arm64 and amd64 v3): the SQL helpers' distances over
+		// real[] (deploy's distance.sql) then equal these to the bit.
 		x, y := float64(a[i]), float64(b[i])
-		dot += x * y
-		na += x * x
-		nb += y * y
+		dot += float64(x * y)
+		na += float64(x * x)
+		nb += float64(y * y)
 		d := x - y
-		l2 += d * d
+		l2 += float64(d * d)
 	}
 	switch m {
 	case L2:

@@ -424,11 +424,17 @@ func ensurePublication(ctx context.Context, conn *pgx.Conn, name string, tables 
 		case errors.Is(err, pgx.ErrNoRows):
 		case err != nil:
 			return err
-		// A row filter comes back deparsed, unlike the one given: a table
-		// with one is added anew, which changes nothing when it is the
-		// same.
-		case sameSet(published, t.columns) && rowFilter == nil && t.where == "":
-			continue
+		case sameSet(published, t.columns) && (rowFilter == nil) == (t.where == ""):
+			same := rowFilter == nil
+			if !same {
+				if same, err = sameRowFilter(ctx, tx, t, *rowFilter); err != nil {
+					return err
+				}
+			}
+			if same {
+				continue
+			}
+			fallthrough
 		default:
 			if _, err := tx.Exec(ctx, "ALTER PUBLICATION "+pub+" DROP TABLE "+t.qualified()); err != nil {
 				return refused(fmt.Errorf("publication %s: %w", name, err))
@@ -450,6 +456,29 @@ func ensurePublication(ctx context.Context, conn *pgx.Conn, name string, tables 
 		}
 	}
 	return tx.Commit(ctx)
+}
+
+// sameRowFilter reports whether filter, a row filter as Postgres shows it
+// (deparsed), is t.where. Postgres deparses t.where alike as the check
+// constraint of a temporary table with t's columns, made in a savepoint
+// that is rolled back. A table whose filter is the same is left in the
+// publication: a role that does not own it, whose publication a superuser
+// made, could not add it anew. A where= that makes no check constraint
+// is reported as not the same.
+func sameRowFilter(ctx context.Context, tx pgx.Tx, t *table, filter string) (bool, error) {
+	sp, err := tx.Begin(ctx)
+	if err != nil {
+		return false, err
+	}
+	defer sp.Rollback(ctx)
+	if _, err := sp.Exec(ctx, "CREATE TEMP TABLE vecside_row_filter (LIKE "+t.qualified()+"); ALTER TABLE vecside_row_filter ADD CHECK ("+t.where+")"); err != nil {
+		return false, nil
+	}
+	var deparsed string
+	if err := sp.QueryRow(ctx, `SELECT pg_get_expr(conbin, conrelid) FROM pg_constraint WHERE conrelid = 'vecside_row_filter'::regclass AND contype = 'c'`).Scan(&deparsed); err != nil {
+		return false, err
+	}
+	return deparsed == filter, nil
 }
 
 // checkRowFilter refuses a row filter that would make the application's

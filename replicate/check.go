@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"time"
 
@@ -68,7 +69,7 @@ func Check(ctx context.Context, source, name string, specs []indexer.Spec) ([]Fi
 	})
 	if c.claim(specs) {
 		c.slot()
-		c.publication()
+		c.publication(specs)
 	}
 	for _, s := range specs {
 		c.table(s)
@@ -80,8 +81,11 @@ type checker struct {
 	ctx      context.Context
 	conn     *pgx.Conn
 	name     string
+	user     string // the role the checks run as, quoted
 	findings []Finding
 	err      error
+	// published: the publication exists and is vecside's.
+	published bool
 }
 
 func (c *checker) add(level Level, check, detail, fix string) {
@@ -134,8 +138,9 @@ func (c *checker) role() {
 	if !c.query(`SELECT rolname, rolreplication, rolsuper FROM pg_roles WHERE rolname = current_user`, nil, &user, &repl, &super) {
 		return
 	}
+	c.user = indexer.QuoteIdent(user)
 	if !repl && !super {
-		c.add(Fail, "REPLICATION attribute", "role "+user+" cannot open replication connections", "ALTER ROLE "+indexer.QuoteIdent(user)+" REPLICATION")
+		c.add(Fail, "REPLICATION attribute", "role "+user+" cannot open replication connections", "ALTER ROLE "+c.user+" REPLICATION")
 		return
 	}
 	c.add(OK, "REPLICATION attribute", "role "+user, "")
@@ -215,21 +220,78 @@ func (c *checker) slot() {
 	}
 }
 
-func (c *checker) publication() {
-	var owner string
+// publication checks that the publication is the sidecar's role's, or
+// that serve can create it: with CREATE on the database and ownership of
+// every table, which PostgreSQL requires to add one to a publication.
+// Otherwise its fix is what a superuser runs to create it for the role.
+func (c *checker) publication(specs []indexer.Spec) {
+	check, pub := "publication "+c.name, indexer.QuoteIdent(c.name)
+	var owner, database string
 	var mine, canCreate bool
+	var notOwned []string
 	found := c.query(`SELECT pg_get_userbyid(pubowner), pg_has_role(pubowner, 'USAGE') FROM pg_publication WHERE pubname = $1`, []any{c.name}, &owner, &mine)
-	switch {
-	case c.err != nil:
-	case found && !mine:
-		c.add(Fail, "publication "+c.name, "owned by "+owner, "run vecside as "+owner+", or ALTER PUBLICATION "+indexer.QuoteIdent(c.name)+" OWNER TO the sidecar's role")
-	case found:
-		c.add(OK, "publication "+c.name, "owned by "+owner, "")
-	case c.query(`SELECT has_database_privilege(current_database(), 'CREATE')`, nil, &canCreate) && !canCreate:
-		c.add(Fail, "publication "+c.name, "does not exist, and this role may not create it", "GRANT CREATE ON DATABASE to the sidecar's role, or create the publication as its owner")
-	default:
-		c.add(OK, "publication "+c.name, "does not exist yet: serve creates it", "")
+	tables, _ := publishedColumns(specs)
+	if !c.query(`SELECT current_database(), has_database_privilege(current_database(), 'CREATE'),
+			coalesce(array_agg(n ORDER BY n) FILTER (WHERE NOT pg_has_role(c.relowner, 'USAGE')), '{}')
+		FROM (SELECT) one LEFT JOIN unnest($1::text[]) n ON true LEFT JOIN pg_class c ON c.oid = to_regclass(n)`,
+		[]any{tables}, &database, &canCreate, &notOwned) {
+		return
 	}
+	c.published = found
+	create := "as a superuser: " + publicationSQL(c.name, c.user, specs)
+	switch {
+	case found && !mine:
+		c.add(Fail, check, "owned by "+owner, "as a superuser: ALTER PUBLICATION "+pub+" OWNER TO "+c.user)
+	case found:
+		c.add(OK, check, "owned by "+owner, "")
+	case len(notOwned) > 0:
+		c.add(Fail, check, "does not exist yet, and serve cannot create it: only a table's owner can add it to a publication, and "+c.user+" does not own "+strings.Join(notOwned, ", "), create)
+	case !canCreate:
+		c.add(Fail, check, "does not exist yet, and serve cannot create it: "+c.user+" has no CREATE on database "+database,
+			"GRANT CREATE ON DATABASE "+indexer.QuoteIdent(database)+" TO "+c.user+", or "+create)
+	default:
+		c.add(OK, check, "does not exist yet: serve creates it", "")
+	}
+}
+
+// publishedColumns lists the tables that specs read, quoted and
+// qualified, and for each the columns its indexes read: the key first.
+func publishedColumns(specs []indexer.Spec) ([]string, map[string][]string) {
+	var tables []string
+	columns := map[string][]string{}
+	for _, s := range specs {
+		t := s.QualifiedTable()
+		if columns[t] == nil {
+			tables = append(tables, t)
+			columns[t] = []string{s.Key}
+		}
+		if !slices.Contains(columns[t], s.Column) {
+			columns[t] = append(columns[t], s.Column)
+		}
+	}
+	return tables, columns
+}
+
+// publicationSQL is what creates publication name for specs as serve
+// would, marked as vecside's, and gives it to role (quoted).
+func publicationSQL(name, role string, specs []indexer.Spec) string {
+	tables, columns := publishedColumns(specs)
+	where := map[string]string{}
+	for _, s := range specs {
+		if s.Where != "" {
+			where[s.QualifiedTable()] = " WHERE (" + s.Where + ")"
+		}
+	}
+	for i, t := range tables {
+		quoted := make([]string, len(columns[t]))
+		for j, col := range columns[t] {
+			quoted[j] = indexer.QuoteIdent(col)
+		}
+		tables[i] = t + " (" + strings.Join(quoted, ", ") + ")" + where[t]
+	}
+	pub := indexer.QuoteIdent(name)
+	return "CREATE PUBLICATION " + pub + " FOR TABLE " + strings.Join(tables, ", ") + " WITH (publish_via_partition_root = true); " +
+		"COMMENT ON PUBLICATION " + pub + " IS '" + Mark + "'; ALTER PUBLICATION " + pub + " OWNER TO " + role
 }
 
 // table checks what serve needs of one index's table: it exists, can be
@@ -254,13 +316,20 @@ func (c *checker) table(s indexer.Spec) {
 	}
 	switch {
 	case !canSelect:
-		c.add(Fail, check, "no SELECT on "+t.qualified()+" (the initial copy reads it)", "GRANT SELECT ON "+t.qualified()+" TO the sidecar's role")
-	case !owner && !published:
-		c.add(Fail, check, "only the owner of "+t.qualified()+" can add it to the publication", "add it as its owner: ALTER PUBLICATION "+indexer.QuoteIdent(c.name)+" ADD TABLE "+t.qualified()+" ("+indexer.QuoteIdent(t.key.name)+", "+indexer.QuoteIdent(t.vectors[s.Column].name)+")")
+		c.add(Fail, check, "no SELECT on "+t.qualified()+" (the initial copy reads it)", "GRANT SELECT ON "+t.qualified()+" TO "+c.user)
+	// Without the publication, its finding says who creates it with
+	// this table.
+	case !owner && !published && c.published:
+		add := "as a superuser: ALTER PUBLICATION " + indexer.QuoteIdent(c.name) + " ADD TABLE " + t.qualified() + " (" + indexer.QuoteIdent(t.key.name) + ", " + indexer.QuoteIdent(t.vectors[s.Column].name) + ")"
+		if s.Where != "" {
+			add += " WHERE (" + s.Where + ")"
+		}
+		c.add(Fail, check, "only the owner of "+t.qualified()+" can add it to publication "+c.name, add)
 	default:
 		c.add(OK, check, t.qualified()+" key "+t.key.name+" ("+t.keyType.String()+"), column "+t.vectors[s.Column].name, "")
 	}
-	if s.Where != "" {
+	// Without SELECT, the trial could only fail for that.
+	if s.Where != "" && canSelect {
 		t.where = s.Where
 		c.rowFilter(t, check+" where=")
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/vecside/vecside/indexer"
@@ -135,16 +134,7 @@ func claimPublication(ctx context.Context, conn *pgx.Conn, name string, specs []
 // listsExactly reports whether publication name lists the tables that
 // specs read, each with the key and vector columns only.
 func listsExactly(ctx context.Context, conn *pgx.Conn, name string, specs []indexer.Spec) (bool, error) {
-	want := map[[2]string][]string{}
-	for _, s := range specs {
-		t := [2]string{s.Schema, s.Table}
-		if want[t] == nil {
-			want[t] = []string{s.Key}
-		}
-		if !slices.Contains(want[t], s.Column) {
-			want[t] = append(want[t], s.Column)
-		}
-	}
+	tables, want := publishedColumns(specs)
 	rows, err := conn.Query(ctx, `SELECT schemaname, tablename, attnames FROM pg_publication_tables WHERE pubname = $1`, name)
 	if err != nil {
 		return false, fmt.Errorf("replicate: reading publication %s: %w", name, err)
@@ -155,14 +145,14 @@ func listsExactly(ctx context.Context, conn *pgx.Conn, name string, specs []inde
 	var columns []string
 	_, err = pgx.ForEachRow(rows, []any{&schema, &table, &columns}, func() error {
 		listed++
-		cols, ok := want[[2]string{schema, table}]
+		cols, ok := want[indexer.QuoteIdent(schema)+"."+indexer.QuoteIdent(table)]
 		same = same && ok && sameSet(columns, cols)
 		return nil
 	})
 	if err != nil {
 		return false, fmt.Errorf("replicate: reading publication %s: %w", name, err)
 	}
-	return same && listed == len(want), nil
+	return same && listed == len(tables), nil
 }
 
 // dropSlot drops slot name if it meets ourSlot, in one statement: a slot

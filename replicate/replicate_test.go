@@ -3,6 +3,7 @@ package replicate
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"math"
 	"math/rand/v2"
@@ -236,6 +237,24 @@ func testLogger(t testing.TB) *slog.Logger {
 }
 
 type testWriter struct{ t testing.TB }
+
+// logBuffer keeps what a logger writes from any goroutine.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf strings.Builder
+}
+
+func (b *logBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *logBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
 
 func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimSpace(string(p)))
@@ -625,9 +644,17 @@ func TestRestartResumesFromCheckpoints(t *testing.T) {
 	h := newHarness(t, `CREATE TABLE r (id int PRIMARY KEY, v real[]);
 		INSERT INTO r SELECT g, ARRAY[g, 1]::real[] FROM generate_series(1, 3000) g`)
 	h.add("r_v=r(v) key=id metric=l2")
-	cfg := Config{DataDir: t.TempDir(), StatusInterval: 100 * time.Millisecond}
+	var logs logBuffer
+	cfg := Config{DataDir: t.TempDir(), StatusInterval: 100 * time.Millisecond,
+		Logger: slog.New(slog.NewTextHandler(io.MultiWriter(testWriter{t}, &logs), nil))}
 	h.start(cfg)
 	waitReady(t, h.ix.Entries()[0])
+	// A first start has no checkpoint to load, which is no warning; the
+	// table, never analyzed, has no estimate of its rows to show.
+	if first := logs.String(); !strings.Contains(first, `level=INFO msg="no checkpoint yet`) || strings.Contains(first, "level=WARN") ||
+		!strings.Contains(first, "msg=copied") || strings.Contains(first, `"of about"=0`) {
+		t.Errorf("the first start's log, want no checkpoint at INFO, no WARN, and no estimate of 0 rows:\n%s", first)
+	}
 	h.exec(`UPDATE r SET v = ARRAY[0, 0]::real[] WHERE id <= 10`)
 	h.catchUp()
 	h.stop()
@@ -653,6 +680,9 @@ func TestRestartResumesFromCheckpoints(t *testing.T) {
 	h.restart(cfg)
 	e = h.ix.Entries()[0]
 	waitReady(t, e)
+	if !strings.Contains(logs.String(), `level=WARN msg="index has no usable checkpoint`) {
+		t.Errorf("a corrupt checkpoint was not warned of:\n%s", logs.String())
+	}
 	h.assertConverged(e, 2)
 	if n := h.rep.Stats().CopiedRows.Load(); n != 3090 {
 		t.Errorf("after a corrupt checkpoint %d rows were copied, want all 3090", n)

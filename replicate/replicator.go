@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"regexp"
 	"runtime"
@@ -378,7 +379,11 @@ func (r *Replicator) restore(tables []*table, src indexer.Source) {
 	for _, t := range tables {
 		for _, e := range slices.Clone(t.entries) {
 			lsn, err := e.LoadCheckpoint(r.cfg.DataDir, src, state)
-			if err != nil {
+			switch {
+			case errors.Is(err, fs.ErrNotExist): // a first start
+				r.log.Info("no checkpoint yet; the table will be copied", "index", e.Spec().Name)
+				continue
+			case err != nil:
 				r.log.Warn("index has no usable checkpoint; its table will be copied", "index", e.Spec().Name, "err", err)
 				continue
 			}
@@ -560,8 +565,12 @@ func (r *Replicator) copyJob(snapshot string, t *table, entries []*indexer.Entry
 				return
 			}
 			logged = time.Now()
-			r.log.Info(string(p.Phase), "table", p.Table, "rows", p.Rows, "of about", p.Estimate,
-				"elapsed", p.Elapsed.Round(time.Millisecond).String())
+			attrs := []any{"table", p.Table, "rows", p.Rows}
+			// A table never analyzed has no estimate.
+			if p.Estimate > 0 {
+				attrs = append(attrs, "of about", p.Estimate)
+			}
+			r.log.Info(string(p.Phase), append(attrs, "elapsed", p.Elapsed.Round(time.Millisecond).String())...)
 		}
 	}
 	return copyJob{

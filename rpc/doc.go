@@ -11,7 +11,8 @@
 //
 // knn returns id, in the key column's own type, and distance (double
 // precision), nearest first: candidates for the client to re-rank against
-// the table. With with_xid=true it fills a third column, xid (bigint): the
+// the table, up to k × oversample rows (oversample defaults to the
+// store's: 3, 2 or 1), not k. With with_xid=true it fills a third column, xid (bigint): the
 // id of the transaction that wrote the version of the row the distance
 // was computed from, where that distance is exact (store=float) and the
 // xid known, NULL elsewhere; a client that finds the same xmin in the heap
@@ -174,7 +175,15 @@
 // Keywords are case-insensitive; arguments are literals (a doubled quote
 // escapes a quote; E'…' strings take backslash escapes, as format('%L')
 // writes them) or $n parameters, optionally cast ($2::real[]). Vectors are text
-// ([1,2,3] or {1,2,3}) or binary real[] / double precision[]; k is an
+// ([1,2,3] or {1,2,3}), binary real[] / double precision[], or bytea
+// holding a binary format: a real[]'s or double precision[]'s as
+// array_send writes it, or a pgvector vector's as vector_send does (the
+// first four bytes tell them apart: 0 or 1 dimensions for an array, d <<
+// 16 for a vector of d), given as a literal '\x…'::bytea in bytea's hex
+// form or as a bytea parameter in either format. The SQL helpers send
+// the query so: encode(vector_send(…), 'hex') costs Postgres far less
+// than printing each float as text, and bytes decode faster than numbers
+// parse. A malformed or wrongly sized one is 22023. k is an
 // integer in text or binary. allow, the keys a filtered search may
 // return (an allow-set: a pre-filter, the keys a filter selected in the
 // table), is an array of the key's type (bigint[], integer[], smallint[],

@@ -14,6 +14,9 @@ import (
 	"github.com/vecside/vecside/internal/pgvalue"
 )
 
+// byteaHex is b as a bytea literal's hex text.
+func byteaHex(b []byte) string { return fmt.Sprintf(`\x%x`, b) }
+
 func sqlstate(err error) string {
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) {
@@ -55,6 +58,16 @@ func TestErrorSQLSTATEs(t *testing.T) {
 		{"SELECT * FROM knn('items_int8', '[1,x,3]', 5)", "22023"},
 		{"SELECT * FROM knn('items_int8', '1,2,3', 5)", "22023"},
 		{"SELECT * FROM knn('items_int8', '[1,2,3,4,5,6,7,NaN]', 5)", "22023"},
+		{"SELECT * FROM knn('items_int8', '\\x'::bytea, 5)", "22023"},
+		{"SELECT * FROM knn('items_int8', '\\x000000010000'::bytea, 5)", "22023"},
+		{"SELECT * FROM knn('items_int8', '" + byteaHex(pgvalue.AppendFloat4Array(nil, make([]float32, 8))[:60]) + "'::bytea, 5)", "22023"},
+		{"SELECT * FROM knn('items_int8', '" + byteaHex(pgvalue.AppendFloat4Array(nil, make([]float32, 2))) + "'::bytea, 5)", "22023"},
+		{"SELECT * FROM knn('items_int8', '" + byteaHex(pgvalue.AppendPgvector(nil, make([]float32, 8))[:33]) + "'::bytea, 5)", "22023"},
+		{"SELECT * FROM knn('items_int8', '" + byteaHex(pgvalue.AppendPgvector(nil, make([]float32, 3))) + "'::bytea, 5)", "22023"},
+		{"SELECT * FROM knn('items_int8', '\\x000800'::bytea, 5)", "22023"},
+		{"SELECT * FROM knn('items_int8', '\\xzz'::bytea, 5)", "22023"},
+		{"SELECT * FROM knn('items_int8', '\\x0'::bytea, 5)", "22023"},
+		{"SELECT * FROM knn('items_int8', '[1,2,3,4,5,6,7,8]'::bytea, 5)", "22023"},
 		{"SELECT * FROM knn('nope', " + v + ", 5)", "42704"},
 		{"SELECT * FROM knn('items_int8', " + v + ", 0)", "22023"},
 		{"SELECT * FROM knn('items_int8', " + v + ", -3)", "22023"},
@@ -121,6 +134,8 @@ func TestErrorParameters(t *testing.T) {
 		{"SELECT * FROM knn($1, $2, $3)", []any{nil, []float32{1}, 1}, "22004"},
 		{"SELECT * FROM knn($1, $2, $3)", []any{"items_int8", []float32{1, 2}, 1}, "22023"},
 		{"SELECT * FROM knn($1, $2::integer, $3)", []any{"items_int8", 1, 1}, "42804"},
+		{"SELECT * FROM knn($1, $2::bytea, $3)", []any{"items_int8", pgvalue.AppendFloat4Array(nil, make([]float32, 8))[:40], 1}, "22023"},
+		{"SELECT * FROM knn($1, $2::bytea, $3)", []any{"items_int8", []byte{0, 0, 0, 1}, 1}, "22023"},
 		{"SELECT * FROM knn($1, $1, $2)", []any{"items_int8", 1}, "0A000"},
 	}
 	for _, c := range cases {

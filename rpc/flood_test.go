@@ -15,10 +15,14 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgproto3"
 	"github.com/vecside/vecside/internal/testcert"
 )
 
 var floodFor = flag.Duration("rpc.flood", 5*time.Second, "how long the startup flood tests run (their acceptance runs are a minute)")
+
+// floodLimits are startup slots the floods below overfill.
+var floodLimits = Limits{MaxStartups: 64, MaxStartupsPerPeer: 16}
 
 // flooder opens connections to addr from local (nil: any) and leaves
 // them in one of the states that used to hold a startup slot, opening
@@ -103,7 +107,8 @@ func loginsDuring(t *testing.T, dsn string) {
 // them and logins got 53300.)
 func TestLoginDuringStartupFlood(t *testing.T) {
 	ix, _ := newTestIndexer(t)
-	srv, addr := startServerConfig(t, Config{Catalog: ix, Users: testUsers(t)})
+	// Fewer slots than the defaults, so that 64 flooders overfill them.
+	srv, addr := startServerConfig(t, Config{Catalog: ix, Users: testUsers(t), Limits: floodLimits})
 	var flooders []flooder
 	flooding := &net.TCPAddr{IP: net.IPv4(127, 0, 0, 2)}
 	for _, kind := range []string{"silent", "partial", "ssl", "cancel"} {
@@ -126,7 +131,7 @@ func TestLoginDuringStartupFlood(t *testing.T) {
 // through the Unix socket, whose startup slots are its own, every time.
 func TestAdminLoginDuringWideFlood(t *testing.T) {
 	ix, _ := newTestIndexer(t)
-	srv, addr := startServerConfig(t, Config{Catalog: ix, Users: testUsers(t), AdminUser: "bob"})
+	srv, addr := startServerConfig(t, Config{Catalog: ix, Users: testUsers(t), AdminUser: "bob", Limits: floodLimits})
 	dir := t.TempDir()
 	ln, err := net.Listen("unix", filepath.Join(dir, ".s.PGSQL.5432"))
 	if err != nil {
@@ -211,5 +216,25 @@ func TestBogusCancelIsClosedAtOnce(t *testing.T) {
 			t.Fatalf("bogus cancel %d: read %d bytes, %v; want the connection closed at once", i, n, err)
 		}
 		nc.Close()
+	}
+}
+
+// TestPoolReconnectsAtOnce: a pool of 64 connections from one address,
+// all connected before any has sent its startup message (as after a
+// restart, on a busy machine), all log in with the default limits: no
+// one of them takes another's slot.
+func TestPoolReconnectsAtOnce(t *testing.T) {
+	ix, _ := newTestIndexer(t)
+	_, addr := startServer(t, ix)
+	pool := make([]*rawConn, 64)
+	for i := range pool {
+		pool[i] = dialRaw(t, addr)
+	}
+	time.Sleep(100 * time.Millisecond) // every one accepted and waiting
+	for i, r := range pool {
+		replies := r.startup(pgproto3.ProtocolVersion30, map[string]string{"user": "pooled"})
+		if _, ok := replies[len(replies)-1].(*pgproto3.ReadyForQuery); !ok {
+			t.Fatalf("pooled connection %d of %d: %s", i+1, len(pool), describeMsgs(replies))
+		}
 	}
 }

@@ -195,14 +195,21 @@ func scanQuoted(sql string, i int, quote byte) (string, int, *pgError) {
 // a zero byte. No escape is shorter than what it stands for, so the
 // string is built in one allocation of the source's length.
 func scanEscaped(sql string, i int) (string, int, *pgError) {
+	// Runs without quotes or backslashes are skipped and copied whole:
+	// a vector sent as bytea is thousands of hex digits.
 	end := -1 // the closing quote
 	for j := i + 1; j < len(sql) && end < 0; j++ {
+		n := strings.IndexAny(sql[j:], `\'`)
+		if n < 0 {
+			break
+		}
+		j += n
 		switch {
 		case sql[j] == '\\':
 			j++
-		case sql[j] == '\'' && j+1 < len(sql) && sql[j+1] == '\'':
+		case j+1 < len(sql) && sql[j+1] == '\'':
 			j++
-		case sql[j] == '\'':
+		default:
 			end = j
 		}
 	}
@@ -222,8 +229,12 @@ func scanEscaped(sql string, i int) (string, int, *pgError) {
 				return "", 0, err
 			}
 		default:
-			b.WriteByte(c)
-			j++
+			n := strings.IndexAny(sql[j:end], `\'`)
+			if n < 0 {
+				n = end - j
+			}
+			b.WriteString(sql[j : j+n])
+			j += n
 		}
 	}
 	s := b.String()

@@ -27,7 +27,8 @@ type Limits struct {
 	// authentication, which count on top of MaxConnections: at most
 	// MaxConnections + MaxStartups client sockets are open at once.
 	// MaxStartupsPerPeer of them from one address go first when a new
-	// connection needs a slot: a connection that has sent nothing (or
+	// connection needs a slot (it is as large as a pool that reconnects
+	// all at once after a restart should need): a connection that has sent nothing (or
 	// stopped after an SSLRequest) gives its slot to a newer one, the
 	// longest waiting first (see admission). Only when every slot is
 	// authenticating is a new connection refused with FATAL 53300, before
@@ -59,12 +60,12 @@ type Limits struct {
 // DefaultLimits are the limits a zero Limits field takes. With them, the
 // memory clients can hold is about 4.5 MiB per session (a 1 MiB message,
 // the reply buffer, prepared statements, one result of 10,000 rows) and
-// about 20 KiB per connection in startup (1.3 MiB for all of them).
+// about 20 KiB per connection in startup (5 MiB for all of them).
 var DefaultLimits = Limits{
 	MaxConnections:      100,
 	ReservedConnections: 3,
-	MaxStartups:         64,
-	MaxStartupsPerPeer:  16,
+	MaxStartups:         256,
+	MaxStartupsPerPeer:  64,
 	AuthTimeout:         10 * time.Second,
 	IdleTimeout:         10 * time.Minute,
 	MaxReplyBuffer:      256 << 10,

@@ -2,8 +2,11 @@ package rpc
 
 import (
 	"encoding/binary"
+	"encoding/hex"
+	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/vecside/vecside/internal/pgvalue"
@@ -19,7 +22,7 @@ type knnParam struct {
 
 var knnParams = [...]knnParam{
 	{"index", pgtype.TextOID, []uint32{pgtype.TextOID, pgtype.VarcharOID}},
-	{"vector", pgtype.Float4ArrayOID, []uint32{pgtype.Float4ArrayOID, pgtype.Float8ArrayOID, pgtype.TextOID, pgtype.VarcharOID}},
+	{"vector", pgtype.Float4ArrayOID, []uint32{pgtype.Float4ArrayOID, pgtype.Float8ArrayOID, pgtype.ByteaOID, pgtype.TextOID, pgtype.VarcharOID}},
 	{"k", pgtype.Int4OID, []uint32{pgtype.Int4OID, pgtype.Int8OID, pgtype.Int2OID, pgtype.TextOID, pgtype.VarcharOID}},
 	{"options", pgtype.TextOID, []uint32{pgtype.TextOID, pgtype.VarcharOID}},
 	{"allow", pgtype.TextArrayOID, append(slices.Clone(keyArrayOIDs), pgtype.TextOID, pgtype.VarcharOID)},
@@ -41,7 +44,7 @@ type keyArray struct {
 // pgvector's vector has no fixed OID: its values travel as text.
 var castOIDs = map[string]uint32{
 	"real[]": pgtype.Float4ArrayOID, "double precision[]": pgtype.Float8ArrayOID,
-	"text": pgtype.TextOID, "varchar": pgtype.VarcharOID, "vector": pgtype.TextOID,
+	"text": pgtype.TextOID, "varchar": pgtype.VarcharOID, "vector": pgtype.TextOID, "bytea": pgtype.ByteaOID,
 	"integer": pgtype.Int4OID, "bigint": pgtype.Int8OID, "smallint": pgtype.Int2OID,
 	"bigint[]": pgtype.Int8ArrayOID, "integer[]": pgtype.Int4ArrayOID, "smallint[]": pgtype.Int2ArrayOID,
 	"uuid[]": pgtype.UUIDArrayOID, "text[]": pgtype.TextArrayOID, "varchar[]": pgtype.VarcharArrayOID,
@@ -49,7 +52,7 @@ var castOIDs = map[string]uint32{
 
 var typeNames = map[uint32]string{
 	pgtype.Int2OID: "smallint", pgtype.Int4OID: "integer", pgtype.Int8OID: "bigint", pgtype.TextOID: "text",
-	pgtype.VarcharOID: "varchar", pgtype.Float4ArrayOID: "real[]", pgtype.Float8ArrayOID: "double precision[]",
+	pgtype.VarcharOID: "varchar", pgtype.ByteaOID: "bytea", pgtype.Float4ArrayOID: "real[]", pgtype.Float8ArrayOID: "double precision[]",
 	pgtype.Int8ArrayOID: "bigint[]", pgtype.Int4ArrayOID: "integer[]", pgtype.Int2ArrayOID: "smallint[]",
 	pgtype.UUIDArrayOID: "uuid[]", pgtype.TextArrayOID: "text[]", pgtype.VarcharArrayOID: "varchar[]",
 }
@@ -153,6 +156,11 @@ func decodeParam(oid uint32, format int16, v []byte) (any, error) {
 			return pgvalue.DecodeFloatArray(v)
 		}
 		return pgvalue.ParseVector(string(v))
+	case pgtype.ByteaOID:
+		if format == formatBinary {
+			return vectorBytes(v)
+		}
+		return decodeByteaVector(string(v))
 	case pgtype.Int2OID, pgtype.Int4OID, pgtype.Int8OID:
 		if format == formatText {
 			return parseInt(string(v), typeName(oid))
@@ -169,6 +177,33 @@ func decodeParam(oid uint32, format int16, v []byte) (any, error) {
 	}
 	// Text in either format: binary text is its UTF-8 bytes.
 	return string(v), nil
+}
+
+// decodeByteaVector decodes a vector sent as bytea in its hex text form,
+// '\x' then the bytes (see vectorBytes): what the SQL helpers send, since
+// Postgres writes those bytes in hex far more cheaply than it prints each
+// float as text, and they decode here without parsing a number.
+func decodeByteaVector(s string) ([]float32, error) {
+	h, ok := strings.CutPrefix(s, `\x`)
+	if !ok {
+		return nil, fmt.Errorf("%w: a bytea vector is written in hex: \\x, then the bytes of array_send(real[]) or of pgvector's vector_send", pgvalue.ErrMalformedVector)
+	}
+	b, err := hex.DecodeString(h)
+	if err != nil {
+		return nil, fmt.Errorf("%w: bytea: %v", pgvalue.ErrMalformedVector, err)
+	}
+	return vectorBytes(b)
+}
+
+// vectorBytes decodes a bytea vector: the binary format of a real[] or
+// double precision[] (array_send), or of pgvector's vector (vector_send).
+// The first four bytes tell them apart: an array's dimension count is 0
+// or 1, where a vector of d > 0 dimensions starts with d << 16.
+func vectorBytes(b []byte) ([]float32, error) {
+	if len(b) >= 4 && binary.BigEndian.Uint32(b) > 1 {
+		return pgvalue.DecodePgvector(b)
+	}
+	return pgvalue.DecodeFloatArray(b)
 }
 
 func parseInt(s, typ string) (int64, error) {

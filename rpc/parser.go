@@ -347,7 +347,7 @@ var typeAliases = map[string]string{
 	"bigint": "bigint", "int8": "bigint",
 	"smallint": "smallint", "int2": "smallint",
 	"text": "text", "varchar": "varchar", "character varying": "varchar",
-	"vector": "vector", "uuid": "uuid",
+	"vector": "vector", "uuid": "uuid", "bytea": "bytea",
 }
 
 // typeName parses a cast's type: a name, an optional (typmod), optional [].

@@ -68,7 +68,8 @@ func queryHits(t *testing.T, conn *pgx.Conn, sql string, args ...any) []hit {
 }
 
 // TestPgxModes checks that every pgx exec mode gets the brute-force
-// answer for every key type, with the vector as a parameter and as text.
+// answer for every key type, with the vector as a parameter, as text and
+// as bytea.
 func TestPgxModes(t *testing.T) {
 	ix, data := newTestIndexer(t)
 	_, addr := startServer(t, ix)
@@ -86,6 +87,11 @@ func TestPgxModes(t *testing.T) {
 					{"SELECT * FROM knn($1, $2, $3)", []any{tk.index, q, k}},
 					{fmt.Sprintf("select id, distance from KNN('%s', '%s', %d);", tk.index, vectorText(q), k), nil},
 					{fmt.Sprintf("SELECT distance, id FROM knn('%s', $1::real[], $2, 'oversample=1')", tk.index), []any{q, k}},
+					// As the SQL helpers send it: array_send's bytes in hex.
+					{fmt.Sprintf(`SELECT * FROM knn('%s', E'\\x%x'::bytea, %d)`, tk.index, pgvalue.AppendFloat4Array(nil, q), k), nil},
+					{"SELECT * FROM knn($1, $2::bytea, $3)", []any{tk.index, pgvalue.AppendFloat4Array(nil, q), k}},
+					{fmt.Sprintf(`SELECT * FROM knn('%s', '\x%x'::bytea, %d)`, tk.index, pgvalue.AppendPgvector(nil, q), k), nil},
+					{"SELECT * FROM knn($1, $2::bytea, $3)", []any{tk.index, pgvalue.AppendPgvector(nil, q), k}},
 				} {
 					got := queryHits(t, conn, c.sql, c.args...)
 					checkHits(t, got, want)

@@ -131,6 +131,9 @@ func knnRow(h indexer.Hit, withXID bool) []any {
 // argument. Describe must answer before parameters are bound, so an
 // option passed as a parameter does not widen *: select xid by name.
 func (c *conn) starWithXID(s statement) bool {
+	if s.cols != nil { // no *: nothing to widen, no options to parse
+		return false
+	}
 	opts := c.sess.search
 	if len(s.args) > 3 && s.args[3].param == 0 {
 		o, err := indexer.ParseOptions(s.args[3].lit)
@@ -202,8 +205,15 @@ func evalKNN(s statement, params []any) (knnCall, error) {
 		case 0:
 			c.index = v.(string)
 		case 1:
-			if c.vec, _ = v.([]float32); c.vec == nil {
-				c.vec, err = pgvalue.ParseVector(v.(string))
+			switch v := v.(type) {
+			case []float32:
+				c.vec = v
+			case string:
+				if s.args[i].cast == "bytea" {
+					c.vec, err = decodeByteaVector(v)
+				} else {
+					c.vec, err = pgvalue.ParseVector(v)
+				}
 			}
 		case 2:
 			var ok bool

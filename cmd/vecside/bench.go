@@ -63,6 +63,12 @@ decodes its WAL while it is measured, and its settings are measured
 interleaved with vecside's, so that a change in the machine's load falls
 on both.
 
+Every point also reports the Postgres CPU time per query: the user and
+system time of the throwaway server's processes (the postmaster and its
+children, from /proc) over the timed run, divided by its queries. With
+--source it is not measured: that server may be on another host, or
+shared with other work.
+
 Progress goes to stderr, the Markdown table to stdout; --json, --markdown
 and --svg write the results to files.`,
 	Flags: []cli.Flag{
@@ -239,7 +245,10 @@ type bench struct {
 	truth   []dataset.Truth
 	dsn     string
 	cluster *pgtest.Cluster // the throwaway database, if there is one
-	db      *pgx.Conn
+	// postmaster is the throwaway server's PID, whose processes' CPU
+	// time is measured; 0 with --source.
+	postmaster int
+	db         *pgx.Conn
 	// vectorColumn: the scratch table's column is pgvector's vector,
 	// else real[] (--column-type).
 	vectorColumn bool
@@ -268,6 +277,9 @@ func runBench(ctx context.Context, out io.Writer, p benchParams) error {
 		defer cluster.Stop()
 		b.cluster, b.dsn = cluster, cluster.DSN("postgres")
 		if err := b.setSharedBuffers(ctx); err != nil {
+			return err
+		}
+		if b.postmaster, err = cluster.PostmasterPID(); err != nil {
 			return err
 		}
 	}
@@ -539,6 +551,7 @@ func (b *bench) hits(qi int, ids []int64) int {
 type timing struct {
 	qps           float64
 	p50, p95, p99 time.Duration
+	pgCPU         *float64 // the server's CPU per query, ms; nil if not measured
 	err           error
 }
 
@@ -555,6 +568,7 @@ func (b *bench) recallPass(search func(qi int) ([]int64, error)) (recall, rows f
 	}
 	lat := make([]time.Duration, len(b.queries))
 	var hits, n int
+	cpu, _ := b.postgresCPU()
 	start := time.Now()
 	for qi := range b.queries {
 		t0 := time.Now()
@@ -567,6 +581,7 @@ func (b *bench) recallPass(search func(qi int) ([]int64, error)) (recall, rows f
 		hits += b.hits(qi, ids)
 	}
 	t = percentiles(lat, time.Since(start))
+	t.pgCPU = b.cpuPerQuery(cpu, len(lat))
 	return float64(hits) / float64(b.p.k*len(b.queries)), float64(n) / float64(len(b.queries)), t
 }
 
@@ -585,6 +600,7 @@ func (b *bench) timeRun(clients int, call func(client, qi int) error) timing {
 	lat := make([][]time.Duration, clients)
 	errs := make([]error, clients)
 	var wg sync.WaitGroup
+	cpu, _ := b.postgresCPU()
 	start := time.Now()
 	for c := range clients {
 		wg.Go(func() {
@@ -600,7 +616,9 @@ func (b *bench) timeRun(clients int, call func(client, qi int) error) timing {
 		})
 	}
 	wg.Wait()
-	t := percentiles(slices.Concat(lat...), time.Since(start))
+	all := slices.Concat(lat...)
+	t := percentiles(all, time.Since(start))
+	t.pgCPU = b.cpuPerQuery(cpu, len(all))
 	t.err = errorsJoin(errs)
 	return t
 }
@@ -621,7 +639,7 @@ func percentiles(lat []time.Duration, elapsed time.Duration) timing {
 // point records a measured point and shows it.
 func (b *bench) point(system, index, mode string, params map[string]float64, recall float64, cands *float64, concurrency int, t timing) {
 	p := benchreport.Point{System: system, Index: index, Mode: mode, Params: params, K: b.p.k, Recall: recall,
-		P50: ms(t.p50), P95: ms(t.p95), P99: ms(t.p99), QPS: t.qps, Concurrency: concurrency, CandidatesMean: cands}
+		P50: ms(t.p50), P95: ms(t.p95), P99: ms(t.p99), QPS: t.qps, Concurrency: concurrency, CandidatesMean: cands, PostgresCPU: t.pgCPU}
 	b.report.Points = append(b.report.Points, p)
 	b.say("  %s %s %s %s c=%d: recall %.4f, %.0f q/s, p50 %.3f ms, p99 %.3f ms",
 		system, index, benchreport.FormatParams(params), mode, concurrency, recall, p.QPS, p.P50, p.P99)

@@ -70,6 +70,9 @@ func TestBenchOnFvecsFiles(t *testing.T) {
 			p.System == "pgvector" && p.Params["hnsw.ef_search"] == 80 && p.Recall < 0.9:
 			t.Errorf("%s %s %v: recall %v, want ≥ 0.9", p.System, p.Index, p.Params, p.Recall)
 		}
+		if p.PostgresCPU != nil {
+			t.Errorf("with --source, %s %s %s: Postgres CPU %v, want none", p.System, p.Index, p.Mode, *p.PostgresCPU)
+		}
 		if p.System == "vecside" {
 			vecside++
 		} else {
@@ -129,6 +132,26 @@ func TestBenchOnFvecsFiles(t *testing.T) {
 	}
 	if _, err := run(t, append(args, writeIvecs("gt5.ivecs", 5))...); err == nil || !strings.Contains(err.Error(), "fewer than k=10") {
 		t.Errorf("a truth file of 5 neighbours for k=10: %v", err)
+	}
+}
+
+// TestBenchPostgresCPU: in a throwaway server every point has the
+// server's CPU per query, which end to end (the heap statement runs
+// there) is more than nothing.
+func TestBenchPostgresCPU(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "r.json")
+	if md, err := run(t, "bench", "--shared-buffers", "128MB", "--rows", "2000", "--dims", "8", "--queries", "50", "--index", "kind=flat",
+		"--oversample", "1", "--pgvector=false", "--clients", "1", "--measure", "50", "--json", out); err != nil {
+		t.Fatalf("%v\n%s", err, md)
+	}
+	r := readReport(t, out)
+	if len(r.Points) != 2 {
+		t.Fatalf("points %+v", r.Points)
+	}
+	for _, p := range r.Points {
+		if p.PostgresCPU == nil || *p.PostgresCPU < 0 || (p.Mode == benchreport.EndToEnd && *p.PostgresCPU == 0) {
+			t.Errorf("%s: Postgres CPU %v", p.Mode, p.PostgresCPU)
+		}
 	}
 }
 

@@ -10,8 +10,10 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"os/user"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -226,8 +228,11 @@ func TestSQLCommands(t *testing.T) {
 	if out, err := run(t, append([]string{"sql", "install", "--source", dsn}, args...)...); err != nil {
 		t.Fatalf("sql install: %v\n%s", err, out)
 	}
-	if out, err := run(t, "sql", "uninstall", "--source", dsn); err != nil {
+	if out, err := run(t, "sql", "uninstall", "--source", dsn); err != nil || !strings.Contains(out, "removed schema vecside\n") {
 		t.Fatalf("sql uninstall: %v\n%s", err, out)
+	}
+	if out, err := run(t, "sql", "uninstall", "--source", dsn); err != nil || !strings.Contains(out, "nothing to remove") {
+		t.Fatalf("sql uninstall again: %v\n%s", err, out)
 	}
 	// A where= holding commas is one index, as a flag and as one of the
 	// newline-separated items of VECSIDE_INDEX.
@@ -279,6 +284,63 @@ func sidecarFor(t *testing.T, name string, cfg sidecar.Config) string {
 		t.Fatal(err)
 	}
 	return sc.Addr.String()
+}
+
+// TestSQLInstallUnixSocket: with --sidecar DIR:PORT, install asks the
+// sidecar for its indexes over its Unix socket, and the helpers' dblink
+// logs in there with SCRAM and searches.
+func TestSQLInstallUnixSocket(t *testing.T) {
+	dir := socketDir(t)
+	addr := sidecarFor(t, "vs_sqlunix", sidecar.Config{Auth: rpc.AuthSCRAM, Users: usersFile(t, "helper", "pw"), UnixSocketDir: dir})
+	_, port, _ := net.SplitHostPort(addr)
+	dsn := pgtest.Shared(t).NewDatabase(t)
+	db := pgtest.Connect(t, dsn)
+	if _, err := db.Exec(context.Background(), `CREATE TABLE t (id int PRIMARY KEY, v real[]);
+		INSERT INTO t VALUES (1, '{1,0}'), (2, '{0,1}')`); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("VECSIDE_PASSWORD", "pw")
+	if out, err := run(t, "sql", "install", "--source", dsn, "--sidecar", dir+":"+port, "--sidecar-user", "helper"); err != nil {
+		t.Fatalf("sql install: %v\n%s", err, out)
+	}
+	var host string
+	var id int
+	err := db.QueryRow(context.Background(), `SELECT (SELECT option_value FROM pg_options_to_table(srvoptions) WHERE option_name = 'host')
+		FROM pg_foreign_server WHERE srvname = 'vecside_sidecar'`).Scan(&host)
+	if err == nil {
+		err = db.QueryRow(context.Background(), "SELECT id FROM vecside.search('t_v', '{0.1,0.9}', 1, NULL::int)").Scan(&id)
+	}
+	if err != nil || host != dir || id != 2 {
+		t.Fatalf("host %q, id %d, %v; want %s, 2", host, id, err, dir)
+	}
+}
+
+// socketDir is a directory for a sidecar's Unix socket that the database
+// server can reach: when the test runs as root and the server as user
+// postgres, of group postgres with the setgid bit, so that the socket
+// (mode 0770) is of that group too.
+func socketDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "vecside-sock")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if os.Getuid() != 0 {
+		return dir
+	}
+	g, err := user.LookupGroup("postgres")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gid, _ := strconv.Atoi(g.Gid)
+	if err := os.Chown(dir, 0, gid); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, 0o750|os.ModeSetgid); err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }
 
 // usersFile holds user with password, for a sidecar's --users.

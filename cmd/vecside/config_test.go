@@ -159,3 +159,21 @@ func TestServeFlagsHaveVariables(t *testing.T) {
 		}
 	}
 }
+
+// TestHelpShowsOneDefault: a flag's help gives its default once, where a
+// default that is a rule rather than a value is its DefaultText, not its
+// zero value beside the rule in its usage.
+func TestHelpShowsOneDefault(t *testing.T) {
+	var walk func(path string, cmds []*cli.Command)
+	walk = func(path string, cmds []*cli.Command) {
+		for _, c := range cmds {
+			for _, f := range c.Flags {
+				if help := f.String(); strings.Count(help, "(default") > 1 {
+					t.Errorf("%s %s: %s", path, c.Name, help)
+				}
+			}
+			walk(path+" "+c.Name, c.Subcommands)
+		}
+	}
+	walk("vecside", newApp().Commands)
+}

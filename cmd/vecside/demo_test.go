@@ -16,6 +16,9 @@ func TestDemo(t *testing.T) {
 	}
 	for _, want := range []string{
 		"recall@10 = 1.00",
+		// Progress while exact SQL answers the queries.
+		"1 of 5 queries answered both ways",
+		"5 of 5 queries answered both ways",
 		"nearest: id 1000001 at 0.0000 (want 1000001 at 0)",
 		"id 1000001 in top 10: false",
 		"in top 10: false\n",

@@ -25,7 +25,7 @@ re-ranked by exact distance, as an application using heapfetch sees them.`,
 		userFlag,
 		&cli.StringFlag{Name: "index", Usage: "index name", Required: true},
 		&cli.IntFlag{Name: "k", Value: 10, Usage: "number of rows"},
-		&cli.Float64Flag{Name: "oversample", Usage: "ask the sidecar for at most k × oversample candidates (default: the index's own)"},
+		&cli.Float64Flag{Name: "oversample", Usage: "ask the sidecar for at most k × oversample candidates", DefaultText: "the index's own"},
 		&cli.StringFlag{Name: "source", Usage: "re-rank against this database (a libpq connection string or URL)", EnvVars: []string{"VECSIDE_SOURCE"}},
 	},
 	Action: func(c *cli.Context) error {

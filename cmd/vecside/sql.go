@@ -18,7 +18,7 @@ import (
 )
 
 var sqlFlags = []cli.Flag{
-	&cli.StringFlag{Name: "sidecar", Value: "127.0.0.1:6433", Usage: "the sidecar's host:port, as the database server reaches it", EnvVars: []string{"VECSIDE_SIDECAR"}},
+	&cli.StringFlag{Name: "sidecar", Value: "127.0.0.1:6433", Usage: "the sidecar's host:port as the database server reaches it, or DIR:PORT for its Unix socket on the same host (serve's --unix-socket-dir and the port of its --listen)", EnvVars: []string{"VECSIDE_SIDECAR"}},
 	&cli.StringFlag{Name: "sidecar-user", Value: "vecside", Usage: "the user the helpers log in to the sidecar as (a line of its --users file)", EnvVars: []string{"VECSIDE_SIDECAR_USER"}},
 	&cli.StringFlag{Name: "sidecar-password-file", Usage: "file holding that user's password; else $VECSIDE_PASSWORD (never a flag's value)", EnvVars: []string{"VECSIDE_SIDECAR_PASSWORD_FILE"}},
 	&cli.StringFlag{Name: "sidecar-sslmode", Value: "prefer", Usage: "libpq sslmode of the helpers' connection: disable, prefer, require, verify-ca or verify-full", EnvVars: []string{"VECSIDE_SIDECAR_SSLMODE"}},
@@ -71,9 +71,42 @@ it search. print writes the same SQL for a DBA to review and run with psql
 					return err
 				}
 				defer db.Close(context.Background())
-				return deploy.Uninstall(c.Context, db)
+				before, err := catalogObjects(c.Context, db)
+				if err != nil {
+					return err
+				}
+				if err := deploy.Uninstall(c.Context, db); err != nil {
+					return err
+				}
+				after, err := catalogObjects(c.Context, db)
+				if err != nil {
+					return err
+				}
+				removed := 0
+				for _, o := range before {
+					if !slices.Contains(after, o) {
+						fmt.Fprintln(c.App.Writer, "removed", o)
+						removed++
+					}
+				}
+				if removed == 0 {
+					fmt.Fprintln(c.App.Writer, "nothing to remove: the helpers were not installed in this database")
+				}
+				return nil
 			}},
 	},
+}
+
+// catalogObjects lists the schemas, foreign servers and roles db shows,
+// sorted: what uninstall removed is what is gone after it.
+func catalogObjects(ctx context.Context, db *pgx.Conn) ([]string, error) {
+	rows, err := db.Query(ctx, `SELECT 'schema ' || nspname FROM pg_namespace
+		UNION ALL SELECT 'foreign server ' || srvname FROM pg_foreign_server
+		UNION ALL SELECT 'role ' || rolname FROM pg_roles ORDER BY 1`)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[string])
 }
 
 // helperConfig reads sqlFlags: the sidecar and its password, and the

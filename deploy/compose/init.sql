@@ -4,7 +4,8 @@
 -- REPLICATION lets the role create the slot and stream; owning the table
 -- lets it add the table to its publication; CREATE on the database lets
 -- it create the publication. SELECT alone is enough on tables someone
--- else owns, if that owner creates the publication (vecside check says).
+-- else owns, if a superuser creates the publication for the role (the
+-- README's "Point it at your database"; vecside check prints the SQL).
 CREATE ROLE vecside LOGIN REPLICATION PASSWORD 'vecside';
 CREATE DATABASE app OWNER vecside;
 \connect app

@@ -16,7 +16,9 @@
 --     opted in (vecside.indexes.allow_rls);
 --   * vecside.search and vecside.search_rows (SECURITY INVOKER) re-rank
 --     the candidates against the table under the caller's own privileges
---     and row-level security.
+--     and row-level security. They are written per index from
+--     vecside.indexes (vecside.write_searches, run by a trigger on it),
+--     so that every statement on a search's path is static SQL.
 
 CREATE EXTENSION IF NOT EXISTS dblink;
 
@@ -111,61 +113,86 @@ BEGIN
     sidecar_user, password);
 END $$;
 
--- index_info is the registered index, or an error; given, if not NULL,
--- must be its key type (the type of its table's rows if as_rows).
-CREATE OR REPLACE FUNCTION vecside.index_info(index_name text, given regtype DEFAULT NULL, as_rows boolean DEFAULT false)
-RETURNS vecside.indexes LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+-- What earlier versions of this file created and this one does without.
+DROP FUNCTION IF EXISTS vecside.index_info(text, regtype, boolean), vecside.rerank_sql(vecside.indexes),
+  vecside.search_keys(vecside.indexes, real[], integer, text);
+
+-- candidates asks the sidecar for the k nearest keys of query in an
+-- index, with their approximate distances, and where a distance is exact
+-- (store=float) the id of the transaction that wrote the version of the
+-- row it was computed from (knn's xid): a row whose xmin is that xid has
+-- that distance, and its vector need not be read. xids are asked for
+-- only from a sidecar whose source is this server (knn's xid_source: its
+-- system identifier, read once per session and kept in the setting
+-- vecside.system_identifier, and its timeline), and not for double
+-- precision[] columns, which the sidecar holds rounded to float32, nor
+-- for a session user under row-level security. A session could set
+-- vecside.system_identifier to another server's: that misleads only its
+-- own searches. It runs as vecside_owner and
+-- does nothing else: one named dblink connection per backend, made again
+-- once if the sidecar restarted; the statement's remaining
+-- statement_timeout is the sidecar's timeout (30 s without one), and a
+-- wait for min_lsn is asked for in slices of 250 ms, so that a cancel
+-- ends it within a slice though dblink cannot be interrupted on
+-- PostgreSQL 15; every value sent is quoted
+-- with format('%L'), the query as bytes in hex, which Postgres writes far
+-- faster than it prints each float: pgvector's vector_send where pgvector
+-- is installed (half the bytes), else array_send. On a hot standby the
+-- sidecar is asked to have applied what the standby replayed first
+-- (min_lsn), unless the caller says. Every statement is static, planned
+-- once per session: dblink's schema is written in here (@dblink@), and
+-- the result's key type picked by a branch per type the sidecar serves.
+-- Installing pgvector (or moving dblink) later takes installing again.
+DROP FUNCTION IF EXISTS vecside.candidates(text, real[], integer, anyelement, text);
+DO $install$
+DECLARE
+  dbl name := (SELECT n.nspname FROM pg_catalog.pg_extension e JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace
+               WHERE e.extname = 'dblink');
+  vec name := (SELECT n.nspname FROM pg_catalog.pg_extension e JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace
+               WHERE e.extname = 'vector');
+BEGIN
+  EXECUTE replace(replace($fn$
+CREATE OR REPLACE FUNCTION vecside.candidates(index_name text, query real[], k integer, key_type anyelement,
+  options text DEFAULT '')
+RETURNS TABLE (id anyelement, distance double precision, xid bigint)
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
   ix vecside.indexes;
-  want regtype;
+  who name := session_user;
+  opts text := coalesce(options, '');
+  standby boolean := pg_is_in_recovery();
+  rls boolean;
+  sysid text;
+  deadline timestamptz;
+  waits boolean;
+  slice_ms bigint;
+  reconnected boolean := false;
+  detail text;
+  query_hex text;
+  remote text;
 BEGIN
+  IF index_name IS NULL OR query IS NULL OR k IS NULL THEN
+    RAISE EXCEPTION 'vecside.candidates: the index, query and k must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+  END IF;
   SELECT * INTO ix FROM vecside.indexes i WHERE i.name = index_name;
   IF NOT FOUND THEN
     RAISE EXCEPTION 'vecside index "%" does not exist', index_name USING ERRCODE = 'undefined_object',
       HINT = 'the indexes are listed in vecside.indexes; vecside sql install registers those the sidecar has';
   END IF;
-  want := CASE WHEN as_rows THEN (SELECT c.reltype FROM pg_class c WHERE c.oid = ix.tbl)::regtype ELSE ix.key_type END;
-  IF given <> want THEN
-    RAISE EXCEPTION 'vecside index % gives % %, not %', ix.name, want, CASE WHEN as_rows THEN 'rows' ELSE 'keys' END, given
-      USING ERRCODE = 'datatype_mismatch', HINT = format('pass NULL::%s', want);
-  END IF;
-  RETURN ix;
-END $$;
-
--- candidates asks the sidecar for the k nearest keys of query in an
--- index, with their approximate distances. It runs as vecside_owner and
--- does nothing else: one named dblink connection per backend, made again
--- once if the sidecar restarted; the statement's remaining
--- statement_timeout is the sidecar's timeout; every value sent is quoted
--- with format('%L'). On a hot standby the sidecar is asked to have applied
--- what the standby replayed first (min_lsn), unless the caller says.
-CREATE OR REPLACE FUNCTION vecside.candidates(index_name text, query real[], k integer, key_type anyelement,
-  options text DEFAULT '')
-RETURNS TABLE (id anyelement, distance double precision)
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
-DECLARE
-  ix vecside.indexes := vecside.index_info(index_name, pg_typeof(key_type));
-  who name := session_user;
-  dbl name := (SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace WHERE e.extname = 'dblink');
-  timeout_ms bigint := (SELECT s.setting::bigint FROM pg_settings s WHERE s.name = 'statement_timeout');
-  opts text := coalesce(options, '');
-  remote text;
-  conns text[];
-  ids text[];
-  dists double precision[];
-BEGIN
-  IF index_name IS NULL OR query IS NULL OR k IS NULL THEN
-    RAISE EXCEPTION 'vecside.candidates: the index, query and k must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+  IF pg_typeof(key_type) <> ix.key_type THEN
+    RAISE EXCEPTION 'vecside index % gives % keys, not %', ix.name, ix.key_type, pg_typeof(key_type)
+      USING ERRCODE = 'datatype_mismatch', HINT = format('pass NULL::%s', ix.key_type);
   END IF;
   IF NOT (has_column_privilege(who, ix.tbl, ix.key_column, 'SELECT')
           AND has_column_privilege(who, ix.tbl, ix.vector_column, 'SELECT')) THEN
     RAISE EXCEPTION 'permission denied for table %', ix.tbl USING ERRCODE = 'insufficient_privilege',
       DETAIL = format('vecside index %s needs SELECT on %s(%s, %s)', ix.name, ix.tbl, ix.key_column, ix.vector_column);
   END IF;
-  IF NOT ix.allow_rls AND EXISTS (
+  rls := EXISTS (
       SELECT FROM pg_class c JOIN pg_roles r ON r.rolname = who
       WHERE c.oid = ix.tbl AND c.relrowsecurity AND NOT r.rolsuper AND NOT r.rolbypassrls
-        AND (c.relforcerowsecurity OR NOT pg_has_role(who, c.relowner, 'USAGE'))) THEN
+        AND (c.relforcerowsecurity OR NOT pg_has_role(who, c.relowner, 'USAGE')));
+  IF rls AND NOT ix.allow_rls THEN
     RAISE EXCEPTION 'row-level security applies to % on %, and vecside index % is not opted in', who, ix.tbl, ix.name
       USING ERRCODE = 'insufficient_privilege',
       HINT = 'candidates would show keys and distances of rows the role cannot read; a DBA may allow it: UPDATE vecside.indexes SET allow_rls = true WHERE name = ...';
@@ -174,47 +201,99 @@ BEGIN
     RAISE EXCEPTION 'the sidecar''s timeout is what remains of statement_timeout' USING ERRCODE = 'invalid_parameter_value',
       HINT = 'SET statement_timeout instead of passing timeout=';
   END IF;
-  IF pg_is_in_recovery() AND opts !~ '(^|\s)min_lsn=' THEN
+  IF standby AND opts !~ '(^|\s)min_lsn=' THEN
     -- On a hot standby: wait (within the timeout) until the sidecar, which
     -- follows the primary, has applied what this standby has replayed, so
     -- that no row the standby sees is missing from the candidates.
     opts := opts || format(' min_lsn=%s', pg_last_wal_replay_lsn());
   END IF;
-  IF timeout_ms > 0 THEN
-    timeout_ms := timeout_ms - (extract(epoch FROM clock_timestamp() - statement_timestamp()) * 1000)::bigint;
-    IF timeout_ms <= 0 THEN
+  -- Not under row-level security: which transaction wrote a row the
+  -- role cannot read is not for it to learn.
+  IF NOT rls AND ix.vector_type <> 'double precision[]'::regtype AND opts !~ '(^|\s)(with_xid|xid_source)=' THEN
+    -- Only a number: the session sets this, and what it holds is sent
+    -- among the options (another timeout= must not get in that way).
+    sysid := substring(current_setting('vecside.system_identifier', true) FROM '^-?[0-9]+$');
+    IF sysid IS NULL AND has_function_privilege('pg_catalog.pg_control_system()', 'EXECUTE') THEN
+      sysid := set_config('vecside.system_identifier', (SELECT s.system_identifier FROM pg_control_system() s)::text, false);
+    END IF;
+    -- The timeline: a standby's last restartpoint's, a primary's that of
+    -- its WAL insert position (a simple expression: no query to run).
+    IF sysid IS NOT NULL AND standby THEN
+      opts := opts || format(' with_xid=true xid_source=%s/%s', sysid, (SELECT c.timeline_id FROM pg_control_checkpoint() c));
+    ELSIF sysid IS NOT NULL THEN
+      opts := opts || format(' with_xid=true xid_source=%s/%s', sysid,
+        ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::bigint);
+    END IF;
+  END IF;
+  -- The sidecar's deadline is what remains of statement_timeout (read
+  -- with current_setting, not pg_settings: that view builds a row for
+  -- every setting, which cost each call 0.4 ms), or the sidecar's own
+  -- default of 30 s without one: dblink cannot be interrupted on
+  -- PostgreSQL 15, so the sidecar must end every call.
+  deadline := statement_timestamp() + coalesce(nullif(current_setting('statement_timeout')::interval, '0'), '30s');
+  -- A wait for min_lsn is asked for in slices of 250 ms, so that a cancel
+  -- (pg_cancel_backend, a client's) is seen between two of them.
+  waits := opts ~ '(^|\s)min_lsn=';
+  query_hex := '\x' || encode(@query_bytes@, 'hex');
+  LOOP
+    slice_ms := ceil(extract(epoch FROM deadline - clock_timestamp()) * 1000);
+    IF slice_ms <= 0 THEN
       RAISE EXCEPTION 'canceling statement due to statement timeout' USING ERRCODE = 'query_canceled';
     END IF;
-    opts := opts || format(' timeout=%sms', timeout_ms);
-  END IF;
-  remote := format('SELECT id, distance FROM knn(%L, %L, %s, %L)', ix.name, query::text, k, opts);
-  FOR attempt IN 1..2 LOOP
+    IF waits THEN
+      slice_ms := least(slice_ms, 250);
+    END IF;
+    remote := format('SELECT id, distance, xid FROM knn(%L, %L::bytea, %s, %L)', ix.name, query_hex, k,
+      opts || format(' timeout=%sms', slice_ms));
     BEGIN
-      EXECUTE format('SELECT %I.dblink_get_connections()', dbl) INTO conns;
-      IF conns IS NULL OR NOT 'vecside' = ANY (conns) THEN
-        EXECUTE format('SELECT %I.dblink_connect(%L, %L)', dbl, 'vecside', 'vecside_sidecar');
+      IF NOT 'vecside' = ANY (coalesce(@dblink@.dblink_get_connections(), '{}')) THEN
+        PERFORM @dblink@.dblink_connect('vecside', 'vecside_sidecar');
       END IF;
-      EXECUTE format('SELECT array_agg(t.id::text ORDER BY t.distance, t.id), array_agg(t.distance ORDER BY t.distance, t.id)
-                      FROM %I.dblink(%L, %L) AS t(id %s, distance double precision)', dbl, 'vecside', remote, ix.key_type)
-        INTO ids, dists;
-      EXIT;
-    EXCEPTION WHEN connection_exception OR internal_error THEN
-      -- The sidecar restarted, or the network broke: the named connection
-      -- is dead (08006 the first time, XX000 after). Forget it, connect
-      -- once more.
-      IF attempt = 2 THEN
-        RAISE;
-      END IF;
-      BEGIN
-        EXECUTE format('SELECT %I.dblink_disconnect(%L)', dbl, 'vecside');
-      EXCEPTION WHEN OTHERS THEN
-        NULL;
-      END;
+      CASE ix.key_type
+      WHEN 'bigint'::regtype THEN
+        RETURN QUERY SELECT t.id, t.distance, t.xid FROM @dblink@.dblink('vecside', remote) AS t(id bigint, distance double precision, xid bigint);
+      WHEN 'integer'::regtype THEN
+        RETURN QUERY SELECT t.id, t.distance, t.xid FROM @dblink@.dblink('vecside', remote) AS t(id integer, distance double precision, xid bigint);
+      WHEN 'smallint'::regtype THEN
+        RETURN QUERY SELECT t.id, t.distance, t.xid FROM @dblink@.dblink('vecside', remote) AS t(id smallint, distance double precision, xid bigint);
+      WHEN 'uuid'::regtype THEN
+        RETURN QUERY SELECT t.id, t.distance, t.xid FROM @dblink@.dblink('vecside', remote) AS t(id uuid, distance double precision, xid bigint);
+      WHEN 'text'::regtype THEN
+        RETURN QUERY SELECT t.id, t.distance, t.xid FROM @dblink@.dblink('vecside', remote) AS t(id text, distance double precision, xid bigint);
+      WHEN 'character varying'::regtype THEN
+        RETURN QUERY SELECT t.id, t.distance, t.xid FROM @dblink@.dblink('vecside', remote) AS t(id varchar, distance double precision, xid bigint);
+      ELSE
+        RAISE EXCEPTION 'vecside index % has % keys, which the sidecar does not serve', ix.name, ix.key_type
+          USING ERRCODE = 'feature_not_supported';
+      END CASE;
+      RETURN;
+    EXCEPTION
+      WHEN connection_exception OR internal_error THEN
+        -- The sidecar restarted, or the network broke: the named
+        -- connection is dead (08006 the first time, XX000 after). Forget
+        -- it, connect once more.
+        IF reconnected THEN
+          RAISE;
+        END IF;
+        reconnected := true;
+        BEGIN
+          PERFORM @dblink@.dblink_disconnect('vecside');
+        EXCEPTION WHEN OTHERS THEN
+          NULL;
+        END;
+      WHEN object_not_in_prerequisite_state THEN
+        -- A slice of a wait for min_lsn ran out (the sidecar says how far
+        -- it has applied): ask again, unless the deadline has passed.
+        GET STACKED DIAGNOSTICS detail = PG_EXCEPTION_DETAIL;
+        IF NOT waits OR detail NOT LIKE 'applied_lsn=%' OR clock_timestamp() >= deadline THEN
+          RAISE;
+        END IF;
     END;
   END LOOP;
-  RETURN QUERY EXECUTE format('SELECT u.i::%s, u.d FROM unnest($1::text[], $2::double precision[]) AS u(i, d)', ix.key_type)
-    USING ids, dists;
 END $$;
+$fn$, '@dblink@', quote_ident(dbl)), '@query_bytes@',
+    CASE WHEN vec IS NULL THEN 'array_send(query)' ELSE format('%1$I.vector_send(query::%1$I.vector)', vec) END);
+END $install$;
 
 -- distance_sql is the SQL of the exact distance between the vector
 -- expression vec and the query expression query (a real[]), as the
@@ -233,89 +312,147 @@ BEGIN
     CASE ix.metric WHEN 'l2' THEN '<->' WHEN 'cosine' THEN '<=>' ELSE '<#>' END, query, ix.vector_type);
 END $$;
 
--- rerank_sql is the query vecside.search runs: the candidates, then the
--- table's rows among them with exact distances, nearest first, under the
--- caller's privileges and row-level security. $1 index, $2 query, $3
--- candidates to ask for, $4 options, $5 k. It returns the number of
--- candidates, and the keys (as text) and distances of the rows.
-CREATE OR REPLACE FUNCTION vecside.rerank_sql(ix vecside.indexes)
-RETURNS text LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
-  SELECT format($q$
-    WITH c AS MATERIALIZED (SELECT c.id FROM vecside.candidates($1, $2, $3, NULL::%1$s, $4) c),
-         r AS (SELECT t.%2$I AS id, %3$s AS d FROM %4$s t
-               WHERE t.%2$I IN (SELECT id FROM c) AND %3$s IS NOT NULL
-               ORDER BY d, t.%2$I LIMIT $5)
-    SELECT (SELECT count(*) FROM c)::integer, array_agg(r.id::text ORDER BY r.d, r.id), array_agg(r.d ORDER BY r.d, r.id) FROM r
-  $q$, ix.key_type, ix.key_column, vecside.distance_sql(ix, format('t.%I', ix.vector_column), '$2'), ix.tbl)
-$$;
-
--- search_keys finds the keys of the k rows nearest to query that the
--- caller can see: rows it cannot see are left out, and more candidates
--- asked for (up to 10,000) until k rows are found or there are no more.
-CREATE OR REPLACE FUNCTION vecside.search_keys(ix vecside.indexes, query real[], k integer, options text,
-  OUT ids text[], OUT dists double precision[])
-LANGUAGE plpgsql SECURITY INVOKER SET search_path = pg_catalog, pg_temp AS $$
+-- write_searches (re)creates vecside.search and vecside.search_rows from
+-- vecside.indexes, with a branch per index that has its table, columns,
+-- key type and metric written in: static SQL that PL/pgSQL plans once per
+-- session, where dynamic SQL was parsed and planned on every call. A
+-- trigger runs it whenever vecside.indexes changes; after renaming an
+-- indexed table or column, run it again (SELECT vecside.write_searches()).
+--
+-- Each branch asks vecside.candidates for k keys, reads those rows under
+-- the caller's privileges and row-level security, and keeps the k nearest
+-- by exact distance; while rows the caller cannot see (or rows gone since)
+-- leave fewer than k, it asks for four times as many, up to 10,000.
+CREATE OR REPLACE FUNCTION vecside.write_searches()
+RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
-  sql text := vecside.rerank_sql(ix);
-  want integer := k;
-  ncand integer;
+  ix vecside.indexes;
+  i integer := 0;
+  vars text := '';
+  key_branches text := '';
+  row_branches text := '';
+  q text;
+  dist text;
+  -- The k nearest of the candidates' rows, given the distance (%4$s).
+  heap constant text := $h$
+        SELECT array_agg(r.id ORDER BY r.d, r.id), array_agg(r.d ORDER BY r.d, r.id) INTO found%1$s, dists
+        FROM (SELECT s.id, s.d FROM (SELECT t.%2$I AS id, %4$s AS d FROM %3$s t WHERE t.%2$I = ANY (cand%1$s) OFFSET 0) s
+              WHERE s.d IS NOT NULL ORDER BY s.d, s.id LIMIT k) r;$h$;
+  widen text;
+  body text;
 BEGIN
-  LOOP
-    EXECUTE sql INTO ncand, ids, dists USING ix.name, query, want, options, k;
-    EXIT WHEN coalesce(cardinality(ids), 0) >= k OR ncand < want OR want >= 10000;
-    want := least(want * 4, 10000);
+  FOR ix IN SELECT * FROM vecside.indexes ORDER BY name LOOP
+    i := i + 1;
+    vars := vars || format(E'  cand%1$s %2$s[];\n  found%1$s %2$s[];\n', i, ix.key_type);
+    q := 'query';
+    IF ix.vector_type NOT IN ('real[]'::regtype, 'double precision[]'::regtype) THEN
+      -- The query in the column's type, converted once, not for each row.
+      q := format('q%s', i);
+      vars := vars || format(E'  %s %s;\n', q, ix.vector_type);
+    END IF;
+    dist := vecside.distance_sql(ix, format('t.%I', ix.vector_column), q);
+    -- The distance is computed once per row (OFFSET 0 keeps the subquery
+    -- from being merged into the one that filters and sorts on it).
+    -- With xids, a row whose xmin is the sidecar's xid keeps the sidecar's
+    -- distance and its TOASTed vector is not read. xmin takes SELECT on
+    -- the table, not only on its columns; past 1,000 candidates finding
+    -- each row's xid (array_position) would cost more than the vectors.
+    widen := format($w$%5$s
+    LOOP
+      SELECT coalesce(array_agg(c.id), '{}'), array_agg(c.distance), array_agg(c.xid),
+        count(c.xid) > 0 AND count(*) <= 1000 AND has_table_privilege(%3$L, 'SELECT')
+      INTO cand%1$s, cdist, cxid, xids
+      FROM vecside.candidates(index_name, query, want, NULL::%2$s, options) c;
+      IF xids THEN%6$s
+      ELSE%7$s
+      END IF;
+      EXIT WHEN coalesce(cardinality(found%1$s), 0) >= k OR cardinality(cand%1$s) < want OR want >= 10000;
+      want := least(want * 4, 10000);
+    END LOOP;$w$, i, ix.key_type, ix.tbl::text, dist,
+      CASE WHEN q <> 'query' THEN format(E'\n    %s := query::%s;', q, ix.vector_type) ELSE '' END,
+      format(heap, i, ix.key_column, ix.tbl, format(
+        'CASE WHEN t.xmin::text::bigint = cxid[array_position(cand%1$s, t.%2$I)] THEN cdist[array_position(cand%1$s, t.%2$I)] ELSE %3$s END',
+        i, ix.key_column, dist)),
+      format(heap, i, ix.key_column, ix.tbl, dist));
+    key_branches := key_branches || format($b$
+  IF index_name = %1$L THEN
+    IF pg_typeof(key_type) <> %2$L::regtype THEN
+      RAISE EXCEPTION 'vecside index %% gives %% keys, not %%', index_name, %2$L, pg_typeof(key_type)
+        USING ERRCODE = 'datatype_mismatch', HINT = %3$L;
+    END IF;%4$s
+    FOR j IN 1..coalesce(cardinality(found%5$s), 0) LOOP
+      id := found%5$s[j];
+      distance := dists[j];
+      RETURN NEXT;
+    END LOOP;
+    RETURN;
+  END IF;$b$, ix.name, ix.key_type, format('pass NULL::%s', ix.key_type), widen, i);
+    row_branches := row_branches || format($b$
+  IF index_name = %1$L THEN
+    IF pg_typeof(row_type) <> %2$L::regtype THEN
+      RAISE EXCEPTION 'vecside index %% gives %% rows, not %%', index_name, %2$L, pg_typeof(row_type)
+        USING ERRCODE = 'datatype_mismatch', HINT = %3$L;
+    END IF;%4$s
+    RETURN QUERY SELECT s.t, s.d FROM (SELECT t, %5$s AS d FROM %6$s t WHERE t.%7$I = ANY (found%8$s) OFFSET 0) s
+      WHERE s.d IS NOT NULL ORDER BY s.d, (s.t).%7$I LIMIT k;
+    RETURN;
+  END IF;$b$, ix.name, (SELECT c.reltype FROM pg_class c WHERE c.oid = ix.tbl)::regtype, format('pass NULL::%s', ix.tbl), widen,
+      dist, ix.tbl, ix.key_column, i);
   END LOOP;
-END $$;
-
--- search returns the k rows of the index's table nearest to query, as
--- (key, exact distance), nearest first: what
---   SELECT key, <distance> FROM table ORDER BY <distance> LIMIT k
--- returns for the caller, with the sidecar choosing which rows to look
--- at. key_type is a NULL of the key column's type (NULL::bigint).
---   SELECT i.*, s.distance FROM vecside.search('items_embedding', $1, 10, NULL::bigint) s
---   JOIN items i ON i.id = s.id ORDER BY s.distance;
+  body := $c$
+#variable_conflict use_variable
+DECLARE
+  want integer := k;
+  cdist double precision[];
+  cxid bigint[];
+  xids boolean;
+  dists double precision[];
+%1$sBEGIN%2$s
+  RAISE EXCEPTION 'vecside index "%%" does not exist', index_name USING ERRCODE = 'undefined_object',
+    HINT = 'the indexes are listed in vecside.indexes; vecside sql install registers those the sidecar has';
+END$c$;
+  -- search returns the k rows of the index's table nearest to query, as
+  -- (key, exact distance), nearest first: what
+  --   SELECT key, <distance> FROM table ORDER BY <distance> LIMIT k
+  -- returns for the caller, with the sidecar choosing which rows to look
+  -- at. key_type is a NULL of the key column's type (NULL::bigint).
+  EXECUTE format($f$
 CREATE OR REPLACE FUNCTION vecside.search(index_name text, query real[], k integer, key_type anyelement,
   options text DEFAULT '')
 RETURNS TABLE (id anyelement, distance double precision)
-LANGUAGE plpgsql SECURITY INVOKER SET search_path = pg_catalog, pg_temp AS $$
-DECLARE
-  ix vecside.indexes := vecside.index_info(index_name, pg_typeof(key_type));
-  found record;
-BEGIN
-  found := vecside.search_keys(ix, query, k, options);
-  RETURN QUERY EXECUTE format('SELECT u.i::%s, u.d FROM unnest($1::text[], $2::double precision[]) AS u(i, d)', ix.key_type)
-    USING found.ids, found.dists;
-END $$;
-
--- search_rows is search returning the table's rows: row_type is a NULL
--- of the table's row type (NULL::items).
---   SELECT (r.item).*, r.distance FROM vecside.search_rows('items_embedding', $1, 10, NULL::items) r;
+LANGUAGE plpgsql SECURITY INVOKER SET search_path = pg_catalog, pg_temp AS $fn$%s$fn$
+$f$, format(body, vars, key_branches));
+  -- search_rows is search returning the table's rows: row_type is a NULL
+  -- of the table's row type (NULL::items).
+  EXECUTE format($f$
 CREATE OR REPLACE FUNCTION vecside.search_rows(index_name text, query real[], k integer, row_type anyelement,
   options text DEFAULT '')
 RETURNS TABLE (item anyelement, distance double precision)
-LANGUAGE plpgsql SECURITY INVOKER SET search_path = pg_catalog, pg_temp AS $$
-DECLARE
-  ix vecside.indexes := vecside.index_info(index_name, pg_typeof(row_type), true);
-  found record;
-  dist text := vecside.distance_sql(ix, format('t.%I', ix.vector_column), '$2');
-BEGIN
-  found := vecside.search_keys(ix, query, k, options);
-  RETURN QUERY EXECUTE format('SELECT t, %1$s AS d FROM %2$s t WHERE t.%3$I = ANY ($1::%4$s[]) AND %1$s IS NOT NULL
-    ORDER BY d, t.%3$I LIMIT $3', dist, ix.tbl, ix.key_column, ix.key_type) USING found.ids, query, k;
+LANGUAGE plpgsql SECURITY INVOKER SET search_path = pg_catalog, pg_temp AS $fn$%s$fn$
+$f$, format(body, vars, row_branches));
+  REVOKE ALL ON FUNCTION vecside.search(text, real[], integer, anyelement, text),
+    vecside.search_rows(text, real[], integer, anyelement, text) FROM PUBLIC;
+  GRANT EXECUTE ON FUNCTION vecside.search(text, real[], integer, anyelement, text),
+    vecside.search_rows(text, real[], integer, anyelement, text) TO vecside_user;
 END $$;
 
+CREATE OR REPLACE FUNCTION vecside.indexes_changed()
+RETURNS trigger LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+  PERFORM vecside.write_searches();
+  RETURN NULL;
+END $$;
+CREATE OR REPLACE TRIGGER write_searches AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON vecside.indexes
+  FOR EACH STATEMENT EXECUTE FUNCTION vecside.indexes_changed();
+SELECT vecside.write_searches();
+
 REVOKE ALL ON FUNCTION vecside.register_index(text, regclass, name, name, text, boolean),
-  vecside.set_sidecar(text, integer, text, text, text, text), vecside.index_info(text, regtype, boolean),
+  vecside.set_sidecar(text, integer, text, text, text, text),
   vecside.candidates(text, real[], integer, anyelement, text), vecside.distance_sql(vecside.indexes, text, text),
-  vecside.rerank_sql(vecside.indexes), vecside.search_keys(vecside.indexes, real[], integer, text),
-  vecside.search(text, real[], integer, anyelement, text), vecside.search_rows(text, real[], integer, anyelement, text),
+  vecside.write_searches(), vecside.indexes_changed(),
   vecside.l2_distance(real[], real[]), vecside.cosine_distance(real[], real[]),
   vecside.negative_inner_product(real[], real[]) FROM PUBLIC;
 ALTER FUNCTION vecside.candidates(text, real[], integer, anyelement, text) OWNER TO vecside_owner;
-GRANT EXECUTE ON FUNCTION vecside.index_info(text, regtype, boolean) TO vecside_owner, vecside_user;
 GRANT EXECUTE ON FUNCTION vecside.candidates(text, real[], integer, anyelement, text),
-  vecside.distance_sql(vecside.indexes, text, text), vecside.rerank_sql(vecside.indexes),
-  vecside.search_keys(vecside.indexes, real[], integer, text),
-  vecside.search(text, real[], integer, anyelement, text), vecside.search_rows(text, real[], integer, anyelement, text),
   vecside.l2_distance(real[], real[]), vecside.cosine_distance(real[], real[]),
   vecside.negative_inner_product(real[], real[]) TO vecside_user;

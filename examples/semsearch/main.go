@@ -8,12 +8,8 @@
 // runs without a model; an application puts its model's vectors in the
 // same column.
 //
-// Run it against a database and a sidecar:
-//
-//	go run ./examples/semsearch -source "$DSN" setup
-//	vecside serve --source "$DSN" --auth trust \
-//	    --index "docs_embedding=public.docs(embedding) key=id metric=cosine kind=hnsw"
-//	go run ./examples/semsearch -source "$DSN" -sidecar 127.0.0.1:6433 search "garden tomatoes"
+// README.md says how to run it: a database and a role for it, setup, a
+// sidecar, and a search.
 package main
 
 import (
@@ -70,7 +66,7 @@ type Doc struct {
 
 func main() {
 	source := flag.String("source", os.Getenv("DATABASE_URL"), "the database (libpq connection string or URL)")
-	sidecar := flag.String("sidecar", "127.0.0.1:6433", "the sidecar's pgwire address")
+	sidecar := flag.String("sidecar", "postgres://app@127.0.0.1:6434/vecside", "the sidecar: a libpq URL naming one of its --users, and the password")
 	tenant := flag.Int("tenant", 1, "search this tenant's documents")
 	flag.Parse()
 	ctx := context.Background()
@@ -92,7 +88,7 @@ func run(ctx context.Context, source, sidecar string, tenant int, args []string,
 	if len(args) != 2 || args[0] != "search" {
 		return fmt.Errorf("want setup, or search TEXT")
 	}
-	sideCfg, err := pgxpool.ParseConfig("postgres://vecside@" + sidecar + "/vecside?sslmode=prefer")
+	sideCfg, err := pgxpool.ParseConfig(sidecar)
 	if err != nil {
 		return err
 	}
@@ -127,7 +123,9 @@ func run(ctx context.Context, source, sidecar string, tenant int, args []string,
 // setup creates the table and fills it.
 func setup(ctx context.Context, db *pgxpool.Pool) error {
 	if _, err := db.Exec(ctx, schema); err != nil {
-		return fmt.Errorf("creating the table: %w", err)
+		// PostgreSQL 15 lets only the database's owner create in schema
+		// public unless granted.
+		return fmt.Errorf("creating the table (as the owner of the database, see README.md): %w", err)
 	}
 	for _, d := range corpus {
 		if _, err := db.Exec(ctx, "INSERT INTO docs (tenant, title, embedding) VALUES ($1, $2, $3)", d.tenant, d.title, embed(d.title)); err != nil {

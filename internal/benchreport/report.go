@@ -107,6 +107,10 @@ type Point struct {
 	// CandidatesMean is the mean number of candidates the sidecar
 	// returned per query; nil for pgvector, which returns k rows.
 	CandidatesMean *float64 `json:"candidates_mean"`
+	// PostgresCPU is the CPU time, in ms, the database server spent per
+	// query: its processes' user and system time over the timed run,
+	// divided by the queries. nil where it is not measured (--source).
+	PostgresCPU *float64 `json:"postgres_cpu_ms"`
 }
 
 // WriteLoad is one index under steady writes while clients search.

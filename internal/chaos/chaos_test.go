@@ -97,20 +97,8 @@ func runSeed(t *testing.T, m mode, seed int64) (res seedResult) {
 	slot := fmt.Sprintf("chaos_%d", seed)
 	ckpt := checkpointings[rng.IntN(len(checkpointings))]
 	proxy := pgtest.NewProxy(t, fmt.Sprintf("127.0.0.1:%d", cluster.Port))
-	proc, err := newProcess(dir, proxy.Via(t, dsn), slot, indexDefs, ckpt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := proc.start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		proc.kill()
-		if t.Failed() {
-			t.Logf("seed %d failed; replay with -chaos.seed %d. vecside exits nobody asked for: %q; its log (%s), last lines:\n%s",
-				seed, seed, proc.unexpectedExits(), proc.keepLog(seed), proc.logTail(60))
-		}
-	}()
+	proc := launch(t, dir, proxy.Via(t, dsn), slot, indexDefs, ckpt, fmt.Sprintf("seed-%d", seed),
+		fmt.Sprintf("seed %d failed; replay with -chaos.seed %d. ", seed, seed))
 	first, err := currentLSN(ctx, db)
 	if err != nil {
 		t.Fatal(err)
@@ -168,11 +156,7 @@ func runSeed(t *testing.T, m mode, seed int64) (res seedResult) {
 
 	// Convergence: caught up with everything written, the sidecar's
 	// counts are the tables'.
-	end, err := currentLSN(ctx, db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	status, err := waitApplied(ctx, proc, end, 3*time.Minute)
+	status, err := caughtUp(ctx, db, proc, 3*time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}

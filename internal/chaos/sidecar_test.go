@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -24,6 +25,7 @@ type process struct {
 	args    []string
 	addr    string
 	logPath string
+	indexes int // --index options
 
 	mu         sync.Mutex
 	cmd        *exec.Cmd
@@ -46,7 +48,7 @@ func newProcess(dir, source, name string, indexes []string, ckpt checkpointing) 
 	for _, ix := range indexes {
 		args = append(args, "--index", ix)
 	}
-	return &process{args: args, addr: addr, logPath: filepath.Join(dir, "vecside.log")}, nil
+	return &process{args: args, addr: addr, logPath: filepath.Join(dir, "vecside.log"), indexes: len(indexes)}, nil
 }
 
 // receiveTimeout is the sidecar's --receive-timeout: short, so that a
@@ -130,6 +132,16 @@ func (p *process) stop() error {
 	return err
 }
 
+// pid is the running process's id, 0 if none was started.
+func (p *process) pid() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd == nil {
+		return 0
+	}
+	return p.cmd.Process.Pid
+}
+
 func (p *process) startCount() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -143,11 +155,33 @@ func (p *process) unexpectedExits() []string {
 	return append([]string(nil), p.unexpected...)
 }
 
-// keepLog copies the process's log out of the seed's directory, which
+// launch starts a sidecar for t and kills it when t ends. If t failed, it
+// logs hint, the exits nobody asked for and the tail of the process's
+// log, which it keeps as $TMPDIR/vecside-chaos-NAME.log.
+func launch(t *testing.T, dir, source, slot string, indexes []string, ckpt checkpointing, name, hint string) *process {
+	t.Helper()
+	proc, err := newProcess(dir, source, slot, indexes, ckpt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := proc.start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		proc.kill()
+		if t.Failed() {
+			t.Logf("%svecside exits nobody asked for: %q; its log (%s), last lines:\n%s",
+				hint, proc.unexpectedExits(), proc.keepLog(name), proc.logTail(60))
+		}
+	})
+	return proc
+}
+
+// keepLog copies the process's log out of the test's directory, which
 // the test removes, and returns where it went.
-func (p *process) keepLog(seed int64) string {
+func (p *process) keepLog(name string) string {
 	b, _ := os.ReadFile(p.logPath)
-	path := filepath.Join(os.TempDir(), fmt.Sprintf("vecside-chaos-seed-%d.log", seed))
+	path := filepath.Join(os.TempDir(), "vecside-chaos-"+name+".log")
 	if err := os.WriteFile(path, b, 0o600); err != nil {
 		return p.logPath
 	}

@@ -34,9 +34,13 @@ func (l Latencies) Ms(q float64) float64 {
 type Workers struct {
 	stop  atomic.Bool
 	wg    sync.WaitGroup
-	began time.Time
-	lat   []Latencies
-	errs  []error
+	began time.Time // the appointed times count from it
+	since time.Time // the current window's start; only Window touches it
+	// One lock per worker, uncontended but for Window: a long run reports
+	// while its workers go on.
+	mu   []sync.Mutex
+	lat  []Latencies
+	errs []error
 }
 
 // Result is what the workers did between Start and Stop.
@@ -69,7 +73,8 @@ func Paced(n int, rate float64, call func(worker, i int) error) *Workers {
 // start runs the workers, each call timed from its appointed time (nil:
 // from when it starts).
 func start(n int, call func(worker, i int) error, appointed func(began time.Time, worker, i int) time.Time) *Workers {
-	w := &Workers{began: time.Now(), lat: make([]Latencies, n), errs: make([]error, n)}
+	now := time.Now()
+	w := &Workers{began: now, since: now, mu: make([]sync.Mutex, n), lat: make([]Latencies, n), errs: make([]error, n)}
 	for worker := range n {
 		w.wg.Go(func() {
 			for i := 0; !w.stop.Load(); i++ {
@@ -80,11 +85,17 @@ func start(n int, call func(worker, i int) error, appointed func(began time.Time
 						return
 					}
 				}
-				if err := call(worker, i); err != nil {
+				err := call(worker, i)
+				w.mu[worker].Lock()
+				if err != nil {
 					w.errs[worker] = err
+				} else {
+					w.lat[worker] = append(w.lat[worker], time.Since(t0))
+				}
+				w.mu[worker].Unlock()
+				if err != nil {
 					return
 				}
-				w.lat[worker] = append(w.lat[worker], time.Since(t0))
 			}
 		})
 	}
@@ -92,18 +103,30 @@ func start(n int, call func(worker, i int) error, appointed func(began time.Time
 }
 
 // Stop asks the workers to stop, waits for the calls under way to end,
-// and reports.
+// and reports the calls since Start or the last Window.
 func (w *Workers) Stop() Result {
 	w.stop.Store(true)
 	w.wg.Wait()
-	elapsed := time.Since(w.began)
-	r := Result{Latencies: slices.Concat(w.lat...)}
-	r.PerSecond = float64(len(r.Latencies)) / elapsed.Seconds()
-	for _, err := range w.errs {
-		if err != nil {
-			r.Err = err
-			break
+	return w.Window()
+}
+
+// Window reports the calls that ended since Start or the last Window,
+// and starts a new window, while the workers go on: a long run's figures
+// by period. Err is the first error of a worker that stopped, whichever
+// window it stopped in.
+func (w *Workers) Window() Result {
+	now := time.Now()
+	var r Result
+	for i := range w.lat {
+		w.mu[i].Lock()
+		r.Latencies = append(r.Latencies, w.lat[i]...)
+		w.lat[i] = nil
+		if r.Err == nil {
+			r.Err = w.errs[i]
 		}
+		w.mu[i].Unlock()
 	}
+	r.PerSecond = float64(len(r.Latencies)) / now.Sub(w.since).Seconds()
+	w.since = now
 	return r
 }

@@ -84,6 +84,33 @@ func TestPaced(t *testing.T) {
 	}
 }
 
+// TestWindow: each window reports the calls that ended in it, once, and
+// the pacing goes on across windows.
+func TestWindow(t *testing.T) {
+	var calls atomic.Int64
+	w := Paced(2, 400, func(worker, i int) error {
+		calls.Add(1)
+		return nil
+	})
+	time.Sleep(100 * time.Millisecond)
+	first := w.Window()
+	time.Sleep(100 * time.Millisecond)
+	second := w.Window()
+	time.Sleep(50 * time.Millisecond)
+	last := w.Stop()
+	total := len(first.Latencies) + len(second.Latencies) + len(last.Latencies)
+	if total != int(calls.Load()) {
+		t.Fatalf("windows of %d, %d and %d calls, %d calls made", len(first.Latencies), len(second.Latencies), len(last.Latencies), calls.Load())
+	}
+	// About 40 calls per 100 ms at 400/s; the second window must not
+	// count the first's again, nor restart the pacing.
+	for _, r := range []Result{first, second} {
+		if n := len(r.Latencies); n < 10 || n > 60 || r.PerSecond < 100 || r.PerSecond > 600 {
+			t.Fatalf("a 100 ms window at 400/s: %d calls, %.0f/s", n, r.PerSecond)
+		}
+	}
+}
+
 func TestParseStat(t *testing.T) {
 	stat := []byte("cpu  100 5 20 800 10 3 2 60 0 0\ncpu0 50 2 10 400 5 1 1 30 0 0\nintr 1 2 3\n")
 	c, err := parseStat(stat)

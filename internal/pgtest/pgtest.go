@@ -111,7 +111,28 @@ func freePort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
+// FreePort is a TCP port of 127.0.0.1 that nothing listens on now, for
+// a server a test starts.
+func FreePort(t testing.TB) int {
+	t.Helper()
+	p, err := freePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
 func (c *Cluster) dataDir() string { return filepath.Join(c.Dir, "data") }
+
+// PostmasterPID is the running server's process id, from postmaster.pid.
+func (c *Cluster) PostmasterPID() (int, error) {
+	raw, err := os.ReadFile(filepath.Join(c.dataDir(), "postmaster.pid"))
+	if err != nil {
+		return 0, err
+	}
+	line, _, _ := strings.Cut(string(raw), "\n")
+	return strconv.Atoi(line)
+}
 
 func (c *Cluster) run(prog string, args ...string) error {
 	cmd := exec.Command(filepath.Join(c.bin, prog), args...)

@@ -1,0 +1,82 @@
+package deploy
+
+import (
+	"cmp"
+	"context"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// TestSQLFastPath: where the sidecar's distances are exact (the flat
+// index holds float32 vectors), vecside.search takes a candidate's
+// distance from the sidecar when the row's xmin is the version it
+// measured, and reads the vector otherwise; either way it returns what
+// reading every vector returns, and every distance is the heap row's,
+// even for rows rewritten since the sidecar last saw them.
+func TestSQLFastPath(t *testing.T) {
+	ctx := context.Background()
+	e := newHelperEnv(t)
+	reader := e.role("reader", "GRANT vecside_user TO %s", "GRANT SELECT ON items TO %s")
+	rng := rand.New(rand.NewPCG(9, 10))
+	var matching int
+	if err := reader.QueryRow(ctx, `SELECT count(*) FROM vecside.candidates('items_v', $1, 10, NULL::bigint) c
+		JOIN items i ON i.id = c.id WHERE c.xid = i.xmin::text::bigint`, randomQuery(rng)).Scan(&matching); err != nil || matching != 10 {
+		t.Fatalf("candidates whose xid is their row's xmin: %d of 10, %v", matching, err)
+	}
+	const slowSQL = "SELECT id, distance FROM vecside.search('items_v', $1, 10, NULL::bigint, 'with_xid=false')"
+	for range 5 {
+		q := randomQuery(rng)
+		fast := checkExact(t, reader, q)
+		slow, err := collect(t, reader, slowSQL, q)
+		if err != nil || !slices.Equal(fast, slow) {
+			t.Fatalf("reading every vector: %v, %v; the fast path gave %v", slow, err, fast)
+		}
+	}
+
+	// xmin takes SELECT on the table: a role granted only the indexed
+	// columns searches without the fast path.
+	columns := e.role("columns", "GRANT vecside_user TO %s", "GRANT SELECT (id, v) ON items TO %s")
+	checkExact(t, columns, randomQuery(rng))
+
+	// The session keeps its server's identity in a setting it could set
+	// itself: what is not a number there is read again, not sent.
+	if _, err := reader.Exec(ctx, "SET vecside.system_identifier = '1/1 timeout=1h'"); err != nil {
+		t.Fatal(err)
+	}
+	checkExact(t, reader, randomQuery(rng))
+	var sysid string
+	if err := reader.QueryRow(ctx, "SHOW vecside.system_identifier").Scan(&sysid); err != nil || strings.Trim(sysid, "-0123456789") != "" {
+		t.Errorf("vecside.system_identifier is %q after a search (%v), want the server's", sysid, err)
+	}
+
+	// Rewrite the nearest rows' vectors and search at once, before the
+	// sidecar has (necessarily) applied it: their xmins differ from its
+	// xids, so their distances come from the heap.
+	q := randomQuery(rng)
+	before := checkExact(t, reader, q)
+	ids := make([]int64, 5)
+	for i := range ids {
+		ids[i] = before[i].id
+	}
+	e.exec("UPDATE items SET v = ARRAY(SELECT (x + 0.5)::real FROM unnest(v) x) WHERE id = ANY($1)", ids)
+	got, err := collect(t, reader, searchSQL, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range got {
+		var heap float64
+		if err := reader.QueryRow(ctx, "SELECT vecside.l2_distance(v, $1) FROM items WHERE id = $2", q, s.id).Scan(&heap); err != nil {
+			t.Fatal(err)
+		}
+		if heap != s.distance {
+			t.Errorf("row %d: distance %v, the heap's row is at %v", s.id, s.distance, heap)
+		}
+	}
+	if !slices.IsSortedFunc(got, func(a, b scored) int {
+		return cmp.Or(cmp.Compare(a.distance, b.distance), cmp.Compare(a.id, b.id))
+	}) {
+		t.Errorf("not nearest first: %v", got)
+	}
+}
