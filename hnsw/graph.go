@@ -38,6 +38,9 @@ type graph struct {
 	// uppers lists the nodes given upper layers (some since reused), to
 	// find a new entry point among.
 	uppers []uint32
+	// spare is what upFree and uppers hold, in bytes, for bytes: they are
+	// the writers', and bytes runs beside them (a status query).
+	spare atomic.Int64
 	// entry is the entry point: (id+1)<<8 | level, 0 for none. It is never
 	// a deleted row (see Index.Delete).
 	entry atomic.Uint64
@@ -178,6 +181,9 @@ func (g *graph) init(id uint32, lvl int, reused bool) {
 		g.upOf.At(id).Store(first)
 		g.uppers = append(g.uppers, id)
 	}
+	if reused || lvl > 0 {
+		g.noteSpare()
+	}
 	// The count is 0: what the row held past it is never read.
 	g.l0.Row(id)[0].Store(uint32(lvl)<<hdrLevel | hdrLock) // not linked
 	g.unlock(id)
@@ -195,6 +201,16 @@ func (g *graph) compactUppers(live func(uint32) bool) {
 		}
 	}
 	g.uppers = kept
+	g.noteSpare()
+}
+
+// noteSpare records what upFree and uppers hold for bytes. Writers only.
+func (g *graph) noteSpare() {
+	b := 4 * int64(cap(g.uppers))
+	for _, f := range g.upFree {
+		b += 4 * int64(cap(f))
+	}
+	g.spare.Store(b)
 }
 
 // setLinked marks a node's linking over.
@@ -216,9 +232,5 @@ func (g *graph) setEntry(id uint32, lvl int) { g.entry.Store(uint64(id+1)<<8 | u
 
 // bytes is the memory the lists and headers hold.
 func (g *graph) bytes() int64 {
-	b := g.l0.Bytes() + g.up.Bytes() + g.upOf.Bytes() + 4*int64(cap(g.uppers))
-	for _, f := range g.upFree {
-		b += 4 * int64(cap(f))
-	}
-	return b
+	return g.l0.Bytes() + g.up.Bytes() + g.upOf.Bytes() + g.spare.Load()
 }

@@ -193,6 +193,19 @@ func TestConcurrentChanges(t *testing.T) {
 			x.Repair()
 		}
 	})
+	// A status query reads the index's sizes beside the writers.
+	wg.Go(func() {
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(time.Millisecond):
+			}
+			if st := x.Stats(); st.KeyBytes <= 0 {
+				fail(fmt.Errorf("stats with %d bytes of keys", st.KeyBytes))
+			}
+		}
+	})
 	rng := rand.New(rand.NewPCG(3, 4))
 	for i := range keys {
 		x.Put(keyOf(i), vecOf(dims, i))

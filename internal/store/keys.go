@@ -32,10 +32,13 @@ type Keys struct {
 	count atomic.Int64  // live keys
 	used  int           // index slots taken, tombstones included
 	held  int           // ids removed by Hold and not yet released
-	text  int64         // bytes of variable-width keys held
+	text  atomic.Int64  // bytes of variable-width keys held (read by Bytes, beside the writer)
 
 	limbo []retired // removed ids, oldest first
-	head  int
+	// limboBytes is limbo's capacity in bytes, for Bytes: limbo is the
+	// writer's, and Bytes runs beside it (a status query).
+	limboBytes atomic.Int64
+	head       int
 	// reclaimed, if set, is told of each id handed out again, before its
 	// new owner writes anything under it.
 	reclaimed func(id uint32)
@@ -159,7 +162,7 @@ func (k *Keys) Alloc(key string) uint32 {
 		}
 		copy(k.fixed.Row(id), key)
 	} else {
-		k.text += int64(len(key) - len(*k.vari.At(id)))
+		k.text.Add(int64(len(key) - len(*k.vari.At(id))))
 		*k.vari.At(id) = key
 	}
 	k.insert(key, id)
@@ -179,6 +182,7 @@ func (k *Keys) reuse() (uint32, bool) {
 	k.head++
 	if k.head == len(k.limbo) || k.head > 1024 && 2*k.head > len(k.limbo) {
 		k.limbo = append(k.limbo[:0], k.limbo[k.head:]...)
+		k.limboBytes.Store(int64(12 * cap(k.limbo)))
 		k.head = 0
 	}
 	if k.reclaimed != nil {
@@ -258,6 +262,7 @@ func (k *Keys) Hold(key string) (uint32, bool) {
 func (k *Keys) Release(id uint32) {
 	k.held--
 	k.limbo = append(k.limbo, retired{id: id, epoch: k.ep.Retire()})
+	k.limboBytes.Store(int64(12 * cap(k.limbo)))
 }
 
 // insert puts id under key in the index, growing or cleaning it first
@@ -315,11 +320,11 @@ func (k *Keys) LiveCopy() []uint64 { return k.live.Copy(int(k.High())) }
 
 // Bytes is the memory of the keys, the index and the live set.
 func (k *Keys) Bytes() int64 {
-	b := int64(4*len(k.index.Load().slots)) + k.live.Bytes() + k.xids.Bytes() + int64(12*cap(k.limbo))
+	b := int64(4*len(k.index.Load().slots)) + k.live.Bytes() + k.xids.Bytes() + k.limboBytes.Load()
 	if k.width > 0 {
 		return b + k.fixed.Bytes()
 	}
-	return b + k.vari.Bytes() + k.text
+	return b + k.vari.Bytes() + k.text.Load()
 }
 
 // LiveWord returns the live bits of ids 64w … 64w+63, for a scan.
