@@ -309,6 +309,23 @@ func TestSQLHelpers(t *testing.T) {
 		}
 	})
 
+	t.Run("a wrong dimension's error does not print the vector", func(t *testing.T) {
+		q := make([]float32, 3*helperDims)
+		for i := range q {
+			q[i] = 0.123456
+		}
+		_, err := collect(t, reader, "SELECT id, distance FROM vecside.search('items_v', $1, 10, NULL::bigint)", q)
+		var pgErr *pgconn.PgError
+		if !errors.As(err, &pgErr) || pgErr.Code != "22023" {
+			t.Fatalf("a query of %d dimensions: %v, want 22023", len(q), err)
+		}
+		all := pgErr.Message + pgErr.Detail + pgErr.Hint + pgErr.Where
+		if strings.Contains(all, "0.123456") || strings.Contains(all, "\\x") || len(all) > 2000 {
+			t.Errorf("the error prints the query vector (%d bytes): %q", len(all), all)
+		}
+		t.Logf("%s (%s)", pgErr.Message, pgErr.Where)
+	})
+
 	t.Run("SQL injection", func(t *testing.T) {
 		q := randomQuery(rng)
 		for _, conn := range []*pgx.Conn{reader, e.db} {
