@@ -228,7 +228,18 @@ func (c *Cluster) dropDatabase(name string) {
 		return
 	}
 	defer conn.Close(ctx)
-	conn.Exec(ctx, `SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE database = $1 AND NOT active`, name)
+	// A walsender outlives its client for a moment; its slot must go
+	// with the database, or the next test's sidecar of the same name
+	// finds a slot of another database (which it refuses to touch).
+	for ctx.Err() == nil {
+		conn.Exec(ctx, `SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE database = $1 AND active`, name)
+		conn.Exec(ctx, `SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE database = $1 AND NOT active`, name)
+		var left int
+		if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_replication_slots WHERE database = $1`, name).Scan(&left); err == nil && left == 0 {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 	conn.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)")
 }
 
