@@ -95,7 +95,7 @@ func TestSilentConnectionsAreCapped(t *testing.T) {
 	ix, _ := newTestIndexer(t)
 	const maxStartups, extra = 8, 300
 	_, addr := startServerConfig(t, Config{Catalog: ix, Auth: "trust",
-		Limits: Limits{MaxStartups: maxStartups, AuthTimeout: 5 * time.Second}})
+		Limits: Limits{MaxStartups: maxStartups, AuthTimeout: 2 * time.Second}})
 	mem := watchMemory()
 	start := time.Now()
 	var silent []net.Conn
