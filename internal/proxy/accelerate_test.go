@@ -50,18 +50,7 @@ func newFixture(t *testing.T, rows int) *fixture {
 		"items_cosine=public.items(embedding) key=id metric=cosine kind=hnsw")
 	f.waitApplied(t)
 	f.p, f.via = startProxy(t, f.dsn, f.side)
-	deadline := time.Now().Add(30 * time.Second)
-	for _, m := range []string{"l2", "cosine"} {
-		for {
-			if _, ok := f.p.cat.lookup("", "items", "embedding", m); ok {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("the proxy does not see index items_%s", m)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-	}
+	waitIndexed(t, f.p, "items", "l2", "cosine")
 	return f
 }
 
@@ -544,14 +533,7 @@ func TestLargeRows(t *testing.T) {
 	f := newFixture(t, 500)
 	mustExec(t, f.db, "ALTER TABLE items ADD COLUMN note text; UPDATE items SET note = repeat('x', 10000) WHERE id % 2 = 0")
 	p, via := startProxyWith(t, f.dsn, f.side, Config{Limits: Limits{MaxMessage: 4096}})
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if _, ok := p.cat.lookup("", "items", "embedding", "l2"); ok {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the proxy does not see the index")
-		}
-	}
+	waitIndexed(t, p, "items", "l2")
 	sql := "SELECT id, note FROM items ORDER BY embedding <-> '" + f.vector() + "' LIMIT 10"
 	want := run(t, f.db, sql)
 	got := run(t, connect(t, via), sql)

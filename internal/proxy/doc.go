@@ -84,7 +84,8 @@
 // batch [Parse] Bind [Describe portal] Execute Sync of a recognised
 // statement (with the vector a literal or a parameter, in text, or in
 // binary as real[] or double precision[]), which is what pgx in every
-// exec mode, libpq's PQexecParams and PQexecPrepared send; and only
+// exec mode, libpq's PQexecParams and PQexecPrepared (and so psycopg 3,
+// its automatic prepare included) and node-postgres send; and only
 // while the session's client_encoding is UTF8 and its
 // standard_conforming_strings on (as ParameterStatus reports them), as
 // the parser reads SQL and the deparser writes it. A batch starting with

@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -121,4 +122,22 @@ func mustExec(t testing.TB, db *pgx.Conn, sql string, args ...any) {
 func connect(t testing.TB, dsn string) *pgx.Conn {
 	t.Helper()
 	return pgtest.Connect(t, dsn)
+}
+
+// waitIndexed waits until p's catalog has table's embedding column
+// indexed for each metric.
+func waitIndexed(t *testing.T, p *Proxy, table string, metrics ...string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for _, m := range metrics {
+		for {
+			if _, ok := p.cat.lookup("", table, "embedding", m); ok {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the proxy does not see an index of %s for %s", table, m)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
 }
