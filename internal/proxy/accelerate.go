@@ -170,6 +170,9 @@ func (s *session) answer(q *query, ix indexed, vec []float32, bd *binding) error
 			}
 			return err
 		}
+		if round == 0 && bd != nil && bd.cached {
+			s.sendUp(&pgproto3.Describe{ObjectType: 'S', Name: bd.bind.PreparedStatement})
+		}
 		if round == 0 {
 			parse := &pgproto3.Parse{Name: internalStatement, Query: sql}
 			if bd != nil {
@@ -190,8 +193,15 @@ func (s *session) answer(q *query, ix indexed, vec []float32, bd *binding) error
 		if err := s.u.flush(); err != nil {
 			return err
 		}
-		if err := s.collect(&res); err != nil {
-			return err
+		if round == 0 && bd != nil && bd.cached {
+			if err := s.described(&res); err != nil {
+				return err
+			}
+		}
+		if res.err == nil {
+			if err := s.collect(&res); err != nil {
+				return err
+			}
 		}
 		rows := int64(res.rows())
 		asked = append(asked, fmt.Sprintf("%d→%d→%d", k, len(keys), rows))
@@ -415,6 +425,26 @@ func (s *session) collect(r *result) error {
 			return r.err.Decode(m.body)
 		case tooLarge:
 			r.tooLarge = true
+		}
+	}
+}
+
+// described reads the replies to the Describe of the client's statement
+// sent ahead of the restricted statement: its ParameterDescription and
+// RowDescription or NoData, or PostgreSQL's error if the statement no
+// longer exists (one the proxy did not see deallocated, by a function).
+func (s *session) described(r *result) error {
+	for {
+		m, err := s.reply()
+		if err != nil {
+			return err
+		}
+		switch m.typ {
+		case 'T', 'n':
+			return nil
+		case 'E':
+			r.err = &pgproto3.ErrorResponse{}
+			return r.err.Decode(m.body)
 		}
 	}
 }

@@ -101,7 +101,11 @@
 //     statement described, for the parameter types (the restricted
 //     statement is prepared with them, and the query vector decoded
 //     with them) and to have PostgreSQL's own error if the statement
-//     fails to prepare or does not exist.
+//     fails to prepare or does not exist. A prepared statement's types
+//     are fixed for its life: a Bind of one described before is not
+//     described again in a round trip of its own; the Describe goes
+//     ahead of the restricted statement in step 4, for PostgreSQL's
+//     error should a function have deallocated it unseen.
 //  2. When a statement has passed through since the last time, or the
 //     statement names its table differently: one probe (probeSQL) says
 //     whether the transaction block has written (pass through: the

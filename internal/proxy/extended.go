@@ -239,48 +239,15 @@ func (s *session) answerBatch(b *heldBatch, q *query, ix indexed) error {
 		s.sendUp(b.parse)
 		rest = rest[1:]
 	}
-	s.sendUp(&pgproto3.Describe{ObjectType: 'S', Name: b.bind.PreparedStatement})
-	s.sendUp(&pgproto3.Flush{})
-	if err := s.u.flush(); err != nil {
-		return err
-	}
 	var owed []message // replies the client is owed: its ParseComplete
-	var types []uint32
-	for types == nil {
-		m, err := s.reply()
-		if err != nil {
+	types, cached := q.types, q.types != nil && b.parse == nil
+	if !cached {
+		var failed bool
+		var err error
+		if owed, types, failed, err = s.describe(b.bind.PreparedStatement); err != nil || failed {
 			return err
 		}
-		switch m.typ {
-		case '1':
-			owed = append(owed, m)
-		case 't':
-			var pd pgproto3.ParameterDescription
-			if err := pd.Decode(m.body); err != nil {
-				return err
-			}
-			types = append([]uint32{}, pd.ParameterOIDs...)
-		case 'E':
-			// The client's Parse failed, or its statement does not
-			// exist: PostgreSQL's error, as it would have come.
-			s.sendUp(&pgproto3.Sync{})
-			if err := s.u.flush(); err != nil {
-				return err
-			}
-			z, err := s.until('Z')
-			if err != nil {
-				return err
-			}
-			s.status.Store(uint32(z.body[0]))
-			return s.toClient(append(owed, m, z)...)
-		}
-	}
-	for done := false; !done; { // the statement's RowDescription, or NoData
-		m, err := s.reply()
-		if err != nil {
-			return err
-		}
-		done = m.typ == 'T' || m.typ == 'n'
+		q.types = types
 	}
 	vec, reason := bindVector(b.bind, types, q.vector.param, q.vector.literal)
 	if len(types) != q.params {
@@ -291,7 +258,7 @@ func (s *session) answerBatch(b *heldBatch, q *query, ix indexed) error {
 	}
 	var err error
 	if reason == "" {
-		err = s.answer(q, ix, vec, &binding{bind: b.bind, types: types, describe: b.describe, owed: owed})
+		err = s.answer(q, ix, vec, &binding{bind: b.bind, types: types, describe: b.describe, cached: cached, owed: owed})
 		if pt, ok := err.(passThrough); ok {
 			reason = pt.reason
 		}
@@ -308,13 +275,65 @@ func (s *session) answerBatch(b *heldBatch, q *query, ix indexed) error {
 	return nil
 }
 
+// describe asks PostgreSQL for the parameter types of the client's
+// statement name, after the client's Parse if the batch has one, and
+// returns them with the replies the client is owed (its ParseComplete).
+// When the Parse fails or the statement does not exist, the client gets
+// PostgreSQL's error as it would have come, and failed is true.
+func (s *session) describe(name string) (owed []message, types []uint32, failed bool, err error) {
+	s.sendUp(&pgproto3.Describe{ObjectType: 'S', Name: name})
+	s.sendUp(&pgproto3.Flush{})
+	if err := s.u.flush(); err != nil {
+		return nil, nil, false, err
+	}
+	for types == nil {
+		m, err := s.reply()
+		if err != nil {
+			return nil, nil, false, err
+		}
+		switch m.typ {
+		case '1':
+			owed = append(owed, m)
+		case 't':
+			var pd pgproto3.ParameterDescription
+			if err := pd.Decode(m.body); err != nil {
+				return nil, nil, false, err
+			}
+			types = append([]uint32{}, pd.ParameterOIDs...)
+		case 'E':
+			s.sendUp(&pgproto3.Sync{})
+			if err := s.u.flush(); err != nil {
+				return nil, nil, false, err
+			}
+			z, err := s.until('Z')
+			if err != nil {
+				return nil, nil, false, err
+			}
+			s.status.Store(uint32(z.body[0]))
+			return nil, nil, true, s.toClient(append(owed, m, z)...)
+		}
+	}
+	for done := false; !done; { // the statement's RowDescription, or NoData
+		m, err := s.reply()
+		if err != nil {
+			return nil, nil, false, err
+		}
+		done = m.typ == 'T' || m.typ == 'n'
+	}
+	return owed, types, false, nil
+}
+
 // binding is how the client bound its statement, for answer to bind the
 // restricted one alike.
 type binding struct {
 	bind     *pgproto3.Bind
 	types    []uint32
 	describe bool
-	owed     []message // replies due to the client before the answer's
+	// cached: types are the statement's as described before; answer
+	// describes it again in its first round, in the same round trip, to
+	// have PostgreSQL's error if it no longer exists.
+	cached bool
+	owed   []message // replies due to the client before the answer's
 }
 
 // bindVector decodes the query vector: parameter param of bind, or the
