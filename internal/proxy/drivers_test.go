@@ -193,7 +193,7 @@ func compareQueries(t *testing.T, got, want []*driverLine) (nearest int, recall 
 var nearestSteps = map[string]bool{
 	"knn": true, "knn-filter": true, "auto-prepare": true, "prepare-true": true, "named": true,
 	"binary": true, "pool": true, "transaction-read": true, "implicit-transaction": true,
-	"read-your-writes": true, "after-update": true, "after-delete": true,
+	"read-your-writes": true, "after-update": true, "after-delete": true, "after-executemany": true,
 }
 
 // passedSteps are the searches the proxy passes through, and why.

@@ -187,6 +187,12 @@ def queries(conn, dsn):
     emit("delete", rowcount=cur.rowcount)
     knn(conn, "after-delete", L2, v=v)
 
+    # executemany: psycopg pipelines the statements, one Sync for all.
+    with conn.cursor() as cur:
+        cur.executemany("UPDATE items SET tenant = %s WHERE id = %s", [(i % 10, 100 + i) for i in range(1, 40)])
+        emit("executemany", rowcount=cur.rowcount)
+    knn(conn, "after-executemany", L2_TENANT, tenant=3)
+
     # What the sidecar does not index passes through.
     knn(conn, "not-indexed", L2.replace("<->", "<#>"))
     check(conn)
