@@ -93,14 +93,18 @@
 // shape). The
 // session then takes PostgreSQL's replies for itself (asynchronous ones
 // still go to the client) and works upstream with statements of its own
-// (vecside_proxy, vecside_proxy_probe), closed before it gives the
-// session back:
+// (prepared.go: vecside_proxy_N, prepared once per session and kept, at
+// most 16, closed when the client may have deallocated them):
 //
 //  1. For a batch: the client's Parse, if any, is sent, and its
 //     statement described, for the parameter types (the restricted
 //     statement is prepared with them, and the query vector decoded
 //     with them) and to have PostgreSQL's own error if the statement
-//     fails to prepare or does not exist.
+//     fails to prepare or does not exist. A statement the client
+//     prepared once is described once: later Binds of it are answered
+//     with its types remembered, and its Describe, which still gives
+//     PostgreSQL's error for a statement dropped since, goes with the
+//     first round of step 4, not in a round trip of its own.
 //  2. When a statement has passed through since the last time, or the
 //     statement names its table differently: one probe (probeSQL) says
 //     whether the transaction block has written (pass through: the
@@ -116,9 +120,10 @@
 //  3. The sidecar is asked for LIMIT + OFFSET candidates; it failing or
 //     timing out passes the statement through, and the next ones for a
 //     second.
-//  4. The restricted statement is parsed, bound with the client's
-//     parameters and formats plus the candidates (in text, so PostgreSQL
-//     infers the key's type), described and executed, then bound and
+//  4. The restricted statement (parsed once per session and kept) is
+//     bound with the client's parameters and formats plus the
+//     candidates (in text, so PostgreSQL infers the key's type),
+//     described, executed and synced, in one round trip; then bound and
 //     executed again with more candidates while too few rows come back
 //     (twice as many as the rows matched so far say are needed). The
 //     client gets its ParseComplete, the last round's BindComplete,
@@ -126,6 +131,10 @@
 //     ReadyForQuery, as for its own statement. An error is PostgreSQL's
 //     own, without a position (it would point into the restricted
 //     text).
+//
+// So a statement prepared by the client costs PostgreSQL, once the
+// session is warm, one round trip and the execution of a prepared
+// statement over a few rows, and nothing of pgvector's index.
 //
 // Given up after step 1, the rest of the batch is sent on and its
 // replies relayed. The proxy remembers which of the client's prepared
