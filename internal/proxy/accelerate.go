@@ -165,6 +165,10 @@ func (s *session) answer(q *query, ix indexed, vec []float32, bd *binding) error
 	if bd != nil {
 		types = append(append([]uint32{}, bd.types...), 0)
 	}
+	if q.vector.param == 0 {
+		// The vector is in the text: the statement will not come again.
+		defer s.own.drop(statementKey(sql, types))
+	}
 	k := int(want)
 	var res result
 	var asked []string
