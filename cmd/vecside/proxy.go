@@ -45,6 +45,8 @@ everything else passes through unchanged. See internal/proxy's doc.`,
 		userFlag,
 		&cli.BoolFlag{Name: "no-sidecar", Usage: "pass every statement through, asking no sidecar", EnvVars: []string{"VECSIDE_NO_SIDECAR"}},
 		&cli.IntFlag{Name: "proxy-max-connections", Value: proxy.DefaultLimits.MaxConnections, Usage: "client connections at once, each holding one upstream connection; past it new ones are refused (53300)", EnvVars: []string{"VECSIDE_PROXY_MAX_CONNECTIONS"}},
+		&cli.IntFlag{Name: "proxy-max-startups", Value: proxy.DefaultLimits.MaxStartups, Usage: "connections not yet authenticated, on top of --proxy-max-connections; a new one takes the slot of the one silent longest", EnvVars: []string{"VECSIDE_PROXY_MAX_STARTUPS"}},
+		&cli.IntFlag{Name: "proxy-max-startups-per-peer", Value: proxy.DefaultLimits.MaxStartupsPerPeer, Usage: "of --proxy-max-startups, those of one address that have sent nothing; past it its own oldest gives way", EnvVars: []string{"VECSIDE_PROXY_MAX_STARTUPS_PER_PEER"}},
 		&cli.DurationFlag{Name: "proxy-auth-timeout", Value: proxy.DefaultLimits.AuthTimeout, Usage: "time a client has from connecting to being authenticated", EnvVars: []string{"VECSIDE_PROXY_AUTH_TIMEOUT"}},
 	},
 	Action: func(c *cli.Context) error {
@@ -52,7 +54,8 @@ everything else passes through unchanged. See internal/proxy's doc.`,
 		defer stop()
 		cfg := proxy.Config{
 			Upstream: c.String("upstream"),
-			Limits:   proxy.Limits{MaxConnections: c.Int("proxy-max-connections"), AuthTimeout: c.Duration("proxy-auth-timeout")},
+			Limits:   proxy.Limits{MaxConnections: c.Int("proxy-max-connections"), MaxStartups: c.Int("proxy-max-startups"),
+				MaxStartupsPerPeer: c.Int("proxy-max-startups-per-peer"), AuthTimeout: c.Duration("proxy-auth-timeout")},
 			Logger:   slog.Default(),
 		}
 		var err error

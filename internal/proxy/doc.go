@@ -151,16 +151,23 @@
 //
 // # What a client can hold
 //
-// Limits: MaxConnections sockets, each with one upstream connection,
-// refused with FATAL 53300 past it; AuthTimeout to authenticate;
-// MaxMessage for a message the proxy reads whole (a Query, Parse or Bind,
-// or a reply to an accelerated statement). Larger messages pass through
-// in pieces through 32 KiB buffers, whatever their size, unaccelerated.
-// An accelerated result holds at most LIMIT rows, LIMIT + OFFSET being at
+// Limits: MaxConnections sessions, each with one upstream connection,
+// taken when the StartupMessage arrives and refused with FATAL 53300
+// past it; before that, MaxStartups connections in startup, admitted as
+// rpc admits them (pgstartup.Admission): a connection that has sent
+// nothing gives its slot to a newer one, one address's own first past
+// MaxStartupsPerPeer, so a flood of silent connections holds no session,
+// no upstream connection and, for long, no slot; AuthTimeout to
+// authenticate. A wrong cancel key's pause holds no slot. MaxMessage
+// bounds a message the proxy reads whole (a Query, Parse or Bind, or a
+// reply to an accelerated statement). Larger messages pass through in
+// pieces through 32 KiB buffers, whatever their size, unaccelerated. An
+// accelerated result holds at most LIMIT rows, LIMIT + OFFSET being at
 // most 3,333 (the sidecar's cap on candidates), and 16 MiB (past it the
-// statement passes through); a held batch, six messages. A connection that sends nothing holds its slot until
-// AuthTimeout: rpc's admission, which gives the slot of the longest
-// silent startup to a new connection, is not shared with the proxy yet.
+// statement passes through); a held batch, six messages. What a client
+// prepares or pipelines is PostgreSQL's to hold, as it would be direct:
+// the proxy remembers at most 1,000 of a session's statements as
+// accelerable, and keeps at most 16 of its own prepared.
 //
 // # Not yet
 //

@@ -284,10 +284,15 @@ func must[T any](v T, err error) T {
 func TestLimits(t *testing.T) {
 	ctx := context.Background()
 	dsn := pgtest.Shared(t).NewDatabase(t)
-	p, via := startProxyWith(t, dsn, "", Config{Limits: Limits{MaxConnections: 2, AuthTimeout: time.Second}})
+	p, via := startProxyWith(t, dsn, "", Config{Limits: Limits{MaxConnections: 2, MaxStartups: 3, AuthTimeout: 2 * time.Second}})
 	addr := strings.Split(strings.TrimPrefix(via, "postgres://postgres@"), "/")[0]
+
+	// A flood of connections that send nothing takes no session and
+	// keeps no client out: a newcomer takes the slot of the one silent
+	// longest, which is told why. (The second session finds the first's
+	// startup slot free again.)
 	var silent []net.Conn
-	for range 2 {
+	for range 3 {
 		nc, err := net.Dial("tcp", addr)
 		if err != nil {
 			t.Fatal(err)
@@ -295,29 +300,51 @@ func TestLimits(t *testing.T) {
 		defer nc.Close()
 		silent = append(silent, nc)
 	}
-	for deadline := time.Now().Add(10 * time.Second); len(p.slots) < 2; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the silent connections were not accepted")
+	var sessions []*pgx.Conn
+	for range 2 {
+		c, err := pgx.Connect(ctx, via)
+		if err != nil {
+			t.Fatalf("beside %d silent connections: %v", len(silent), err)
 		}
+		defer c.Close(ctx)
+		sessions = append(sessions, c)
 	}
+	silent[0].SetReadDeadline(time.Now().Add(5 * time.Second))
+	if msg, err := io.ReadAll(silent[0]); !bytes.Contains(msg, []byte("53300")) || err != nil {
+		t.Errorf("the first silent connection, its slot taken: %q, %v; want 53300", msg, err)
+	}
+	if n := p.Stats().Evicted; n != 1 {
+		t.Errorf("%d connections evicted, want 1", n)
+	}
+
+	// Sessions are bounded by MaxConnections.
 	_, err := pgx.Connect(ctx, via)
 	var pe *pgconn.PgError
 	if !errors.As(err, &pe) || pe.Code != "53300" {
-		t.Errorf("a third connection: %v, want 53300", err)
+		t.Errorf("a third session: %v, want 53300", err)
 	}
-	for _, nc := range silent {
+	sessions[0].Close(ctx)
+	var c *pgx.Conn
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if c, err = pgx.Connect(ctx, via); err == nil || time.Now().After(deadline) {
+			break
+		}
+	}
+	if err != nil {
+		t.Fatalf("after a session ended: %v", err)
+	}
+	defer c.Close(ctx)
+
+	// The others are closed at AuthTimeout.
+	for _, nc := range silent[1:] {
 		nc.SetReadDeadline(time.Now().Add(5 * time.Second))
-		if _, err := nc.Read(make([]byte, 1)); !errors.Is(err, io.EOF) {
+		if _, err := io.ReadAll(nc); err != nil {
 			t.Errorf("a silent connection after AuthTimeout: %v, want EOF", err)
 		}
 	}
-	c, err := pgx.Connect(ctx, via)
-	if err != nil {
-		t.Fatalf("after the silent ones closed: %v", err)
-	}
-	c.Close(ctx)
 
 	// Wrong cancel keys pause a second each, without their slots.
+	c.Close(ctx)
 	for i := range 5 {
 		nc, err := net.Dial("tcp", addr)
 		if err != nil {

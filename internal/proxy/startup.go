@@ -33,8 +33,11 @@ const (
 // queries: PostgreSQL decides who gets in, and the session upstream is
 // the client's own role. SSL and GSS encryption are declined. The only
 // message changed is BackendKeyData: the client gets the proxy's key,
-// which a CancelRequest maps back to the upstream backend's.
-func (p *Proxy) startup(nc net.Conn, release func()) (*session, error) {
+// which a CancelRequest maps back to the upstream backend's. The
+// StartupMessage takes a session slot, held when a session is
+// returned (and given back otherwise).
+func (p *Proxy) startup(st *pgstartup.Startup) (*session, error) {
+	nc := st.Conn
 	deadline := time.Now().Add(p.limits.AuthTimeout)
 	nc.SetDeadline(deadline)
 	var body []byte
@@ -48,11 +51,12 @@ func (p *Proxy) startup(nc net.Conn, release func()) (*session, error) {
 			if _, err := nc.Write([]byte{'N'}); err != nil {
 				return nil, err
 			}
+			st.Advance(pgstartup.Negotiated)
 			continue
 		}
 		if code == cancelRequestCode && len(body) == 12 {
 			nc.Close() // the client expects nothing back
-			release()
+			st.Release()
 			p.cancel(binary.BigEndian.Uint32(body[4:]), binary.BigEndian.Uint32(body[8:]))
 			return nil, errCancelled
 		}
@@ -62,14 +66,23 @@ func (p *Proxy) startup(nc net.Conn, release func()) (*session, error) {
 		}
 		break
 	}
+	st.Advance(pgstartup.Authenticating)
+	select {
+	case p.slots <- struct{}{}:
+	default:
+		refuse(nc, "53300", "sorry, too many clients already")
+		return nil, errors.New("too many sessions")
+	}
 	up, err := p.dialUpstream(time.Until(deadline))
 	if err != nil {
+		<-p.slots
 		refuse(nc, "08006", "vecside proxy: could not connect to the server: "+err.Error())
 		return nil, err
 	}
 	up.SetDeadline(deadline)
 	s := newSession(p, nc, up)
 	if _, err := up.Write(startupPacket(body)); err != nil {
+		<-p.slots
 		up.Close()
 		return nil, err
 	}
