@@ -58,12 +58,19 @@
 // decides who gets in (SCRAM, md5, trust, as its pg_hba.conf says for the
 // proxy's address) and the session runs as the client's role. The
 // authentication exchange is relayed message by message. Upstream the
-// proxy speaks TLS if Config.UpstreamTLS says so (PostgreSQL then also
-// offers SCRAM-SHA-256-PLUS, which a client without TLS to the proxy
-// does not take); to clients it declines SSL and GSS encryption, for
-// now (with TLS to clients, SCRAM-SHA-256-PLUS would have to be struck
-// from PostgreSQL's offer: a client's channel binding names the proxy's
-// certificate, not PostgreSQL's). PostgreSQL's BackendKeyData is replaced by a key of the proxy's,
+// proxy speaks TLS if Config.UpstreamTLS says so; to clients that ask,
+// if Config.ClientTLS has a certificate (and ClientTLSRequired refuses
+// those that do not ask, 28000); GSS encryption is declined. Relaying
+// SCRAM across two TLS connections meets channel binding, which exists
+// to detect a party in the middle: PostgreSQL over TLS offers
+// SCRAM-SHA-256-PLUS, and a client on TLS binds to the proxy's
+// certificate, which PostgreSQL refuses (a client that does not bind
+// but could is refused too, as a downgrade). So with TLS on both sides
+// SCRAM clients connect with channel_binding=disable; with TLS to
+// clients only (the proxy beside PostgreSQL, over loopback or a Unix
+// socket) every client works as it is. Authenticating clients in the
+// proxy itself (PgBouncer's auth_query) would lift this; not yet.
+// PostgreSQL's BackendKeyData is replaced by a key of the proxy's,
 // and a CancelRequest with that key is sent on to the session's upstream
 // backend with PostgreSQL's key; a wrong key costs the guesser a second,
 // after its connection has given its slot back.
@@ -171,7 +178,7 @@
 //
 // # Not yet
 //
-// TLS to clients; pgvector's own binary vector parameters (its type
+// pgvector's own binary vector parameters (its type
 // OID is the extension's: text works); EXPLAIN of an accelerated
 // statement; read replicas as upstream (pg_last_wal_replay_lsn). A
 // sidecar index with a row filter (where=, one shard of several) must

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -391,7 +392,7 @@ func TestUpstreamRestart(t *testing.T) {
 
 // TestUpstreamTLS: with UpstreamTLS the session upstream is encrypted,
 // and authentication and statements go through it as before.
-func TestUpstreamTLS(t *testing.T) {
+func TestTLS(t *testing.T) {
 	ctx := context.Background()
 	cl := pgtest.Shared(t)
 	dsn := cl.NewDatabase(t)
@@ -446,5 +447,42 @@ func TestUpstreamTLS(t *testing.T) {
 			}
 			break
 		}
+	}
+
+	// TLS from the client, not upstream (the proxy beside PostgreSQL):
+	// SCRAM with the client's default channel_binding=prefer, which
+	// PostgreSQL, not offering channel binding without TLS, accepts.
+	own := testcert.New(t) // the proxy's certificate, not PostgreSQL's
+	_, via = startProxyWith(t, dsn, "", Config{ClientTLS: &tls.Config{Certificates: []tls.Certificate{own.TLS}}, ClientTLSRequired: true})
+	secure := strings.Replace(via, "postgres@", "scram_user:sekrit@", 1)
+	secure = strings.Replace(secure, "sslmode=disable", "sslmode=verify-full&sslrootcert="+url.QueryEscape(own.CertFile), 1)
+	c := connect(t, secure)
+	if _, ok := c.PgConn().Conn().(*tls.Conn); !ok {
+		t.Errorf("the client's connection to the proxy is %T, want TLS", c.PgConn().Conn())
+	}
+	var who string
+	if err := c.QueryRow(ctx, "SELECT current_user").Scan(&who); err != nil || who != "scram_user" {
+		t.Errorf("over TLS: current_user %q, %v", who, err)
+	}
+	_, err = pgx.Connect(ctx, strings.Replace(via, "postgres@", "scram_user:sekrit@", 1))
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) || pe.Code != "28000" {
+		t.Errorf("without TLS, TLS required: %v, want 28000", err)
+	}
+
+	// TLS on both sides: SCRAM's channel binding, which detects a party
+	// in the middle, detects the proxy. A client that binds (libpq's and
+	// pgx's default over TLS) is refused by PostgreSQL; one with
+	// channel_binding=disable gets in.
+	_, via = startProxyWith(t, dsn, "", Config{UpstreamTLS: &tls.Config{ServerName: "127.0.0.1", RootCAs: roots},
+		ClientTLS: &tls.Config{Certificates: []tls.Certificate{own.TLS}}})
+	secure = strings.Replace(via, "postgres@", "scram_user:sekrit@", 1)
+	secure = strings.Replace(secure, "sslmode=disable", "sslmode=verify-full&sslrootcert="+url.QueryEscape(own.CertFile), 1)
+	if _, err := pgx.Connect(ctx, secure); !errors.As(err, &pe) || pe.Code != "28000" {
+		t.Errorf("TLS on both sides, channel binding: %v, want PostgreSQL's 28000", err)
+	}
+	c = connect(t, secure+"&channel_binding=disable")
+	if err := c.QueryRow(ctx, "SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()").Scan(&ssl); err != nil || !ssl {
+		t.Errorf("TLS on both sides, channel_binding=disable: upstream ssl %v, %v", ssl, err)
 	}
 }

@@ -32,6 +32,11 @@ type Config struct {
 	// libpq's sslmode=require, or verify-full with RootCAs and
 	// ServerName set.
 	UpstreamTLS *tls.Config
+	// ClientTLS, if not nil, is offered to clients that ask (an
+	// SSLRequest), with its certificate; ClientTLSRequired refuses those
+	// that do not (28000), as a hostssl line of pg_hba.conf would.
+	ClientTLS         *tls.Config
+	ClientTLSRequired bool
 	// Sidecar, if not nil, answers the statements the proxy accelerates;
 	// nil passes everything through. Its Heap is not used: the rows come
 	// from the client's own upstream session.
@@ -123,6 +128,9 @@ type Proxy struct {
 func New(cfg Config) (*Proxy, error) {
 	if cfg.Upstream == "" {
 		return nil, errors.New("proxy: Config.Upstream is empty")
+	}
+	if cfg.ClientTLSRequired && cfg.ClientTLS == nil {
+		return nil, errors.New("proxy: Config.ClientTLSRequired without ClientTLS")
 	}
 	if (cfg.Sidecar == nil) != (cfg.Status == nil) {
 		return nil, errors.New("proxy: Config.Sidecar and Config.Status go together")

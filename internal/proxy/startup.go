@@ -3,6 +3,7 @@
 package proxy
 
 import (
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -37,7 +38,7 @@ const (
 // StartupMessage takes a session slot, held when a session is
 // returned (and given back otherwise).
 func (p *Proxy) startup(st *pgstartup.Startup) (*session, error) {
-	nc := st.Conn
+	nc, encrypted := st.Conn, false
 	deadline := time.Now().Add(p.limits.AuthTimeout)
 	nc.SetDeadline(deadline)
 	var body []byte
@@ -47,6 +48,20 @@ func (p *Proxy) startup(st *pgstartup.Startup) (*session, error) {
 			return nil, err
 		}
 		code := binary.BigEndian.Uint32(body)
+		if code == sslRequestCode && p.cfg.ClientTLS != nil && !encrypted {
+			// Exactly one byte, then the handshake: ReadPacket read
+			// nothing past the request.
+			if _, err := nc.Write([]byte{'S'}); err != nil {
+				return nil, err
+			}
+			tc := tls.Server(nc, p.cfg.ClientTLS)
+			if err := tc.Handshake(); err != nil {
+				return nil, fmt.Errorf("TLS handshake: %w", err)
+			}
+			nc, encrypted = tc, true
+			st.Advance(pgstartup.Negotiated)
+			continue
+		}
 		if code == sslRequestCode || code == gssEncRequestCode {
 			if _, err := nc.Write([]byte{'N'}); err != nil {
 				return nil, err
@@ -65,6 +80,10 @@ func (p *Proxy) startup(st *pgstartup.Startup) (*session, error) {
 			return nil, errors.New("unsupported protocol")
 		}
 		break
+	}
+	if p.cfg.ClientTLSRequired && !encrypted {
+		refuse(nc, "28000", "vecside proxy: connections without TLS are refused (sslmode=require or stronger)")
+		return nil, errors.New("no TLS")
 	}
 	st.Advance(pgstartup.Authenticating)
 	select {
