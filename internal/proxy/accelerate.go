@@ -145,7 +145,9 @@ func (p passThrough) Error() string { return "pass through: " + p.reason }
 // fewer than its LIMIT rows come back and the sidecar has more, and sends
 // the client the last round's replies as PostgreSQL sent them. bd is the
 // client's Bind of an extended-protocol statement, nil for a simple
-// Query (whose replies are in text, with no BindComplete).
+// Query (whose replies are in text, with no BindComplete). Each round is
+// one round trip ending with a Sync: outside a transaction block it is a
+// statement of its own, as the client's would have been.
 func (s *session) answer(q *query, ix indexed, vec []float32, bd *binding) error {
 	minLSN, err := s.checkSession(q, ix)
 	if err != nil {
@@ -159,39 +161,60 @@ func (s *session) answer(q *query, ix indexed, vec []float32, bd *binding) error
 	if want > maxCandidates {
 		return passThrough{"limit"}
 	}
+	var types []uint32
+	if bd != nil {
+		types = append(append([]uint32{}, bd.types...), 0)
+	}
+	if q.vector.param == 0 {
+		// The vector is in the text: the statement will not come again.
+		defer s.own.drop(statementKey(sql, types))
+	}
 	k := int(want)
 	var res result
 	var asked []string
 	for round := 0; ; round++ {
 		keys, err := s.candidates(heapfetch.Request{Index: ix.name, Vector: vec, K: k, MinLSN: minLSN, Options: s.options})
 		if err != nil {
-			if round > 0 {
-				s.closeInternal(true)
-			}
 			return err
 		}
+		name, parse := s.own.prepare(sql, types)
 		if round == 0 {
-			parse := &pgproto3.Parse{Name: internalStatement, Query: sql}
-			if bd != nil {
-				parse.ParameterOIDs = append(append([]uint32{}, bd.types...), 0)
+			s.sendUp(s.own.closes()...)
+			if bd != nil && bd.check {
+				s.sendUp(&pgproto3.Describe{ObjectType: 'S', Name: bd.bind.PreparedStatement})
 			}
+		}
+		if parse != nil {
 			s.sendUp(parse)
 		}
 		if bd != nil {
-			s.sendUp(bd.restrictedBind(keyArray(keys)))
+			s.sendUp(bd.restrictedBind(name, keyArray(keys)))
 		} else {
-			s.sendUp(&pgproto3.Bind{PreparedStatement: internalStatement, ParameterFormatCodes: []int16{0}, Parameters: [][]byte{keyArray(keys)}})
+			s.sendUp(&pgproto3.Bind{PreparedStatement: name, ParameterFormatCodes: []int16{0}, Parameters: [][]byte{keyArray(keys)}})
 		}
 		if round == 0 {
 			s.sendUp(&pgproto3.Describe{ObjectType: 'P'})
 		}
-		s.sendUp(&pgproto3.Execute{})
-		s.sendUp(&pgproto3.Flush{})
+		s.sendUp(&pgproto3.Execute{}, &pgproto3.Sync{})
 		if err := s.u.flush(); err != nil {
 			return err
 		}
+		if round == 0 && bd != nil && bd.check {
+			if gone, err := s.checked(); err != nil || gone != nil {
+				if parse != nil {
+					s.own.drop(statementKey(sql, types)) // skipped with the rest
+				}
+				if err != nil {
+					return err
+				}
+				return s.toClient(gone...)
+			}
+		}
 		if err := s.collect(&res); err != nil {
 			return err
+		}
+		if res.err != nil && parse != nil {
+			s.own.drop(statementKey(sql, types)) // its Parse may be what failed
 		}
 		rows := int64(res.rows())
 		asked = append(asked, fmt.Sprintf("%d→%d→%d", k, len(keys), rows))
@@ -206,10 +229,6 @@ func (s *session) answer(q *query, ix indexed, vec []float32, bd *binding) error
 			matched = float64(rows + q.offset)
 		}
 		k = int(min(float64(maxCandidates), max(float64(2*k), 2*float64(want)*float64(k)/matched)))
-	}
-	z, err := s.closeInternal(res.err != nil)
-	if err != nil {
-		return err
 	}
 	if res.tooLarge {
 		return passThrough{"result too large"}
@@ -239,53 +258,55 @@ func (s *session) answer(q *query, ix indexed, vec []float32, bd *binding) error
 	if minLSN != "" {
 		s.lastPlan += "; waited for " + minLSN
 	}
-	return s.toClient(append(out, z)...)
+	return s.toClient(append(out, res.ready)...)
 }
 
-// closeInternal ends an answer: the restricted statement is closed and
-// the transaction status of the Sync's ReadyForQuery kept and returned.
-// After an error PostgreSQL skips all up to a Sync, the Close too: then
-// it takes two.
-func (s *session) closeInternal(failed bool) (message, error) {
-	if failed {
-		s.sendUp(&pgproto3.Sync{})
-	}
-	s.sendUp(&pgproto3.Close{ObjectType: 'S', Name: internalStatement})
-	s.sendUp(&pgproto3.Sync{})
-	if err := s.u.flush(); err != nil {
-		return message{}, err
-	}
-	var z message
-	for range map[bool]int{false: 1, true: 2}[failed] {
-		var err error
-		if z, err = s.until('Z'); err != nil {
-			return message{}, err
+// checked reads the replies to the Describe of the client's statement
+// that went first in an answer's round: nil when it exists, else what
+// the client is owed, PostgreSQL's error and the ReadyForQuery (the rest
+// of the round was skipped).
+func (s *session) checked() ([]message, error) {
+	for {
+		m, err := s.reply()
+		if err != nil {
+			return nil, err
+		}
+		switch m.typ {
+		case 'T', 'n':
+			return nil, nil
+		case 'E':
+			z, err := s.until('Z')
+			if err != nil {
+				return nil, err
+			}
+			s.status.Store(uint32(z.body[0]))
+			return []message{m, z}, nil
 		}
 	}
-	s.status.Store(uint32(z.body[0]))
-	return z, nil
 }
 
 // checkSession runs the probe when the session has passed a statement
 // through since the last one, or names the table in a way not checked
 // yet, and returns the LSN the sidecar must have applied.
 func (s *session) checkSession(q *query, ix indexed) (minLSN string, err error) {
-	name := [2]string{pgx.Identifier{q.schema, q.table}.Sanitize(), pgx.Identifier{ix.schema, ix.table}.Sanitize()}
+	tables := [2]string{pgx.Identifier{q.schema, q.table}.Sanitize(), pgx.Identifier{ix.schema, ix.table}.Sanitize()}
 	if q.schema == "" {
-		name[0] = pgx.Identifier{q.table}.Sanitize()
+		tables[0] = pgx.Identifier{q.table}.Sanitize()
 	}
-	if ok, known := s.resolved[name]; !s.dirty && known {
+	if ok, known := s.resolved[tables]; !s.dirty && known {
 		if !ok {
 			return "", passThrough{"search_path"}
 		}
 		return "", nil
 	}
 	// Named, not to drop the client's unnamed statement.
-	s.sendUp(&pgproto3.Parse{Name: probeStatement, Query: probeSQL, ParameterOIDs: []uint32{25, 25}})
-	s.sendUp(&pgproto3.Bind{PreparedStatement: probeStatement, Parameters: [][]byte{[]byte(name[0]), []byte(name[1])}})
-	s.sendUp(&pgproto3.Execute{})
-	s.sendUp(&pgproto3.Close{ObjectType: 'S', Name: probeStatement})
-	s.sendUp(&pgproto3.Sync{})
+	name, parse := s.own.prepare(probeSQL, []uint32{25, 25})
+	s.sendUp(s.own.closes()...)
+	if parse != nil {
+		s.sendUp(parse)
+	}
+	s.sendUp(&pgproto3.Bind{PreparedStatement: name, Parameters: [][]byte{[]byte(tables[0]), []byte(tables[1])}},
+		&pgproto3.Execute{}, &pgproto3.Sync{})
 	if err := s.u.flush(); err != nil {
 		return "", err
 	}
@@ -308,16 +329,9 @@ func (s *session) checkSession(q *query, ix indexed) (minLSN string, err error) 
 		case 'E':
 			failed = true
 		case 'Z':
+			s.status.Store(uint32(m.body[0]))
 			if failed || row == nil {
-				// The Close was skipped with the rest: close it now.
-				s.sendUp(&pgproto3.Close{ObjectType: 'S', Name: probeStatement})
-				s.sendUp(&pgproto3.Sync{})
-				if err := s.u.flush(); err != nil {
-					return "", err
-				}
-				if _, err := s.until('Z'); err != nil {
-					return "", err
-				}
+				s.own.drop(statementKey(probeSQL, []uint32{25, 25}))
 				return "", passThrough{"probe failed"}
 			}
 			wrote, isolation, lsn, found := row[0] == "t", row[1], row[2], row[3] == "t"
@@ -336,7 +350,7 @@ func (s *session) checkSession(q *query, ix indexed) (minLSN string, err error) 
 			if s.resolved == nil || len(s.resolved) > 64 {
 				s.resolved = map[[2]string]bool{}
 			}
-			s.resolved[name] = found
+			s.resolved[tables] = found
 			if !found {
 				return "", passThrough{"search_path"}
 			}
@@ -366,12 +380,14 @@ func (s *session) candidates(req heapfetch.Request) ([]string, error) {
 }
 
 // result is one round's replies to the client's eyes: RowDescription,
-// DataRows and CommandComplete, or PostgreSQL's error.
+// DataRows and CommandComplete, or PostgreSQL's error; and the Sync's
+// ReadyForQuery.
 type result struct {
 	desc     message
 	msgs     []message
 	err      *pgproto3.ErrorResponse
 	tooLarge bool
+	ready    message
 }
 
 func (r *result) rows() (n int) {
@@ -383,7 +399,7 @@ func (r *result) rows() (n int) {
 	return n
 }
 
-// collect reads one round's replies, up to its CommandComplete or error.
+// collect reads one round's replies, up to its ReadyForQuery.
 func (s *session) collect(r *result) error {
 	r.msgs = r.msgs[:0]
 	if r.desc.typ != 0 {
@@ -407,14 +423,17 @@ func (s *session) collect(r *result) error {
 			if !r.tooLarge {
 				r.msgs = append(r.msgs, m)
 			}
-			if m.typ == 'C' {
-				return nil
-			}
 		case 'E':
 			r.err = &pgproto3.ErrorResponse{}
-			return r.err.Decode(m.body)
+			if err := r.err.Decode(m.body); err != nil {
+				return err
+			}
 		case tooLarge:
 			r.tooLarge = true
+		case 'Z':
+			r.ready = m
+			s.status.Store(uint32(m.body[0]))
+			return nil
 		}
 	}
 }
@@ -438,10 +457,12 @@ func (s *session) reply() (message, error) {
 	return m, nil
 }
 
-// sendUp buffers a message of the session's own for PostgreSQL.
-func (s *session) sendUp(m pgproto3.FrontendMessage) {
-	b, _ := m.Encode(nil)
-	s.u.w.Write(b)
+// sendUp buffers messages of the session's own for PostgreSQL.
+func (s *session) sendUp(msgs ...pgproto3.FrontendMessage) {
+	for _, m := range msgs {
+		b, _ := m.Encode(nil)
+		s.u.w.Write(b)
+	}
 }
 
 // keyArray is keys as an array literal, each element quoted.

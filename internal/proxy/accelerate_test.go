@@ -559,3 +559,82 @@ func TestLargeRows(t *testing.T) {
 		t.Errorf("large rows: %d rows, fallbacks %v", len(got.Rows), p.Stats().Fallbacks)
 	}
 }
+
+// TestPreparedOnce: a statement the client prepared once and executes
+// again and again is described once, and its restricted form parsed
+// once per session: pg_prepared_statements shows one statement of the
+// proxy's, executed as often as the client's. After a DEALLOCATE ALL the
+// client's new statement of the same name is the one answered, and a
+// statement dropped where the proxy cannot see it gets PostgreSQL's
+// error, as it would direct.
+func TestPreparedOnce(t *testing.T) {
+	f := newFixture(t, 1000)
+	ctx := context.Background()
+	proxied := connect(t, f.via)
+	pc := proxied.PgConn()
+	execute := func(stmt string) ([][][]byte, error) {
+		res := pc.ExecPrepared(ctx, stmt, [][]byte{[]byte(f.vector())}, nil, nil).Read()
+		return res.Rows, res.Err
+	}
+	if _, err := pc.Prepare(ctx, "s1", "SELECT id FROM items ORDER BY embedding <-> $1 LIMIT 5", nil); err != nil {
+		t.Fatal(err)
+	}
+	before := f.p.Stats().Accelerated
+	const runs = 10
+	for range runs {
+		if rows, err := execute("s1"); err != nil || len(rows) != 5 {
+			t.Fatalf("s1: %d rows, %v", len(rows), err)
+		}
+	}
+	if n := f.p.Stats().Accelerated - before; n != runs {
+		t.Fatalf("%d of %d accelerated; fallbacks %v", n, runs, f.p.Stats().Fallbacks)
+	}
+	type own struct {
+		Statement  string
+		Executions int64
+	}
+	list := func() []own {
+		t.Helper()
+		got, err := pgx.CollectRows(must(proxied.Query(ctx, `SELECT statement, generic_plans + custom_plans FROM pg_prepared_statements
+			WHERE name LIKE 'vecside\_proxy\_%' AND statement LIKE '%ANY%' ORDER BY prepare_time`, pgx.QueryExecModeSimpleProtocol)), pgx.RowToStructByPos[own])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	if got := list(); len(got) != 1 || got[0].Executions != runs {
+		t.Errorf("the proxy's restricted statements: %+v, want one executed %d times", got, runs)
+	}
+
+	// DEALLOCATE ALL drops the proxy's statements with the client's: the
+	// client's new s1 is answered, with its own LIMIT.
+	mustExec(t, proxied, "DEALLOCATE ALL")
+	if _, err := pc.Prepare(ctx, "s1", "SELECT id FROM items ORDER BY embedding <-> $1 LIMIT 3", nil); err != nil {
+		t.Fatal(err)
+	}
+	before = f.p.Stats().Accelerated
+	if rows, err := execute("s1"); err != nil || len(rows) != 3 {
+		t.Fatalf("s1 prepared again: %d rows, %v", len(rows), err)
+	}
+	if n := f.p.Stats().Accelerated - before; n != 1 {
+		t.Errorf("s1 prepared again: not accelerated; fallbacks %v", f.p.Stats().Fallbacks)
+	}
+	if got := list(); len(got) != 1 || !strings.Contains(got[0].Statement, "LIMIT 3") {
+		t.Errorf("after DEALLOCATE ALL, the proxy's restricted statements: %+v, want the one of LIMIT 3", got)
+	}
+
+	// Dropped by SQL whose text does not say so: the answer's Describe
+	// finds it gone, and the client gets PostgreSQL's own error.
+	mustExec(t, proxied, `DO $$ BEGIN EXECUTE 'DEALL' || 'OCATE s1'; END $$`)
+	_, err := execute("s1")
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) || pe.Code != "26000" {
+		t.Fatalf("s1 dropped: %v, want PostgreSQL's 26000", err)
+	}
+	if _, err := pc.Prepare(ctx, "s1", "SELECT id FROM items ORDER BY embedding <-> $1 LIMIT 4", nil); err != nil {
+		t.Fatal(err)
+	}
+	if rows, err := execute("s1"); err != nil || len(rows) != 4 {
+		t.Fatalf("s1 prepared a third time: %d rows, %v", len(rows), err)
+	}
+}

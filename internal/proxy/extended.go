@@ -21,10 +21,6 @@ const (
 	// maxBatch bounds the messages of an extended-protocol batch held
 	// back until its Sync, to see whether the proxy can answer it.
 	maxBatch = 6
-	// internalStatement and probeStatement name the restricted statement
-	// and the probe upstream, for the time of one answer.
-	internalStatement = "vecside_proxy"
-	probeStatement    = "vecside_proxy_probe"
 )
 
 // mentionsDistance reports whether sql may hold a distance operator: a
@@ -44,6 +40,14 @@ func (s *session) noteParse(p *pgproto3.Parse) {
 	s.remember(p.Name, q)
 }
 
+// clientStatement is a prepared statement of the client's that the
+// proxy could answer: its recognised form, and its parameter types once
+// an answer has described it.
+type clientStatement struct {
+	q     *query
+	types []uint32
+}
+
 // remember notes statement name as q, nil if the proxy cannot answer it.
 func (s *session) remember(name string, q *query) {
 	delete(s.stmts, name)
@@ -51,9 +55,9 @@ func (s *session) remember(name string, q *query) {
 		return
 	}
 	if s.stmts == nil {
-		s.stmts = map[string]*query{}
+		s.stmts = map[string]*clientStatement{}
 	}
-	s.stmts[name] = q
+	s.stmts[name] = &clientStatement{q: q}
 }
 
 // notePassedQuery forgets what a simple Query passed through may have
@@ -66,14 +70,22 @@ func (s *session) notePassedQuery(sql string) {
 
 // forgetIfDeallocating forgets every statement if sql could deallocate
 // one: SQL's PREPARE could then give the name to another statement. The
-// test is over-cautious (at worst a statement is no longer accelerated);
-// a statement merely dropped would fail the Describe that each answer
-// starts with.
+// test is over-cautious (at worst a statement is no longer accelerated,
+// or prepared again); a statement merely dropped fails the Describe that
+// each answer sends with its first round.
 func (s *session) forgetIfDeallocating(sql string) {
 	lower := strings.ToLower(sql)
 	if strings.Contains(lower, "dealloc") || strings.Contains(lower, "discard") {
-		clear(s.stmts)
+		s.forgetStatements()
 	}
+}
+
+// forgetStatements forgets the client's statements and puts the
+// session's own in doubt: a message the proxy did not read, or SQL that
+// may deallocate, may have dropped any of them.
+func (s *session) forgetStatements() {
+	clear(s.stmts)
+	s.own.forget()
 }
 
 // heldBatch is an extended-protocol batch the proxy may answer: an optional
@@ -105,7 +117,7 @@ func (s *session) hold(first message) (*heldBatch, error) {
 		if n > s.c.held {
 			s.release(b.msgs)
 			if typ == 'P' {
-				clear(s.stmts) // unread: see relayClient
+				s.forgetStatements() // unread: see relayClient
 			}
 			s.track(typ)
 			return nil, stream(s.u.w, s.c.r, typ, n)
@@ -188,7 +200,11 @@ func (b *heldBatch) parseShape() bool {
 // accelerateBatch answers a held batch through the sidecar when it can;
 // otherwise it passes the batch through, with what was done of it.
 func (s *session) accelerateBatch(b *heldBatch) error {
-	q, reason := s.stmts[b.bind.PreparedStatement], ""
+	var q *query
+	reason := ""
+	if st := s.stmts[b.bind.PreparedStatement]; st != nil {
+		q = st.q
+	}
 	if b.parse != nil {
 		q = nil
 		if mentionsDistance(b.parse.Query) {
@@ -232,8 +248,17 @@ func (s *session) accelerateBatch(b *heldBatch) error {
 // does with the client's parameters, formats and statement. Given up
 // after the prelude, the rest of the batch is sent through and its
 // replies go to the client.
+//
+// The types of a statement the client prepared once are described once:
+// a later Bind of it costs no round trip before the sidecar is asked,
+// and the Describe that checks the statement still exists goes with the
+// answer's first round (see binding.check).
 func (s *session) answerBatch(b *heldBatch, q *query, ix indexed) error {
 	rest := b.msgs
+	st := s.stmts[b.bind.PreparedStatement]
+	if b.parse == nil && st != nil && st.types != nil {
+		return s.answerBound(b, q, ix, st.types, nil, true, rest)
+	}
 	if b.parse != nil {
 		s.remember(b.parse.Name, q)
 		s.sendUp(b.parse)
@@ -282,6 +307,15 @@ func (s *session) answerBatch(b *heldBatch, q *query, ix indexed) error {
 		}
 		done = m.typ == 'T' || m.typ == 'n'
 	}
+	if st := s.stmts[b.bind.PreparedStatement]; st != nil {
+		st.types = types
+	}
+	return s.answerBound(b, q, ix, types, owed, false, rest)
+}
+
+// answerBound answers a batch whose statement's parameter types are
+// known; check: its existence is to be checked with the first round.
+func (s *session) answerBound(b *heldBatch, q *query, ix indexed, types []uint32, owed []message, check bool, rest []message) error {
 	vec, reason := bindVector(b.bind, types, q.vector.param, q.vector.literal)
 	if len(types) != q.params {
 		reason = "parameter"
@@ -291,7 +325,7 @@ func (s *session) answerBatch(b *heldBatch, q *query, ix indexed) error {
 	}
 	var err error
 	if reason == "" {
-		err = s.answer(q, ix, vec, &binding{bind: b.bind, types: types, describe: b.describe, owed: owed})
+		err = s.answer(q, ix, vec, &binding{bind: b.bind, types: types, describe: b.describe, owed: owed, check: check})
 		if pt, ok := err.(passThrough); ok {
 			reason = pt.reason
 		}
@@ -315,6 +349,10 @@ type binding struct {
 	types    []uint32
 	describe bool
 	owed     []message // replies due to the client before the answer's
+	// check: the client's statement was described by an earlier answer;
+	// its Describe goes first in this one's first round, so that a
+	// statement dropped since gets PostgreSQL's error as before.
+	check bool
 }
 
 // bindVector decodes the query vector: parameter param of bind, or the
@@ -401,15 +439,16 @@ func paramFormat(codes []int16, i int) int16 {
 	return codes[i]
 }
 
-// restrictedBind binds the restricted statement as the client bound its
-// own, with the candidates, in text, as the last parameter.
-func (bd *binding) restrictedBind(keys []byte) *pgproto3.Bind {
+// restrictedBind binds the restricted statement, prepared as name, as
+// the client bound its own, with the candidates, in text, as the last
+// parameter.
+func (bd *binding) restrictedBind(name string, keys []byte) *pgproto3.Bind {
 	c := bd.bind
 	formats := make([]int16, len(c.Parameters)+1)
 	for i := range c.Parameters {
 		formats[i] = paramFormat(c.ParameterFormatCodes, i)
 	}
-	return &pgproto3.Bind{PreparedStatement: internalStatement, ParameterFormatCodes: formats,
+	return &pgproto3.Bind{PreparedStatement: name, ParameterFormatCodes: formats,
 		Parameters: append(append([][]byte{}, c.Parameters...), keys), ResultFormatCodes: c.ResultFormatCodes}
 }
 
