@@ -46,9 +46,13 @@ const (
 // it; the insert position, which with synchronous_commit off is past a
 // commit not yet written), and whether its search_path finds the indexed table under the
 // name the statement uses; then the settings the sidecar's search takes
-// (settingOptions). It is built so that it cannot fail.
+// (settingOptions). Between the two, the OID of pgvector's vector type
+// in this database, 0 without it: a vector parameter in binary comes with
+// that OID. It is built so that it cannot fail.
 const probeSQL = `SELECT pg_current_xact_id_if_assigned() IS NOT NULL, current_setting('transaction_isolation'),
 CASE WHEN pg_is_in_recovery() THEN '' ELSE pg_current_wal_insert_lsn()::text END, coalesce(to_regclass($1) = to_regclass($2), false),
+coalesce((SELECT t.oid FROM pg_catalog.pg_type t JOIN pg_catalog.pg_extension e ON e.extnamespace = t.typnamespace
+  WHERE e.extname = 'vector' AND t.typname = 'vector'), 0),
 current_setting('hnsw.ef_search', true), current_setting('ivfflat.probes', true),
 current_setting('vecside.ef_search', true), current_setting('vecside.probes', true), current_setting('vecside.oversample', true)`
 
@@ -124,7 +128,7 @@ func (s *session) accelerateQuery(m message) (handled bool, err error) {
 	// answers what the session sends.
 	s.taken.Store(true)
 	defer s.taken.Store(false)
-	err = s.answer(q, ix, vec, nil)
+	err = s.answer(q, ix, func() ([]float32, string) { return vec, "" }, nil)
 	var pt passThrough
 	if errors.As(err, &pt) {
 		s.passed(pt.reason)
@@ -148,10 +152,15 @@ func (p passThrough) Error() string { return "pass through: " + p.reason }
 // Query (whose replies are in text, with no BindComplete). Each round is
 // one round trip ending with a Sync: outside a transaction block it is a
 // statement of its own, as the client's would have been.
-func (s *session) answer(q *query, ix indexed, vec []float32, bd *binding) error {
+func (s *session) answer(q *query, ix indexed, vector func() ([]float32, string), bd *binding) error {
 	minLSN, err := s.checkSession(q, ix)
 	if err != nil {
 		return err
+	}
+	// Decoded once the probe has run: it knows pgvector's type OID.
+	vec, reason := vector()
+	if reason != "" {
+		return passThrough{reason}
 	}
 	sql, err := q.restricted(ix.key)
 	if err != nil {
@@ -320,7 +329,7 @@ func (s *session) checkSession(q *query, ix indexed) (minLSN string, err error) 
 		switch m.typ {
 		case 'D':
 			var dr pgproto3.DataRow
-			if err := dr.Decode(m.body); err != nil || len(dr.Values) != 4+len(settingOptions) {
+			if err := dr.Decode(m.body); err != nil || len(dr.Values) != 5+len(settingOptions) {
 				return "", fmt.Errorf("proxy: unexpected probe row")
 			}
 			for _, v := range dr.Values {
@@ -335,7 +344,10 @@ func (s *session) checkSession(q *query, ix indexed) (minLSN string, err error) 
 				return "", passThrough{"probe failed"}
 			}
 			wrote, isolation, lsn, found := row[0] == "t", row[1], row[2], row[3] == "t"
-			options, ok := knnOptions(row[4:])
+			if oid, err := strconv.ParseUint(row[4], 10, 32); err == nil {
+				s.vectorOID = uint32(oid)
+			}
+			options, ok := knnOptions(row[5:])
 			inBlock := m.body[0] != 'I'
 			switch {
 			case inBlock && wrote:

@@ -90,7 +90,8 @@
 // simple Query holding one recognised statement, and an extended-protocol
 // batch [Parse] Bind [Describe portal] Execute Sync of a recognised
 // statement (with the vector a literal or a parameter, in text, or in
-// binary as real[] or double precision[]), which is what pgx in every
+// binary as real[], double precision[] or pgvector's vector, whose OID,
+// the extension's, the probe reads), which is what pgx in every
 // exec mode, libpq's PQexecParams and PQexecPrepared send; and only
 // while the session's client_encoding is UTF8 and its
 // standard_conforming_strings on (as ParameterStatus reports them), as
@@ -178,8 +179,7 @@
 //
 // # Not yet
 //
-// pgvector's own binary vector parameters (its type
-// OID is the extension's: text works); EXPLAIN of an accelerated
+// EXPLAIN of an accelerated
 // statement; read replicas as upstream (pg_last_wal_replay_lsn). A
 // sidecar index with a row filter (where=, one shard of several) must
 // not be the only sidecar a proxy asks: it would answer from its shard

@@ -316,16 +316,19 @@ func (s *session) answerBatch(b *heldBatch, q *query, ix indexed) error {
 // answerBound answers a batch whose statement's parameter types are
 // known; check: its existence is to be checked with the first round.
 func (s *session) answerBound(b *heldBatch, q *query, ix indexed, types []uint32, owed []message, check bool, rest []message) error {
-	vec, reason := bindVector(b.bind, types, q.vector.param, q.vector.literal)
+	reason := ""
 	if len(types) != q.params {
 		reason = "parameter"
 	}
 	if reason == "" {
 		q, reason = boundCounts(q, b.bind, types)
 	}
+	vector := func() ([]float32, string) {
+		return bindVector(b.bind, types, q.vector.param, q.vector.literal, s.vectorOID)
+	}
 	var err error
 	if reason == "" {
-		err = s.answer(q, ix, vec, &binding{bind: b.bind, types: types, describe: b.describe, owed: owed, check: check})
+		err = s.answer(q, ix, vector, &binding{bind: b.bind, types: types, describe: b.describe, owed: owed, check: check})
 		if pt, ok := err.(passThrough); ok {
 			reason = pt.reason
 		}
@@ -356,8 +359,10 @@ type binding struct {
 }
 
 // bindVector decodes the query vector: parameter param of bind, or the
-// literal when param is 0.
-func bindVector(bind *pgproto3.Bind, types []uint32, param int, literal string) ([]float32, string) {
+// literal when param is 0. A parameter in binary is real[], double
+// precision[], or pgvector's vector, whose OID (the extension's, a
+// different one in each database) is vectorOID.
+func bindVector(bind *pgproto3.Bind, types []uint32, param int, literal string, vectorOID uint32) ([]float32, string) {
 	if param == 0 {
 		v, err := pgvalue.ParseVector(literal)
 		if err != nil {
@@ -377,7 +382,11 @@ func bindVector(bind *pgproto3.Bind, types []uint32, param int, literal string) 
 		}
 		return v, ""
 	}
-	vt, err := pgvalue.VectorTypeFor(types[i], "")
+	name := ""
+	if vectorOID != 0 && types[i] == vectorOID {
+		name = "vector"
+	}
+	vt, err := pgvalue.VectorTypeFor(types[i], name)
 	if err != nil {
 		return nil, "vector type"
 	}

@@ -42,6 +42,9 @@ type session struct {
 	dirty    bool
 	resolved map[[2]string]bool // table names the last probe checked
 	options  string             // knn options from the session's settings, as the last probe read them
+	// vectorOID is pgvector's vector type in the session's database, as
+	// the last probe read it (0: not installed, or not probed yet).
+	vectorOID uint32
 	// stmts are the client's prepared statements the proxy could answer,
 	// by name (see noteParse); own, the session's (prepared.go).
 	stmts map[string]*clientStatement
