@@ -44,13 +44,15 @@ const (
 // sidecar's would be answered with newer candidates), the WAL position
 // its commits so far are below (read-your-writes: the sidecar waits for
 // it; the insert position, which with synchronous_commit off is past a
-// commit not yet written), and whether its search_path finds the indexed table under the
+// commit not yet written; on a hot standby, what it has replayed, so
+// that no row the standby shows is missing from the candidates, as
+// heapfetch asks), and whether its search_path finds the indexed table under the
 // name the statement uses; then the settings the sidecar's search takes
 // (settingOptions). Between the two, the OID of pgvector's vector type
 // in this database, 0 without it: a vector parameter in binary comes with
 // that OID. It is built so that it cannot fail.
 const probeSQL = `SELECT pg_current_xact_id_if_assigned() IS NOT NULL, current_setting('transaction_isolation'),
-CASE WHEN pg_is_in_recovery() THEN '' ELSE pg_current_wal_insert_lsn()::text END, coalesce(to_regclass($1) = to_regclass($2), false),
+CASE WHEN pg_is_in_recovery() THEN coalesce(pg_last_wal_replay_lsn()::text, '') ELSE pg_current_wal_insert_lsn()::text END, coalesce(to_regclass($1) = to_regclass($2), false),
 coalesce((SELECT t.oid FROM pg_catalog.pg_type t JOIN pg_catalog.pg_extension e ON e.extnamespace = t.typnamespace
   WHERE e.extname = 'vector' AND t.typname = 'vector'), 0),
 current_setting('hnsw.ef_search', true), current_setting('ivfflat.probes', true),

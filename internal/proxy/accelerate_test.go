@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net/url"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -636,5 +637,53 @@ func TestPreparedOnce(t *testing.T) {
 	}
 	if rows, err := execute("s1"); err != nil || len(rows) != 4 {
 		t.Fatalf("s1 prepared a third time: %d rows, %v", len(rows), err)
+	}
+}
+
+// TestStandbyUpstream: through a hot standby, a statement asks the
+// sidecar (which follows the primary) to have applied what the standby
+// has replayed: every row the standby shows can be a candidate.
+func TestStandbyUpstream(t *testing.T) {
+	f := newFixture(t, 1000)
+	standby := pgtest.Shared(t).NewStandby(t)
+	u, err := url.Parse(f.dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Host = fmt.Sprintf("127.0.0.1:%d", standby.Port)
+	_, via := startProxyWith(t, u.String(), f.side, Config{Upstream: u.Host})
+	replica := connect(t, via)
+	before := f.p.Stats().Accelerated
+	for i := range 20 {
+		v := f.vector()
+		id := 200000 + i
+		mustExec(t, f.db, fmt.Sprintf("INSERT INTO items VALUES (%d, 0, '%s')", id, v))
+		var lsn string
+		if err := f.db.QueryRow(context.Background(), "SELECT pg_current_wal_lsn()::text").Scan(&lsn); err != nil {
+			t.Fatal(err)
+		}
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+			var replayed bool
+			if err := replica.QueryRow(context.Background(), "SELECT pg_last_wal_replay_lsn() >= $1::pg_lsn", lsn).Scan(&replayed); err != nil {
+				t.Fatal(err)
+			}
+			if replayed {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the standby does not replay")
+			}
+		}
+		r := run(t, replica, fmt.Sprintf("SELECT id FROM items ORDER BY embedding <-> '%s' LIMIT 1", v))
+		if len(r.Rows) != 1 || string(r.Rows[0][0]) != strconv.Itoa(id) {
+			t.Errorf("row %d, replayed by the standby, not found: %q", id, r.Rows)
+		}
+		plan := run(t, replica, "SHOW vecside.last_plan")
+		if !strings.Contains(string(plan.Rows[0][0]), "waited for") {
+			t.Errorf("through the standby: %s; want a wait for its replay position", plan.Rows[0][0])
+		}
+	}
+	if n := f.p.Stats().Accelerated - before; n != 0 {
+		t.Errorf("the primary's proxy answered %d statements", n)
 	}
 }

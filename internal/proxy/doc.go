@@ -120,7 +120,7 @@
 //     only read committed is accelerated: an older snapshot than the
 //     sidecar's would be answered with newer candidates), the WAL
 //     position (read-your-writes: the sidecar is asked to have applied
-//     it, min_lsn), whether the session's search_path finds the
+//     it, min_lsn; upstream a hot standby, its replay position), whether the session's search_path finds the
 //     indexed table under the name used, and the settings the sidecar's
 //     search takes: pgvector's hnsw.ef_search and ivfflat.probes, and
 //     vecside.ef_search, vecside.probes and vecside.oversample over them
@@ -180,7 +180,7 @@
 // # Not yet
 //
 // EXPLAIN of an accelerated
-// statement; read replicas as upstream (pg_last_wal_replay_lsn). A
+// statement. A
 // sidecar index with a row filter (where=, one shard of several) must
 // not be the only sidecar a proxy asks: it would answer from its shard
 // alone.

@@ -40,11 +40,15 @@ func startProxy(t testing.TB, dsn, side string) (*Proxy, string) {
 	return startProxyWith(t, dsn, side, Config{})
 }
 
-// startProxyWith is startProxy with cfg's Limits and UpstreamTLS.
+// startProxyWith is startProxy with cfg's settings; its Upstream, if
+// set, and dsn name the same server.
 func startProxyWith(t testing.TB, dsn, side string, cfg Config) (*Proxy, string) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	cfg.Upstream, cfg.Logger = fmt.Sprintf("127.0.0.1:%d", pgtest.Shared(t).Port), discard
+	if cfg.Upstream == "" {
+		cfg.Upstream = fmt.Sprintf("127.0.0.1:%d", pgtest.Shared(t).Port)
+	}
+	cfg.Logger = discard
 	if side != "" {
 		pcfg, err := pgxpool.ParseConfig(side)
 		if err != nil {
