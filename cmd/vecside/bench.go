@@ -20,6 +20,7 @@ import (
 	"github.com/vecside/vecside/internal/pgtest"
 	"github.com/vecside/vecside/kernels"
 	"github.com/vecside/vecside/replicate"
+	"github.com/vecside/vecside/rpc"
 )
 
 var benchCommand = &cli.Command{
@@ -94,9 +95,10 @@ and --svg write the results to files.`,
 		&cli.IntFlag{Name: "clients", Value: 8, Usage: "concurrent clients for the throughput runs"},
 		&cli.IntFlag{Name: "measure", Value: 1000, Usage: "queries timed per run with --clients clients, and end to end (cycling through the held-out ones); at one client the sidecar-only and pgvector timings are those of the recall pass over every query"},
 		&cli.DurationFlag{Name: "measure-time", Value: 3 * time.Second, Usage: "at most this long per timed run, whatever --measure says"},
-		&cli.BoolFlag{Name: "e2e", Value: true, Usage: "also measure end to end through heapfetch"},
+		&cli.StringFlag{Name: "paths", Value: strings.Join(allPaths, ","), Usage: "the ways in to measure, comma-separated: sidecar (the knn call alone), heapfetch (the Go client, end to end), sql (the SQL helpers vecside.search and vecside.search_rows through dblink), proxy (pgvector's statement through vecside proxy; needs a cgo build) and pgvector (its HNSW, where the database offers the extension); the sidecar's recall pass runs whatever is listed: it gives every vecside point its candidates"},
+		&cli.BoolFlag{Name: "e2e", Value: true, Usage: "false: leave out every end-to-end path of vecside's (heapfetch, sql, proxy), whatever --paths says"},
 		&cli.StringFlag{Name: "column-type", Value: "auto", Usage: "type of the scratch table's vector column, which the end-to-end path reads vectors from: vector (pgvector's, stored out of line), real[], or auto: vector where the database offers the extension, else real[]"},
-		&cli.BoolFlag{Name: "pgvector", Value: true, Usage: "compare with pgvector HNSW when the database offers the vector extension"},
+		&cli.BoolFlag{Name: "pgvector", Value: true, Usage: "false: leave out pgvector, whatever --paths says"},
 		&cli.IntFlag{Name: "pgvector-m", Value: 16, Usage: "pgvector HNSW: m"},
 		&cli.IntFlag{Name: "pgvector-ef-construction", Value: 64, Usage: "pgvector HNSW: ef_construction"},
 		&cli.StringFlag{Name: "pgvector-ef-search", Value: "10,20,40,80,120,200,400", Usage: "pgvector HNSW: hnsw.ef_search values to sweep"},
@@ -146,6 +148,18 @@ and --svg write the results to files.`,
 			}
 			p.inserts, p.deletes = churn[0], churn[1]
 		}
+		if p.paths, err = parsePaths(c.String("paths"), c.IsSet("paths")); err != nil {
+			return fmt.Errorf("--paths: %w", err)
+		}
+		if !p.e2e {
+			delete(p.paths, pathHeapfetch)
+			delete(p.paths, pathSQL)
+			delete(p.paths, pathProxy)
+		}
+		if !p.pgvector {
+			delete(p.paths, pathPGVector)
+		}
+		p.e2e, p.pgvector = p.paths[pathHeapfetch], p.paths[pathPGVector]
 		if err := p.check(); err != nil {
 			return err
 		}
@@ -167,8 +181,9 @@ type benchParams struct {
 	oversample                           []float64
 	clients, measure                     int
 	measureTime                          time.Duration
-	e2e, process                         bool
-	columnType                           string // --column-type
+	e2e, process                         bool            // e2e: the heapfetch path
+	paths                                map[string]bool // --paths, less what --e2e and --pgvector leave out
+	columnType                           string          // --column-type
 	pgvector                             bool
 	pgvM, pgvEfConstruction              int
 	pgvEfSearch                          []int
@@ -255,6 +270,16 @@ type bench struct {
 	say          func(format string, args ...any)
 	out          io.Writer
 	report       benchreport.Report
+	// sidecarPassword is the bench user's password on every sidecar it
+	// starts (SCRAM: dblink logs in as a non-superuser only with a
+	// password), and users the sidecars' users file, made from it.
+	sidecarPassword string
+	users           *rpc.Users
+	// sql and proxy are the connections of those paths, for one index at
+	// a time; nil when the path is not measured.
+	sql, proxy   *perIndex
+	sqlInstalled bool  // the bench installed the SQL helpers
+	proxyArgs    []any // each query as the proxy path binds it
 }
 
 func runBench(ctx context.Context, out io.Writer, p benchParams) error {
@@ -267,6 +292,9 @@ func runBench(ctx context.Context, out io.Writer, p benchParams) error {
 	b.report.Header.Command = p.command
 	b.report.Header.Settings = benchreport.Settings{Clients: p.clients, Measured: p.measure, WriteRate: p.writeRate}
 
+	if err := b.makeSidecarUser(); err != nil {
+		return err
+	}
 	b.dsn = p.source
 	if b.dsn == "" {
 		b.say("starting a throwaway PostgreSQL 15 (shared_buffers %s)", p.sharedBuffers)
@@ -330,6 +358,10 @@ func runBench(ctx context.Context, out io.Writer, p benchParams) error {
 	if err := b.settle(ctx, targets); err != nil {
 		return err
 	}
+	if err := b.startPaths(ctx, targets); err != nil {
+		return err
+	}
+	defer b.stopPaths()
 	if err := b.sweep(ctx, targets, pgv); err != nil {
 		return err
 	}
