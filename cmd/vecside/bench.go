@@ -30,12 +30,47 @@ var benchCommand = &cli.Command{
 the database named by --source), starts one sidecar per --index, and for
 each setting of the sweep measures recall@k (a row is a hit when its exact
 distance is at most the true k-th), the mean number of candidates, and QPS
-and p50/p95/p99 latency with 1 and --clients clients: sidecar only (the
-knn call over pgwire) and end to end through heapfetch (candidates, heap
-fetch, exact re-rank). The recall pass asks every query once, in order, on
-one connection: it is also the timing of one client, sidecar only (and
-pgvector's); the other runs time --measure queries, for --measure-time at
-most.
+and p50/p95/p99 latency with 1 and --clients clients, by each way in that
+--paths names:
+
+  sidecar    the knn call alone, over pgwire (mode sidecar-only)
+  heapfetch  end to end through the Go client: candidates, heap fetch,
+             exact re-rank (mode end-to-end)
+  sql        the SQL helpers, as vecside sql install installs them, one
+             pgx connection per client, the query vector a parameter:
+             SELECT id FROM vecside.search('<index>', $1::real[], k,
+             NULL::bigint, '<options>') (mode sql-search) and SELECT
+             (item).id FROM vecside.search_rows(..., NULL::vecside_bench,
+             ...) (mode sql-search-rows), the setting's knn options as the
+             options string. The helpers' dblink connections log in to
+             the bench's sidecars with a password (SCRAM): the bench makes
+             one per run. They reach one sidecar at a time, so before an
+             index's first point vecside.set_sidecar points them at its
+             sidecar and the clients connect anew (a backend keeps its
+             dblink connection). With --source, a database that already
+             has the helpers is left alone and the path not measured; else
+             they are installed and removed at the end.
+  proxy      pgvector's own statement, SELECT id FROM vecside_bench ORDER
+             BY embedding <-> $1 LIMIT k (the operator by --metric),
+             prepared (the vector a binary real[], or pgvector's text on a
+             vector column), through a vecside proxy run in this process in front
+             of the database and asking the index's sidecar (one proxy per
+             index in turn), the setting as the session's SET
+             vecside.ef_search, vecside.probes and vecside.oversample (0,
+             the index's default, where the setting names none). A point
+             fails if the proxy passed a statement through. On a real[]
+             scratch column the throwaway database gets pgvector's
+             operators over vecside's distance functions; --source must
+             have them, or the path is not measured. Needs a cgo build.
+  pgvector   pgvector's HNSW, where the database offers the extension
+
+Every vecside point carries the candidates of the sidecar's recall pass,
+which runs whatever --paths says. The recall pass asks every query once,
+in order, on one connection: it is also the timing of one client, sidecar
+only (and that of the sql, proxy and pgvector paths, which have recall
+passes of their own); the other runs time --measure queries, for
+--measure-time at most. New connections of every end-to-end path are
+warmed by one pass of the queries before they are timed.
 
 Data sets: the seeded generators (clustered, textlike), Fashion-MNIST
 (Debian's dataset-fashion-mnist), .fvecs/.bvecs files (--fvecs-base,
@@ -108,7 +143,7 @@ and --svg write the results to files.`,
 		&cli.DurationFlag{Name: "write-duration", Value: 20 * time.Second, Usage: "how long --write-rate writes per index"},
 		&cli.StringFlag{Name: "json", Usage: "write the results as JSON to this file"},
 		&cli.StringFlag{Name: "markdown", Usage: "write the results as Markdown to this file"},
-		&cli.StringFlag{Name: "svg", Usage: "write a recall-vs-QPS plot (end to end) as SVG to this file"},
+		&cli.StringFlag{Name: "svg", Usage: "write a recall-vs-QPS plot (every end-to-end path: heapfetch, sql, proxy, pgvector) as SVG to this file"},
 		&cli.StringFlag{Name: "churn", Usage: "clustered: INSERTS,DELETES streamed through replication into the first --index under query load, then recall against a fresh build, e.g. 100000,50000"},
 	},
 	Action: func(c *cli.Context) error {
