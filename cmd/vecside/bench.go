@@ -183,7 +183,8 @@ and --svg write the results to files.`,
 			}
 			p.inserts, p.deletes = churn[0], churn[1]
 		}
-		if p.paths, err = parsePaths(c.String("paths"), c.IsSet("paths")); err != nil {
+		p.pathsNamed = c.IsSet("paths")
+		if p.paths, err = parsePaths(c.String("paths"), p.pathsNamed); err != nil {
 			return fmt.Errorf("--paths: %w", err)
 		}
 		if !p.e2e {
@@ -218,6 +219,7 @@ type benchParams struct {
 	measureTime                          time.Duration
 	e2e, process                         bool            // e2e: the heapfetch path
 	paths                                map[string]bool // --paths, less what --e2e and --pgvector leave out
+	pathsNamed                           bool            // --paths was given
 	columnType                           string          // --column-type
 	pgvector                             bool
 	pgvM, pgvEfConstruction              int
@@ -327,6 +329,9 @@ func runBench(ctx context.Context, out io.Writer, p benchParams) error {
 	b.report.Header.Command = p.command
 	b.report.Header.Settings = benchreport.Settings{Clients: p.clients, Measured: p.measure, WriteRate: p.writeRate}
 
+	if !proxyBuilt && !p.pathsNamed {
+		b.say("proxy: not measured: %v", errProxyNotBuilt)
+	}
 	if err := b.makeSidecarUser(); err != nil {
 		return err
 	}
