@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgproto3"
+
+	"github.com/vecside/vecside/internal/pgstartup"
 )
 
 // conn is one client connection, served by one goroutine.
@@ -42,8 +44,8 @@ const shutdownGrace = time.Second
 // runs the handshake, gives the slot back, and then answers a
 // CancelRequest or runs the message loop; it closes the connection when
 // the client leaves or ctx ends.
-func (s *Server) serveConn(ctx context.Context, st *startup) {
-	nc := st.nc
+func (s *Server) serveConn(ctx context.Context, st *pgstartup.Startup) {
+	nc := st.Conn
 	defer nc.Close()
 	// Unblock reads when the server stops; leave writes a moment to say so.
 	stop := context.AfterFunc(ctx, func() {
@@ -52,7 +54,7 @@ func (s *Server) serveConn(ctx context.Context, st *startup) {
 	})
 	defer stop()
 	c, cancel, err := s.handshake(ctx, st)
-	st.release()
+	st.Release()
 	if cancel != nil {
 		// Checked after the slot is given back: a wrong key's pause must
 		// not keep others from starting up.

@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgproto3"
 
 	"github.com/vecside/vecside/indexer"
+	"github.com/vecside/vecside/internal/pgstartup"
 	"github.com/vecside/vecside/internal/testcert"
 )
 
@@ -87,7 +88,7 @@ func fuzzServer(f *testing.F, scram bool) (*Server, *errorCounter) {
 // runScript serves one connection that sends script.
 func runScript(t *testing.T, srv *Server, errs *errorCounter, script []byte) {
 	before := errs.n.Load()
-	st, _ := newAdmission(1, 1).admit(&scriptConn{bytes.NewReader(script)})
+	st, _ := pgstartup.NewAdmission(1, 1).Admit(&scriptConn{bytes.NewReader(script)})
 	srv.serveConn(context.Background(), st)
 	if errs.n.Load() != before {
 		t.Fatalf("the server logged an error (a recovered panic) for %q", script)

@@ -30,7 +30,7 @@ type Limits struct {
 	// connection needs a slot (it is as large as a pool that reconnects
 	// all at once after a restart should need): a connection that has sent nothing (or
 	// stopped after an SSLRequest) gives its slot to a newer one, the
-	// longest waiting first (see admission). Only when every slot is
+	// longest waiting first (see pgstartup.Admission). Only when every slot is
 	// authenticating is a new connection refused with FATAL 53300, before
 	// anything is read from it. Each has AuthTimeout to authenticate,
 	// else it is closed (57014, "canceling authentication due to

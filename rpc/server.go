@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/vecside/vecside/indexer"
+	"github.com/vecside/vecside/internal/pgstartup"
 	"github.com/vecside/vecside/internal/pgvalue"
 )
 
@@ -190,7 +191,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	defer cancel()
 	stop := context.AfterFunc(ctx, func() { ln.Close() })
 	defer stop()
-	startups := newAdmission(s.limits.MaxStartups, s.limits.MaxStartupsPerPeer)
+	startups := pgstartup.NewAdmission(s.limits.MaxStartups, s.limits.MaxStartupsPerPeer)
 	var backoff time.Duration
 	for {
 		nc, err := ln.Accept()
@@ -211,7 +212,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 			continue
 		}
 		backoff = 0
-		st, evicted := startups.admit(nc)
+		st, evicted := startups.Admit(nc)
 		if evicted != nil {
 			s.evict(evicted)
 		}
@@ -227,13 +228,13 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 // evict closes a connection whose startup slot went to a newer one. One
 // that has sent nothing whole is told why; past an SSLRequest, its own
 // goroutine may be writing, through TLS, so it is only closed.
-func (s *Server) evict(st *startup) {
-	s.faults.add(faultStartupEvicted, "connection closed: its startup slot went to a new connection", "remote", st.nc.RemoteAddr().String(), "max_startups", s.limits.MaxStartups)
-	if st.stage == stageConnected {
-		refuse(st.nc, "sorry, too many clients already: this connection sent nothing while others waited to start up")
+func (s *Server) evict(st *pgstartup.Startup) {
+	s.faults.add(faultStartupEvicted, "connection closed: its startup slot went to a new connection", "remote", st.Conn.RemoteAddr().String(), "max_startups", s.limits.MaxStartups)
+	if st.Stage() == pgstartup.Connected {
+		refuse(st.Conn, "sorry, too many clients already: this connection sent nothing while others waited to start up")
 		return
 	}
-	st.nc.Close()
+	st.Conn.Close()
 }
 
 // refuse closes a connection in startup with FATAL 53300, as PostgreSQL's

@@ -53,7 +53,7 @@ func readStartupPacket(r io.Reader) ([]byte, error) {
 // more is read, if the server has a certificate, else 'N'; GSSENCRequest
 // is declined. Without TLS, a StartupMessage is refused if TLS is
 // required.
-func (s *Server) readStartup(ctx context.Context, c *conn, st *startup) (*startupMessage, *pgproto3.CancelRequest, error) {
+func (s *Server) readStartup(ctx context.Context, c *conn, st *pgstartup.Startup) (*startupMessage, *pgproto3.CancelRequest, error) {
 	var asked [2]bool // SSL, GSS
 	for {
 		body, err := readStartupPacket(c.nc)
@@ -65,7 +65,7 @@ func (s *Server) readStartup(ctx context.Context, c *conn, st *startup) (*startu
 		case code == sslRequestCode && len(body) == 4 && !asked[0] && !c.tls,
 			code == gssEncRequestCode && len(body) == 4 && !asked[1] && !c.tls:
 			asked[code-sslRequestCode] = true
-			st.advance(stageNegotiated)
+			st.Advance(pgstartup.Negotiated)
 			if code == sslRequestCode && s.tls != nil {
 				if err := c.startTLS(ctx); err != nil {
 					return nil, nil, err
@@ -82,7 +82,7 @@ func (s *Server) readStartup(ctx context.Context, c *conn, st *startup) (*startu
 			}
 			return nil, &m, nil
 		case code>>16 == 3:
-			st.advance(stageAuthenticating)
+			st.Advance(pgstartup.Authenticating)
 			m, err := parseStartupMessage(body)
 			if err == nil && s.cfg.TLSRequired && !c.tls {
 				err = (&pgError{code: codeInvalidAuthorization, msg: "this server accepts only connections encrypted with TLS", fatal: true}).
@@ -142,8 +142,8 @@ func parseStartupMessage(body []byte) (*startupMessage, error) {
 // handshake takes a new connection through startup and authentication,
 // which must end within Limits.AuthTimeout. It returns the session, or
 // the CancelRequest the connection sent, or why it is neither.
-func (s *Server) handshake(ctx context.Context, st *startup) (*conn, *pgproto3.CancelRequest, error) {
-	nc := st.nc
+func (s *Server) handshake(ctx context.Context, st *pgstartup.Startup) (*conn, *pgproto3.CancelRequest, error) {
+	nc := st.Conn
 	until := time.Now().Add(s.limits.AuthTimeout)
 	nc.SetDeadline(until)
 	c := &conn{

@@ -20,6 +20,7 @@ import (
 	"github.com/vecside/vecside/internal/pgtest"
 	"github.com/vecside/vecside/kernels"
 	"github.com/vecside/vecside/replicate"
+	"github.com/vecside/vecside/rpc"
 )
 
 var benchCommand = &cli.Command{
@@ -29,12 +30,47 @@ var benchCommand = &cli.Command{
 the database named by --source), starts one sidecar per --index, and for
 each setting of the sweep measures recall@k (a row is a hit when its exact
 distance is at most the true k-th), the mean number of candidates, and QPS
-and p50/p95/p99 latency with 1 and --clients clients: sidecar only (the
-knn call over pgwire) and end to end through heapfetch (candidates, heap
-fetch, exact re-rank). The recall pass asks every query once, in order, on
-one connection: it is also the timing of one client, sidecar only (and
-pgvector's); the other runs time --measure queries, for --measure-time at
-most.
+and p50/p95/p99 latency with 1 and --clients clients, by each way in that
+--paths names:
+
+  sidecar    the knn call alone, over pgwire (mode sidecar-only)
+  heapfetch  end to end through the Go client: candidates, heap fetch,
+             exact re-rank (mode end-to-end)
+  sql        the SQL helpers, as vecside sql install installs them, one
+             pgx connection per client, the query vector a parameter:
+             SELECT id FROM vecside.search('<index>', $1::real[], k,
+             NULL::bigint, '<options>') (mode sql-search) and SELECT
+             (item).id FROM vecside.search_rows(..., NULL::vecside_bench,
+             ...) (mode sql-search-rows), the setting's knn options as the
+             options string. The helpers' dblink connections log in to
+             the bench's sidecars with a password (SCRAM): the bench makes
+             one per run. They reach one sidecar at a time, so before an
+             index's first point vecside.set_sidecar points them at its
+             sidecar and the clients connect anew (a backend keeps its
+             dblink connection). With --source, a database that already
+             has the helpers is left alone and the path not measured; else
+             they are installed and removed at the end.
+  proxy      pgvector's own statement, SELECT id FROM vecside_bench ORDER
+             BY embedding <-> $1 LIMIT k (the operator by --metric),
+             prepared (the vector a binary real[], or pgvector's text on a
+             vector column), through a vecside proxy run in this process in front
+             of the database and asking the index's sidecar (one proxy per
+             index in turn), the setting as the session's SET
+             vecside.ef_search, vecside.probes and vecside.oversample (0,
+             the index's default, where the setting names none). A point
+             fails if the proxy passed a statement through. On a real[]
+             scratch column the throwaway database gets pgvector's
+             operators over vecside's distance functions; --source must
+             have them, or the path is not measured. Needs a cgo build.
+  pgvector   pgvector's HNSW, where the database offers the extension
+
+Every vecside point carries the candidates of the sidecar's recall pass,
+which runs whatever --paths says. The recall pass asks every query once,
+in order, on one connection: it is also the timing of one client, sidecar
+only (and that of the sql, proxy and pgvector paths, which have recall
+passes of their own); the other runs time --measure queries, for
+--measure-time at most. New connections of every end-to-end path are
+warmed by one pass of the queries before they are timed.
 
 Data sets: the seeded generators (clustered, textlike), Fashion-MNIST
 (Debian's dataset-fashion-mnist), .fvecs/.bvecs files (--fvecs-base,
@@ -94,9 +130,10 @@ and --svg write the results to files.`,
 		&cli.IntFlag{Name: "clients", Value: 8, Usage: "concurrent clients for the throughput runs"},
 		&cli.IntFlag{Name: "measure", Value: 1000, Usage: "queries timed per run with --clients clients, and end to end (cycling through the held-out ones); at one client the sidecar-only and pgvector timings are those of the recall pass over every query"},
 		&cli.DurationFlag{Name: "measure-time", Value: 3 * time.Second, Usage: "at most this long per timed run, whatever --measure says"},
-		&cli.BoolFlag{Name: "e2e", Value: true, Usage: "also measure end to end through heapfetch"},
+		&cli.StringFlag{Name: "paths", Value: strings.Join(allPaths, ","), Usage: "the ways in to measure, comma-separated: sidecar (the knn call alone), heapfetch (the Go client, end to end), sql (the SQL helpers vecside.search and vecside.search_rows through dblink), proxy (pgvector's statement through vecside proxy; needs a cgo build) and pgvector (its HNSW, where the database offers the extension); the sidecar's recall pass runs whatever is listed: it gives every vecside point its candidates"},
+		&cli.BoolFlag{Name: "e2e", Value: true, Usage: "false: leave out every end-to-end path of vecside's (heapfetch, sql, proxy), whatever --paths says"},
 		&cli.StringFlag{Name: "column-type", Value: "auto", Usage: "type of the scratch table's vector column, which the end-to-end path reads vectors from: vector (pgvector's, stored out of line), real[], or auto: vector where the database offers the extension, else real[]"},
-		&cli.BoolFlag{Name: "pgvector", Value: true, Usage: "compare with pgvector HNSW when the database offers the vector extension"},
+		&cli.BoolFlag{Name: "pgvector", Value: true, Usage: "false: leave out pgvector, whatever --paths says"},
 		&cli.IntFlag{Name: "pgvector-m", Value: 16, Usage: "pgvector HNSW: m"},
 		&cli.IntFlag{Name: "pgvector-ef-construction", Value: 64, Usage: "pgvector HNSW: ef_construction"},
 		&cli.StringFlag{Name: "pgvector-ef-search", Value: "10,20,40,80,120,200,400", Usage: "pgvector HNSW: hnsw.ef_search values to sweep"},
@@ -106,7 +143,7 @@ and --svg write the results to files.`,
 		&cli.DurationFlag{Name: "write-duration", Value: 20 * time.Second, Usage: "how long --write-rate writes per index"},
 		&cli.StringFlag{Name: "json", Usage: "write the results as JSON to this file"},
 		&cli.StringFlag{Name: "markdown", Usage: "write the results as Markdown to this file"},
-		&cli.StringFlag{Name: "svg", Usage: "write a recall-vs-QPS plot (end to end) as SVG to this file"},
+		&cli.StringFlag{Name: "svg", Usage: "write a recall-vs-QPS plot (every end-to-end path: heapfetch, sql, proxy, pgvector) as SVG to this file"},
 		&cli.StringFlag{Name: "churn", Usage: "clustered: INSERTS,DELETES streamed through replication into the first --index under query load, then recall against a fresh build, e.g. 100000,50000"},
 	},
 	Action: func(c *cli.Context) error {
@@ -146,6 +183,19 @@ and --svg write the results to files.`,
 			}
 			p.inserts, p.deletes = churn[0], churn[1]
 		}
+		p.pathsNamed = c.IsSet("paths")
+		if p.paths, err = parsePaths(c.String("paths"), p.pathsNamed); err != nil {
+			return fmt.Errorf("--paths: %w", err)
+		}
+		if !p.e2e {
+			delete(p.paths, pathHeapfetch)
+			delete(p.paths, pathSQL)
+			delete(p.paths, pathProxy)
+		}
+		if !p.pgvector {
+			delete(p.paths, pathPGVector)
+		}
+		p.e2e, p.pgvector = p.paths[pathHeapfetch], p.paths[pathPGVector]
 		if err := p.check(); err != nil {
 			return err
 		}
@@ -167,8 +217,10 @@ type benchParams struct {
 	oversample                           []float64
 	clients, measure                     int
 	measureTime                          time.Duration
-	e2e, process                         bool
-	columnType                           string // --column-type
+	e2e, process                         bool            // e2e: the heapfetch path
+	paths                                map[string]bool // --paths, less what --e2e and --pgvector leave out
+	pathsNamed                           bool            // --paths was given
+	columnType                           string          // --column-type
 	pgvector                             bool
 	pgvM, pgvEfConstruction              int
 	pgvEfSearch                          []int
@@ -255,6 +307,16 @@ type bench struct {
 	say          func(format string, args ...any)
 	out          io.Writer
 	report       benchreport.Report
+	// sidecarPassword is the bench user's password on every sidecar it
+	// starts (SCRAM: dblink logs in as a non-superuser only with a
+	// password), and users the sidecars' users file, made from it.
+	sidecarPassword string
+	users           *rpc.Users
+	// sql and proxy are the connections of those paths, for one index at
+	// a time; nil when the path is not measured.
+	sql, proxy   *perIndex
+	sqlInstalled bool  // the bench installed the SQL helpers
+	proxyArgs    []any // each query as the proxy path binds it
 }
 
 func runBench(ctx context.Context, out io.Writer, p benchParams) error {
@@ -267,6 +329,12 @@ func runBench(ctx context.Context, out io.Writer, p benchParams) error {
 	b.report.Header.Command = p.command
 	b.report.Header.Settings = benchreport.Settings{Clients: p.clients, Measured: p.measure, WriteRate: p.writeRate}
 
+	if !proxyBuilt && !p.pathsNamed {
+		b.say("proxy: not measured: %v", errProxyNotBuilt)
+	}
+	if err := b.makeSidecarUser(); err != nil {
+		return err
+	}
 	b.dsn = p.source
 	if b.dsn == "" {
 		b.say("starting a throwaway PostgreSQL 15 (shared_buffers %s)", p.sharedBuffers)
@@ -330,6 +398,10 @@ func runBench(ctx context.Context, out io.Writer, p benchParams) error {
 	if err := b.settle(ctx, targets); err != nil {
 		return err
 	}
+	if err := b.startPaths(ctx, targets); err != nil {
+		return err
+	}
+	defer b.stopPaths()
 	if err := b.sweep(ctx, targets, pgv); err != nil {
 		return err
 	}

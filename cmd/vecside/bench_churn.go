@@ -23,12 +23,12 @@ func (b *bench) churn(ctx context.Context, def string) error {
 		return err
 	}
 	defer sc.Stop()
-	conn, err := dialSidecar(ctx, sc.Addr.String(), defaultUser)
+	conn, err := b.dialSidecar(ctx, sc.Addr.String())
 	if err != nil {
 		return err
 	}
 	defer conn.Close(context.Background())
-	load, err := dialSidecar(ctx, sc.Addr.String(), defaultUser)
+	load, err := b.dialSidecar(ctx, sc.Addr.String())
 	if err != nil {
 		return err
 	}
@@ -138,7 +138,7 @@ func (b *bench) churn(ctx context.Context, def string) error {
 		return err
 	}
 	defer fresh.Stop()
-	fconn, err := dialSidecar(ctx, fresh.Addr.String(), defaultUser)
+	fconn, err := b.dialSidecar(ctx, fresh.Addr.String())
 	if err != nil {
 		return err
 	}

@@ -244,18 +244,8 @@ func (b *bench) measurePGVector(ctx context.Context, t *pgvectorTarget, ef int) 
 	if err := t.checkPlan(ctx, b.queries[0], ef); err != nil {
 		return err
 	}
-	params := map[string]float64{"hnsw.ef_search": float64(ef)}
-	recall, _, tm := b.recallPass(func(qi int) ([]int64, error) { return search(0, qi) })
-	if tm.err != nil {
-		return fmt.Errorf("pgvector: %w", tm.err)
-	}
-	b.point("pgvector", t.index, benchreport.EndToEnd, params, recall, nil, 1, tm)
-	if b.p.clients > 1 {
-		tm := b.timeRun(b.p.clients, func(c, qi int) error { _, err := search(c, qi); return err })
-		if tm.err != nil {
-			return fmt.Errorf("pgvector: %w", tm.err)
-		}
-		b.point("pgvector", t.index, benchreport.EndToEnd, params, recall, nil, b.p.clients, tm)
+	if err := b.measurePath("pgvector", t.index, benchreport.EndToEnd, map[string]float64{"hnsw.ef_search": float64(ef)}, nil, search); err != nil {
+		return err
 	}
 	return t.checkPlan(ctx, b.queries[0], ef)
 }

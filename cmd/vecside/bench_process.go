@@ -7,11 +7,13 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/vecside/vecside/replicate"
+	"github.com/vecside/vecside/rpc"
 )
 
 // sidecarProcess is a vecside serve child process that the bench measures
@@ -19,6 +21,7 @@ import (
 type sidecarProcess struct {
 	cmd        *exec.Cmd
 	addr       string
+	url        string // how the bench logs in
 	dir        string
 	rows       int
 	indexBytes int64
@@ -47,9 +50,18 @@ func (b *bench) startProcess(ctx context.Context, name, def string) (*sidecarPro
 		return nil, err
 	}
 	b.say("%s: starting vecside serve for %s", def, spec)
-	p := &sidecarProcess{addr: addr, dir: dir}
+	p := &sidecarProcess{addr: addr, dir: dir, url: b.sidecarURL(addr)}
+	users := filepath.Join(dir, "users")
+	v, err := rpc.NewVerifier(b.sidecarPassword, rpc.DefaultScramIterations)
+	if err == nil {
+		err = os.WriteFile(users, []byte(rpc.UserLine(defaultUser, v)+"\n"), 0o600)
+	}
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
 	p.cmd = exec.CommandContext(ctx, exe, "--log-level", "warn", "serve", "--source", b.dsn, "--name", "vecside_"+name,
-		"--listen", addr, "--metrics-listen", "", "--data-dir", dir, "--auth", "trust", "--index", spec)
+		"--listen", addr, "--metrics-listen", "", "--data-dir", dir, "--auth", rpc.AuthSCRAM, "--users", users, "--index", spec)
 	p.cmd.Stderr = os.Stderr
 	if err := p.cmd.Start(); err != nil {
 		os.RemoveAll(dir)
@@ -70,7 +82,7 @@ func (b *bench) startProcess(ctx context.Context, name, def string) (*sidecarPro
 func (p *sidecarProcess) waitReady(ctx context.Context, name string, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for ; time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-		conn, err := dialSidecar(ctx, p.addr, defaultUser)
+		conn, err := dialSidecar(ctx, p.url, "")
 		if err != nil {
 			continue // not listening yet
 		}

@@ -7,6 +7,7 @@ import (
 	"encoding/xml"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -16,6 +17,8 @@ import (
 	"github.com/vecside/vecside/internal/pgtest"
 	"github.com/vecside/vecside/kernels"
 )
+
+var benchModes = []string{benchreport.SidecarOnly, benchreport.EndToEnd, benchreport.SQLSearch, benchreport.SQLSearchRows, benchreport.Proxy}
 
 // readReport reads a bench's JSON and checks what every point must hold.
 func readReport(t *testing.T, path string) benchreport.Report {
@@ -30,7 +33,7 @@ func readReport(t *testing.T, path string) benchreport.Report {
 	}
 	for _, p := range r.Points {
 		if p.Recall < 0 || p.Recall > 1 || p.QPS <= 0 || p.P50 <= 0 || p.P50 > p.P95 || p.P95 > p.P99 || p.K != 10 ||
-			(p.Mode != benchreport.SidecarOnly && p.Mode != benchreport.EndToEnd) || (p.System == "vecside") != (p.CandidatesMean != nil) {
+			!slices.Contains(benchModes, p.Mode) || (p.System == "vecside") != (p.CandidatesMean != nil) {
 			t.Errorf("malformed point %+v", p)
 		}
 	}
@@ -53,6 +56,7 @@ func TestBenchOnFvecsFiles(t *testing.T) {
 	out := filepath.Join(dir, "out")
 	md, err := run(t, "bench", "--source", pgtest.Shared(t).NewDatabase(t), "--fvecs-base", base, "--fvecs-query", query, "--metric", "l2",
 		"--index", "kind=flat store=float", "--index", "kind=hnsw", "--ef-search", "16,64", "--oversample", "1", "--pgvector-ef-search", "10,80",
+		"--paths", "sidecar,heapfetch,sql,pgvector",
 		"--clients", "2", "--measure", "40", "--json", out+".json", "--markdown", out+".md", "--svg", out+".svg")
 	if err != nil {
 		t.Fatalf("%v\n%s", err, md)
@@ -66,8 +70,9 @@ func TestBenchOnFvecsFiles(t *testing.T) {
 		switch {
 		case p.System == "vecside" && strings.Contains(p.Index, "flat") && p.Recall != 1:
 			t.Errorf("flat store=float: recall %v, want 1 (exact)", p.Recall)
-		case p.System == "vecside" && p.Params["ef_search"] == 64 && p.Recall < 0.9,
-			p.System == "pgvector" && p.Params["hnsw.ef_search"] == 80 && p.Recall < 0.9:
+		case p.System == "vecside" && p.Params["ef_search"] == 64 && p.Recall < 0.9:
+			t.Errorf("%s %s %s %v: recall %v, want ≥ 0.9", p.System, p.Index, p.Mode, p.Params, p.Recall)
+		case p.System == "pgvector" && p.Params["hnsw.ef_search"] == 80 && p.Recall < 0.9:
 			t.Errorf("%s %s %v: recall %v, want ≥ 0.9", p.System, p.Index, p.Params, p.Recall)
 		}
 		if p.PostgresCPU != nil {
@@ -79,9 +84,10 @@ func TestBenchOnFvecsFiles(t *testing.T) {
 			pgvector++
 		}
 	}
-	// 3 settings × 2 modes × 2 concurrencies; pgvector: 2 × 2.
-	if vecside != 12 || (pgvector != 0 && pgvector != 4) {
-		t.Errorf("%d vecside points, %d pgvector: want 12 and 4 (or 0 without pgvector)", vecside, pgvector)
+	// 3 settings × 4 modes (sidecar-only, end-to-end, the two SQL
+	// helpers) × 2 concurrencies; pgvector: 2 × 2.
+	if vecside != 24 || (pgvector != 0 && pgvector != 4) {
+		t.Errorf("%d vecside points, %d pgvector: want 24 and 4 (or 0 without pgvector)", vecside, pgvector)
 	}
 	if len(r.Header.Builds) != 2+pgvector/4 || r.Header.Machine.Postgres == "" {
 		t.Errorf("header %+v", r.Header)
@@ -135,23 +141,57 @@ func TestBenchOnFvecsFiles(t *testing.T) {
 	}
 }
 
-// TestBenchPostgresCPU: in a throwaway server every point has the
-// server's CPU per query, which end to end (the heap statement runs
-// there) is more than nothing.
-func TestBenchPostgresCPU(t *testing.T) {
+// TestBenchPaths: in a throwaway server, the SQL helpers and the proxy
+// are measured beside the sidecar and heapfetch, for two indexes in turn
+// (each path pointed at one sidecar, then the other), with the recall the
+// indexes give, and every point has the server's CPU per query, which
+// end to end (the heap statement runs there) is more than nothing.
+func TestBenchPaths(t *testing.T) {
+	// real[], where the bench gives pgvector's statement operators from
+	// vecside's distance functions; then pgvector's vector, if the test
+	// server has it.
+	for _, column := range []string{"real[]", "auto"} {
+		t.Run(column, func(t *testing.T) { testBenchPaths(t, column) })
+	}
+	if _, err := run(t, "bench", "--paths", "sql,heap"); err == nil || !strings.Contains(err.Error(), `"heap"`) {
+		t.Errorf("--paths sql,heap: %v", err)
+	}
+}
+
+func testBenchPaths(t *testing.T, column string) {
 	out := filepath.Join(t.TempDir(), "r.json")
-	if md, err := run(t, "bench", "--shared-buffers", "128MB", "--rows", "2000", "--dims", "8", "--queries", "50", "--index", "kind=flat",
-		"--oversample", "1", "--pgvector=false", "--clients", "1", "--measure", "50", "--json", out); err != nil {
+	if md, err := run(t, "bench", "--shared-buffers", "128MB", "--rows", "3000", "--dims", "16", "--queries", "50", "--metric", "l2",
+		"--index", "kind=flat", "--index", "kind=hnsw", "--ef-search", "64", "--oversample", "2", "--column-type", column,
+		"--pgvector=false", "--clients", "2", "--measure", "50", "--json", out); err != nil {
 		t.Fatalf("%v\n%s", err, md)
 	}
 	r := readReport(t, out)
-	if len(r.Points) != 2 {
-		t.Fatalf("points %+v", r.Points)
+	if column == "auto" && r.Header.Dataset.Column == "real[]" {
+		t.Skip("the test server has no pgvector: real[] again")
 	}
+	modes := []string{benchreport.SidecarOnly, benchreport.EndToEnd, benchreport.SQLSearch, benchreport.SQLSearchRows, benchreport.Proxy}
+	if !proxyBuilt {
+		modes = modes[:4]
+	}
+	got := map[string]int{}
 	for _, p := range r.Points {
-		if p.PostgresCPU == nil || *p.PostgresCPU < 0 || (p.Mode == benchreport.EndToEnd && *p.PostgresCPU == 0) {
-			t.Errorf("%s: Postgres CPU %v", p.Mode, p.PostgresCPU)
+		got[p.Index+" "+p.Mode]++
+		if p.Recall < 0.9 {
+			t.Errorf("%s %s %v c=%d: recall %v, want ≥ 0.9", p.Index, p.Mode, p.Params, p.Concurrency, p.Recall)
 		}
+		if p.PostgresCPU == nil || *p.PostgresCPU < 0 || (p.Mode != benchreport.SidecarOnly && *p.PostgresCPU == 0) {
+			t.Errorf("%s %s c=%d: Postgres CPU %v", p.Index, p.Mode, p.Concurrency, p.PostgresCPU)
+		}
+	}
+	for _, index := range []string{"kind=flat", "kind=hnsw"} {
+		for _, mode := range modes {
+			if got[index+" "+mode] != 2 {
+				t.Errorf("%s %s: %d points, want 2 (1 and 2 clients)", index, mode, got[index+" "+mode])
+			}
+		}
+	}
+	if len(r.Points) != 2*2*len(modes) {
+		t.Errorf("%d points, want %d: %v", len(r.Points), 2*2*len(modes), got)
 	}
 }
 
@@ -192,8 +232,11 @@ func TestBenchOnATable(t *testing.T) {
 	if d := r.Header.Dataset; d.Rows != 1980 || d.Queries != 20 || d.Name != "table:docs(emb)" {
 		t.Errorf("dataset %+v: want 2,000 rows less 20 held out", d)
 	}
-	if len(r.Points) != 4 || r.Points[0].Recall < 0.9 {
-		t.Errorf("points %+v", r.Points)
+	// 2 concurrencies of the sidecar alone, heapfetch and the two SQL
+	// helpers; and of the proxy where the scratch column is pgvector's
+	// (its operators exist).
+	if want := map[bool]int{false: 8, true: 10}[proxyBuilt && strings.HasPrefix(r.Header.Dataset.Column, "vector")]; len(r.Points) != want || r.Points[0].Recall < 0.9 {
+		t.Errorf("%d points, want %d: %+v", len(r.Points), want, r.Points)
 	}
 	if len(r.Writes) != 1 || r.Writes[0].LagP50 <= 0 || r.Writes[0].LagP99 < r.Writes[0].LagP50 || r.Writes[0].ApplyRate <= 0 || r.Writes[0].Written <= 0 {
 		t.Errorf("write load %+v", r.Writes)
@@ -203,8 +246,9 @@ func TestBenchOnATable(t *testing.T) {
 	}
 	var left int
 	if err := db.QueryRow(ctx, `SELECT (SELECT count(*) FROM pg_replication_slots) + (SELECT count(*) FROM pg_publication)
-		+ (SELECT count(*) FROM pg_class WHERE relname LIKE 'vecside%')`).Scan(&left); err != nil || left != 0 {
-		t.Errorf("%d slots, publications and scratch relations left behind (%v)", left, err)
+		+ (SELECT count(*) FROM pg_class WHERE relname LIKE 'vecside%') + (SELECT count(*) FROM pg_namespace WHERE nspname = 'vecside')
+		+ (SELECT count(*) FROM pg_foreign_server)`).Scan(&left); err != nil || left != 0 {
+		t.Errorf("%d slots, publications, scratch relations and SQL helpers left behind (%v)", left, err)
 	}
 	if _, err := run(t, "bench", "--source", dsn, "--table", "docs"); err == nil || !strings.Contains(err.Error(), "--column") {
 		t.Errorf("--table without --column: %v", err)

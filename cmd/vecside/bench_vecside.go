@@ -15,12 +15,14 @@ import (
 	"github.com/vecside/vecside/internal/benchreport"
 	"github.com/vecside/vecside/internal/sidecar"
 	"github.com/vecside/vecside/replicate"
+	"github.com/vecside/vecside/rpc"
 )
 
 // vecsideTarget is one index served by one sidecar, with the bench's
 // connections to it and to the heap.
 type vecsideTarget struct {
 	def, name string
+	addr      string         // the sidecar's
 	entry     *indexer.Entry // in process only
 	conns     []*pgx.Conn    // to the sidecar, one per client
 	heaps     []*pgx.Conn    // to Postgres, one per client
@@ -72,7 +74,6 @@ func (b *bench) startVecside(ctx context.Context, n int, def string) (t *vecside
 		}
 	}()
 	t0 := time.Now()
-	var addr string
 	build := benchreport.Build{System: "vecside", Index: def}
 	if b.p.process {
 		proc, err := b.startProcess(ctx, t.name, def)
@@ -80,7 +81,7 @@ func (b *bench) startVecside(ctx context.Context, n int, def string) (t *vecside
 			return nil, err
 		}
 		t.closers = append(t.closers, proc.stop)
-		addr = proc.addr
+		t.addr = proc.addr
 		build.IndexBytes, build.BytesPerRow = proc.indexBytes, perRow(proc.indexBytes, proc.rows)
 		build.RSSBytes, build.PeakRSSBytes = proc.rss, proc.peak
 	} else {
@@ -89,7 +90,7 @@ func (b *bench) startVecside(ctx context.Context, n int, def string) (t *vecside
 			return nil, err
 		}
 		t.closers = append(t.closers, func() { sc.Stop() })
-		addr, t.entry = sc.Addr.String(), entry
+		t.addr, t.entry = sc.Addr.String(), entry
 		st := entry.Status().IndexStats
 		build.IndexBytes, build.BytesPerRow = st.Bytes(), st.BytesPerRow()
 	}
@@ -100,7 +101,7 @@ func (b *bench) startVecside(ctx context.Context, n int, def string) (t *vecside
 	t.conns = make([]*pgx.Conn, b.p.clients)
 	t.heaps = make([]*pgx.Conn, b.p.clients)
 	for i := range t.conns {
-		if t.conns[i], err = dialSidecar(ctx, addr, defaultUser); err != nil {
+		if t.conns[i], err = b.dialSidecar(ctx, t.addr); err != nil {
 			return nil, err
 		}
 		t.closers = append(t.closers, func() { t.conns[i].Close(context.Background()) })
@@ -134,7 +135,7 @@ func (b *bench) startSidecar(ctx context.Context, name, def string) (*sidecar.Si
 	}
 	b.say("%s: starting a sidecar for %s", def, spec)
 	sc, err := sidecar.Start(ctx, sidecar.Config{
-		Source: b.dsn, Name: "vecside_" + name, Listen: "127.0.0.1:0", Auth: "trust",
+		Source: b.dsn, Name: "vecside_" + name, Listen: "127.0.0.1:0", Auth: rpc.AuthSCRAM, Users: b.users,
 		Indexes: []string{spec}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
 	if err != nil {
@@ -178,30 +179,31 @@ func (b *bench) measureVecside(ctx context.Context, t *vecsideTarget, opts strin
 	if tm.err != nil {
 		return tm.err
 	}
-	b.point("vecside", t.def, benchreport.SidecarOnly, params, recall, &cands, 1, tm)
-	if b.p.clients > 1 {
-		tm := b.timeRun(b.p.clients, func(c, qi int) error { _, err := b.knn(ctx, t.conns[c], t.name, qi, opts); return err })
-		if tm.err != nil {
-			return tm.err
+	if b.p.paths[pathSidecar] {
+		b.point("vecside", t.def, benchreport.SidecarOnly, params, recall, &cands, 1, tm)
+		if b.p.clients > 1 {
+			tm := b.timeRun(b.p.clients, func(c, qi int) error { _, err := b.knn(ctx, t.conns[c], t.name, qi, opts); return err })
+			if tm.err != nil {
+				return tm.err
+			}
+			b.point("vecside", t.def, benchreport.SidecarOnly, params, recall, &cands, b.p.clients, tm)
 		}
-		b.point("vecside", t.def, benchreport.SidecarOnly, params, recall, &cands, b.p.clients, tm)
 	}
-	if !b.p.e2e {
-		return nil
-	}
-	rest := strings.TrimSpace(strings.Replace(opts, fmt.Sprintf("oversample=%g", so.Oversample), "", 1))
-	e2e := func(c, qi int) error {
-		_, err := t.hf[c].Search(ctx, heapfetch.Request{Index: t.name, Vector: b.queries[qi], K: b.p.k, Oversample: so.Oversample, Options: rest})
-		return err
-	}
-	for _, clients := range concurrencies(b.p.clients) {
-		tm := b.timeRun(clients, e2e)
-		if tm.err != nil {
-			return tm.err
+	if b.p.e2e {
+		rest := strings.TrimSpace(strings.Replace(opts, fmt.Sprintf("oversample=%g", so.Oversample), "", 1))
+		e2e := func(c, qi int) error {
+			_, err := t.hf[c].Search(ctx, heapfetch.Request{Index: t.name, Vector: b.queries[qi], K: b.p.k, Oversample: so.Oversample, Options: rest})
+			return err
 		}
-		b.point("vecside", t.def, benchreport.EndToEnd, params, recall, &cands, clients, tm)
+		for _, clients := range concurrencies(b.p.clients) {
+			tm := b.timeRun(clients, e2e)
+			if tm.err != nil {
+				return tm.err
+			}
+			b.point("vecside", t.def, benchreport.EndToEnd, params, recall, &cands, clients, tm)
+		}
 	}
-	return nil
+	return b.measureVecsidePaths(ctx, t, opts, params, &cands)
 }
 
 // concurrencies are 1 and --clients.

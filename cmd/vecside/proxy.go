@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -45,6 +46,11 @@ everything else passes through unchanged. See internal/proxy's doc.`,
 		userFlag,
 		&cli.BoolFlag{Name: "no-sidecar", Usage: "pass every statement through, asking no sidecar", EnvVars: []string{"VECSIDE_NO_SIDECAR"}},
 		&cli.IntFlag{Name: "proxy-max-connections", Value: proxy.DefaultLimits.MaxConnections, Usage: "client connections at once, each holding one upstream connection; past it new ones are refused (53300)", EnvVars: []string{"VECSIDE_PROXY_MAX_CONNECTIONS"}},
+		&cli.StringFlag{Name: "proxy-tls-cert", Usage: "PEM certificate (chain) offered to clients that ask for TLS. With TLS upstream too, SCRAM clients must connect with channel_binding=disable: channel binding detects the proxy in the middle", EnvVars: []string{"VECSIDE_PROXY_TLS_CERT"}},
+		&cli.StringFlag{Name: "proxy-tls-key", Usage: "PEM private key of --proxy-tls-cert", EnvVars: []string{"VECSIDE_PROXY_TLS_KEY"}},
+		&cli.BoolFlag{Name: "proxy-tls-required", Usage: "refuse clients that do not use TLS (28000)", EnvVars: []string{"VECSIDE_PROXY_TLS_REQUIRED"}},
+		&cli.IntFlag{Name: "proxy-max-startups", Value: proxy.DefaultLimits.MaxStartups, Usage: "connections not yet authenticated, on top of --proxy-max-connections; a new one takes the slot of the one silent longest", EnvVars: []string{"VECSIDE_PROXY_MAX_STARTUPS"}},
+		&cli.IntFlag{Name: "proxy-max-startups-per-peer", Value: proxy.DefaultLimits.MaxStartupsPerPeer, Usage: "of --proxy-max-startups, those of one address that have sent nothing; past it its own oldest gives way", EnvVars: []string{"VECSIDE_PROXY_MAX_STARTUPS_PER_PEER"}},
 		&cli.DurationFlag{Name: "proxy-auth-timeout", Value: proxy.DefaultLimits.AuthTimeout, Usage: "time a client has from connecting to being authenticated", EnvVars: []string{"VECSIDE_PROXY_AUTH_TIMEOUT"}},
 	},
 	Action: func(c *cli.Context) error {
@@ -52,10 +58,17 @@ everything else passes through unchanged. See internal/proxy's doc.`,
 		defer stop()
 		cfg := proxy.Config{
 			Upstream: c.String("upstream"),
-			Limits:   proxy.Limits{MaxConnections: c.Int("proxy-max-connections"), AuthTimeout: c.Duration("proxy-auth-timeout")},
-			Logger:   slog.Default(),
+			Limits: proxy.Limits{MaxConnections: c.Int("proxy-max-connections"), MaxStartups: c.Int("proxy-max-startups"),
+				MaxStartupsPerPeer: c.Int("proxy-max-startups-per-peer"), AuthTimeout: c.Duration("proxy-auth-timeout")},
+			Logger: slog.Default(),
 		}
 		var err error
+		if cfg.ClientTLS, err = loadTLS(c, "proxy-tls-cert", "proxy-tls-key"); err != nil {
+			return err
+		}
+		if cfg.ClientTLSRequired = c.Bool("proxy-tls-required"); cfg.ClientTLSRequired && cfg.ClientTLS == nil {
+			return errors.New("--proxy-tls-required needs --proxy-tls-cert and --proxy-tls-key")
+		}
 		if cfg.UpstreamTLS, err = upstreamTLS(c.String("upstream-sslmode"), c.String("upstream-sslrootcert"), cfg.Upstream); err != nil {
 			return err
 		}

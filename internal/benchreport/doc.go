@@ -7,10 +7,14 @@
 // A point is one system (vecside or pgvector), one index, one setting of
 // its search knobs, one mode and one concurrency. The mode says what a
 // query's latency covers: "sidecar-only" is the knn call alone, over
-// pgwire; "end-to-end" is what an application sees, candidates plus the
-// heap fetch and exact re-rank for vecside, the SQL query for pgvector.
+// pgwire; the others are what an application sees, each by its own way
+// in: "end-to-end" is candidates plus the heap fetch and exact re-rank
+// through heapfetch for vecside, the SQL query for pgvector;
+// "sql-search" and "sql-search-rows" are vecside's SQL helpers
+// (vecside.search, vecside.search_rows) called inside Postgres; "proxy"
+// is pgvector's own statement sent through vecside proxy.
 //
-// The plot draws, per system and index, the points that no other point of
+// The plot draws, per system, index and way in, the points that no other point of
 // that index beats on both recall and throughput (the Pareto frontier, as
 // ann-benchmarks does), end to end, in one panel per concurrency: the
 // other points are dominated by a setting of the same index and would

@@ -17,12 +17,12 @@ import (
 )
 
 // WriteSVG plots recall against queries per second, end to end, one panel
-// per concurrency measured, one line per system and index through its
-// Pareto frontier, the legend below the panels.
+// per concurrency measured, one line per system, index and way in
+// (Point.Series) through its Pareto frontier, the legend below the panels.
 func (r *Report) WriteSVG(w io.Writer) error {
 	var concurrency []int
 	for _, p := range r.Points {
-		if p.Mode == EndToEnd && !slices.Contains(concurrency, p.Concurrency) {
+		if p.Mode != SidecarOnly && !slices.Contains(concurrency, p.Concurrency) {
 			concurrency = append(concurrency, p.Concurrency)
 		}
 	}
@@ -30,9 +30,9 @@ func (r *Report) WriteSVG(w io.Writer) error {
 		return fmt.Errorf("benchreport: no end-to-end points to plot")
 	}
 	slices.Sort(concurrency)
-	var series []string // system and index, in the order measured
+	var series []string // in the order measured
 	for _, p := range r.Points {
-		if s := p.System + " " + p.Index; p.Mode == EndToEnd && !slices.Contains(series, s) {
+		if s := p.Series(); p.Mode != SidecarOnly && !slices.Contains(series, s) {
 			series = append(series, s)
 		}
 	}
@@ -55,7 +55,7 @@ func (r *Report) WriteSVG(w io.Writer) error {
 		var all plotter.XYs
 		for si, s := range series {
 			xys := frontier(r.Points, func(p Point) bool {
-				return p.Mode == EndToEnd && p.Concurrency == c && p.System+" "+p.Index == s
+				return p.Mode != SidecarOnly && p.Concurrency == c && p.Series() == s
 			})
 			if len(xys) == 0 {
 				continue

@@ -7,11 +7,28 @@ import (
 	"os"
 )
 
-// Modes of a point.
+// Modes of a point: the way in that was measured. Every mode but
+// SidecarOnly is end to end, what an application sees.
 const (
-	SidecarOnly = "sidecar-only"
-	EndToEnd    = "end-to-end"
+	SidecarOnly = "sidecar-only" // the knn call alone, over pgwire
+	EndToEnd    = "end-to-end"   // vecside through heapfetch; pgvector's own SQL
+	// SQLSearch and SQLSearchRows are vecside's SQL helpers,
+	// vecside.search and vecside.search_rows, called inside Postgres.
+	SQLSearch     = "sql-search"
+	SQLSearchRows = "sql-search-rows"
+	// Proxy is pgvector's statement, unchanged, through vecside proxy.
+	Proxy = "proxy"
 )
+
+// Series names the line a point belongs to in the plot: the system and
+// index, and the way in unless it is EndToEnd.
+func (p Point) Series() string {
+	s := p.System + " " + p.Index
+	if p.Mode != EndToEnd {
+		s += " via " + p.Mode
+	}
+	return s
+}
 
 // Report is a whole run.
 type Report struct {
@@ -91,7 +108,9 @@ type Settings struct {
 // Point is one measured setting of one index in one mode at one
 // concurrency.
 type Point struct {
-	System string             `json:"system"` // vecside or pgvector
+	System string `json:"system"` // vecside or pgvector
+	// Mode is the way in (SidecarOnly, EndToEnd, SQLSearch, SQLSearchRows
+	// or Proxy).
 	Index  string             `json:"index"`
 	Mode   string             `json:"mode"`
 	Params map[string]float64 `json:"params"`
@@ -105,7 +124,9 @@ type Point struct {
 	QPS         float64 `json:"qps"`
 	Concurrency int     `json:"concurrency"`
 	// CandidatesMean is the mean number of candidates the sidecar
-	// returned per query; nil for pgvector, which returns k rows.
+	// returned per query, as its knn call answers at the point's setting
+	// (every vecside mode asks it the same); nil for pgvector, which
+	// returns k rows.
 	CandidatesMean *float64 `json:"candidates_mean"`
 	// PostgresCPU is the CPU time, in ms, the database server spent per
 	// query: its processes' user and system time over the timed run,

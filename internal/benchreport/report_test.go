@@ -20,7 +20,8 @@ func sample() *Report {
 		for _, c := range []int{1, 4} {
 			r.Points = append(r.Points,
 				Point{System: "vecside", Index: "kind=ivf", Mode: EndToEnd, Params: map[string]float64{"probes": float64(i)}, K: 10, Recall: recall, QPS: float64(1000*c - 100*i), P50: 1, Concurrency: c, CandidatesMean: &cands},
-				Point{System: "pgvector", Index: "hnsw m=16", Mode: EndToEnd, Params: map[string]float64{"hnsw.ef_search": float64(40 * (i + 1))}, K: 10, Recall: recall, QPS: float64(500*c - 50*i), P50: 2, Concurrency: c})
+				Point{System: "pgvector", Index: "hnsw m=16", Mode: EndToEnd, Params: map[string]float64{"hnsw.ef_search": float64(40 * (i + 1))}, K: 10, Recall: recall, QPS: float64(500*c - 50*i), P50: 2, Concurrency: c},
+				Point{System: "vecside", Index: "kind=ivf", Mode: SQLSearch, Params: map[string]float64{"probes": float64(i)}, K: 10, Recall: recall, QPS: float64(400*c - 10*i), P50: 3, Concurrency: c, CandidatesMean: &cands})
 		}
 	}
 	return r
@@ -39,7 +40,7 @@ func TestJSONHasOneObjectPerPoint(t *testing.T) {
 	if err := json.Unmarshal(raw, &got); err != nil {
 		t.Fatal(err)
 	}
-	if len(got.Points) != 16 || got.Header["dataset"] == nil || got.Header["machine"] == nil || got.Header["builds"] == nil {
+	if len(got.Points) != 24 || got.Header["dataset"] == nil || got.Header["machine"] == nil || got.Header["builds"] == nil {
 		t.Fatalf("got %d points, header %v", len(got.Points), got.Header)
 	}
 	for _, f := range []string{"system", "index", "mode", "params", "k", "recall", "p50_ms", "p95_ms", "p99_ms", "qps", "concurrency", "candidates_mean"} {
@@ -77,14 +78,14 @@ func TestSVGPlotsTheFrontierPerConcurrency(t *testing.T) {
 	if err := xml.Unmarshal(b.Bytes(), new(struct{})); err != nil {
 		t.Fatalf("not XML: %v", err)
 	}
-	for _, want := range []string{"<svg", "1 client", "4 clients", "vecside kind=ivf", "pgvector hnsw m=16", "recall@10"} {
+	for _, want := range []string{"<svg", "1 client", "4 clients", "vecside kind=ivf", "vecside kind=ivf via sql-search", "pgvector hnsw m=16", "recall@10"} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("no %q in the SVG", want)
 		}
 	}
 	// Recall 0.8 at probes=2 is slower than 0.9 at probes=1: off the
 	// frontier.
-	got := frontier(sample().Points, func(p Point) bool { return p.System == "vecside" && p.Concurrency == 1 })
+	got := frontier(sample().Points, func(p Point) bool { return p.System == "vecside" && p.Mode == EndToEnd && p.Concurrency == 1 })
 	if len(got) != 3 || got[0].X != 0.5 || got[1].X != 0.9 || got[2].X != 0.99 {
 		t.Errorf("frontier %v, want recall 0.5, 0.9, 0.99", got)
 	}

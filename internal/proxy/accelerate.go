@@ -44,11 +44,17 @@ const (
 // sidecar's would be answered with newer candidates), the WAL position
 // its commits so far are below (read-your-writes: the sidecar waits for
 // it; the insert position, which with synchronous_commit off is past a
-// commit not yet written), and whether its search_path finds the indexed table under the
+// commit not yet written; on a hot standby, what it has replayed, so
+// that no row the standby shows is missing from the candidates, as
+// heapfetch asks), and whether its search_path finds the indexed table under the
 // name the statement uses; then the settings the sidecar's search takes
-// (settingOptions). It is built so that it cannot fail.
+// (settingOptions). Between the two, the OID of pgvector's vector type
+// in this database, 0 without it: a vector parameter in binary comes with
+// that OID. It is built so that it cannot fail.
 const probeSQL = `SELECT pg_current_xact_id_if_assigned() IS NOT NULL, current_setting('transaction_isolation'),
-CASE WHEN pg_is_in_recovery() THEN '' ELSE pg_current_wal_insert_lsn()::text END, coalesce(to_regclass($1) = to_regclass($2), false),
+CASE WHEN pg_is_in_recovery() THEN coalesce(pg_last_wal_replay_lsn()::text, '') ELSE pg_current_wal_insert_lsn()::text END, coalesce(to_regclass($1) = to_regclass($2), false),
+coalesce((SELECT t.oid FROM pg_catalog.pg_type t JOIN pg_catalog.pg_extension e ON e.extnamespace = t.typnamespace
+  WHERE e.extname = 'vector' AND t.typname = 'vector'), 0),
 current_setting('hnsw.ef_search', true), current_setting('ivfflat.probes', true),
 current_setting('vecside.ef_search', true), current_setting('vecside.probes', true), current_setting('vecside.oversample', true)`
 
@@ -124,7 +130,7 @@ func (s *session) accelerateQuery(m message) (handled bool, err error) {
 	// answers what the session sends.
 	s.taken.Store(true)
 	defer s.taken.Store(false)
-	err = s.answer(q, ix, vec, nil)
+	err = s.answer(q, ix, func() ([]float32, string) { return vec, "" }, nil)
 	var pt passThrough
 	if errors.As(err, &pt) {
 		s.passed(pt.reason)
@@ -145,11 +151,18 @@ func (p passThrough) Error() string { return "pass through: " + p.reason }
 // fewer than its LIMIT rows come back and the sidecar has more, and sends
 // the client the last round's replies as PostgreSQL sent them. bd is the
 // client's Bind of an extended-protocol statement, nil for a simple
-// Query (whose replies are in text, with no BindComplete).
-func (s *session) answer(q *query, ix indexed, vec []float32, bd *binding) error {
+// Query (whose replies are in text, with no BindComplete). Each round is
+// one round trip ending with a Sync: outside a transaction block it is a
+// statement of its own, as the client's would have been.
+func (s *session) answer(q *query, ix indexed, vector func() ([]float32, string), bd *binding) error {
 	minLSN, err := s.checkSession(q, ix)
 	if err != nil {
 		return err
+	}
+	// Decoded once the probe has run: it knows pgvector's type OID.
+	vec, reason := vector()
+	if reason != "" {
+		return passThrough{reason}
 	}
 	sql, err := q.restricted(ix.key)
 	if err != nil {
@@ -159,49 +172,60 @@ func (s *session) answer(q *query, ix indexed, vec []float32, bd *binding) error
 	if want > maxCandidates {
 		return passThrough{"limit"}
 	}
+	var types []uint32
+	if bd != nil {
+		types = append(append([]uint32{}, bd.types...), 0)
+	}
+	if q.vector.param == 0 {
+		// The vector is in the text: the statement will not come again.
+		defer s.own.drop(statementKey(sql, types))
+	}
 	k := int(want)
 	var res result
 	var asked []string
 	for round := 0; ; round++ {
 		keys, err := s.candidates(heapfetch.Request{Index: ix.name, Vector: vec, K: k, MinLSN: minLSN, Options: s.options})
 		if err != nil {
-			if round > 0 {
-				s.closeInternal(true)
-			}
 			return err
 		}
-		if round == 0 && bd != nil && bd.cached {
-			s.sendUp(&pgproto3.Describe{ObjectType: 'S', Name: bd.bind.PreparedStatement})
-		}
+		name, parse := s.own.prepare(sql, types)
 		if round == 0 {
-			parse := &pgproto3.Parse{Name: internalStatement, Query: sql}
-			if bd != nil {
-				parse.ParameterOIDs = append(append([]uint32{}, bd.types...), 0)
+			s.sendUp(s.own.closes()...)
+			if bd != nil && bd.check {
+				s.sendUp(&pgproto3.Describe{ObjectType: 'S', Name: bd.bind.PreparedStatement})
 			}
+		}
+		if parse != nil {
 			s.sendUp(parse)
 		}
 		if bd != nil {
-			s.sendUp(bd.restrictedBind(keyArray(keys)))
+			s.sendUp(bd.restrictedBind(name, keyArray(keys)))
 		} else {
-			s.sendUp(&pgproto3.Bind{PreparedStatement: internalStatement, ParameterFormatCodes: []int16{0}, Parameters: [][]byte{keyArray(keys)}})
+			s.sendUp(&pgproto3.Bind{PreparedStatement: name, ParameterFormatCodes: []int16{0}, Parameters: [][]byte{keyArray(keys)}})
 		}
 		if round == 0 {
 			s.sendUp(&pgproto3.Describe{ObjectType: 'P'})
 		}
-		s.sendUp(&pgproto3.Execute{})
-		s.sendUp(&pgproto3.Flush{})
+		s.sendUp(&pgproto3.Execute{}, &pgproto3.Sync{})
 		if err := s.u.flush(); err != nil {
 			return err
 		}
-		if round == 0 && bd != nil && bd.cached {
-			if err := s.described(&res); err != nil {
-				return err
+		if round == 0 && bd != nil && bd.check {
+			if gone, err := s.checked(); err != nil || gone != nil {
+				if parse != nil {
+					s.own.drop(statementKey(sql, types)) // skipped with the rest
+				}
+				if err != nil {
+					return err
+				}
+				return s.toClient(gone...)
 			}
 		}
-		if res.err == nil {
-			if err := s.collect(&res); err != nil {
-				return err
-			}
+		if err := s.collect(&res); err != nil {
+			return err
+		}
+		if res.err != nil && parse != nil {
+			s.own.drop(statementKey(sql, types)) // its Parse may be what failed
 		}
 		rows := int64(res.rows())
 		asked = append(asked, fmt.Sprintf("%d→%d→%d", k, len(keys), rows))
@@ -216,10 +240,6 @@ func (s *session) answer(q *query, ix indexed, vec []float32, bd *binding) error
 			matched = float64(rows + q.offset)
 		}
 		k = int(min(float64(maxCandidates), max(float64(2*k), 2*float64(want)*float64(k)/matched)))
-	}
-	z, err := s.closeInternal(res.err != nil)
-	if err != nil {
-		return err
 	}
 	if res.tooLarge {
 		return passThrough{"result too large"}
@@ -249,53 +269,55 @@ func (s *session) answer(q *query, ix indexed, vec []float32, bd *binding) error
 	if minLSN != "" {
 		s.lastPlan += "; waited for " + minLSN
 	}
-	return s.toClient(append(out, z)...)
+	return s.toClient(append(out, res.ready)...)
 }
 
-// closeInternal ends an answer: the restricted statement is closed and
-// the transaction status of the Sync's ReadyForQuery kept and returned.
-// After an error PostgreSQL skips all up to a Sync, the Close too: then
-// it takes two.
-func (s *session) closeInternal(failed bool) (message, error) {
-	if failed {
-		s.sendUp(&pgproto3.Sync{})
-	}
-	s.sendUp(&pgproto3.Close{ObjectType: 'S', Name: internalStatement})
-	s.sendUp(&pgproto3.Sync{})
-	if err := s.u.flush(); err != nil {
-		return message{}, err
-	}
-	var z message
-	for range map[bool]int{false: 1, true: 2}[failed] {
-		var err error
-		if z, err = s.until('Z'); err != nil {
-			return message{}, err
+// checked reads the replies to the Describe of the client's statement
+// that went first in an answer's round: nil when it exists, else what
+// the client is owed, PostgreSQL's error and the ReadyForQuery (the rest
+// of the round was skipped).
+func (s *session) checked() ([]message, error) {
+	for {
+		m, err := s.reply()
+		if err != nil {
+			return nil, err
+		}
+		switch m.typ {
+		case 'T', 'n':
+			return nil, nil
+		case 'E':
+			z, err := s.until('Z')
+			if err != nil {
+				return nil, err
+			}
+			s.status.Store(uint32(z.body[0]))
+			return []message{m, z}, nil
 		}
 	}
-	s.status.Store(uint32(z.body[0]))
-	return z, nil
 }
 
 // checkSession runs the probe when the session has passed a statement
 // through since the last one, or names the table in a way not checked
 // yet, and returns the LSN the sidecar must have applied.
 func (s *session) checkSession(q *query, ix indexed) (minLSN string, err error) {
-	name := [2]string{pgx.Identifier{q.schema, q.table}.Sanitize(), pgx.Identifier{ix.schema, ix.table}.Sanitize()}
+	tables := [2]string{pgx.Identifier{q.schema, q.table}.Sanitize(), pgx.Identifier{ix.schema, ix.table}.Sanitize()}
 	if q.schema == "" {
-		name[0] = pgx.Identifier{q.table}.Sanitize()
+		tables[0] = pgx.Identifier{q.table}.Sanitize()
 	}
-	if ok, known := s.resolved[name]; !s.dirty && known {
+	if ok, known := s.resolved[tables]; !s.dirty && known {
 		if !ok {
 			return "", passThrough{"search_path"}
 		}
 		return "", nil
 	}
 	// Named, not to drop the client's unnamed statement.
-	s.sendUp(&pgproto3.Parse{Name: probeStatement, Query: probeSQL, ParameterOIDs: []uint32{25, 25}})
-	s.sendUp(&pgproto3.Bind{PreparedStatement: probeStatement, Parameters: [][]byte{[]byte(name[0]), []byte(name[1])}})
-	s.sendUp(&pgproto3.Execute{})
-	s.sendUp(&pgproto3.Close{ObjectType: 'S', Name: probeStatement})
-	s.sendUp(&pgproto3.Sync{})
+	name, parse := s.own.prepare(probeSQL, []uint32{25, 25})
+	s.sendUp(s.own.closes()...)
+	if parse != nil {
+		s.sendUp(parse)
+	}
+	s.sendUp(&pgproto3.Bind{PreparedStatement: name, Parameters: [][]byte{[]byte(tables[0]), []byte(tables[1])}},
+		&pgproto3.Execute{}, &pgproto3.Sync{})
 	if err := s.u.flush(); err != nil {
 		return "", err
 	}
@@ -309,7 +331,7 @@ func (s *session) checkSession(q *query, ix indexed) (minLSN string, err error) 
 		switch m.typ {
 		case 'D':
 			var dr pgproto3.DataRow
-			if err := dr.Decode(m.body); err != nil || len(dr.Values) != 4+len(settingOptions) {
+			if err := dr.Decode(m.body); err != nil || len(dr.Values) != 5+len(settingOptions) {
 				return "", fmt.Errorf("proxy: unexpected probe row")
 			}
 			for _, v := range dr.Values {
@@ -318,20 +340,16 @@ func (s *session) checkSession(q *query, ix indexed) (minLSN string, err error) 
 		case 'E':
 			failed = true
 		case 'Z':
+			s.status.Store(uint32(m.body[0]))
 			if failed || row == nil {
-				// The Close was skipped with the rest: close it now.
-				s.sendUp(&pgproto3.Close{ObjectType: 'S', Name: probeStatement})
-				s.sendUp(&pgproto3.Sync{})
-				if err := s.u.flush(); err != nil {
-					return "", err
-				}
-				if _, err := s.until('Z'); err != nil {
-					return "", err
-				}
+				s.own.drop(statementKey(probeSQL, []uint32{25, 25}))
 				return "", passThrough{"probe failed"}
 			}
 			wrote, isolation, lsn, found := row[0] == "t", row[1], row[2], row[3] == "t"
-			options, ok := knnOptions(row[4:])
+			if oid, err := strconv.ParseUint(row[4], 10, 32); err == nil {
+				s.vectorOID = uint32(oid)
+			}
+			options, ok := knnOptions(row[5:])
 			inBlock := m.body[0] != 'I'
 			switch {
 			case inBlock && wrote:
@@ -346,7 +364,7 @@ func (s *session) checkSession(q *query, ix indexed) (minLSN string, err error) 
 			if s.resolved == nil || len(s.resolved) > 64 {
 				s.resolved = map[[2]string]bool{}
 			}
-			s.resolved[name] = found
+			s.resolved[tables] = found
 			if !found {
 				return "", passThrough{"search_path"}
 			}
@@ -376,12 +394,14 @@ func (s *session) candidates(req heapfetch.Request) ([]string, error) {
 }
 
 // result is one round's replies to the client's eyes: RowDescription,
-// DataRows and CommandComplete, or PostgreSQL's error.
+// DataRows and CommandComplete, or PostgreSQL's error; and the Sync's
+// ReadyForQuery.
 type result struct {
 	desc     message
 	msgs     []message
 	err      *pgproto3.ErrorResponse
 	tooLarge bool
+	ready    message
 }
 
 func (r *result) rows() (n int) {
@@ -393,7 +413,7 @@ func (r *result) rows() (n int) {
 	return n
 }
 
-// collect reads one round's replies, up to its CommandComplete or error.
+// collect reads one round's replies, up to its ReadyForQuery.
 func (s *session) collect(r *result) error {
 	r.msgs = r.msgs[:0]
 	if r.desc.typ != 0 {
@@ -417,34 +437,17 @@ func (s *session) collect(r *result) error {
 			if !r.tooLarge {
 				r.msgs = append(r.msgs, m)
 			}
-			if m.typ == 'C' {
-				return nil
-			}
 		case 'E':
 			r.err = &pgproto3.ErrorResponse{}
-			return r.err.Decode(m.body)
+			if err := r.err.Decode(m.body); err != nil {
+				return err
+			}
 		case tooLarge:
 			r.tooLarge = true
-		}
-	}
-}
-
-// described reads the replies to the Describe of the client's statement
-// sent ahead of the restricted statement: its ParameterDescription and
-// RowDescription or NoData, or PostgreSQL's error if the statement no
-// longer exists (one the proxy did not see deallocated, by a function).
-func (s *session) described(r *result) error {
-	for {
-		m, err := s.reply()
-		if err != nil {
-			return err
-		}
-		switch m.typ {
-		case 'T', 'n':
+		case 'Z':
+			r.ready = m
+			s.status.Store(uint32(m.body[0]))
 			return nil
-		case 'E':
-			r.err = &pgproto3.ErrorResponse{}
-			return r.err.Decode(m.body)
 		}
 	}
 }
@@ -468,10 +471,12 @@ func (s *session) reply() (message, error) {
 	return m, nil
 }
 
-// sendUp buffers a message of the session's own for PostgreSQL.
-func (s *session) sendUp(m pgproto3.FrontendMessage) {
-	b, _ := m.Encode(nil)
-	s.u.w.Write(b)
+// sendUp buffers messages of the session's own for PostgreSQL.
+func (s *session) sendUp(msgs ...pgproto3.FrontendMessage) {
+	for _, m := range msgs {
+		b, _ := m.Encode(nil)
+		s.u.w.Write(b)
+	}
 }
 
 // keyArray is keys as an array literal, each element quoted.

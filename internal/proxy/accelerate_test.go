@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net/url"
 	"os/exec"
 	"reflect"
 	"strconv"
@@ -545,10 +546,12 @@ func TestLargeRows(t *testing.T) {
 
 // TestPreparedDescribedOnce: a prepared statement executed again and
 // again is described upstream in a round trip of its own once (its
-// parameter types are fixed for its life): each answer after the first
-// takes one round trip that waits for replies (a Flush) and is answered
-// with PostgreSQL's rows; deallocated where the proxy cannot see it (by a
-// function), the statement gets PostgreSQL's own error.
+// parameter types are fixed for its life), and each answer is one round
+// trip (a Sync), answered with PostgreSQL's rows: with the session's
+// probe, runs + 2 round trips for runs answers, where a Describe, the
+// restricted statement and its Close took three each. Deallocated where
+// the proxy cannot see it (by a function), the statement gets
+// PostgreSQL's own error.
 func TestPreparedDescribedOnce(t *testing.T) {
 	const runs, k = 10, 10
 	f := newFixture(t, 1000)
@@ -563,7 +566,8 @@ func TestPreparedDescribedOnce(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	flushes, accelerated := up.count("H"), p.Stats().Accelerated
+	trips := func() int { return up.count("H") + up.count("S") }
+	before, accelerated := trips(), p.Stats().Accelerated
 	var found int
 	for i := range runs {
 		// Every row matches: one round each.
@@ -586,10 +590,10 @@ func TestPreparedDescribedOnce(t *testing.T) {
 			}
 		}
 	}
-	flushes, accelerated = up.count("H")-flushes, p.Stats().Accelerated-accelerated
-	if flushes != runs+1 || accelerated != runs || float64(found) < 0.95*runs*k {
+	roundTrips, accelerated := trips()-before, p.Stats().Accelerated-accelerated
+	if roundTrips != runs+2 || accelerated != runs || float64(found) < 0.95*runs*k {
 		t.Errorf("%d runs: %d accelerated in %d round trips (want %d), %d of %d rows exact",
-			runs, accelerated, flushes, runs+1, found, runs*k)
+			runs, accelerated, roundTrips, runs+2, found, runs*k)
 	}
 
 	mustExec(t, f.db, "CREATE FUNCTION forget(name text) RETURNS void LANGUAGE plpgsql AS $$ BEGIN EXECUTE 'DEALLOCATE ' || quote_ident(name); END $$")
@@ -610,5 +614,132 @@ func TestPreparedDescribedOnce(t *testing.T) {
 	var n int
 	if err := connect(t, via).QueryRow(ctx, "SELECT count(*) FROM items").Scan(&n); err != nil || n != 1000 {
 		t.Errorf("after: %d, %v", n, err)
+	}
+}
+
+// TestPreparedOnce: a statement the client prepared once and executes
+// again and again is described once, and its restricted form parsed
+// once per session: pg_prepared_statements shows one statement of the
+// proxy's, executed as often as the client's. After a DEALLOCATE ALL the
+// client's new statement of the same name is the one answered, and a
+// statement dropped where the proxy cannot see it gets PostgreSQL's
+// error, as it would direct.
+func TestPreparedOnce(t *testing.T) {
+	f := newFixture(t, 1000)
+	ctx := context.Background()
+	proxied := connect(t, f.via)
+	pc := proxied.PgConn()
+	execute := func(stmt string) ([][][]byte, error) {
+		res := pc.ExecPrepared(ctx, stmt, [][]byte{[]byte(f.vector())}, nil, nil).Read()
+		return res.Rows, res.Err
+	}
+	if _, err := pc.Prepare(ctx, "s1", "SELECT id FROM items ORDER BY embedding <-> $1 LIMIT 5", nil); err != nil {
+		t.Fatal(err)
+	}
+	before := f.p.Stats().Accelerated
+	const runs = 10
+	for range runs {
+		if rows, err := execute("s1"); err != nil || len(rows) != 5 {
+			t.Fatalf("s1: %d rows, %v", len(rows), err)
+		}
+	}
+	if n := f.p.Stats().Accelerated - before; n != runs {
+		t.Fatalf("%d of %d accelerated; fallbacks %v", n, runs, f.p.Stats().Fallbacks)
+	}
+	type own struct {
+		Statement  string
+		Executions int64
+	}
+	list := func() []own {
+		t.Helper()
+		got, err := pgx.CollectRows(must(proxied.Query(ctx, `SELECT statement, generic_plans + custom_plans FROM pg_prepared_statements
+			WHERE name LIKE 'vecside\_proxy\_%' AND statement LIKE '%ANY%' ORDER BY prepare_time`, pgx.QueryExecModeSimpleProtocol)), pgx.RowToStructByPos[own])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	if got := list(); len(got) != 1 || got[0].Executions != runs {
+		t.Errorf("the proxy's restricted statements: %+v, want one executed %d times", got, runs)
+	}
+
+	// DEALLOCATE ALL drops the proxy's statements with the client's: the
+	// client's new s1 is answered, with its own LIMIT.
+	mustExec(t, proxied, "DEALLOCATE ALL")
+	if _, err := pc.Prepare(ctx, "s1", "SELECT id FROM items ORDER BY embedding <-> $1 LIMIT 3", nil); err != nil {
+		t.Fatal(err)
+	}
+	before = f.p.Stats().Accelerated
+	if rows, err := execute("s1"); err != nil || len(rows) != 3 {
+		t.Fatalf("s1 prepared again: %d rows, %v", len(rows), err)
+	}
+	if n := f.p.Stats().Accelerated - before; n != 1 {
+		t.Errorf("s1 prepared again: not accelerated; fallbacks %v", f.p.Stats().Fallbacks)
+	}
+	if got := list(); len(got) != 1 || !strings.Contains(got[0].Statement, "LIMIT 3") {
+		t.Errorf("after DEALLOCATE ALL, the proxy's restricted statements: %+v, want the one of LIMIT 3", got)
+	}
+
+	// Dropped by SQL whose text does not say so: the answer's Describe
+	// finds it gone, and the client gets PostgreSQL's own error.
+	mustExec(t, proxied, `DO $$ BEGIN EXECUTE 'DEALL' || 'OCATE s1'; END $$`)
+	_, err := execute("s1")
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) || pe.Code != "26000" {
+		t.Fatalf("s1 dropped: %v, want PostgreSQL's 26000", err)
+	}
+	if _, err := pc.Prepare(ctx, "s1", "SELECT id FROM items ORDER BY embedding <-> $1 LIMIT 4", nil); err != nil {
+		t.Fatal(err)
+	}
+	if rows, err := execute("s1"); err != nil || len(rows) != 4 {
+		t.Fatalf("s1 prepared a third time: %d rows, %v", len(rows), err)
+	}
+}
+
+// TestStandbyUpstream: through a hot standby, a statement asks the
+// sidecar (which follows the primary) to have applied what the standby
+// has replayed: every row the standby shows can be a candidate.
+func TestStandbyUpstream(t *testing.T) {
+	f := newFixture(t, 1000)
+	standby := pgtest.Shared(t).NewStandby(t)
+	u, err := url.Parse(f.dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Host = fmt.Sprintf("127.0.0.1:%d", standby.Port)
+	_, via := startProxyWith(t, u.String(), f.side, Config{Upstream: u.Host})
+	replica := connect(t, via)
+	before := f.p.Stats().Accelerated
+	for i := range 20 {
+		v := f.vector()
+		id := 200000 + i
+		mustExec(t, f.db, fmt.Sprintf("INSERT INTO items VALUES (%d, 0, '%s')", id, v))
+		var lsn string
+		if err := f.db.QueryRow(context.Background(), "SELECT pg_current_wal_lsn()::text").Scan(&lsn); err != nil {
+			t.Fatal(err)
+		}
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+			var replayed bool
+			if err := replica.QueryRow(context.Background(), "SELECT pg_last_wal_replay_lsn() >= $1::pg_lsn", lsn).Scan(&replayed); err != nil {
+				t.Fatal(err)
+			}
+			if replayed {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the standby does not replay")
+			}
+		}
+		r := run(t, replica, fmt.Sprintf("SELECT id FROM items ORDER BY embedding <-> '%s' LIMIT 1", v))
+		if len(r.Rows) != 1 || string(r.Rows[0][0]) != strconv.Itoa(id) {
+			t.Errorf("row %d, replayed by the standby, not found: %q", id, r.Rows)
+		}
+		plan := run(t, replica, "SHOW vecside.last_plan")
+		if !strings.Contains(string(plan.Rows[0][0]), "waited for") {
+			t.Errorf("through the standby: %s; want a wait for its replay position", plan.Rows[0][0])
+		}
+	}
+	if n := f.p.Stats().Accelerated - before; n != 0 {
+		t.Errorf("the primary's proxy answered %d statements", n)
 	}
 }

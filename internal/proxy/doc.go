@@ -58,12 +58,19 @@
 // decides who gets in (SCRAM, md5, trust, as its pg_hba.conf says for the
 // proxy's address) and the session runs as the client's role. The
 // authentication exchange is relayed message by message. Upstream the
-// proxy speaks TLS if Config.UpstreamTLS says so (PostgreSQL then also
-// offers SCRAM-SHA-256-PLUS, which a client without TLS to the proxy
-// does not take); to clients it declines SSL and GSS encryption, for
-// now (with TLS to clients, SCRAM-SHA-256-PLUS would have to be struck
-// from PostgreSQL's offer: a client's channel binding names the proxy's
-// certificate, not PostgreSQL's). PostgreSQL's BackendKeyData is replaced by a key of the proxy's,
+// proxy speaks TLS if Config.UpstreamTLS says so; to clients that ask,
+// if Config.ClientTLS has a certificate (and ClientTLSRequired refuses
+// those that do not ask, 28000); GSS encryption is declined. Relaying
+// SCRAM across two TLS connections meets channel binding, which exists
+// to detect a party in the middle: PostgreSQL over TLS offers
+// SCRAM-SHA-256-PLUS, and a client on TLS binds to the proxy's
+// certificate, which PostgreSQL refuses (a client that does not bind
+// but could is refused too, as a downgrade). So with TLS on both sides
+// SCRAM clients connect with channel_binding=disable; with TLS to
+// clients only (the proxy beside PostgreSQL, over loopback or a Unix
+// socket) every client works as it is. Authenticating clients in the
+// proxy itself (PgBouncer's auth_query) would lift this; not yet.
+// PostgreSQL's BackendKeyData is replaced by a key of the proxy's,
 // and a CancelRequest with that key is sent on to the session's upstream
 // backend with PostgreSQL's key; a wrong key costs the guesser a second,
 // after its connection has given its slot back.
@@ -83,7 +90,8 @@
 // simple Query holding one recognised statement, and an extended-protocol
 // batch [Parse] Bind [Describe portal] Execute Sync of a recognised
 // statement (with the vector a literal or a parameter, in text, or in
-// binary as real[] or double precision[]), which is what pgx in every
+// binary as real[], double precision[] or pgvector's vector, whose OID,
+// the extension's, the probe reads), which is what pgx in every
 // exec mode, libpq's PQexecParams and PQexecPrepared (and so psycopg 3,
 // its automatic prepare included) and node-postgres send; and only
 // while the session's client_encoding is UTF8 and its
@@ -94,18 +102,18 @@
 // shape). The
 // session then takes PostgreSQL's replies for itself (asynchronous ones
 // still go to the client) and works upstream with statements of its own
-// (vecside_proxy, vecside_proxy_probe), closed before it gives the
-// session back:
+// (prepared.go: vecside_proxy_N, prepared once per session and kept, at
+// most 16, closed when the client may have deallocated them):
 //
 //  1. For a batch: the client's Parse, if any, is sent, and its
 //     statement described, for the parameter types (the restricted
 //     statement is prepared with them, and the query vector decoded
 //     with them) and to have PostgreSQL's own error if the statement
-//     fails to prepare or does not exist. A prepared statement's types
-//     are fixed for its life: a Bind of one described before is not
-//     described again in a round trip of its own; the Describe goes
-//     ahead of the restricted statement in step 4, for PostgreSQL's
-//     error should a function have deallocated it unseen.
+//     fails to prepare or does not exist. A statement the client
+//     prepared once is described once: later Binds of it are answered
+//     with its types remembered, and its Describe, which still gives
+//     PostgreSQL's error for a statement dropped since, goes with the
+//     first round of step 4, not in a round trip of its own.
 //  2. When a statement has passed through since the last time, or the
 //     statement names its table differently: one probe (probeSQL) says
 //     whether the transaction block has written (pass through: the
@@ -113,7 +121,7 @@
 //     only read committed is accelerated: an older snapshot than the
 //     sidecar's would be answered with newer candidates), the WAL
 //     position (read-your-writes: the sidecar is asked to have applied
-//     it, min_lsn), whether the session's search_path finds the
+//     it, min_lsn; upstream a hot standby, its replay position), whether the session's search_path finds the
 //     indexed table under the name used, and the settings the sidecar's
 //     search takes: pgvector's hnsw.ef_search and ivfflat.probes, and
 //     vecside.ef_search, vecside.probes and vecside.oversample over them
@@ -121,9 +129,10 @@
 //  3. The sidecar is asked for LIMIT + OFFSET candidates; it failing or
 //     timing out passes the statement through, and the next ones for a
 //     second.
-//  4. The restricted statement is parsed, bound with the client's
-//     parameters and formats plus the candidates (in text, so PostgreSQL
-//     infers the key's type), described and executed, then bound and
+//  4. The restricted statement (parsed once per session and kept) is
+//     bound with the client's parameters and formats plus the
+//     candidates (in text, so PostgreSQL infers the key's type),
+//     described, executed and synced, in one round trip; then bound and
 //     executed again with more candidates while too few rows come back
 //     (twice as many as the rows matched so far say are needed). The
 //     client gets its ParseComplete, the last round's BindComplete,
@@ -131,6 +140,10 @@
 //     ReadyForQuery, as for its own statement. An error is PostgreSQL's
 //     own, without a position (it would point into the restricted
 //     text).
+//
+// So a statement prepared by the client costs PostgreSQL, once the
+// session is warm, one round trip and the execution of a prepared
+// statement over a few rows, and nothing of pgvector's index.
 //
 // Given up after step 1, the rest of the batch is sent on and its
 // replies relayed. The proxy remembers which of the client's prepared
@@ -147,22 +160,28 @@
 //
 // # What a client can hold
 //
-// Limits: MaxConnections sockets, each with one upstream connection,
-// refused with FATAL 53300 past it; AuthTimeout to authenticate;
-// MaxMessage for a message the proxy reads whole (a Query, Parse or Bind,
-// or a reply to an accelerated statement). Larger messages pass through
-// in pieces through 32 KiB buffers, whatever their size, unaccelerated.
-// An accelerated result holds at most LIMIT rows, LIMIT + OFFSET being at
+// Limits: MaxConnections sessions, each with one upstream connection,
+// taken when the StartupMessage arrives and refused with FATAL 53300
+// past it; before that, MaxStartups connections in startup, admitted as
+// rpc admits them (pgstartup.Admission): a connection that has sent
+// nothing gives its slot to a newer one, one address's own first past
+// MaxStartupsPerPeer, so a flood of silent connections holds no session,
+// no upstream connection and, for long, no slot; AuthTimeout to
+// authenticate. A wrong cancel key's pause holds no slot. MaxMessage
+// bounds a message the proxy reads whole (a Query, Parse or Bind, or a
+// reply to an accelerated statement). Larger messages pass through in
+// pieces through 32 KiB buffers, whatever their size, unaccelerated. An
+// accelerated result holds at most LIMIT rows, LIMIT + OFFSET being at
 // most 3,333 (the sidecar's cap on candidates), and 16 MiB (past it the
-// statement passes through); a held batch, six messages. A connection that sends nothing holds its slot until
-// AuthTimeout: rpc's admission, which gives the slot of the longest
-// silent startup to a new connection, is not shared with the proxy yet.
+// statement passes through); a held batch, six messages. What a client
+// prepares or pipelines is PostgreSQL's to hold, as it would be direct:
+// the proxy remembers at most 1,000 of a session's statements as
+// accelerable, and keeps at most 16 of its own prepared.
 //
 // # Not yet
 //
-// TLS to clients; pgvector's own binary vector parameters (its type
-// OID is the extension's: text works); EXPLAIN of an accelerated
-// statement; read replicas as upstream (pg_last_wal_replay_lsn). A
+// EXPLAIN of an accelerated
+// statement. A
 // sidecar index with a row filter (where=, one shard of several) must
 // not be the only sidecar a proxy asks: it would answer from its shard
 // alone.

@@ -21,10 +21,6 @@ const (
 	// maxBatch bounds the messages of an extended-protocol batch held
 	// back until its Sync, to see whether the proxy can answer it.
 	maxBatch = 6
-	// internalStatement and probeStatement name the restricted statement
-	// and the probe upstream, for the time of one answer.
-	internalStatement = "vecside_proxy"
-	probeStatement    = "vecside_proxy_probe"
 )
 
 // mentionsDistance reports whether sql may hold a distance operator: a
@@ -44,6 +40,14 @@ func (s *session) noteParse(p *pgproto3.Parse) {
 	s.remember(p.Name, q)
 }
 
+// clientStatement is a prepared statement of the client's that the
+// proxy could answer: its recognised form, and its parameter types once
+// an answer has described it.
+type clientStatement struct {
+	q     *query
+	types []uint32
+}
+
 // remember notes statement name as q, nil if the proxy cannot answer it.
 func (s *session) remember(name string, q *query) {
 	delete(s.stmts, name)
@@ -51,9 +55,9 @@ func (s *session) remember(name string, q *query) {
 		return
 	}
 	if s.stmts == nil {
-		s.stmts = map[string]*query{}
+		s.stmts = map[string]*clientStatement{}
 	}
-	s.stmts[name] = q
+	s.stmts[name] = &clientStatement{q: q}
 }
 
 // notePassedQuery forgets what a simple Query passed through may have
@@ -66,14 +70,22 @@ func (s *session) notePassedQuery(sql string) {
 
 // forgetIfDeallocating forgets every statement if sql could deallocate
 // one: SQL's PREPARE could then give the name to another statement. The
-// test is over-cautious (at worst a statement is no longer accelerated);
-// a statement merely dropped would fail the Describe that each answer
-// starts with.
+// test is over-cautious (at worst a statement is no longer accelerated,
+// or prepared again); a statement merely dropped fails the Describe that
+// each answer sends with its first round.
 func (s *session) forgetIfDeallocating(sql string) {
 	lower := strings.ToLower(sql)
 	if strings.Contains(lower, "dealloc") || strings.Contains(lower, "discard") {
-		clear(s.stmts)
+		s.forgetStatements()
 	}
+}
+
+// forgetStatements forgets the client's statements and puts the
+// session's own in doubt: a message the proxy did not read, or SQL that
+// may deallocate, may have dropped any of them.
+func (s *session) forgetStatements() {
+	clear(s.stmts)
+	s.own.forget()
 }
 
 // heldBatch is an extended-protocol batch the proxy may answer: an optional
@@ -105,7 +117,7 @@ func (s *session) hold(first message) (*heldBatch, error) {
 		if n > s.c.held {
 			s.release(b.msgs)
 			if typ == 'P' {
-				clear(s.stmts) // unread: see relayClient
+				s.forgetStatements() // unread: see relayClient
 			}
 			s.track(typ)
 			return nil, stream(s.u.w, s.c.r, typ, n)
@@ -188,7 +200,11 @@ func (b *heldBatch) parseShape() bool {
 // accelerateBatch answers a held batch through the sidecar when it can;
 // otherwise it passes the batch through, with what was done of it.
 func (s *session) accelerateBatch(b *heldBatch) error {
-	q, reason := s.stmts[b.bind.PreparedStatement], ""
+	var q *query
+	reason := ""
+	if st := s.stmts[b.bind.PreparedStatement]; st != nil {
+		q = st.q
+	}
 	if b.parse != nil {
 		q = nil
 		if mentionsDistance(b.parse.Query) {
@@ -232,33 +248,87 @@ func (s *session) accelerateBatch(b *heldBatch) error {
 // does with the client's parameters, formats and statement. Given up
 // after the prelude, the rest of the batch is sent through and its
 // replies go to the client.
+//
+// The types of a statement the client prepared once are described once:
+// a later Bind of it costs no round trip before the sidecar is asked,
+// and the Describe that checks the statement still exists goes with the
+// answer's first round (see binding.check).
 func (s *session) answerBatch(b *heldBatch, q *query, ix indexed) error {
 	rest := b.msgs
+	st := s.stmts[b.bind.PreparedStatement]
+	if b.parse == nil && st != nil && st.types != nil {
+		return s.answerBound(b, q, ix, st.types, nil, true, rest)
+	}
 	if b.parse != nil {
 		s.remember(b.parse.Name, q)
 		s.sendUp(b.parse)
 		rest = rest[1:]
 	}
+	s.sendUp(&pgproto3.Describe{ObjectType: 'S', Name: b.bind.PreparedStatement})
+	s.sendUp(&pgproto3.Flush{})
+	if err := s.u.flush(); err != nil {
+		return err
+	}
 	var owed []message // replies the client is owed: its ParseComplete
-	types, cached := q.types, q.types != nil && b.parse == nil
-	if !cached {
-		var failed bool
-		var err error
-		if owed, types, failed, err = s.describe(b.bind.PreparedStatement); err != nil || failed {
+	var types []uint32
+	for types == nil {
+		m, err := s.reply()
+		if err != nil {
 			return err
 		}
-		q.types = types
+		switch m.typ {
+		case '1':
+			owed = append(owed, m)
+		case 't':
+			var pd pgproto3.ParameterDescription
+			if err := pd.Decode(m.body); err != nil {
+				return err
+			}
+			types = append([]uint32{}, pd.ParameterOIDs...)
+		case 'E':
+			// The client's Parse failed, or its statement does not
+			// exist: PostgreSQL's error, as it would have come.
+			s.sendUp(&pgproto3.Sync{})
+			if err := s.u.flush(); err != nil {
+				return err
+			}
+			z, err := s.until('Z')
+			if err != nil {
+				return err
+			}
+			s.status.Store(uint32(z.body[0]))
+			return s.toClient(append(owed, m, z)...)
+		}
 	}
-	vec, reason := bindVector(b.bind, types, q.vector.param, q.vector.literal)
+	for done := false; !done; { // the statement's RowDescription, or NoData
+		m, err := s.reply()
+		if err != nil {
+			return err
+		}
+		done = m.typ == 'T' || m.typ == 'n'
+	}
+	if st := s.stmts[b.bind.PreparedStatement]; st != nil {
+		st.types = types
+	}
+	return s.answerBound(b, q, ix, types, owed, false, rest)
+}
+
+// answerBound answers a batch whose statement's parameter types are
+// known; check: its existence is to be checked with the first round.
+func (s *session) answerBound(b *heldBatch, q *query, ix indexed, types []uint32, owed []message, check bool, rest []message) error {
+	reason := ""
 	if len(types) != q.params {
 		reason = "parameter"
 	}
 	if reason == "" {
 		q, reason = boundCounts(q, b.bind, types)
 	}
+	vector := func() ([]float32, string) {
+		return bindVector(b.bind, types, q.vector.param, q.vector.literal, s.vectorOID)
+	}
 	var err error
 	if reason == "" {
-		err = s.answer(q, ix, vec, &binding{bind: b.bind, types: types, describe: b.describe, cached: cached, owed: owed})
+		err = s.answer(q, ix, vector, &binding{bind: b.bind, types: types, describe: b.describe, owed: owed, check: check})
 		if pt, ok := err.(passThrough); ok {
 			reason = pt.reason
 		}
@@ -275,70 +345,24 @@ func (s *session) answerBatch(b *heldBatch, q *query, ix indexed) error {
 	return nil
 }
 
-// describe asks PostgreSQL for the parameter types of the client's
-// statement name, after the client's Parse if the batch has one, and
-// returns them with the replies the client is owed (its ParseComplete).
-// When the Parse fails or the statement does not exist, the client gets
-// PostgreSQL's error as it would have come, and failed is true.
-func (s *session) describe(name string) (owed []message, types []uint32, failed bool, err error) {
-	s.sendUp(&pgproto3.Describe{ObjectType: 'S', Name: name})
-	s.sendUp(&pgproto3.Flush{})
-	if err := s.u.flush(); err != nil {
-		return nil, nil, false, err
-	}
-	for types == nil {
-		m, err := s.reply()
-		if err != nil {
-			return nil, nil, false, err
-		}
-		switch m.typ {
-		case '1':
-			owed = append(owed, m)
-		case 't':
-			var pd pgproto3.ParameterDescription
-			if err := pd.Decode(m.body); err != nil {
-				return nil, nil, false, err
-			}
-			types = append([]uint32{}, pd.ParameterOIDs...)
-		case 'E':
-			s.sendUp(&pgproto3.Sync{})
-			if err := s.u.flush(); err != nil {
-				return nil, nil, false, err
-			}
-			z, err := s.until('Z')
-			if err != nil {
-				return nil, nil, false, err
-			}
-			s.status.Store(uint32(z.body[0]))
-			return nil, nil, true, s.toClient(append(owed, m, z)...)
-		}
-	}
-	for done := false; !done; { // the statement's RowDescription, or NoData
-		m, err := s.reply()
-		if err != nil {
-			return nil, nil, false, err
-		}
-		done = m.typ == 'T' || m.typ == 'n'
-	}
-	return owed, types, false, nil
-}
-
 // binding is how the client bound its statement, for answer to bind the
 // restricted one alike.
 type binding struct {
 	bind     *pgproto3.Bind
 	types    []uint32
 	describe bool
-	// cached: types are the statement's as described before; answer
-	// describes it again in its first round, in the same round trip, to
-	// have PostgreSQL's error if it no longer exists.
-	cached bool
-	owed   []message // replies due to the client before the answer's
+	owed     []message // replies due to the client before the answer's
+	// check: the client's statement was described by an earlier answer;
+	// its Describe goes first in this one's first round, so that a
+	// statement dropped since gets PostgreSQL's error as before.
+	check bool
 }
 
 // bindVector decodes the query vector: parameter param of bind, or the
-// literal when param is 0.
-func bindVector(bind *pgproto3.Bind, types []uint32, param int, literal string) ([]float32, string) {
+// literal when param is 0. A parameter in binary is real[], double
+// precision[], or pgvector's vector, whose OID (the extension's, a
+// different one in each database) is vectorOID.
+func bindVector(bind *pgproto3.Bind, types []uint32, param int, literal string, vectorOID uint32) ([]float32, string) {
 	if param == 0 {
 		v, err := pgvalue.ParseVector(literal)
 		if err != nil {
@@ -358,7 +382,11 @@ func bindVector(bind *pgproto3.Bind, types []uint32, param int, literal string) 
 		}
 		return v, ""
 	}
-	vt, err := pgvalue.VectorTypeFor(types[i], "")
+	name := ""
+	if vectorOID != 0 && types[i] == vectorOID {
+		name = "vector"
+	}
+	vt, err := pgvalue.VectorTypeFor(types[i], name)
 	if err != nil {
 		return nil, "vector type"
 	}
@@ -420,15 +448,16 @@ func paramFormat(codes []int16, i int) int16 {
 	return codes[i]
 }
 
-// restrictedBind binds the restricted statement as the client bound its
-// own, with the candidates, in text, as the last parameter.
-func (bd *binding) restrictedBind(keys []byte) *pgproto3.Bind {
+// restrictedBind binds the restricted statement, prepared as name, as
+// the client bound its own, with the candidates, in text, as the last
+// parameter.
+func (bd *binding) restrictedBind(name string, keys []byte) *pgproto3.Bind {
 	c := bd.bind
 	formats := make([]int16, len(c.Parameters)+1)
 	for i := range c.Parameters {
 		formats[i] = paramFormat(c.ParameterFormatCodes, i)
 	}
-	return &pgproto3.Bind{PreparedStatement: internalStatement, ParameterFormatCodes: formats,
+	return &pgproto3.Bind{PreparedStatement: name, ParameterFormatCodes: formats,
 		Parameters: append(append([][]byte{}, c.Parameters...), keys), ResultFormatCodes: c.ResultFormatCodes}
 }
 

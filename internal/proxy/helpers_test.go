@@ -44,8 +44,8 @@ func startProxy(t testing.TB, dsn, side string) (*Proxy, string) {
 	return startProxyWith(t, dsn, side, Config{})
 }
 
-// startProxyWith is startProxy with cfg's Limits, UpstreamTLS and
-// Upstream, if set.
+// startProxyWith is startProxy with cfg's settings; its Upstream, if
+// set, and dsn name the same server.
 func startProxyWith(t testing.TB, dsn, side string, cfg Config) (*Proxy, string) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())

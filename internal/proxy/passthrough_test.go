@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -284,10 +285,15 @@ func must[T any](v T, err error) T {
 func TestLimits(t *testing.T) {
 	ctx := context.Background()
 	dsn := pgtest.Shared(t).NewDatabase(t)
-	p, via := startProxyWith(t, dsn, "", Config{Limits: Limits{MaxConnections: 2, AuthTimeout: time.Second}})
+	p, via := startProxyWith(t, dsn, "", Config{Limits: Limits{MaxConnections: 2, MaxStartups: 3, AuthTimeout: 2 * time.Second}})
 	addr := strings.Split(strings.TrimPrefix(via, "postgres://postgres@"), "/")[0]
+
+	// A flood of connections that send nothing takes no session and
+	// keeps no client out: a newcomer takes the slot of the one silent
+	// longest, which is told why. (The second session finds the first's
+	// startup slot free again.)
 	var silent []net.Conn
-	for range 2 {
+	for range 3 {
 		nc, err := net.Dial("tcp", addr)
 		if err != nil {
 			t.Fatal(err)
@@ -295,29 +301,51 @@ func TestLimits(t *testing.T) {
 		defer nc.Close()
 		silent = append(silent, nc)
 	}
-	for deadline := time.Now().Add(10 * time.Second); len(p.slots) < 2; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the silent connections were not accepted")
+	var sessions []*pgx.Conn
+	for range 2 {
+		c, err := pgx.Connect(ctx, via)
+		if err != nil {
+			t.Fatalf("beside %d silent connections: %v", len(silent), err)
 		}
+		defer c.Close(ctx)
+		sessions = append(sessions, c)
 	}
+	silent[0].SetReadDeadline(time.Now().Add(5 * time.Second))
+	if msg, err := io.ReadAll(silent[0]); !bytes.Contains(msg, []byte("53300")) || err != nil {
+		t.Errorf("the first silent connection, its slot taken: %q, %v; want 53300", msg, err)
+	}
+	if n := p.Stats().Evicted; n != 1 {
+		t.Errorf("%d connections evicted, want 1", n)
+	}
+
+	// Sessions are bounded by MaxConnections.
 	_, err := pgx.Connect(ctx, via)
 	var pe *pgconn.PgError
 	if !errors.As(err, &pe) || pe.Code != "53300" {
-		t.Errorf("a third connection: %v, want 53300", err)
+		t.Errorf("a third session: %v, want 53300", err)
 	}
-	for _, nc := range silent {
+	sessions[0].Close(ctx)
+	var c *pgx.Conn
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if c, err = pgx.Connect(ctx, via); err == nil || time.Now().After(deadline) {
+			break
+		}
+	}
+	if err != nil {
+		t.Fatalf("after a session ended: %v", err)
+	}
+	defer c.Close(ctx)
+
+	// The others are closed at AuthTimeout.
+	for _, nc := range silent[1:] {
 		nc.SetReadDeadline(time.Now().Add(5 * time.Second))
-		if _, err := nc.Read(make([]byte, 1)); !errors.Is(err, io.EOF) {
+		if _, err := io.ReadAll(nc); err != nil {
 			t.Errorf("a silent connection after AuthTimeout: %v, want EOF", err)
 		}
 	}
-	c, err := pgx.Connect(ctx, via)
-	if err != nil {
-		t.Fatalf("after the silent ones closed: %v", err)
-	}
-	c.Close(ctx)
 
 	// Wrong cancel keys pause a second each, without their slots.
+	c.Close(ctx)
 	for i := range 5 {
 		nc, err := net.Dial("tcp", addr)
 		if err != nil {
@@ -364,7 +392,7 @@ func TestUpstreamRestart(t *testing.T) {
 
 // TestUpstreamTLS: with UpstreamTLS the session upstream is encrypted,
 // and authentication and statements go through it as before.
-func TestUpstreamTLS(t *testing.T) {
+func TestTLS(t *testing.T) {
 	ctx := context.Background()
 	cl := pgtest.Shared(t)
 	dsn := cl.NewDatabase(t)
@@ -419,5 +447,42 @@ func TestUpstreamTLS(t *testing.T) {
 			}
 			break
 		}
+	}
+
+	// TLS from the client, not upstream (the proxy beside PostgreSQL):
+	// SCRAM with the client's default channel_binding=prefer, which
+	// PostgreSQL, not offering channel binding without TLS, accepts.
+	own := testcert.New(t) // the proxy's certificate, not PostgreSQL's
+	_, via = startProxyWith(t, dsn, "", Config{ClientTLS: &tls.Config{Certificates: []tls.Certificate{own.TLS}}, ClientTLSRequired: true})
+	secure := strings.Replace(via, "postgres@", "scram_user:sekrit@", 1)
+	secure = strings.Replace(secure, "sslmode=disable", "sslmode=verify-full&sslrootcert="+url.QueryEscape(own.CertFile), 1)
+	c := connect(t, secure)
+	if _, ok := c.PgConn().Conn().(*tls.Conn); !ok {
+		t.Errorf("the client's connection to the proxy is %T, want TLS", c.PgConn().Conn())
+	}
+	var who string
+	if err := c.QueryRow(ctx, "SELECT current_user").Scan(&who); err != nil || who != "scram_user" {
+		t.Errorf("over TLS: current_user %q, %v", who, err)
+	}
+	_, err = pgx.Connect(ctx, strings.Replace(via, "postgres@", "scram_user:sekrit@", 1))
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) || pe.Code != "28000" {
+		t.Errorf("without TLS, TLS required: %v, want 28000", err)
+	}
+
+	// TLS on both sides: SCRAM's channel binding, which detects a party
+	// in the middle, detects the proxy. A client that binds (libpq's and
+	// pgx's default over TLS) is refused by PostgreSQL; one with
+	// channel_binding=disable gets in.
+	_, via = startProxyWith(t, dsn, "", Config{UpstreamTLS: &tls.Config{ServerName: "127.0.0.1", RootCAs: roots},
+		ClientTLS: &tls.Config{Certificates: []tls.Certificate{own.TLS}}})
+	secure = strings.Replace(via, "postgres@", "scram_user:sekrit@", 1)
+	secure = strings.Replace(secure, "sslmode=disable", "sslmode=verify-full&sslrootcert="+url.QueryEscape(own.CertFile), 1)
+	if _, err := pgx.Connect(ctx, secure); !errors.As(err, &pe) || pe.Code != "28000" {
+		t.Errorf("TLS on both sides, channel binding: %v, want PostgreSQL's 28000", err)
+	}
+	c = connect(t, secure+"&channel_binding=disable")
+	if err := c.QueryRow(ctx, "SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()").Scan(&ssl); err != nil || !ssl {
+		t.Errorf("TLS on both sides, channel_binding=disable: upstream ssl %v, %v", ssl, err)
 	}
 }

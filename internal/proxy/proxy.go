@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/vecside/vecside/heapfetch"
+	"github.com/vecside/vecside/internal/pgstartup"
 )
 
 // Config says where the proxy forwards and whom it asks for candidates.
@@ -31,6 +32,11 @@ type Config struct {
 	// libpq's sslmode=require, or verify-full with RootCAs and
 	// ServerName set.
 	UpstreamTLS *tls.Config
+	// ClientTLS, if not nil, is offered to clients that ask (an
+	// SSLRequest), with its certificate; ClientTLSRequired refuses those
+	// that do not (28000), as a hostssl line of pg_hba.conf would.
+	ClientTLS         *tls.Config
+	ClientTLSRequired bool
 	// Sidecar, if not nil, answers the statements the proxy accelerates;
 	// nil passes everything through. Its Heap is not used: the rows come
 	// from the client's own upstream session.
@@ -52,10 +58,20 @@ const DefaultStatusInterval = 2 * time.Second
 // Limits bound what clients can make the proxy hold. Zero fields take
 // DefaultLimits'.
 type Limits struct {
-	// MaxConnections bounds the client connections, in startup or in
-	// session; past it a new one is refused with FATAL 53300 before
-	// anything is read from it. Each holds one upstream connection.
+	// MaxConnections bounds the sessions: a client that has sent its
+	// StartupMessage takes one until it ends, and with it one upstream
+	// connection; past it a new one is refused with FATAL 53300.
 	MaxConnections int
+	// MaxStartups bounds the connections that have not yet sent their
+	// StartupMessage (or are authenticating), on top of MaxConnections,
+	// as rpc's do (pgstartup.Admission): one that has sent nothing gives
+	// its slot to a newer one, the longest waiting first, from the same
+	// address first past MaxStartupsPerPeer; only when every slot is
+	// authenticating is a new connection refused with FATAL 53300. So a
+	// flood of silent connections holds neither sessions nor upstream
+	// connections, and keeps no client out for long.
+	MaxStartups        int
+	MaxStartupsPerPeer int
 	// AuthTimeout bounds the time from accepting a connection to the end
 	// of its authentication; past it both connections are closed.
 	AuthTimeout time.Duration
@@ -68,12 +84,19 @@ type Limits struct {
 // DefaultLimits are the limits a zero Limits field takes: about 64 KiB of
 // buffers per session plus, while a statement is looked into, MaxMessage
 // and the rows of one accelerated result.
-var DefaultLimits = Limits{MaxConnections: 100, AuthTimeout: 10 * time.Second, MaxMessage: 1 << 20}
+var DefaultLimits = Limits{MaxConnections: 100, MaxStartups: 256, MaxStartupsPerPeer: 64, AuthTimeout: 10 * time.Second,
+	MaxMessage: 1 << 20}
 
 func (l Limits) withDefaults() Limits {
 	d := DefaultLimits
 	if l.MaxConnections <= 0 {
 		l.MaxConnections = d.MaxConnections
+	}
+	if l.MaxStartups <= 0 {
+		l.MaxStartups = d.MaxStartups
+	}
+	if l.MaxStartupsPerPeer <= 0 {
+		l.MaxStartupsPerPeer = min(d.MaxStartupsPerPeer, l.MaxStartups)
 	}
 	if l.AuthTimeout <= 0 {
 		l.AuthTimeout = d.AuthTimeout
@@ -90,7 +113,7 @@ type Proxy struct {
 	cfg    Config
 	limits Limits
 	log    *slog.Logger
-	slots  chan struct{} // one per connection
+	slots  chan struct{} // one per session
 	cat    *catalog
 	stats  counters
 	// sidecarDown is when statements may ask the sidecar again after it
@@ -105,6 +128,9 @@ type Proxy struct {
 func New(cfg Config) (*Proxy, error) {
 	if cfg.Upstream == "" {
 		return nil, errors.New("proxy: Config.Upstream is empty")
+	}
+	if cfg.ClientTLSRequired && cfg.ClientTLS == nil {
+		return nil, errors.New("proxy: Config.ClientTLSRequired without ClientTLS")
 	}
 	if (cfg.Sidecar == nil) != (cfg.Status == nil) {
 		return nil, errors.New("proxy: Config.Sidecar and Config.Status go together")
@@ -134,6 +160,7 @@ func (p *Proxy) Serve(ctx context.Context, ln net.Listener) error {
 	}
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	startups := pgstartup.NewAdmission(p.limits.MaxStartups, p.limits.MaxStartupsPerPeer)
 	for {
 		nc, err := ln.Accept()
 		if err != nil {
@@ -147,28 +174,35 @@ func (p *Proxy) Serve(ctx context.Context, ln net.Listener) error {
 			}
 			return fmt.Errorf("proxy: accept: %w", err)
 		}
-		select {
-		case p.slots <- struct{}{}:
-		default:
-			go refuse(nc, "53300", "sorry, too many clients already") // within a second: never stalls Accept
+		st, evicted := startups.Admit(nc)
+		if evicted != nil {
+			p.stats.evicted.Add(1)
+			if evicted.Stage() == pgstartup.Connected {
+				go refuse(evicted.Conn, "53300", "sorry, too many clients already: this connection sent nothing while others waited to start up")
+			} else {
+				evicted.Conn.Close()
+			}
+		}
+		if st == nil {
+			go refuse(nc, "53300", "sorry, too many clients already: every startup slot is authenticating") // never stalls Accept
 			continue
 		}
-		wg.Go(func() {
-			release := sync.OnceFunc(func() { <-p.slots })
-			defer release()
-			p.serveConn(ctx, nc, release)
-		})
+		wg.Go(func() { p.serveConn(ctx, st) })
 	}
 }
 
-// serveConn runs one client connection to its end; release gives its
-// slot back early, for a cancel request's pause.
-func (p *Proxy) serveConn(ctx context.Context, nc net.Conn, release func()) {
+// serveConn runs one client connection, which holds a startup slot
+// until it is authenticated, and a session slot from its StartupMessage
+// to its end.
+func (p *Proxy) serveConn(ctx context.Context, st *pgstartup.Startup) {
+	nc := st.Conn
 	defer nc.Close()
 	stop := context.AfterFunc(ctx, func() { nc.Close() })
 	defer stop()
-	s, err := p.startup(nc, release)
+	s, err := p.startup(st)
+	st.Release()
 	if s != nil {
+		defer func() { <-p.slots }()
 		defer p.unregister(s)
 	}
 	if err != nil {
@@ -275,12 +309,15 @@ type Stats struct {
 	// through, by reason.
 	Fallbacks  map[string]uint64
 	BadCancels uint64 // cancel requests with an unknown key
+	// Evicted counts connections closed in startup, their slot given
+	// to a newer one (Limits.MaxStartups).
+	Evicted uint64
 }
 
 type counters struct {
-	sessions, accelerated, badCancels atomic.Uint64
-	mu                                sync.Mutex
-	fallbacks                         map[string]uint64
+	sessions, accelerated, badCancels, evicted atomic.Uint64
+	mu                                         sync.Mutex
+	fallbacks                                  map[string]uint64
 }
 
 func (c *counters) fallback(reason string) {
@@ -301,5 +338,6 @@ func (p *Proxy) Stats() Stats {
 	for k, v := range c.fallbacks {
 		fb[k] = v
 	}
-	return Stats{Sessions: c.sessions.Load(), Accelerated: c.accelerated.Load(), Fallbacks: fb, BadCancels: c.badCancels.Load()}
+	return Stats{Sessions: c.sessions.Load(), Accelerated: c.accelerated.Load(), Fallbacks: fb, BadCancels: c.badCancels.Load(),
+		Evicted: c.evicted.Load()}
 }

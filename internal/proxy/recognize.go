@@ -83,10 +83,6 @@ type query struct {
 	// restrictedBy and restrictedSQL remember the last restricted
 	// statement: a prepared statement is answered many times.
 	restrictedBy, restrictedSQL string
-	// types are the parameter types PostgreSQL described for the
-	// prepared statement, once it has: they are fixed for its life, so
-	// its next executions need not ask again.
-	types []uint32
 }
 
 // vectorArg is the query vector: a literal, or the parameter $param.

@@ -42,9 +42,13 @@ type session struct {
 	dirty    bool
 	resolved map[[2]string]bool // table names the last probe checked
 	options  string             // knn options from the session's settings, as the last probe read them
+	// vectorOID is pgvector's vector type in the session's database, as
+	// the last probe read it (0: not installed, or not probed yet).
+	vectorOID uint32
 	// stmts are the client's prepared statements the proxy could answer,
-	// by name (see noteParse).
-	stmts map[string]*query
+	// by name (see noteParse); own, the session's (prepared.go).
+	stmts map[string]*clientStatement
+	own   ownStatements
 	// lastPlan is what SHOW vecside.last_plan answers.
 	lastPlan string
 
@@ -96,7 +100,7 @@ func (s *session) relayClient() error {
 		if n > s.c.held {
 			if typ == 'P' || typ == 'Q' {
 				// Unread: it may prepare or deallocate any statement.
-				clear(s.stmts)
+				s.forgetStatements()
 			}
 			s.track(typ)
 			if err := stream(s.u.w, s.c.r, typ, n); err != nil {

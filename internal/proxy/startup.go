@@ -3,6 +3,7 @@
 package proxy
 
 import (
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -33,8 +34,11 @@ const (
 // queries: PostgreSQL decides who gets in, and the session upstream is
 // the client's own role. SSL and GSS encryption are declined. The only
 // message changed is BackendKeyData: the client gets the proxy's key,
-// which a CancelRequest maps back to the upstream backend's.
-func (p *Proxy) startup(nc net.Conn, release func()) (*session, error) {
+// which a CancelRequest maps back to the upstream backend's. The
+// StartupMessage takes a session slot, held when a session is
+// returned (and given back otherwise).
+func (p *Proxy) startup(st *pgstartup.Startup) (*session, error) {
+	nc, encrypted := st.Conn, false
 	deadline := time.Now().Add(p.limits.AuthTimeout)
 	nc.SetDeadline(deadline)
 	var body []byte
@@ -44,15 +48,30 @@ func (p *Proxy) startup(nc net.Conn, release func()) (*session, error) {
 			return nil, err
 		}
 		code := binary.BigEndian.Uint32(body)
+		if code == sslRequestCode && p.cfg.ClientTLS != nil && !encrypted {
+			// Exactly one byte, then the handshake: ReadPacket read
+			// nothing past the request.
+			if _, err := nc.Write([]byte{'S'}); err != nil {
+				return nil, err
+			}
+			tc := tls.Server(nc, p.cfg.ClientTLS)
+			if err := tc.Handshake(); err != nil {
+				return nil, fmt.Errorf("TLS handshake: %w", err)
+			}
+			nc, encrypted = tc, true
+			st.Advance(pgstartup.Negotiated)
+			continue
+		}
 		if code == sslRequestCode || code == gssEncRequestCode {
 			if _, err := nc.Write([]byte{'N'}); err != nil {
 				return nil, err
 			}
+			st.Advance(pgstartup.Negotiated)
 			continue
 		}
 		if code == cancelRequestCode && len(body) == 12 {
 			nc.Close() // the client expects nothing back
-			release()
+			st.Release()
 			p.cancel(binary.BigEndian.Uint32(body[4:]), binary.BigEndian.Uint32(body[8:]))
 			return nil, errCancelled
 		}
@@ -62,14 +81,27 @@ func (p *Proxy) startup(nc net.Conn, release func()) (*session, error) {
 		}
 		break
 	}
+	if p.cfg.ClientTLSRequired && !encrypted {
+		refuse(nc, "28000", "vecside proxy: connections without TLS are refused (sslmode=require or stronger)")
+		return nil, errors.New("no TLS")
+	}
+	st.Advance(pgstartup.Authenticating)
+	select {
+	case p.slots <- struct{}{}:
+	default:
+		refuse(nc, "53300", "sorry, too many clients already")
+		return nil, errors.New("too many sessions")
+	}
 	up, err := p.dialUpstream(time.Until(deadline))
 	if err != nil {
+		<-p.slots
 		refuse(nc, "08006", "vecside proxy: could not connect to the server: "+err.Error())
 		return nil, err
 	}
 	up.SetDeadline(deadline)
 	s := newSession(p, nc, up)
 	if _, err := up.Write(startupPacket(body)); err != nil {
+		<-p.slots
 		up.Close()
 		return nil, err
 	}

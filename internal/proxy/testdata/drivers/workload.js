@@ -143,7 +143,9 @@ async function queries(client, dsn) {
   for (let i = 0; i < 8; i++) {
     await knn(client, 'named', { name: 'knn_by_tenant', text: L2_TENANT, values: [vector(), i % 10] }, { tenant: i % 10 })
   }
-  let r = await client.query({ text: 'SELECT name, statement FROM pg_prepared_statements ORDER BY name', rowMode: 'array' })
+  // The proxy's own statements (vecside_proxy_N) are the one trace of it
+  // a session can see.
+  let r = await client.query({ text: "SELECT name, statement FROM pg_prepared_statements WHERE name NOT LIKE 'vecside\\_proxy\\_%' ORDER BY name", rowMode: 'array' })
   emit('prepared-statements', { rows: r.rows })
 
   // A pool's clients, as a web application holds them.

@@ -145,7 +145,10 @@ def queries(conn, dsn):
     for i in range(8):
         knn(conn, "auto-prepare", L2_TENANT, tenant=i % 10)
     with conn.cursor() as cur:
-        cur.execute("SELECT name, statement FROM pg_prepared_statements ORDER BY name", prepare=False)
+        # The proxy's own statements (vecside_proxy_N) are the one trace
+        # of it a session can see.
+        cur.execute("SELECT name, statement FROM pg_prepared_statements WHERE name NOT LIKE 'vecside\\_proxy\\_%' ORDER BY name",
+                    prepare=False)
         emit("prepared-statements", rows=rows(cur))
 
     # Prepared at once.
