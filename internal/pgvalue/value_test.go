@@ -43,6 +43,7 @@ func TestVectorTextForms(t *testing.T) {
 		{" { 1.5 , -2e-3 } ", []float32{1.5, -2e-3}},
 		{"[]", []float32{}},
 		{"[NaN]", []float32{float32(math.NaN())}},
+		{`{"0.5", "-1e-2" ,"2\5"}`, []float32{0.5, -1e-2, 25}},
 	} {
 		got, err := ParseVector(tc.in)
 		if err != nil {
@@ -64,7 +65,7 @@ func TestVectorTextForms(t *testing.T) {
 			}
 		}
 	}
-	for _, bad := range []string{"", "1,2", "[1,2", "{1,{2}}", "[1,,2]", "[a]", "{NULL}", "[1e39]"} {
+	for _, bad := range []string{"", "1,2", "[1,2", "{1,{2}}", "[1,,2]", "[a]", "{NULL}", "[1e39]", `["1"]`, `{"1}`, `{"NULL"}`} {
 		if _, err := ParseVector(bad); !errors.Is(err, ErrMalformedVector) {
 			t.Errorf("%q: got %v, want ErrMalformedVector", bad, err)
 		}

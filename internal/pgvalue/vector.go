@@ -205,8 +205,10 @@ func arrayHeader(b []byte) (n int, elem uint32, body []byte, err error) {
 }
 
 // ParseVector parses a vector literal in pgvector's form [1,2,3] or the
-// array form {1,2,3}, with optional spaces. NULL elements, nested arrays
-// and anything that is not a number are errors.
+// array form {1,2,3}, with optional spaces; in the array form an element
+// may be double-quoted, as array_in reads it ({"1","2.5"}, which
+// node-postgres sends for a JavaScript array). NULL elements, nested
+// arrays and anything that is not a number are errors.
 func ParseVector(s string) ([]float32, error) { return parseVector[float32](s) }
 
 func parseVector[T float32 | float64](s string) ([]T, error) {
@@ -225,13 +227,37 @@ func parseVector[T float32 | float64](s string) ([]T, error) {
 	parts := strings.Split(body, ",")
 	v := make([]T, len(parts))
 	for i, p := range parts {
-		f, err := strconv.ParseFloat(strings.TrimSpace(p), bits)
+		p = strings.TrimSpace(p)
+		if s[0] == '{' {
+			p = unquoteElement(p)
+		}
+		f, err := strconv.ParseFloat(p, bits)
 		if err != nil {
-			return nil, fmt.Errorf("%w: element %d (%s) is not a number", ErrMalformedVector, i+1, abbreviate(strings.TrimSpace(p)))
+			return nil, fmt.Errorf("%w: element %d (%s) is not a number", ErrMalformedVector, i+1, abbreviate(p))
 		}
 		v[i] = T(f)
 	}
 	return v, nil
+}
+
+// unquoteElement is an array element as array_in reads it: between
+// double quotes, a backslash takes the next character as it is.
+func unquoteElement(p string) string {
+	if len(p) < 2 || p[0] != '"' || p[len(p)-1] != '"' {
+		return p
+	}
+	p = p[1 : len(p)-1]
+	if !strings.Contains(p, `\`) {
+		return p
+	}
+	var b strings.Builder
+	for i := 0; i < len(p); i++ {
+		if p[i] == '\\' && i+1 < len(p) {
+			i++
+		}
+		b.WriteByte(p[i])
+	}
+	return b.String()
 }
 
 // AppendVectorText appends v as [1,2,3] with shortest round-trip floats.

@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"net/url"
 	"os/exec"
+	"reflect"
 	"strconv"
 	"strings"
 	"sync"
@@ -51,18 +52,7 @@ func newFixture(t *testing.T, rows int) *fixture {
 		"items_cosine=public.items(embedding) key=id metric=cosine kind=hnsw")
 	f.waitApplied(t)
 	f.p, f.via = startProxy(t, f.dsn, f.side)
-	deadline := time.Now().Add(30 * time.Second)
-	for _, m := range []string{"l2", "cosine"} {
-		for {
-			if _, ok := f.p.cat.lookup("", "items", "embedding", m); ok {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("the proxy does not see index items_%s", m)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-	}
+	waitIndexed(t, f.p, "items", "l2", "cosine")
 	return f
 }
 
@@ -545,19 +535,85 @@ func TestLargeRows(t *testing.T) {
 	f := newFixture(t, 500)
 	mustExec(t, f.db, "ALTER TABLE items ADD COLUMN note text; UPDATE items SET note = repeat('x', 10000) WHERE id % 2 = 0")
 	p, via := startProxyWith(t, f.dsn, f.side, Config{Limits: Limits{MaxMessage: 4096}})
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if _, ok := p.cat.lookup("", "items", "embedding", "l2"); ok {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the proxy does not see the index")
-		}
-	}
+	waitIndexed(t, p, "items", "l2")
 	sql := "SELECT id, note FROM items ORDER BY embedding <-> '" + f.vector() + "' LIMIT 10"
 	want := run(t, f.db, sql)
 	got := run(t, connect(t, via), sql)
 	if fmt.Sprint(got.Rows) != fmt.Sprint(want.Rows) || p.Stats().Fallbacks["result too large"] != 1 {
 		t.Errorf("large rows: %d rows, fallbacks %v", len(got.Rows), p.Stats().Fallbacks)
+	}
+}
+
+// TestPreparedDescribedOnce: a prepared statement executed again and
+// again is described upstream in a round trip of its own once (its
+// parameter types are fixed for its life), and each answer is one round
+// trip (a Sync), answered with PostgreSQL's rows: with the session's
+// probe, runs + 2 round trips for runs answers, where a Describe, the
+// restricted statement and its Close took three each. Deallocated where
+// the proxy cannot see it (by a function), the statement gets
+// PostgreSQL's own error.
+func TestPreparedDescribedOnce(t *testing.T) {
+	const runs, k = 10, 10
+	f := newFixture(t, 1000)
+	up := countUpstream(t)
+	p, via := startProxyWith(t, f.dsn, f.side, Config{Upstream: up.addr})
+	waitIndexed(t, p, "items", "l2")
+	ctx := context.Background()
+	proxied, direct := connect(t, via).PgConn(), f.db.PgConn()
+	sql := fmt.Sprintf("SELECT id, embedding <-> $1 AS distance FROM items WHERE tenant <> $2 ORDER BY embedding <-> $1 LIMIT %d", k)
+	for _, c := range []*pgconn.PgConn{proxied, direct} {
+		if _, err := c.Prepare(ctx, "knn", sql, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	trips := func() int { return up.count("H") + up.count("S") }
+	before, accelerated := trips(), p.Stats().Accelerated
+	var found int
+	for i := range runs {
+		// Every row matches: one round each.
+		params := [][]byte{[]byte(f.vector()), []byte("-1")}
+		want := direct.ExecPrepared(ctx, "knn", params, nil, nil).Read()
+		got := proxied.ExecPrepared(ctx, "knn", params, nil, nil).Read()
+		if want.Err != nil || got.Err != nil || len(got.Rows) != k {
+			t.Fatalf("run %d: %d rows, %v (direct: %v)", i, len(got.Rows), got.Err, want.Err)
+		}
+		exact := map[string]string{}
+		for _, r := range want.Rows {
+			exact[string(r[0])] = string(r[1])
+		}
+		for _, r := range got.Rows {
+			if d, ok := exact[string(r[0])]; ok {
+				found++
+				if d != string(r[1]) {
+					t.Errorf("run %d: id %s distance %s, want %s", i, r[0], r[1], d)
+				}
+			}
+		}
+	}
+	roundTrips, accelerated := trips()-before, p.Stats().Accelerated-accelerated
+	if roundTrips != runs+2 || accelerated != runs || float64(found) < 0.95*runs*k {
+		t.Errorf("%d runs: %d accelerated in %d round trips (want %d), %d of %d rows exact",
+			runs, accelerated, roundTrips, runs+2, found, runs*k)
+	}
+
+	mustExec(t, f.db, "CREATE FUNCTION forget(name text) RETURNS void LANGUAGE plpgsql AS $$ BEGIN EXECUTE 'DEALLOCATE ' || quote_ident(name); END $$")
+	params := [][]byte{[]byte(f.vector()), []byte("1")}
+	var want, got []outcome
+	for _, c := range []struct {
+		conn *pgconn.PgConn
+		out  *[]outcome
+	}{{direct, &want}, {proxied, &got}} {
+		if err := c.conn.Exec(ctx, "SELECT forget('knn')").Close(); err != nil {
+			t.Fatal(err)
+		}
+		*c.out = outcomes([]*pgconn.Result{c.conn.ExecPrepared(ctx, "knn", params, nil, nil).Read()}, nil)
+	}
+	if !reflect.DeepEqual(got, want) || !strings.Contains(fmt.Sprint(got), "26000") {
+		t.Errorf("a statement deallocated by a function: got %+v, want %+v", got, want)
+	}
+	var n int
+	if err := connect(t, via).QueryRow(ctx, "SELECT count(*) FROM items").Scan(&n); err != nil || n != 1000 {
+		t.Errorf("after: %d, %v", n, err)
 	}
 }
 

@@ -92,7 +92,8 @@
 // statement (with the vector a literal or a parameter, in text, or in
 // binary as real[], double precision[] or pgvector's vector, whose OID,
 // the extension's, the probe reads), which is what pgx in every
-// exec mode, libpq's PQexecParams and PQexecPrepared send; and only
+// exec mode, libpq's PQexecParams and PQexecPrepared (and so psycopg 3,
+// its automatic prepare included) and node-postgres send; and only
 // while the session's client_encoding is UTF8 and its
 // standard_conforming_strings on (as ParameterStatus reports them), as
 // the parser reads SQL and the deparser writes it. A batch starting with

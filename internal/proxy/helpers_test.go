@@ -3,14 +3,18 @@
 package proxy
 
 import (
+	"bufio"
 	"context"
+	"encoding/binary"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/url"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -125,4 +129,96 @@ func mustExec(t testing.TB, db *pgx.Conn, sql string, args ...any) {
 func connect(t testing.TB, dsn string) *pgx.Conn {
 	t.Helper()
 	return pgtest.Connect(t, dsn)
+}
+
+// waitIndexed waits until p's catalog has table's embedding column
+// indexed for each metric.
+func waitIndexed(t *testing.T, p *Proxy, table string, metrics ...string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for _, m := range metrics {
+		for {
+			if _, ok := p.cat.lookup("", table, "embedding", m); ok {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the proxy does not see an index of %s for %s", table, m)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+}
+
+// upstreamCounter relays connections to the test cluster and counts the
+// messages the proxy sends it, by type ("DS": Describe of a statement).
+type upstreamCounter struct {
+	addr   string
+	mu     sync.Mutex
+	counts map[string]int
+}
+
+func countUpstream(t testing.TB) *upstreamCounter {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	pg := fmt.Sprintf("127.0.0.1:%d", pgtest.Shared(t).Port)
+	c := &upstreamCounter{addr: ln.Addr().String(), counts: map[string]int{}}
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			up, err := net.Dial("tcp", pg)
+			if err != nil {
+				conn.Close()
+				continue
+			}
+			go func() { io.Copy(conn, up); conn.Close() }()
+			go func() { c.relay(up, conn); up.Close() }()
+		}
+	}()
+	return c
+}
+
+// relay copies src to dst message by message, counting them: first the
+// startup packet (a length, no type), then typed messages.
+func (c *upstreamCounter) relay(dst io.Writer, src io.Reader) {
+	r := bufio.NewReader(src)
+	var hdr [5]byte
+	for first := true; ; first = false {
+		h := hdr[:]
+		if first {
+			h = hdr[1:]
+		}
+		if _, err := io.ReadFull(r, h); err != nil {
+			return
+		}
+		msg := make([]byte, len(h)+int(binary.BigEndian.Uint32(h[len(h)-4:]))-4)
+		copy(msg, h)
+		if _, err := io.ReadFull(r, msg[len(h):]); err != nil {
+			return
+		}
+		if !first {
+			key := string(msg[:1])
+			if msg[0] == 'D' && len(msg) > 5 {
+				key += string(msg[5])
+			}
+			c.mu.Lock()
+			c.counts[key]++
+			c.mu.Unlock()
+		}
+		if _, err := dst.Write(msg); err != nil {
+			return
+		}
+	}
+}
+
+func (c *upstreamCounter) count(key string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.counts[key]
 }

@@ -23,6 +23,8 @@ const maxOwnStatements = 16
 // never prepared again: after a DEALLOCATE or DISCARD from the client
 // every one is in doubt (forget), and closed in the next answer's
 // round trip (Close of a statement that does not exist is no error).
+// They are the one trace of the proxy a session can see: rows of
+// pg_prepared_statements named vecside_proxy_N.
 type ownStatements struct {
 	names map[string]string // name by key (statementKey)
 	keys  []string          // oldest first
