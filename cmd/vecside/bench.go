@@ -141,6 +141,7 @@ and --svg write the results to files.`,
 		&cli.StringFlag{Name: "shared-buffers", Value: "2GB", Usage: "throwaway Postgres: shared_buffers, enough to hold the tables and pgvector's index"},
 		&cli.StringFlag{Name: "pg-cpus", Usage: "throwaway Postgres: pin the postmaster, its children and every backend to these CPUs (a Linux CPU list such as 0 or 0-1,3)"},
 		&cli.StringFlag{Name: "bench-cpus", Usage: "pin the bench's own process (its clients, the in-process sidecars and proxy, a --process sidecar, pgbench) to these CPUs (a Linux CPU list)"},
+		&cli.StringFlag{Name: "sidecar-cpus", Usage: "with --process: start each vecside serve child on these CPUs (a Linux CPU list), apart from the clients; default: the bench's own"},
 		&cli.StringFlag{Name: "pg-memory", Usage: "throwaway Postgres: run it in a memory cgroup with this limit (e.g. 4GB or 512MiB), shared_buffers a quarter of it unless --shared-buffers says otherwise"},
 		&cli.IntFlag{Name: "write-rate", Usage: "after the sweep, per index: insert this many rows per second (pgbench, one row per transaction) while --clients search, and report the replication lag and apply rate; 0: no writes"},
 		&cli.DurationFlag{Name: "write-duration", Value: 20 * time.Second, Usage: "how long --write-rate writes per index"},
@@ -236,7 +237,7 @@ type benchParams struct {
 	jsonFile, markdownFile, svgFile      string
 	command                              string
 	inserts, deletes                     int      // --churn
-	pgCPUs, benchCPUs                    *cpuList // --pg-cpus, --bench-cpus; nil: not pinned
+	pgCPUs, benchCPUs, sidecarCPUs       *cpuList // --pg-cpus, --bench-cpus, --sidecar-cpus; nil: not pinned
 	pgMemory                             int64    // --pg-memory in bytes; 0: no limit
 }
 
@@ -255,8 +256,10 @@ func (p benchParams) check() error {
 		return fmt.Errorf("--table and --fvecs-base both name a data set: give one")
 	case p.k < 1 || p.clients < 1 || p.measure < 1 || p.queries < 1 || p.measureTime <= 0:
 		return fmt.Errorf("--k, --clients, --measure and --queries must be at least 1, --measure-time more than 0")
-	case p.source != "" && (p.pgCPUs != nil || p.benchCPUs != nil || p.pgMemory > 0):
-		return fmt.Errorf("--pg-cpus, --bench-cpus and --pg-memory place the throwaway Postgres and the bench beside it: with --source the bench neither starts nor owns the server (it may be on another host); leave them out, or leave out --source")
+	case p.source != "" && (p.pgCPUs != nil || p.benchCPUs != nil || p.sidecarCPUs != nil || p.pgMemory > 0):
+		return fmt.Errorf("--pg-cpus, --bench-cpus, --sidecar-cpus and --pg-memory place the throwaway Postgres and the bench beside it: with --source the bench neither starts nor owns the server (it may be on another host); leave them out, or leave out --source")
+	case p.sidecarCPUs != nil && !p.process:
+		return fmt.Errorf("--sidecar-cpus places the vecside serve children of --process: add --process (in-process sidecars share the bench's threads, which --bench-cpus places)")
 	case p.writeRate < 0:
 		return fmt.Errorf("--write-rate %d: want rows per second, or 0 for none", p.writeRate)
 	case p.writeRate > 0 && p.process:

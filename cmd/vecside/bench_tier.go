@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -82,22 +84,52 @@ func cpuListCPUs(s string) ([]int, error) {
 	return cpus, nil
 }
 
-// pinThreads sets the CPUs of every thread of process pid.
+// pinThreads sets the CPUs of every thread of process pid, again while
+// new threads appear (one that an unpinned thread started meanwhile).
 func pinThreads(pid int, set *unix.CPUSet) error {
-	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
-	if err != nil {
+	pinned := map[int]bool{}
+	for {
+		tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+		if err != nil {
+			return err
+		}
+		fresh := 0
+		for _, t := range tasks {
+			tid, err := strconv.Atoi(t.Name())
+			if err != nil || pinned[tid] {
+				continue
+			}
+			if err := unix.SchedSetaffinity(tid, set); err != nil && !errors.Is(err, unix.ESRCH) {
+				return fmt.Errorf("sched_setaffinity of thread %d of process %d: %w", tid, pid, err)
+			}
+			pinned[tid] = true
+			fresh++
+		}
+		if fresh == 0 {
+			return nil
+		}
+	}
+}
+
+// startOn starts cmd on the CPUs of list, or where the bench runs if
+// list is nil: the child inherits the mask of the thread that forks it,
+// so this goroutine holds its thread and sets that thread's mask for the
+// fork, race-free, as no thread of the child exists before it.
+func startOn(cmd *exec.Cmd, list *cpuList) error {
+	if list == nil {
+		return cmd.Start()
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	var was unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &was); err != nil {
 		return err
 	}
-	for _, t := range tasks {
-		tid, err := strconv.Atoi(t.Name())
-		if err != nil {
-			continue
-		}
-		if err := unix.SchedSetaffinity(tid, set); err != nil && !errors.Is(err, unix.ESRCH) {
-			return fmt.Errorf("sched_setaffinity of thread %d of process %d: %w", tid, pid, err)
-		}
+	if err := unix.SchedSetaffinity(0, &list.set); err != nil {
+		return fmt.Errorf("sched_setaffinity: %w", err)
 	}
-	return nil
+	defer unix.SchedSetaffinity(0, &was)
+	return cmd.Start()
 }
 
 // postgresProcesses lists the throwaway server's processes: the
@@ -129,6 +161,7 @@ type tier struct {
 
 // placeBench pins the bench's own process to --bench-cpus.
 func (b *bench) placeBench() error {
+	b.noteSidecarCPUs()
 	if b.p.benchCPUs == nil {
 		return nil
 	}
@@ -143,6 +176,14 @@ func (b *bench) placeBench() error {
 	b.deployment().BenchCPUs = b.p.benchCPUs.text
 	b.say("the bench (clients, sidecars, proxy) runs on CPUs %s", b.p.benchCPUs.text)
 	return nil
+}
+
+// noteSidecarCPUs records --sidecar-cpus, which startProcess applies.
+func (b *bench) noteSidecarCPUs() {
+	if b.p.sidecarCPUs != nil {
+		b.deployment().SidecarCPUs = b.p.sidecarCPUs.text
+		b.say("each vecside serve child runs on CPUs %s", b.p.sidecarCPUs.text)
+	}
 }
 
 // makePGCgroup makes the memory cgroup for --pg-memory, before the server
@@ -385,7 +426,7 @@ func (p *benchParams) readTier(c *cli.Context) error {
 	for _, f := range []struct {
 		flag string
 		dst  **cpuList
-	}{{"pg-cpus", &p.pgCPUs}, {"bench-cpus", &p.benchCPUs}} {
+	}{{"pg-cpus", &p.pgCPUs}, {"bench-cpus", &p.benchCPUs}, {"sidecar-cpus", &p.sidecarCPUs}} {
 		if !c.IsSet(f.flag) {
 			continue
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -190,6 +191,7 @@ func TestBenchTierFlags(t *testing.T) {
 		{[]string{"--pg-cpus", "x"}, "--pg-cpus"},
 		{[]string{"--pg-memory", "lots"}, "--pg-memory"},
 		{[]string{"--pg-memory", "512MB", "--shared-buffers", "1GB"}, "does not fit"},
+		{[]string{"--sidecar-cpus", "0"}, "add --process"},
 	} {
 		if _, err := run(t, append([]string{"bench"}, c.args...)...); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("bench %v: %v, want an error saying %q", c.args, err, c.want)
@@ -203,6 +205,36 @@ func TestBenchTierFlags(t *testing.T) {
 	for in, want := range map[string]int64{"4GB": 4 << 30, "512MB": 512 << 20, "64kB": 64 << 10, "1GiB": 1 << 30} {
 		if got, err := pgSize(in); err != nil || got != want {
 			t.Errorf("pgSize(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+}
+
+// TestStartOn: a child started for --sidecar-cpus runs on those CPUs, and
+// the thread that started it is back on its own.
+func TestStartOn(t *testing.T) {
+	before := cpusAllowed(t, "/proc/self")
+	for _, cpus := range []string{"0", before} {
+		l, err := parseCPUList(cpus)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command("grep", "Cpus_allowed_list", "/proc/self/status")
+		var out strings.Builder
+		cmd.Stdout = &out
+		if err := startOn(cmd, &l); err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Wait(); err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.TrimSpace(strings.TrimPrefix(out.String(), "Cpus_allowed_list:")); got != cpus {
+			t.Errorf("started on %s: the child's Cpus_allowed_list %q", cpus, got)
+		}
+	}
+	tasks, _ := filepath.Glob("/proc/self/task/*")
+	for _, task := range tasks {
+		if got := cpusAllowed(t, task); got != before {
+			t.Errorf("thread %s: Cpus_allowed_list %s, want %s as before", task, got, before)
 		}
 	}
 }

@@ -37,7 +37,7 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 	if x := h.Deployment; x != nil {
 		b.WriteString("Deployment: ")
 		var parts []string
-		for _, c := range []struct{ who, cpus string }{{"Postgres", x.PostgresCPUs}, {"the bench (clients, sidecars, proxy)", x.BenchCPUs}} {
+		for _, c := range []struct{ who, cpus string }{{"Postgres", x.PostgresCPUs}, {"the bench (clients, sidecars, proxy)", x.BenchCPUs}, {"the vecside serve processes", x.SidecarCPUs}} {
 			if c.cpus != "" {
 				parts = append(parts, fmt.Sprintf("%s on CPUs %s", c.who, c.cpus))
 			}

@@ -50,13 +50,17 @@ type Header struct {
 	Deployment *Deployment `json:"deployment,omitempty"`
 }
 
-// Deployment says which CPUs the database server and the bench (its
-// clients, the sidecars, the proxy) were confined to, and the server's
-// memory limit, as vecside bench's --pg-cpus, --bench-cpus and
-// --pg-memory set them; empty or 0 where not set.
+// Deployment says which CPUs the database server, the bench (its
+// clients, the sidecars, the proxy) and any sidecar processes were
+// confined to, and the server's memory limit, as vecside bench's
+// --pg-cpus, --bench-cpus, --sidecar-cpus and --pg-memory set them; empty
+// or 0 where not set.
 type Deployment struct {
 	PostgresCPUs string `json:"postgres_cpus,omitempty"`
 	BenchCPUs    string `json:"bench_cpus,omitempty"`
+	// SidecarCPUs: the vecside serve children of --process, when apart
+	// from the bench.
+	SidecarCPUs string `json:"sidecar_cpus,omitempty"`
 	// PostgresMemoryLimit is the limit of the server's memory cgroup,
 	// PostgresCgroup which cgroup that was ("v1 /sys/fs/cgroup/memory/..."
 	// or "v2 ..."), and PostgresMemoryPeak the most the server's
