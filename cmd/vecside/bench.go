@@ -105,6 +105,21 @@ children, from /proc) over the timed run, divided by its queries. With
 --source it is not measured: that server may be on another host, or
 shared with other work.
 
+Where the throwaway server and the bench run (not with --source, whose
+server the bench neither starts nor owns): --pg-cpus pins the postmaster,
+its children and every backend it forks later to a Linux CPU list
+(sched_setaffinity on every thread); --bench-cpus pins the bench's own
+process, and with it the clients, the in-process sidecars and proxy,
+pgbench and, unless --sidecar-cpus says otherwise, the --process children;
+--pg-memory runs the server in a memory cgroup of that size (cgroup v2's
+memory.max where the unified hierarchy has the memory controller, else
+cgroup v1's memory.limit_in_bytes; made below the bench's own cgroup and
+removed at the end), with shared_buffers a quarter of it unless
+--shared-buffers says otherwise. Measured that way, Postgres is the
+bottleneck it is on a primary, not one more process sharing every core.
+The report's header says what ran where, the limit and Postgres's peak
+memory.
+
 Progress goes to stderr, the Markdown table to stdout; --json, --markdown
 and --svg write the results to files.`,
 	Flags: []cli.Flag{
