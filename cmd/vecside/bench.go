@@ -365,7 +365,7 @@ func runBench(ctx context.Context, out io.Writer, p benchParams) error {
 		return err
 	}
 	// Undone last, after the server has stopped: its cgroup must be empty.
-	defer b.tier.undo()
+	defer b.undoTier()
 	if err := b.placeBench(); err != nil {
 		return err
 	}

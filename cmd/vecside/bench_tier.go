@@ -18,16 +18,18 @@ import (
 )
 
 // The deployment tier: where the throwaway Postgres runs (--pg-cpus,
-// --pg-memory) and where the bench itself runs (--bench-cpus), so that
-// Postgres can be measured as the bottleneck it is on a primary, not as
-// one more process sharing every core with the clients and the sidecars.
+// --pg-memory), where the bench itself runs (--bench-cpus) and where its
+// --process sidecars run (--sidecar-cpus), so that Postgres can be
+// measured as the bottleneck it is on a primary, not as one more process
+// sharing every core with the clients and the sidecars.
 //
 // Pinning is sched_setaffinity on every thread of a process: a process
 // forked later (a backend, a --process sidecar, pgbench) and a thread
 // started later inherit the mask of the thread that made them, so
 // pinning the postmaster pins every backend, and pinning the bench pins
-// what it starts. It needs no cgroup and no binary, and works unprivileged
-// on one's own processes. The memory limit needs a cgroup: v2's
+// what it starts. golang.org/x/sys/unix is already a dependency, so it
+// needs no cpuset cgroup (root only, and a second hierarchy to clean up)
+// and no taskset binary, and works unprivileged on one's own processes. The memory limit needs a cgroup: v2's
 // memory.max where the unified hierarchy offers the memory controller,
 // else v1's memory.limit_in_bytes, in a group made below the bench's own
 // (so that any limit placed on the bench still holds) and removed at the
@@ -244,14 +246,18 @@ func (b *bench) recordPeak() {
 	}
 }
 
-// undo puts the bench back on its CPUs and removes the cgroup (the server
-// has stopped by then).
-func (t *tier) undo() {
-	if t.benchWas != nil {
-		pinThreads(os.Getpid(), t.benchWas)
+// undoTier puts the bench back on its CPUs and removes the cgroup (the
+// server has stopped by then).
+func (b *bench) undoTier() {
+	if was := b.tier.benchWas; was != nil {
+		if err := pinThreads(os.Getpid(), was); err != nil {
+			b.say("putting the bench back on its CPUs: %v", err)
+		}
 	}
-	if t.cg != nil {
-		t.cg.remove()
+	if cg := b.tier.cg; cg != nil {
+		if err := cg.remove(); err != nil {
+			b.say("%v", err)
+		}
 	}
 }
 
