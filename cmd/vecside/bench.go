@@ -105,6 +105,21 @@ children, from /proc) over the timed run, divided by its queries. With
 --source it is not measured: that server may be on another host, or
 shared with other work.
 
+Where the throwaway server and the bench run (not with --source, whose
+server the bench neither starts nor owns): --pg-cpus pins the postmaster,
+its children and every backend it forks later to a Linux CPU list
+(sched_setaffinity on every thread); --bench-cpus pins the bench's own
+process, and with it the clients, the in-process sidecars and proxy,
+pgbench and, unless --sidecar-cpus says otherwise, the --process children;
+--pg-memory runs the server in a memory cgroup of that size (cgroup v2's
+memory.max where the unified hierarchy has the memory controller, else
+cgroup v1's memory.limit_in_bytes; made below the bench's own cgroup and
+removed at the end), with shared_buffers a quarter of it unless
+--shared-buffers says otherwise. Measured that way, Postgres is the
+bottleneck it is on a primary, not one more process sharing every core.
+The report's header says what ran where, the limit and Postgres's peak
+memory.
+
 Progress goes to stderr, the Markdown table to stdout; --json, --markdown
 and --svg write the results to files.`,
 	Flags: []cli.Flag{
@@ -139,6 +154,10 @@ and --svg write the results to files.`,
 		&cli.StringFlag{Name: "pgvector-ef-search", Value: "10,20,40,80,120,200,400", Usage: "pgvector HNSW: hnsw.ef_search values to sweep"},
 		&cli.StringFlag{Name: "pgvector-maintenance-work-mem", Value: "2GB", Usage: "maintenance_work_mem for pgvector's build (its graph should fit, or the build slows down many times)"},
 		&cli.StringFlag{Name: "shared-buffers", Value: "2GB", Usage: "throwaway Postgres: shared_buffers, enough to hold the tables and pgvector's index"},
+		&cli.StringFlag{Name: "pg-cpus", Usage: "throwaway Postgres: pin the postmaster, its children and every backend to these CPUs (a Linux CPU list such as 0 or 0-1,3)"},
+		&cli.StringFlag{Name: "bench-cpus", Usage: "pin the bench's own process (its clients, the in-process sidecars and proxy, a --process sidecar, pgbench) to these CPUs (a Linux CPU list)"},
+		&cli.StringFlag{Name: "sidecar-cpus", Usage: "with --process: start each vecside serve child on these CPUs (a Linux CPU list), apart from the clients; default: the bench's own"},
+		&cli.StringFlag{Name: "pg-memory", Usage: "throwaway Postgres: run it in a memory cgroup with this limit (e.g. 4GB or 512MiB), shared_buffers a quarter of it unless --shared-buffers says otherwise"},
 		&cli.IntFlag{Name: "write-rate", Usage: "after the sweep, per index: insert this many rows per second (pgbench, one row per transaction) while --clients search, and report the replication lag and apply rate; 0: no writes"},
 		&cli.DurationFlag{Name: "write-duration", Value: 20 * time.Second, Usage: "how long --write-rate writes per index"},
 		&cli.StringFlag{Name: "json", Usage: "write the results as JSON to this file"},
@@ -172,6 +191,9 @@ and --svg write the results to files.`,
 			if *l.dst, err = intList(c.String(l.flag)); err != nil {
 				return fmt.Errorf("--%s: %w", l.flag, err)
 			}
+		}
+		if err := p.readTier(c); err != nil {
+			return err
 		}
 		if p.oversample, err = floatList(c.String("oversample")); err != nil {
 			return fmt.Errorf("--oversample: %w", err)
@@ -229,7 +251,9 @@ type benchParams struct {
 	writeDuration                        time.Duration
 	jsonFile, markdownFile, svgFile      string
 	command                              string
-	inserts, deletes                     int // --churn
+	inserts, deletes                     int      // --churn
+	pgCPUs, benchCPUs, sidecarCPUs       *cpuList // --pg-cpus, --bench-cpus, --sidecar-cpus; nil: not pinned
+	pgMemory                             int64    // --pg-memory in bytes; 0: no limit
 }
 
 // check refuses combinations of flags that cannot work, naming the fix.
@@ -247,6 +271,10 @@ func (p benchParams) check() error {
 		return fmt.Errorf("--table and --fvecs-base both name a data set: give one")
 	case p.k < 1 || p.clients < 1 || p.measure < 1 || p.queries < 1 || p.measureTime <= 0:
 		return fmt.Errorf("--k, --clients, --measure and --queries must be at least 1, --measure-time more than 0")
+	case p.source != "" && (p.pgCPUs != nil || p.benchCPUs != nil || p.sidecarCPUs != nil || p.pgMemory > 0):
+		return fmt.Errorf("--pg-cpus, --bench-cpus, --sidecar-cpus and --pg-memory place the throwaway Postgres and the bench beside it: with --source the bench neither starts nor owns the server (it may be on another host); leave them out, or leave out --source")
+	case p.sidecarCPUs != nil && !p.process:
+		return fmt.Errorf("--sidecar-cpus places the vecside serve children of --process: add --process (in-process sidecars share the bench's threads, which --bench-cpus places)")
 	case p.writeRate < 0:
 		return fmt.Errorf("--write-rate %d: want rows per second, or 0 for none", p.writeRate)
 	case p.writeRate > 0 && p.process:
@@ -317,6 +345,7 @@ type bench struct {
 	sql, proxy   *perIndex
 	sqlInstalled bool  // the bench installed the SQL helpers
 	proxyArgs    []any // each query as the proxy path binds it
+	tier         tier  // what --pg-cpus, --bench-cpus and --pg-memory did
 }
 
 func runBench(ctx context.Context, out io.Writer, p benchParams) error {
@@ -335,8 +364,16 @@ func runBench(ctx context.Context, out io.Writer, p benchParams) error {
 	if err := b.makeSidecarUser(); err != nil {
 		return err
 	}
+	// Undone last, after the server has stopped: its cgroup must be empty.
+	defer b.undoTier()
+	if err := b.placeBench(); err != nil {
+		return err
+	}
 	b.dsn = p.source
 	if b.dsn == "" {
+		if err := b.makePGCgroup(); err != nil {
+			return err
+		}
 		b.say("starting a throwaway PostgreSQL 15 (shared_buffers %s)", p.sharedBuffers)
 		cluster, err := pgtest.Start()
 		if err != nil {
@@ -348,6 +385,9 @@ func runBench(ctx context.Context, out io.Writer, p benchParams) error {
 			return err
 		}
 		if b.postmaster, err = cluster.PostmasterPID(); err != nil {
+			return err
+		}
+		if err := b.placePostgres(); err != nil {
 			return err
 		}
 	}
@@ -511,6 +551,7 @@ func (b *bench) settings(def string) []string {
 
 // writeReport prints the Markdown and writes the files asked for.
 func (b *bench) writeReport() error {
+	b.recordPeak()
 	r := &b.report
 	if err := r.WriteMarkdown(b.out); err != nil {
 		return err

@@ -21,26 +21,17 @@ func (b *bench) postgresCPU() (cpu time.Duration, ok bool) {
 	if b.postmaster == 0 {
 		return 0, false
 	}
-	ents, err := os.ReadDir("/proc")
-	if err != nil {
-		return 0, false
-	}
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		stat, err := procStat(pid)
-		if err != nil || (pid != b.postmaster && stat[1] != strconv.Itoa(b.postmaster)) {
-			continue
-		}
+	for _, pid := range b.postgresProcesses() {
 		raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/schedstat", pid))
 		if err != nil {
 			continue // exited since: its time is in the postmaster's cutime once reaped
 		}
 		ns, _ := strconv.ParseInt(strings.Fields(string(raw))[0], 10, 64)
 		cpu += time.Duration(ns)
-		if pid == b.postmaster {
+		if pid != b.postmaster {
+			continue
+		}
+		if stat, err := procStat(pid); err == nil {
 			cu, _ := strconv.ParseInt(stat[13], 10, 64)
 			cs, _ := strconv.ParseInt(stat[14], 10, 64)
 			cpu += time.Duration(cu+cs) * clockTick

@@ -63,7 +63,7 @@ func (b *bench) startProcess(ctx context.Context, name, def string) (*sidecarPro
 	p.cmd = exec.CommandContext(ctx, exe, "--log-level", "warn", "serve", "--source", b.dsn, "--name", "vecside_"+name,
 		"--listen", addr, "--metrics-listen", "", "--data-dir", dir, "--auth", rpc.AuthSCRAM, "--users", users, "--index", spec)
 	p.cmd.Stderr = os.Stderr
-	if err := p.cmd.Start(); err != nil {
+	if err := startOn(p.cmd, b.p.sidecarCPUs); err != nil {
 		os.RemoveAll(dir)
 		return nil, err
 	}

@@ -33,7 +33,21 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 	if m.PGVector != "" {
 		fmt.Fprintf(&b, "; pgvector %s", m.PGVector)
 	}
-	fmt.Fprintf(&b, ".\n\nData set: %s, %d rows × %d dimensions, %s, %d held-out queries, k=%d, ground truth %s", d.Name, d.Rows, d.Dims, d.Metric, d.Queries, d.K, d.Truth)
+	b.WriteString(".\n\n")
+	if x := h.Deployment; x != nil {
+		b.WriteString("Deployment: ")
+		var parts []string
+		for _, c := range []struct{ who, cpus string }{{"Postgres", x.PostgresCPUs}, {"the bench (clients, sidecars, proxy)", x.BenchCPUs}, {"the vecside serve processes", x.SidecarCPUs}} {
+			if c.cpus != "" {
+				parts = append(parts, fmt.Sprintf("%s on CPUs %s", c.who, c.cpus))
+			}
+		}
+		if x.PostgresMemoryLimit > 0 {
+			parts = append(parts, fmt.Sprintf("Postgres's memory limited to %d MiB (cgroup %s), its peak %d MiB", x.PostgresMemoryLimit>>20, x.PostgresCgroup, x.PostgresMemoryPeak>>20))
+		}
+		b.WriteString(strings.Join(parts, "; ") + ".\n\n")
+	}
+	fmt.Fprintf(&b, "Data set: %s, %d rows × %d dimensions, %s, %d held-out queries, k=%d, ground truth %s", d.Name, d.Rows, d.Dims, d.Metric, d.Queries, d.K, d.Truth)
 	if d.Column != "" {
 		fmt.Fprintf(&b, ", read end to end from a %s column", d.Column)
 	}

@@ -45,6 +45,30 @@ type Header struct {
 	Dataset  Dataset  `json:"dataset"`
 	Builds   []Build  `json:"builds"`
 	Settings Settings `json:"settings"`
+	// Deployment is where the bench placed the processes; nil when it
+	// placed none.
+	Deployment *Deployment `json:"deployment,omitempty"`
+}
+
+// Deployment says which CPUs the database server, the bench (its
+// clients, the sidecars, the proxy) and any sidecar processes were
+// confined to, and the server's memory limit, as vecside bench's
+// --pg-cpus, --bench-cpus, --sidecar-cpus and --pg-memory set them; empty
+// or 0 where not set.
+type Deployment struct {
+	PostgresCPUs string `json:"postgres_cpus,omitempty"`
+	BenchCPUs    string `json:"bench_cpus,omitempty"`
+	// SidecarCPUs: the vecside serve children of --process, when apart
+	// from the bench.
+	SidecarCPUs string `json:"sidecar_cpus,omitempty"`
+	// PostgresMemoryLimit is the limit of the server's memory cgroup,
+	// PostgresCgroup which cgroup that was ("v1 /sys/fs/cgroup/memory/..."
+	// or "v2 ..."), and PostgresMemoryPeak the most the server's
+	// processes used in it (memory.max_usage_in_bytes or memory.peak:
+	// page cache included).
+	PostgresMemoryLimit int64  `json:"postgres_memory_limit_bytes,omitempty"`
+	PostgresMemoryPeak  int64  `json:"postgres_memory_peak_bytes,omitempty"`
+	PostgresCgroup      string `json:"postgres_cgroup,omitempty"`
 }
 
 // Machine is what the figures were measured on.
