@@ -172,13 +172,20 @@ func (s *session) answer(q *query, ix indexed, vector func() ([]float32, string)
 	if want > maxCandidates {
 		return passThrough{"limit"}
 	}
+	// The client's parameters, then the candidates, then a literal
+	// vector's text (recognize.go's restricted), all but the client's
+	// of types PostgreSQL infers.
 	var types []uint32
+	var extra [][]byte
 	if bd != nil {
-		types = append(append([]uint32{}, bd.types...), 0)
+		types = append(append(types, bd.types...), 0)
 	}
-	if q.vector.param == 0 {
-		// The vector is in the text: the statement will not come again.
-		defer s.own.drop(statementKey(sql, types))
+	if q.vectorParam() != 0 {
+		if bd == nil {
+			types = append(types, 0)
+		}
+		types = append(types, 0)
+		extra = append(extra, []byte(q.vector.literal))
 	}
 	k := int(want)
 	var res result
@@ -199,9 +206,10 @@ func (s *session) answer(q *query, ix indexed, vector func() ([]float32, string)
 			s.sendUp(parse)
 		}
 		if bd != nil {
-			s.sendUp(bd.restrictedBind(name, keyArray(keys)))
+			s.sendUp(bd.restrictedBind(name, append([][]byte{keyArray(keys)}, extra...)))
 		} else {
-			s.sendUp(&pgproto3.Bind{PreparedStatement: name, ParameterFormatCodes: []int16{0}, Parameters: [][]byte{keyArray(keys)}})
+			s.sendUp(&pgproto3.Bind{PreparedStatement: name, ParameterFormatCodes: []int16{0},
+				Parameters: append([][]byte{keyArray(keys)}, extra...)})
 		}
 		if round == 0 {
 			s.sendUp(&pgproto3.Describe{ObjectType: 'P'})

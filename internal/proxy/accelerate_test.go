@@ -743,3 +743,38 @@ func TestStandbyUpstream(t *testing.T) {
 		t.Errorf("the primary's proxy answered %d statements", n)
 	}
 }
+
+// TestLiteralVectorPreparedOnce: statements with their vector written in
+// the text, as psql and ORMs that quote values send them, share one
+// restricted statement: the literal is bound as its parameter.
+func TestLiteralVectorPreparedOnce(t *testing.T) {
+	f := newFixture(t, 1000)
+	proxied := connect(t, f.via)
+	before := f.p.Stats().Accelerated
+	const runs = 5
+	for range runs {
+		v := f.vector()
+		sql := fmt.Sprintf("SELECT id, embedding <-> '%s' AS d FROM items ORDER BY embedding <-> '%s' LIMIT 5", v, v)
+		want, got := run(t, f.db, sql), run(t, proxied, sql)
+		if len(got.Rows) != 5 || len(want.Rows) != 5 {
+			t.Fatalf("%d rows through the proxy, %d direct", len(got.Rows), len(want.Rows))
+		}
+		exact := map[string]string{}
+		for _, r := range want.Rows {
+			exact[string(r[0])] = string(r[1])
+		}
+		for _, r := range got.Rows {
+			if d, ok := exact[string(r[0])]; ok && d != string(r[1]) {
+				t.Errorf("id %s: distance %s, want %s", r[0], r[1], d)
+			}
+		}
+	}
+	if n := f.p.Stats().Accelerated - before; n != runs {
+		t.Fatalf("%d of %d accelerated; fallbacks %v", n, runs, f.p.Stats().Fallbacks)
+	}
+	r := run(t, proxied, `SELECT statement, generic_plans + custom_plans FROM pg_prepared_statements
+		WHERE name LIKE 'vecside\_proxy\_%' AND statement LIKE '%ANY%'`)
+	if len(r.Rows) != 1 || string(r.Rows[0][1]) != strconv.Itoa(runs) {
+		t.Errorf("the proxy's restricted statements: %q, want one executed %d times", r.Rows, runs)
+	}
+}

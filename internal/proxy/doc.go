@@ -129,9 +129,12 @@
 //  3. The sidecar is asked for LIMIT + OFFSET candidates; it failing or
 //     timing out passes the statement through, and the next ones for a
 //     second.
-//  4. The restricted statement (parsed once per session and kept) is
-//     bound with the client's parameters and formats plus the
-//     candidates (in text, so PostgreSQL infers the key's type),
+//  4. The restricted statement (parsed once per session and kept; a
+//     vector written in the text becomes one more parameter, bound
+//     with the literal's text, so that statements differing only in
+//     their vector share it) is bound with the client's parameters and
+//     formats plus the candidates (in text, so PostgreSQL infers the
+//     key's type),
 //     described, executed and synced, in one round trip; then bound and
 //     executed again with more candidates while too few rows come back
 //     (twice as many as the rows matched so far say are needed). The

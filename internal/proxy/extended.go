@@ -449,16 +449,16 @@ func paramFormat(codes []int16, i int) int16 {
 }
 
 // restrictedBind binds the restricted statement, prepared as name, as
-// the client bound its own, with the candidates, in text, as the last
-// parameter.
-func (bd *binding) restrictedBind(name string, keys []byte) *pgproto3.Bind {
+// the client bound its own, with more parameters after the client's
+// (the candidates, and a literal vector's text), in text.
+func (bd *binding) restrictedBind(name string, more [][]byte) *pgproto3.Bind {
 	c := bd.bind
-	formats := make([]int16, len(c.Parameters)+1)
+	formats := make([]int16, len(c.Parameters)+len(more))
 	for i := range c.Parameters {
 		formats[i] = paramFormat(c.ParameterFormatCodes, i)
 	}
 	return &pgproto3.Bind{PreparedStatement: name, ParameterFormatCodes: formats,
-		Parameters: append(append([][]byte{}, c.Parameters...), keys), ResultFormatCodes: c.ResultFormatCodes}
+		Parameters: append(append([][]byte{}, c.Parameters...), more...), ResultFormatCodes: c.ResultFormatCodes}
 }
 
 // sidecarResting: the sidecar failed a moment ago; statements pass

@@ -299,7 +299,12 @@ func (w *walker) all(ns []*pg_query.Node) bool {
 
 // restricted is q's statement with "AND key = ANY($n)" added to its
 // condition, $n one past its own parameters, deparsed by PostgreSQL's
-// own deparser.
+// own deparser. A vector written as a literal becomes parameter $n+1
+// (vectorParam) where it is a distance's operand, in the targets and in
+// ORDER BY, so that one restricted statement, prepared once, serves
+// every vector: the answer binds the literal's text there, which
+// PostgreSQL reads as it would have read the literal (both are of
+// unknown type until the operator decides).
 func (q *query) restricted(key string) (string, error) {
 	if q.restrictedSQL != "" && q.restrictedBy == key {
 		return q.restrictedSQL, nil
@@ -312,10 +317,67 @@ func (q *query) restricted(key string) (string, error) {
 		cond = pg_query.MakeBoolExprNode(pg_query.BoolExprType_AND_EXPR, []*pg_query.Node{orig, cond}, -1)
 	}
 	q.sel.WhereClause = cond
+	restore := q.parameterizeVector()
 	sql, err := pg_query.Deparse(q.tree)
+	restore()
 	q.sel.WhereClause = orig
 	if err == nil {
 		q.restrictedBy, q.restrictedSQL = key, sql
 	}
 	return sql, err
+}
+
+// vectorParam is the restricted statement's parameter that a literal
+// vector becomes; 0 when the vector is a parameter already.
+func (q *query) vectorParam() int {
+	if q.vector.param != 0 {
+		return 0
+	}
+	return q.params + 2
+}
+
+// parameterizeVector puts parameter vectorParam in place of the literal
+// vector where it is a distance's operand (see restricted), and returns
+// what puts the literal back.
+func (q *query) parameterizeVector() (restore func()) {
+	if q.vector.param != 0 {
+		return func() {}
+	}
+	type swap struct {
+		n   *pg_query.Node
+		was *pg_query.A_Const
+	}
+	var swaps []swap
+	param := pg_query.MakeParamRefNode(int32(q.vectorParam()), -1).Node
+	var walk func(n *pg_query.Node)
+	walk = func(n *pg_query.Node) {
+		e := n.GetAExpr()
+		if e == nil {
+			return
+		}
+		walk(e.Lexpr)
+		walk(e.Rexpr)
+		if e.Kind != pg_query.A_Expr_Kind_AEXPR_OP || len(e.Name) != 1 || metrics[e.Name[0].GetString_().GetSval()] == "" {
+			return
+		}
+		operand := e.Rexpr
+		if tc := operand.GetTypeCast(); tc != nil {
+			operand = tc.Arg
+		}
+		if c := operand.GetAConst(); c != nil && c.GetSval() != nil && c.GetSval().Sval == q.vector.literal {
+			swaps = append(swaps, swap{operand, c})
+			operand.Node = param
+		}
+	}
+	for _, t := range q.sel.TargetList {
+		if rt := t.GetResTarget(); rt != nil && rt.Val != nil {
+			walk(rt.Val)
+		}
+	}
+	walk(q.sel.SortClause[0].GetSortBy().Node)
+	return func() {
+		for _, s := range swaps {
+			s.n.Node = &pg_query.Node_AConst{AConst: s.was}
+		}
+	}
 }

@@ -2,7 +2,11 @@
 
 package proxy
 
-import "testing"
+import (
+	"testing"
+
+	pg_query "github.com/pganalyze/pg_query_go/v6"
+)
 
 func TestRecognize(t *testing.T) {
 	accepted := []struct {
@@ -66,7 +70,11 @@ func TestRecognize(t *testing.T) {
 func TestRestricted(t *testing.T) {
 	for _, c := range []struct{ sql, want string }{
 		{"SELECT id FROM items ORDER BY embedding <-> '[1]' LIMIT 10",
-			"SELECT id FROM items WHERE id = ANY($1) ORDER BY embedding <-> '[1]' LIMIT 10"},
+			"SELECT id FROM items WHERE id = ANY($1) ORDER BY embedding <-> $2 LIMIT 10"},
+		// A literal vector becomes one parameter wherever it is a
+		// distance's operand; the same text elsewhere stays as it is.
+		{"SELECT id, 1 - (embedding <=> '[1,2]'::vector) AS s, '[1,2]' AS t FROM items WHERE note <> '[1,2]' ORDER BY embedding <=> '[1,2]'::vector LIMIT 5",
+			"SELECT id, 1 - (embedding <=> $2::vector) AS s, '[1,2]' AS t FROM items WHERE note <> '[1,2]' AND id = ANY($1) ORDER BY embedding <=> $2::vector LIMIT 5"},
 		{"SELECT * FROM items i WHERE a = $1 OR b ORDER BY i.embedding <=> $2 LIMIT 3 OFFSET 1",
 			"SELECT * FROM items i WHERE (a = $1 OR b) AND id = ANY($3) ORDER BY i.embedding <=> $2 LIMIT 3 OFFSET 1"},
 	} {
@@ -77,6 +85,13 @@ func TestRestricted(t *testing.T) {
 		got, err := q.restricted("id")
 		if err != nil || got != c.want {
 			t.Errorf("%s: got %q, %v; want %q", c.sql, got, err, c.want)
+		}
+		// The client's own statement is left as it was.
+		fresh, _ := recognize(c.sql)
+		after, err1 := pg_query.Deparse(q.tree)
+		before, err2 := pg_query.Deparse(fresh.tree)
+		if err1 != nil || err2 != nil || after != before {
+			t.Errorf("%s: the statement deparses as %q after, %q before (%v, %v)", c.sql, after, before, err1, err2)
 		}
 	}
 }
