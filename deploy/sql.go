@@ -15,6 +15,17 @@ import (
 //go:embed sql/distance.sql
 var DistanceSQL string
 
+// RealOperatorsSQL gives real[] pgvector's distance operators (<->, <=>,
+// <#>) in schema public, over DistanceSQL's functions, so that
+// pgvector's statements run word for word on a real[] column where
+// pgvector is not installed: the proxy's tests and the bench's proxy
+// path on a real[] scratch table. It is not part of what vecside sql
+// install creates.
+const RealOperatorsSQL = `
+CREATE OPERATOR public.<-> (LEFTARG = real[], RIGHTARG = real[], FUNCTION = vecside.l2_distance);
+CREATE OPERATOR public.<=> (LEFTARG = real[], RIGHTARG = real[], FUNCTION = vecside.cosine_distance);
+CREATE OPERATOR public.<#> (LEFTARG = real[], RIGHTARG = real[], FUNCTION = vecside.negative_inner_product)`
+
 // HelpersSQL creates the SQL helpers that call a sidecar through dblink;
 // it needs DistanceSQL first, a superuser, and can be run again safely.
 //

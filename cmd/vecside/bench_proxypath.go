@@ -13,15 +13,6 @@ import (
 
 var errProxyNotBuilt = errors.New("the proxy path needs a vecside built with cgo (the proxy's SQL parser, pg_query); this one was built with CGO_ENABLED=0")
 
-// realOperatorsSQL gives real[] pgvector's operators, from vecside's exact
-// distance functions (deploy.DistanceSQL), so that pgvector's statement
-// runs unchanged on a real[] scratch table where pgvector is not
-// installed.
-const realOperatorsSQL = `
-CREATE OPERATOR public.<-> (LEFTARG = real[], RIGHTARG = real[], FUNCTION = vecside.l2_distance);
-CREATE OPERATOR public.<=> (LEFTARG = real[], RIGHTARG = real[], FUNCTION = vecside.cosine_distance);
-CREATE OPERATOR public.<#> (LEFTARG = real[], RIGHTARG = real[], FUNCTION = vecside.negative_inner_product)`
-
 // startProxyPath readies the proxy path: the statement's operator must
 // exist for the scratch column's type. On real[] the bench creates it in
 // its throwaway database; --source's must have it already, or the path
@@ -39,7 +30,7 @@ func (b *bench) startProxyPath(ctx context.Context) error {
 			return nil
 		case !exists:
 			b.say("proxy: creating pgvector's operators over real[] from vecside's distance functions")
-			for _, sql := range []string{deploy.DistanceSQL, realOperatorsSQL} {
+			for _, sql := range []string{deploy.DistanceSQL, deploy.RealOperatorsSQL} {
 				if _, err := b.db.Exec(ctx, sql, pgx.QueryExecModeSimpleProtocol); err != nil {
 					return fmt.Errorf("proxy: %w", err)
 				}
@@ -47,8 +38,8 @@ func (b *bench) startProxyPath(ctx context.Context) error {
 		}
 	}
 	// The vector parameter as an application sends it: a real[] in
-	// binary, or pgvector's text form (the proxy does not decode
-	// pgvector's binary vector).
+	// binary, or pgvector's text form, as its Python and JavaScript
+	// clients send it.
 	b.proxyArgs = make([]any, len(b.queries))
 	for i, q := range b.queries {
 		b.proxyArgs[i] = q

@@ -178,32 +178,32 @@ func (s *session) answer(q *query, ix indexed, vector func() ([]float32, string)
 	var types []uint32
 	var extra [][]byte
 	if bd != nil {
-		types = append(append(types, bd.types...), 0)
+		types = append(types, bd.types...)
 	}
+	types = append(types, 0)
 	if q.vectorParam() != 0 {
-		if bd == nil {
-			types = append(types, 0)
-		}
 		types = append(types, 0)
 		extra = append(extra, []byte(q.vector.literal))
 	}
 	k := int(want)
 	var res result
 	var asked []string
+	var name string
+	var parse *pgproto3.Parse // sent in the first round, if this session has not parsed sql yet
 	for round := 0; ; round++ {
 		keys, err := s.candidates(heapfetch.Request{Index: ix.name, Vector: vec, K: k, MinLSN: minLSN, Options: s.options})
 		if err != nil {
 			return err
 		}
-		name, parse := s.own.prepare(sql, types)
 		if round == 0 {
+			name, parse = s.own.prepare(sql, types)
 			s.sendUp(s.own.closes()...)
 			if bd != nil && bd.check {
 				s.sendUp(&pgproto3.Describe{ObjectType: 'S', Name: bd.bind.PreparedStatement})
 			}
-		}
-		if parse != nil {
-			s.sendUp(parse)
+			if parse != nil {
+				s.sendUp(parse)
+			}
 		}
 		if bd != nil {
 			s.sendUp(bd.restrictedBind(name, append([][]byte{keyArray(keys)}, extra...)))
@@ -232,7 +232,7 @@ func (s *session) answer(q *query, ix indexed, vector func() ([]float32, string)
 		if err := s.collect(&res); err != nil {
 			return err
 		}
-		if res.err != nil && parse != nil {
+		if round == 0 && res.err != nil && parse != nil {
 			s.own.drop(statementKey(sql, types)) // its Parse may be what failed
 		}
 		rows := int64(res.rows())

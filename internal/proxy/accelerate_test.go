@@ -44,7 +44,7 @@ func newFixture(t *testing.T, rows int) *fixture {
 	f := &fixture{dsn: pgtest.Shared(t).NewDatabase(t), rng: rand.New(rand.NewPCG(1, 2))}
 	f.db = connect(t, f.dsn)
 	mustExec(t, f.db, deploy.DistanceSQL)
-	mustExec(t, f.db, operatorsSQL)
+	mustExec(t, f.db, deploy.RealOperatorsSQL)
 	mustExec(t, f.db, fmt.Sprintf(`CREATE TABLE items (id bigint PRIMARY KEY, tenant int, embedding real[]);
 		INSERT INTO items SELECT g, g %% 10, (SELECT array_agg(random()::real * 2 - 1) FROM generate_series(1, %d) WHERE g > 0)
 		FROM generate_series(1, %d) g`, dims, rows))

@@ -104,7 +104,7 @@ func testDriver(t *testing.T, d driver) {
 	for _, dsn := range []string{direct, via} {
 		db := connect(t, dsn)
 		mustExec(t, db, deploy.DistanceSQL)
-		mustExec(t, db, operatorsSQL)
+		mustExec(t, db, deploy.RealOperatorsSQL)
 	}
 
 	// The table is the program's: the sidecar comes after it.

@@ -28,14 +28,6 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 
 var discard = slog.New(slog.NewTextHandler(io.Discard, nil))
 
-// operatorsSQL gives real[] pgvector's operators, from vecside's exact
-// distance functions, so that the tests' statements are pgvector's
-// statements word for word (pgvector is not installed here).
-const operatorsSQL = `
-CREATE OPERATOR <-> (LEFTARG = real[], RIGHTARG = real[], FUNCTION = vecside.l2_distance);
-CREATE OPERATOR <=> (LEFTARG = real[], RIGHTARG = real[], FUNCTION = vecside.cosine_distance);
-CREATE OPERATOR <#> (LEFTARG = real[], RIGHTARG = real[], FUNCTION = vecside.negative_inner_product)`
-
 // startProxy runs a proxy in front of the test cluster until the test
 // ends, asking the sidecar at side if it is not empty, and returns it
 // with dsn rewritten to go through it.
