@@ -12,8 +12,9 @@ program runs through vecside's proxy and against PostgreSQL directly;
 internal/proxy's TestDrivers compares the two outputs. Its data and query
 vectors come from a seeded generator, so both runs do the same.
 
-pgvector is not installed where the tests run: the vector column is
-real[], and the test gives real[] pgvector's operators.
+Where the database offers pgvector, the column is vector(32) with an
+HNSW index; elsewhere (CI) it is real[], with pgvector's operators over
+real[] that the test creates, and a btree index instead.
 """
 
 import hashlib
@@ -42,6 +43,20 @@ def rows(cur):
     return [list(r) for r in cur.fetchall()]
 
 
+def offers_pgvector(conn, installed):
+    """Whether pgvector is installed in the database (installed) or
+    available to it."""
+    view, column = ("pg_extension", "extname") if installed else ("pg_available_extensions", "name")
+    with conn.cursor() as cur:
+        cur.execute(f"SELECT EXISTS (SELECT FROM {view} WHERE {column} = 'vector')")
+        return cur.fetchone()[0]
+
+
+def text(v):
+    """A vector in pgvector's text form, for COPY."""
+    return "[" + ",".join(repr(x) for x in v) + "]"
+
+
 def last_plan(conn):
     """What vecside's proxy did with the session's last nearest-neighbour
     statement; None straight from PostgreSQL, which has no such setting."""
@@ -57,12 +72,17 @@ def last_plan(conn):
 
 
 def setup(conn):
+    pgvector = offers_pgvector(conn, installed=False)
     with conn.cursor() as cur:
-        cur.execute("CREATE TABLE items (id bigint PRIMARY KEY, tenant int NOT NULL, embedding real[])")
+        if pgvector:
+            cur.execute("CREATE EXTENSION IF NOT EXISTS vector")
+            emit("create-extension", status=cur.statusmessage)
+        column = f"vector({DIMS})" if pgvector else "real[]"
+        cur.execute(f"CREATE TABLE items (id bigint PRIMARY KEY, tenant int NOT NULL, embedding {column})")
         emit("create", status=cur.statusmessage)
         with cur.copy("COPY items (id, tenant, embedding) FROM STDIN") as copy:
             for i in range(1, ROWS + 1):
-                copy.write_row((i, i % 10, vector()))
+                copy.write_row((i, i % 10, text(vector()) if pgvector else vector()))
         emit("copy", rowcount=cur.rowcount)
         cur.executemany(
             "INSERT INTO items (id, tenant, embedding) VALUES (%s, %s, %s)",
@@ -81,8 +101,9 @@ def setup(conn):
         emit("update", rowcount=cur.rowcount)
         cur.execute("DELETE FROM items WHERE id % 50 = 0")
         emit("delete", rowcount=cur.rowcount)
-        # With pgvector: CREATE INDEX ON items USING hnsw (embedding vector_l2_ops).
-        # A btree here (pgvector is not installed); either passes through.
+        if pgvector:
+            cur.execute("CREATE INDEX items_embedding ON items USING hnsw (embedding vector_l2_ops)")
+            emit("create-index", status=cur.statusmessage)
         cur.execute("CREATE INDEX items_tenant ON items (tenant)")
         emit("create-index", status=cur.statusmessage)
     conn.commit()
@@ -103,6 +124,8 @@ def check(conn):
     conn.commit()
 
 
+# The statements, written for real[]; statements() casts to vector where
+# the column is pgvector's.
 L2 = "SELECT id, tenant, embedding <-> %(v)s::real[] AS distance FROM items ORDER BY embedding <-> %(v)s::real[] LIMIT 10"
 L2_TENANT = (
     "SELECT id, tenant, embedding <-> %(v)s::real[] AS distance FROM items WHERE tenant = %(t)s "
@@ -112,6 +135,13 @@ COSINE_TENANT = (
     "SELECT id, tenant, embedding <=> %(v)s::real[] AS distance FROM items WHERE tenant = %(t)s "
     "ORDER BY embedding <=> %(v)s::real[] LIMIT 10"
 )
+
+
+def statements(conn):
+    """L2, L2_TENANT and COSINE_TENANT for the column's type."""
+    if not offers_pgvector(conn, installed=True):
+        return L2, L2_TENANT, COSINE_TENANT
+    return (s.replace("::real[]", "::vector") for s in (L2, L2_TENANT, COSINE_TENANT))
 
 
 def knn(conn, step, sql, tenant=None, v=None, cursor=None, plan=True, **kw):
@@ -131,6 +161,7 @@ def knn(conn, step, sql, tenant=None, v=None, cursor=None, plan=True, **kw):
 
 
 def queries(conn, dsn):
+    L2, L2_TENANT, COSINE_TENANT = statements(conn)
     check(conn)
     conn.autocommit = True
 
