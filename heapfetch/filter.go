@@ -7,6 +7,8 @@ import (
 	"slices"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/vecside/vecside/internal/knnlimits"
 )
 
 // selectivity estimates the share of the table's rows the filter keeps,
@@ -64,11 +66,11 @@ func (s *search[T]) preFiltered(ctx context.Context) ([]Hit[T], error) {
 }
 
 // maxAllowKeys and maxAllowBytes keep a knn call's allow argument within
-// the sidecar's limits (rpc.MaxAllowKeys keys, a 1 MiB message): 768 KiB
-// of keys leave room for the vector.
+// the sidecar's limits: 768 KiB of keys leave room for the vector in a
+// message.
 const (
-	maxAllowKeys  = 1 << 16
-	maxAllowBytes = 768 << 10
+	maxAllowKeys  = knnlimits.MaxAllowKeys
+	maxAllowBytes = knnlimits.MaxMessageLen * 3 / 4
 )
 
 // chunks splits keys into allow-sets that each fit one knn call.

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/vecside/vecside/internal/knnlimits"
 )
 
 // Request is one search.
@@ -108,9 +110,8 @@ const (
 	// maxWidening bounds how often a search asks again for more
 	// candidates.
 	maxWidening = 3
-	// maxCandidates is the sidecar's cap on k × oversample
-	// (indexer.MaxCandidates).
-	maxCandidates = 10000
+	// maxCandidates is the sidecar's cap on k × oversample.
+	maxCandidates = knnlimits.MaxCandidates
 	// PostFilterBudget is the most candidates FilterAuto lets a
 	// post-filter ask for at first: each costs a heap row.
 	PostFilterBudget = 512

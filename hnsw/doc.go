@@ -309,7 +309,7 @@
 // 0.95 to 0.96, where 4-bit codes gave 0.86 to 0.89). Through a sidecar
 // process, copying the table from Postgres:
 //
-//	vecside bench --rows 1000000 --index kind=hnsw --ef-search 0,96 --oversample 0 --clients 1 --process --pgvector=false
+//	vecside-bench --rows 1000000 --index kind=hnsw --ef-search 0,96 --oversample 0 --clients 1 --process --pgvector=false
 //
 // ready 192 s after the copy began, 291 bytes a row by status (295 with
 // the writer xids), process RSS 384 MiB after the build and at its peak;
@@ -318,7 +318,7 @@
 // 1,400 and 790. On Fashion-MNIST (60k × 784, l2), one pgwire client, the
 // first 10 rows returned (sidecar only, oversample 1):
 //
-//	vecside bench --dataset fashion-mnist --index kind=hnsw --index kind=ivf --ef-search 10,12,16,24,32,64,128,256 --probes 0,8,32 --oversample 1 --clients 1 --e2e=false --pgvector=false
+//	vecside-bench --dataset fashion-mnist --index kind=hnsw --index kind=ivf --ef-search 10,12,16,24,32,64,128,256 --probes 0,8,32 --oversample 1 --clients 1 --e2e=false --pgvector=false
 //
 // two runs back to back: ef 12 0.965 at 4,410 and 4,370 QPS (p50 0.18
 // and 0.19 ms), ef 16 0.973–0.975 at 4,270 and 4,340, ef 24 0.983 at
@@ -367,7 +367,7 @@
 // Restart (go test ./indexer -bench CheckpointLoad/hnsw): the
 // 1M-row checkpoint file read, checked and loaded in 1.95 s warm; the
 // first 1,000 searches' p99 0.37 ms against 0.31 ms steady.
-// Churn (vecside bench --rows 200000 --churn 40000,40000
+// Churn (vecside-bench --rows 200000 --churn 40000,40000
 // --index kind=hnsw): a fifth of the rows deleted and as many inserted
 // through replication (applied in 4 s, so most rows were linked at a
 // narrowed width), recall at the same settings within 0.004 to 0.012 of

@@ -12,6 +12,7 @@ import (
 	"unicode"
 
 	"github.com/vecside/vecside/hnsw"
+	"github.com/vecside/vecside/internal/knnlimits"
 )
 
 // Options are key=value settings in the one grammar vecside uses
@@ -110,9 +111,8 @@ func quoteOption(v string) string {
 	return "'" + strings.ReplaceAll(v, "'", "''") + "'"
 }
 
-// MaxCandidates bounds k × oversample: every candidate costs the client a
-// heap fetch, and thousands of them mean the wrong index or settings.
-const MaxCandidates = 10000
+// MaxCandidates bounds k × oversample (see knnlimits).
+const MaxCandidates = knnlimits.MaxCandidates
 
 // SearchOptions are the per-query settings, from SET vecside.<key> and
 // knn's options argument.

@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/vecside/vecside/indexer"
+	"github.com/vecside/vecside/internal/knnlimits"
 	"github.com/vecside/vecside/internal/pgvalue"
 )
 
@@ -35,12 +36,8 @@ type knnCall struct {
 	allow    []string
 }
 
-// MaxAllowKeys bounds knn's allow-set. 65,536 bigint keys take 768 KiB in
-// the binary array format, within the 1 MiB message cap beside a vector
-// of 16,000 dimensions; wider keys (uuid, text) reach the message cap
-// first. A larger set is refused with 54000: split it over several calls
-// and merge, or filter the rows after the search.
-const MaxAllowKeys = 1 << 16
+// MaxAllowKeys bounds knn's allow-set (see knnlimits).
+const MaxAllowKeys = knnlimits.MaxAllowKeys
 
 // statusColumns are vecside_status()'s columns. Columns are only ever
 // appended: clients select them by position.

@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgproto3"
 
 	"github.com/vecside/vecside/indexer"
+	"github.com/vecside/vecside/internal/knnlimits"
 	"github.com/vecside/vecside/internal/pgstartup"
 )
 
@@ -25,9 +26,8 @@ const (
 	gssEncRequestCode = 80877104
 )
 
-// maxMessageLen bounds a message body: a 16,000-d vector as text, at up
-// to 24 characters an element, fits with room to spare.
-const maxMessageLen = 1 << 20
+// maxMessageLen bounds a message body (see knnlimits).
+const maxMessageLen = knnlimits.MaxMessageLen
 
 // startupMessage is the client's StartupMessage.
 type startupMessage struct {

@@ -5,10 +5,10 @@ import (
 	"os"
 	"strings"
 	"text/tabwriter"
-	"time"
 
 	"github.com/urfave/cli/v2"
 	"github.com/vecside/vecside/indexer"
+	"github.com/vecside/vecside/internal/sidecar"
 	"github.com/vecside/vecside/replicate"
 )
 
@@ -69,10 +69,6 @@ It changes nothing.`,
 	},
 }
 
-// teardownWait is how long teardown waits for a sidecar that has just
-// stopped to release its slot (its walsender notices a moment later).
-const teardownWait = 5 * time.Second
-
 var teardownCommand = &cli.Command{
 	Name:  "teardown",
 	Usage: "drop the replication slot and the publication named --name, and nothing else",
@@ -83,7 +79,7 @@ Stop the sidecar first; teardown waits a few seconds for its walsender to
 let the slot go.`,
 	Flags: []cli.Flag{configFlag, sourceFlag, nameFlag},
 	Action: func(c *cli.Context) error {
-		done, err := replicate.Teardown(c.Context, c.String("source"), slotName(c), teardownWait)
+		done, err := replicate.Teardown(c.Context, c.String("source"), slotName(c), sidecar.TeardownWait)
 		for _, d := range done {
 			fmt.Fprintln(c.App.Writer, d)
 		}

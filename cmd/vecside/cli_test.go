@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"fmt"
@@ -21,6 +20,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/urfave/cli/v2"
 	"github.com/vecside/vecside/indexer"
+	"github.com/vecside/vecside/internal/clitest"
 	"github.com/vecside/vecside/internal/pgtest"
 	"github.com/vecside/vecside/internal/sidecar"
 	"github.com/vecside/vecside/internal/testcert"
@@ -32,13 +32,7 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 
 // run runs the command line with args and returns what it printed.
 func run(t *testing.T, args ...string) (string, error) {
-	t.Helper()
-	var out bytes.Buffer
-	app := newApp()
-	app.Writer, app.ErrWriter = &out, &out
-	app.ExitErrHandler = func(*cli.Context, error) {} // return exit codes as errors
-	err := app.Run(append([]string{"vecside", "--log-level", "error"}, args...))
-	return out.String(), err
+	return clitest.Run(t, newApp(), append([]string{"vecside", "--log-level", "error"}, args...)...)
 }
 
 func TestSearchCheckTeardown(t *testing.T) {
@@ -68,11 +62,11 @@ func TestSearchCheckTeardown(t *testing.T) {
 		t.Fatal(err)
 	}
 	e, _ := sc.Indexer.Get("t_v")
-	if err := waitReady(ctx, e, time.Minute); err != nil {
+	if err := sidecar.WaitReady(ctx, e, time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	bad, _ := sc.Indexer.Get("bad_e")
-	if err := waitReady(ctx, bad, time.Minute); err == nil {
+	if err := sidecar.WaitReady(ctx, bad, time.Minute); err == nil {
 		t.Fatal("bad_e became ready; want it in error")
 	}
 	addr := sc.Addr.String()
@@ -99,19 +93,6 @@ func TestSearchCheckTeardown(t *testing.T) {
 	out, err = run(t, "teardown", "--source", dsn)
 	if err != nil || !strings.Contains(out, "dropped replication slot vecside") || !strings.Contains(out, "dropped publication vecside") {
 		t.Fatalf("teardown: %v\n%s", err, out)
-	}
-}
-
-func TestParseBytes(t *testing.T) {
-	for in, want := range map[string]int64{"1000": 1000, "512MiB": 512 << 20, "6GiB": 6 << 30, "1.5KiB": 1536, "2 GiB": 2 << 30} {
-		if got, err := parseBytes(in); err != nil || got != want {
-			t.Errorf("parseBytes(%q) = %d, %v; want %d", in, got, err, want)
-		}
-	}
-	for _, bad := range []string{"", "-1", "lots", "5MB"} {
-		if _, err := parseBytes(bad); err == nil {
-			t.Errorf("parseBytes(%q) accepted", bad)
-		}
 	}
 }
 
@@ -275,12 +256,12 @@ func sidecarFor(t *testing.T, name string, cfg sidecar.Config) string {
 		if err := sc.Stop(); err != nil {
 			t.Error(err)
 		}
-		if _, err := replicate.Teardown(ctx, dsn, name, teardownWait); err != nil {
+		if _, err := replicate.Teardown(ctx, dsn, name, sidecar.TeardownWait); err != nil {
 			t.Error(err)
 		}
 	})
 	e, _ := sc.Indexer.Get("t_v")
-	if err := waitReady(ctx, e, time.Minute); err != nil {
+	if err := sidecar.WaitReady(ctx, e, time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	return sc.Addr.String()

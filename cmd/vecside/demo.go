@@ -14,7 +14,7 @@ import (
 	"github.com/vecside/vecside/heapfetch"
 	"github.com/vecside/vecside/indexer"
 	"github.com/vecside/vecside/internal/dataset"
-	"github.com/vecside/vecside/internal/pgtest"
+	"github.com/vecside/vecside/internal/pgcluster"
 	"github.com/vecside/vecside/internal/sidecar"
 )
 
@@ -53,7 +53,7 @@ func runDemo(ctx context.Context, out io.Writer, p demoParams) error {
 		fmt.Fprintf(out, "[%5.1fs] "+format+"\n", append([]any{time.Since(began).Seconds()}, args...)...)
 	}
 	say("starting a throwaway PostgreSQL 15 (wal_level=logical)")
-	cluster, err := pgtest.Start()
+	cluster, err := pgcluster.Start()
 	if err != nil {
 		return err
 	}
@@ -97,7 +97,7 @@ func runDemo(ctx context.Context, out io.Writer, p demoParams) error {
 		return err
 	}
 	say("sidecar listening on %s; copying the table through a replication slot's snapshot", sc.Addr)
-	if err := waitReady(ctx, entry, 2*time.Minute); err != nil {
+	if err := sidecar.WaitReady(ctx, entry, 2*time.Minute); err != nil {
 		return err
 	}
 	st := entry.Status()
@@ -232,24 +232,4 @@ func recallAt(got []heapfetch.Row, want []float64) float64 {
 		}
 	}
 	return float64(min(hits, len(want))) / float64(len(want))
-}
-
-func waitReady(ctx context.Context, e *indexer.Entry, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	for {
-		state, msg := e.State()
-		switch {
-		case state == indexer.StateReady:
-			return nil
-		case state == indexer.StateError:
-			return fmt.Errorf("index %s: %s", e.Spec().Name, msg)
-		case time.Now().After(deadline):
-			return fmt.Errorf("index %s not ready after %s", e.Spec().Name, timeout)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
 }

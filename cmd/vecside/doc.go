@@ -8,7 +8,6 @@
 //	vecside passwd    a users file line with a SCRAM-SHA-256 verifier, for serve --users
 //	vecside sql       install, uninstall or print the SQL helpers (dblink) in a database
 //	vecside demo      a throwaway Postgres, a clustered data set, recall and live updates
-//	vecside bench     recall, latency, QPS, builds and lag of index kinds on a data set of yours, against pgvector
 //	vecside cpu       CPU features and the kernel implementations chosen
 //
 // Postgres is always named by --source: a libpq connection string or URL.
@@ -18,4 +17,12 @@
 // the file gives way to the environment, which gives way to the command
 // line. serve reports the progress of its first copy as bars on a
 // terminal and as log lines elsewhere (progress.go).
+//
+// The binary is the server's, so it links only what serving and the
+// tools beside it need. The bench is a command of its own
+// (cmd/vecside-bench), with its plots (gonum/plot) and load generators;
+// the demo stays here, since it needs only the throwaway-Postgres
+// launcher (internal/pgcluster), which does not import testing, unlike
+// the test helper over it (internal/pgtest). A test (TestLeanBinary)
+// keeps it so.
 package main

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/urfave/cli/v2"
+	"github.com/vecside/vecside/internal/bytesize"
 	"github.com/vecside/vecside/rpc"
 )
 
@@ -53,7 +54,7 @@ func rpcLimits(c *cli.Context) (rpc.Limits, error) {
 		name string
 		dst  *int
 	}{{"max-reply-buffer", &l.MaxReplyBuffer}, {"max-prepared-bytes", &l.MaxPreparedBytes}} {
-		n, err := parseBytes(c.String(f.name))
+		n, err := bytesize.Parse(c.String(f.name))
 		if err != nil {
 			return l, fmt.Errorf("--%s: %w", f.name, err)
 		}
@@ -62,7 +63,7 @@ func rpcLimits(c *cli.Context) (rpc.Limits, error) {
 	return l, nil
 }
 
-// sizeText writes n bytes the way parseBytes reads them.
+// sizeText writes n bytes the way bytesize.Parse reads them.
 func sizeText(n int) string {
 	switch {
 	case n%(1<<20) == 0:

@@ -43,7 +43,7 @@ func newApp() *cli.App {
 			slog.SetDefault(slog.New(h))
 			return nil
 		},
-		Commands: []*cli.Command{serveCommand, statusCommand, searchCommand, checkCommand, teardownCommand, passwdCommand, sqlCommand, demoCommand, benchCommand, cpuCommand, proxyCommand},
+		Commands: []*cli.Command{serveCommand, statusCommand, searchCommand, checkCommand, teardownCommand, passwdCommand, sqlCommand, demoCommand, cpuCommand, proxyCommand},
 	}
 }
 

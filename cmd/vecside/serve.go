@@ -7,13 +7,12 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
-	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
 	"github.com/urfave/cli/v2"
 	"github.com/vecside/vecside/indexer"
+	"github.com/vecside/vecside/internal/bytesize"
 	"github.com/vecside/vecside/internal/sidecar"
 	"github.com/vecside/vecside/rpc"
 )
@@ -176,29 +175,11 @@ func setMemoryPolicy(gcPercent int, limit string) error {
 		debug.SetGCPercent(gcPercent)
 	}
 	if limit != "" && os.Getenv("GOMEMLIMIT") == "" {
-		n, err := parseBytes(limit)
+		n, err := bytesize.Parse(limit)
 		if err != nil {
 			return fmt.Errorf("--memory-limit: %w", err)
 		}
 		debug.SetMemoryLimit(n)
 	}
 	return nil
-}
-
-// parseBytes reads a size such as 512MiB, 6GiB or 1000000.
-func parseBytes(s string) (int64, error) {
-	units := []struct {
-		suffix string
-		mult   int64
-	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"TiB", 1 << 40}, {"B", 1}, {"", 1}}
-	for _, u := range units {
-		if num, ok := strings.CutSuffix(strings.TrimSpace(s), u.suffix); ok {
-			n, err := strconv.ParseFloat(strings.TrimSpace(num), 64)
-			if err != nil || n <= 0 {
-				break
-			}
-			return int64(n * float64(u.mult)), nil
-		}
-	}
-	return 0, fmt.Errorf("%q: want a size such as 512MiB or 6GiB", s)
 }

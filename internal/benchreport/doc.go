@@ -1,4 +1,4 @@
-// Package benchreport holds what `vecside bench` measured and writes it
+// Package benchreport holds what `vecside-bench` measured and writes it
 // out three ways: JSON for programs (a header describing the machine, the
 // data set and every index's build, then one object per measured point),
 // a Markdown table for people, and an SVG plot of recall against queries

@@ -52,7 +52,7 @@ type Header struct {
 
 // Deployment says which CPUs the database server, the bench (its
 // clients, the sidecars, the proxy) and any sidecar processes were
-// confined to, and the server's memory limit, as vecside bench's
+// confined to, and the server's memory limit, as vecside-bench's
 // --pg-cpus, --bench-cpus, --sidecar-cpus and --pg-memory set them; empty
 // or 0 where not set.
 type Deployment struct {

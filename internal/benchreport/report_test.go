@@ -12,7 +12,7 @@ import (
 
 func sample() *Report {
 	cands := 14.5
-	r := &Report{Header: Header{Started: "2026-12-01T10:00:00Z", Command: "vecside bench",
+	r := &Report{Header: Header{Started: "2026-12-01T10:00:00Z", Command: "vecside-bench",
 		Dataset:  Dataset{Name: "fvecs:base", Rows: 1000, Dims: 8, Metric: "l2", Queries: 10, K: 10, Truth: "computed"},
 		Builds:   []Build{{System: "pgvector", Index: "hnsw m=16", Seconds: 1.5, IndexBytes: 4096, Settings: map[string]string{"maintenance_work_mem": "2GB"}}},
 		Settings: Settings{Clients: 4, Measured: 100}}}

@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgproto3"
 
 	"github.com/vecside/vecside/heapfetch"
+	"github.com/vecside/vecside/internal/knnlimits"
 	"github.com/vecside/vecside/internal/pgvalue"
 )
 
@@ -25,7 +26,7 @@ const (
 	maxRounds = 4
 	// maxCandidates is the most candidates asked for (the sidecar's cap
 	// on k × oversample, over its largest default oversampling, 3).
-	maxCandidates = 10000 / 3
+	maxCandidates = knnlimits.MaxCandidates / 3
 	// sidecarTimeout bounds a candidates request, read-your-writes wait
 	// included; past it the statement passes through.
 	sidecarTimeout = 5 * time.Second

@@ -323,6 +323,33 @@ func (sc *Sidecar) Wait() error {
 	return first
 }
 
+// WaitReady waits until index e is ready, and fails at once if it is in
+// error, or after timeout.
+func WaitReady(ctx context.Context, e *indexer.Entry, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		state, msg := e.State()
+		switch {
+		case state == indexer.StateReady:
+			return nil
+		case state == indexer.StateError:
+			return fmt.Errorf("index %s: %s", e.Spec().Name, msg)
+		case time.Now().After(deadline):
+			return fmt.Errorf("index %s not ready after %s", e.Spec().Name, timeout)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// TeardownWait is how long a teardown (replicate.Teardown) waits for a
+// sidecar that has just stopped to release its slot: its walsender
+// notices a moment later.
+const TeardownWait = 5 * time.Second
+
 // Stop shuts the sidecar down and waits for it.
 func (sc *Sidecar) Stop() error {
 	sc.cancel()

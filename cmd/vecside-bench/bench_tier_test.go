@@ -18,7 +18,7 @@ import (
 // flags, and returns its report's path and Markdown.
 func tierBench(t *testing.T, extra ...string) (string, string, error) {
 	out := filepath.Join(t.TempDir(), "r.json")
-	md, err := run(t, append([]string{"bench", "--rows", "2000", "--dims", "8", "--queries", "20", "--metric", "l2",
+	md, err := run(t, append([]string{"--rows", "2000", "--dims", "8", "--queries", "20", "--metric", "l2",
 		"--index", "kind=flat", "--oversample", "1", "--pgvector=false", "--paths", "sidecar,heapfetch",
 		"--clients", "2", "--measure", "20", "--json", out}, extra...)...)
 	return out, md, err
@@ -193,7 +193,7 @@ func TestBenchTierFlags(t *testing.T) {
 		{[]string{"--pg-memory", "512MB", "--shared-buffers", "1GB"}, "does not fit"},
 		{[]string{"--sidecar-cpus", "0"}, "add --process"},
 	} {
-		if _, err := run(t, append([]string{"bench"}, c.args...)...); err == nil || !strings.Contains(err.Error(), c.want) {
+		if _, err := run(t, c.args...); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("bench %v: %v, want an error saying %q", c.args, err, c.want)
 		}
 	}

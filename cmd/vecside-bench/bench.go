@@ -17,14 +17,15 @@ import (
 	"github.com/vecside/vecside/indexer"
 	"github.com/vecside/vecside/internal/benchreport"
 	"github.com/vecside/vecside/internal/dataset"
-	"github.com/vecside/vecside/internal/pgtest"
+	"github.com/vecside/vecside/internal/pgcluster"
+	"github.com/vecside/vecside/internal/sidecar"
 	"github.com/vecside/vecside/kernels"
 	"github.com/vecside/vecside/replicate"
 	"github.com/vecside/vecside/rpc"
 )
 
 var benchCommand = &cli.Command{
-	Name:  "bench",
+	Name:  "vecside-bench",
 	Usage: "measure recall, latency, throughput, build time and memory of index kinds end to end, against pgvector where it is installed",
 	Description: `Loads a data set into a scratch table (in a throwaway PostgreSQL 15, or in
 the database named by --source), starts one sidecar per --index, and for
@@ -131,6 +132,7 @@ and --svg write the results to files.`,
 		&cli.StringFlag{Name: "table", Usage: "data set from this table of --source (read only; schema-qualified if need be)"},
 		&cli.StringFlag{Name: "column", Usage: "with --table: the vector column (vector, real[] or double precision[])"},
 		&cli.BoolFlag{Name: "process", Usage: "run each sidecar as a child vecside serve process, and report its memory (RSS after the build, peak during it) apart from the bench's own"},
+		&cli.StringFlag{Name: "vecside", Usage: "with --process: the vecside command to run (default: vecside in this command's directory, else on PATH)"},
 		&cli.StringFlag{Name: "fashion-dir", Value: dataset.FashionMNISTDir, Usage: "where the Fashion-MNIST IDX files are"},
 		&cli.IntFlag{Name: "rows", Value: 100000, Usage: "generators: rows; files and tables: read at most this many rows when given"},
 		&cli.IntFlag{Name: "dims", Value: 128, Usage: "generators: dimensions"},
@@ -182,7 +184,7 @@ and --svg write the results to files.`,
 			pgvMaintenanceWorkMem: c.String("pgvector-maintenance-work-mem"), sharedBuffers: c.String("shared-buffers"),
 			writeRate: c.Int("write-rate"), writeDuration: c.Duration("write-duration"),
 			jsonFile: c.String("json"), markdownFile: c.String("markdown"), svgFile: c.String("svg"),
-			command: strings.Join(append([]string{"vecside"}, os.Args[1:]...), " "),
+			command: strings.Join(append([]string{"vecside-bench"}, os.Args[1:]...), " "),
 		}
 		for _, l := range []struct {
 			flag string
@@ -221,6 +223,11 @@ and --svg write the results to files.`,
 		if err := p.check(); err != nil {
 			return err
 		}
+		if p.process {
+			if p.vecside, err = vecsideCommand(c.String("vecside")); err != nil {
+				return err
+			}
+		}
 		return runBench(c.Context, c.App.Writer, p)
 	},
 }
@@ -240,6 +247,7 @@ type benchParams struct {
 	clients, measure                     int
 	measureTime                          time.Duration
 	e2e, process                         bool            // e2e: the heapfetch path
+	vecside                              string          // with --process: the vecside command's path
 	paths                                map[string]bool // --paths, less what --e2e and --pgvector leave out
 	pathsNamed                           bool            // --paths was given
 	columnType                           string          // --column-type
@@ -324,7 +332,7 @@ type bench struct {
 	queries [][]float32
 	truth   []dataset.Truth
 	dsn     string
-	cluster *pgtest.Cluster // the throwaway database, if there is one
+	cluster *pgcluster.Cluster // the throwaway database, if there is one
 	// postmaster is the throwaway server's PID, whose processes' CPU
 	// time is measured; 0 with --source.
 	postmaster int
@@ -375,7 +383,7 @@ func runBench(ctx context.Context, out io.Writer, p benchParams) error {
 			return err
 		}
 		b.say("starting a throwaway PostgreSQL 15 (shared_buffers %s)", p.sharedBuffers)
-		cluster, err := pgtest.Start()
+		cluster, err := pgcluster.Start()
 		if err != nil {
 			return err
 		}
@@ -629,7 +637,7 @@ func (b *bench) dropScratch() {
 		names = append(names, sidecarName(i))
 	}
 	for _, name := range names {
-		if _, err := replicate.Teardown(ctx, b.dsn, "vecside_"+name, teardownWait); err != nil {
+		if _, err := replicate.Teardown(ctx, b.dsn, "vecside_"+name, sidecar.TeardownWait); err != nil {
 			b.say("%v", err)
 		}
 	}

@@ -56,7 +56,7 @@ func (b *bench) helperSidecar(t *vecsideTarget) (deploy.Sidecar, error) {
 		return deploy.Sidecar{}, err
 	}
 	p, err := strconv.Atoi(port)
-	return deploy.Sidecar{Host: host, Port: p, User: defaultUser, Password: b.sidecarPassword, SSLMode: "disable"}, err
+	return deploy.Sidecar{Host: host, Port: p, User: sidecarUser, Password: b.sidecarPassword, SSLMode: "disable"}, err
 }
 
 // openSQL points the helpers at t's sidecar (vecside.set_sidecar: one

@@ -130,7 +130,7 @@ func (b *bench) startSidecar(ctx context.Context, name, def string) (*sidecar.Si
 	spec := fmt.Sprintf("%s=public.%s(embedding) key=id metric=%s %s", name, benchTable, b.p.metric, def)
 	// A slot left behind by an interrupted run would resume a stream over
 	// a table since replaced.
-	if _, err := replicate.Teardown(ctx, b.dsn, "vecside_"+name, teardownWait); err != nil {
+	if _, err := replicate.Teardown(ctx, b.dsn, "vecside_"+name, sidecar.TeardownWait); err != nil {
 		return nil, nil, err
 	}
 	b.say("%s: starting a sidecar for %s", def, spec)
@@ -143,7 +143,7 @@ func (b *bench) startSidecar(ctx context.Context, name, def string) (*sidecar.Si
 	}
 	entry, err := sc.Indexer.Get(name)
 	for err == nil {
-		if err = waitReady(ctx, entry, 10*time.Second); err == nil {
+		if err = sidecar.WaitReady(ctx, entry, 10*time.Second); err == nil {
 			return sc, entry, nil
 		}
 		if state, _ := entry.State(); state == indexer.StateError {

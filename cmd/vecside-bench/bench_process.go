@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/vecside/vecside/internal/sidecar"
 	"github.com/vecside/vecside/replicate"
 	"github.com/vecside/vecside/rpc"
 )
@@ -28,13 +30,32 @@ type sidecarProcess struct {
 	rss, peak  int64 // resident bytes once ready, and the most ever (VmHWM)
 }
 
+// vecsideCommand finds the vecside command that --process runs: the one
+// named, else vecside in this command's directory (go install puts both
+// there), else vecside on PATH.
+func vecsideCommand(named string) (string, error) {
+	if named != "" {
+		path, err := exec.LookPath(named)
+		if err != nil {
+			return "", fmt.Errorf("--vecside: %w", err)
+		}
+		return path, nil
+	}
+	if exe, err := os.Executable(); err == nil {
+		if path, err := exec.LookPath(filepath.Join(filepath.Dir(exe), "vecside")); err == nil {
+			return path, nil
+		}
+	}
+	path, err := exec.LookPath("vecside")
+	if err != nil {
+		return "", fmt.Errorf("--process runs vecside serve, and no vecside command is in this command's directory or on PATH: go install ./cmd/vecside, or name one with --vecside: %w", err)
+	}
+	return path, nil
+}
+
 // startProcess starts vecside serve for one index over the bench table and
 // waits until the index is ready.
 func (b *bench) startProcess(ctx context.Context, name, def string) (*sidecarProcess, error) {
-	exe, err := os.Executable()
-	if err != nil {
-		return nil, err
-	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
@@ -46,7 +67,7 @@ func (b *bench) startProcess(ctx context.Context, name, def string) (*sidecarPro
 		return nil, err
 	}
 	spec := fmt.Sprintf("%s=public.%s(embedding) key=id metric=%s %s", name, benchTable, b.p.metric, def)
-	if _, err := replicate.Teardown(ctx, b.dsn, "vecside_"+name, teardownWait); err != nil {
+	if _, err := replicate.Teardown(ctx, b.dsn, "vecside_"+name, sidecar.TeardownWait); err != nil {
 		return nil, err
 	}
 	b.say("%s: starting vecside serve for %s", def, spec)
@@ -54,13 +75,13 @@ func (b *bench) startProcess(ctx context.Context, name, def string) (*sidecarPro
 	users := filepath.Join(dir, "users")
 	v, err := rpc.NewVerifier(b.sidecarPassword, rpc.DefaultScramIterations)
 	if err == nil {
-		err = os.WriteFile(users, []byte(rpc.UserLine(defaultUser, v)+"\n"), 0o600)
+		err = os.WriteFile(users, []byte(rpc.UserLine(sidecarUser, v)+"\n"), 0o600)
 	}
 	if err != nil {
 		os.RemoveAll(dir)
 		return nil, err
 	}
-	p.cmd = exec.CommandContext(ctx, exe, "--log-level", "warn", "serve", "--source", b.dsn, "--name", "vecside_"+name,
+	p.cmd = exec.CommandContext(ctx, b.p.vecside, "--log-level", "warn", "serve", "--source", b.dsn, "--name", "vecside_"+name,
 		"--listen", addr, "--metrics-listen", "", "--data-dir", dir, "--auth", rpc.AuthSCRAM, "--users", users, "--index", spec)
 	p.cmd.Stderr = os.Stderr
 	if err := startOn(p.cmd, b.p.sidecarCPUs); err != nil {
@@ -82,7 +103,7 @@ func (b *bench) startProcess(ctx context.Context, name, def string) (*sidecarPro
 func (p *sidecarProcess) waitReady(ctx context.Context, name string, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for ; time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-		conn, err := dialSidecar(ctx, p.url, "")
+		conn, err := pgx.Connect(ctx, p.url)
 		if err != nil {
 			continue // not listening yet
 		}

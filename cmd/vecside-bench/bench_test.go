@@ -54,7 +54,7 @@ func TestBenchOnFvecsFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := filepath.Join(dir, "out")
-	md, err := run(t, "bench", "--source", pgtest.Shared(t).NewDatabase(t), "--fvecs-base", base, "--fvecs-query", query, "--metric", "l2",
+	md, err := run(t, "--source", pgtest.Shared(t).NewDatabase(t), "--fvecs-base", base, "--fvecs-query", query, "--metric", "l2",
 		"--index", "kind=flat store=float", "--index", "kind=hnsw", "--ef-search", "16,64", "--oversample", "1", "--pgvector-ef-search", "10,80",
 		"--paths", "sidecar,heapfetch,sql,pgvector",
 		"--clients", "2", "--measure", "40", "--json", out+".json", "--markdown", out+".md", "--svg", out+".svg")
@@ -119,7 +119,7 @@ func TestBenchOnFvecsFiles(t *testing.T) {
 		os.WriteFile(path, raw, 0o644)
 		return path
 	}
-	args := []string{"bench", "--source", pgtest.Shared(t).NewDatabase(t), "--fvecs-base", base, "--fvecs-query", query, "--metric", "l2",
+	args := []string{"--source", pgtest.Shared(t).NewDatabase(t), "--fvecs-base", base, "--fvecs-query", query, "--metric", "l2",
 		"--index", "kind=flat store=float", "--oversample", "1", "--pgvector=false", "--e2e=false", "--clients", "1", "--json", out + ".json", "--fvecs-truth"}
 	if md, err := run(t, append(args, writeIvecs("gt.ivecs", 10))...); err != nil {
 		t.Fatalf("%v\n%s", err, md)
@@ -153,14 +153,14 @@ func TestBenchPaths(t *testing.T) {
 	for _, column := range []string{"real[]", "auto"} {
 		t.Run(column, func(t *testing.T) { testBenchPaths(t, column) })
 	}
-	if _, err := run(t, "bench", "--paths", "sql,heap"); err == nil || !strings.Contains(err.Error(), `"heap"`) {
+	if _, err := run(t, "--paths", "sql,heap"); err == nil || !strings.Contains(err.Error(), `"heap"`) {
 		t.Errorf("--paths sql,heap: %v", err)
 	}
 }
 
 func testBenchPaths(t *testing.T, column string) {
 	out := filepath.Join(t.TempDir(), "r.json")
-	if md, err := run(t, "bench", "--shared-buffers", "128MB", "--rows", "3000", "--dims", "16", "--queries", "50", "--metric", "l2",
+	if md, err := run(t, "--shared-buffers", "128MB", "--rows", "3000", "--dims", "16", "--queries", "50", "--metric", "l2",
 		"--index", "kind=flat", "--index", "kind=hnsw", "--ef-search", "64", "--oversample", "2", "--column-type", column,
 		"--pgvector=false", "--clients", "2", "--measure", "50", "--json", out); err != nil {
 		t.Fatalf("%v\n%s", err, md)
@@ -223,7 +223,7 @@ func TestBenchOnATable(t *testing.T) {
 	}
 	before := checksum()
 	out := filepath.Join(t.TempDir(), "r.json")
-	if md, err := run(t, "bench", "--source", dsn, "--table", "docs", "--column", "emb", "--metric", "l2", "--queries", "20",
+	if md, err := run(t, "--source", dsn, "--table", "docs", "--column", "emb", "--metric", "l2", "--queries", "20",
 		"--index", "kind=flat", "--oversample", "2", "--pgvector=false", "--clients", "2", "--measure", "20",
 		"--write-rate", "100", "--write-duration", "2s", "--json", out); err != nil {
 		t.Fatalf("%v\n%s", err, md)
@@ -250,7 +250,7 @@ func TestBenchOnATable(t *testing.T) {
 		+ (SELECT count(*) FROM pg_foreign_server)`).Scan(&left); err != nil || left != 0 {
 		t.Errorf("%d slots, publications, scratch relations and SQL helpers left behind (%v)", left, err)
 	}
-	if _, err := run(t, "bench", "--source", dsn, "--table", "docs"); err == nil || !strings.Contains(err.Error(), "--column") {
+	if _, err := run(t, "--source", dsn, "--table", "docs"); err == nil || !strings.Contains(err.Error(), "--column") {
 		t.Errorf("--table without --column: %v", err)
 	}
 }

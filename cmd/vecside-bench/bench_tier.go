@@ -14,6 +14,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 	"github.com/vecside/vecside/internal/benchreport"
+	"github.com/vecside/vecside/internal/bytesize"
 	"golang.org/x/sys/unix"
 )
 
@@ -398,14 +399,14 @@ func (cg *memCgroup) remove() error {
 }
 
 // pgSize reads a size as Postgres writes one (kB, MB, GB, TB: units of
-// 1024) or as parseBytes does.
+// 1024) or as bytesize.Parse does.
 func pgSize(s string) (int64, error) {
 	for _, u := range []struct{ pg, iec string }{{"kB", "KiB"}, {"MB", "MiB"}, {"GB", "GiB"}, {"TB", "TiB"}} {
 		if num, ok := strings.CutSuffix(strings.TrimSpace(s), u.pg); ok {
-			return parseBytes(num + u.iec)
+			return bytesize.Parse(num + u.iec)
 		}
 	}
-	return parseBytes(s)
+	return bytesize.Parse(s)
 }
 
 // pgSizeText writes n bytes as a Postgres setting.

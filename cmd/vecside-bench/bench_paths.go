@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/vecside/vecside/heapfetch"
 	"github.com/vecside/vecside/internal/benchreport"
 	"github.com/vecside/vecside/rpc"
 )
@@ -45,6 +46,9 @@ func parsePaths(s string, named bool) (map[string]bool, error) {
 	return paths, nil
 }
 
+// sidecarUser is the user the bench logs in to its sidecars as.
+const sidecarUser = "vecside"
+
 // makeSidecarUser makes the password the bench's sidecars ask for, and
 // their users file.
 func (b *bench) makeSidecarUser() error {
@@ -53,19 +57,24 @@ func (b *bench) makeSidecarUser() error {
 	if err != nil {
 		return err
 	}
-	b.users, err = rpc.ParseUsers(strings.NewReader(rpc.UserLine(defaultUser, v)))
+	b.users, err = rpc.ParseUsers(strings.NewReader(rpc.UserLine(sidecarUser, v)))
 	return err
 }
 
 // sidecarURL is how the bench logs in to the sidecar at addr.
 func (b *bench) sidecarURL(addr string) string {
-	u := url.URL{Scheme: "postgres", User: url.UserPassword(defaultUser, b.sidecarPassword), Host: addr, Path: "/vecside", RawQuery: "sslmode=disable"}
+	u := url.URL{Scheme: "postgres", User: url.UserPassword(sidecarUser, b.sidecarPassword), Host: addr, Path: "/vecside", RawQuery: "sslmode=disable"}
 	return u.String()
 }
 
 // dialSidecar logs in to the sidecar at addr as the bench.
 func (b *bench) dialSidecar(ctx context.Context, addr string) (*pgx.Conn, error) {
-	return dialSidecar(ctx, b.sidecarURL(addr), "")
+	conn, err := pgx.Connect(ctx, b.sidecarURL(addr))
+	if err != nil {
+		return nil, err
+	}
+	heapfetch.RegisterTypes(conn.TypeMap())
+	return conn, nil
 }
 
 // perIndex holds a path's client connections for one index at a time:

@@ -1,0 +1,46 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/vecside/vecside/internal/vecsidebin"
+)
+
+// TestBenchProcess: with --process each sidecar is a vecside serve child
+// of the vecside command named, whose memory the report gives.
+func TestBenchProcess(t *testing.T) {
+	out, md, err := tierBench(t, "--process", "--vecside", vecsidebin.Path(t))
+	if err != nil {
+		t.Fatalf("%v\n%s", err, md)
+	}
+	r := readReport(t, out)
+	if len(r.Header.Builds) != 1 {
+		t.Fatalf("builds %+v, want one", r.Header.Builds)
+	}
+	if b := r.Header.Builds[0]; b.RSSBytes <= 0 || b.PeakRSSBytes < b.RSSBytes || b.IndexBytes <= 0 {
+		t.Errorf("build %+v: want the child's resident memory, its peak and the index's size", b)
+	}
+}
+
+// TestVecsideCommand: --process finds vecside where it is named, else on
+// PATH (a test binary's directory holds none), and says how to get one.
+func TestVecsideCommand(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("PATH", dir)
+	if _, err := vecsideCommand(""); err == nil || !strings.Contains(err.Error(), "go install ./cmd/vecside") {
+		t.Errorf("no vecside anywhere: %v, want an error saying how to install it", err)
+	}
+	exe := filepath.Join(dir, "vecside")
+	if err := os.WriteFile(exe, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := vecsideCommand(""); err != nil || got != exe {
+		t.Errorf("vecside on PATH: %q, %v; want %s", got, err, exe)
+	}
+	if _, err := vecsideCommand(filepath.Join(dir, "nope")); err == nil || !strings.Contains(err.Error(), "--vecside") {
+		t.Errorf("--vecside naming nothing: %v, want an error naming the flag", err)
+	}
+}
