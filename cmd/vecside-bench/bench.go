@@ -104,7 +104,10 @@ Every point also reports the Postgres CPU time per query: the user and
 system time of the throwaway server's processes (the postmaster and its
 children, from /proc) over the timed run, divided by its queries. With
 --source it is not measured: that server may be on another host, or
-shared with other work.
+shared with other work. With --process, vecside's points report the
+sidecar's CPU time per query the same way, from its vecside serve
+process: so the SQL helpers' cost to the sidecar compares with the Go
+client's.
 
 Where the throwaway server and the bench run (not with --source, whose
 server the bench neither starts nor owns): --pg-cpus pins the postmaster,
@@ -336,6 +339,9 @@ type bench struct {
 	// postmaster is the throwaway server's PID, whose processes' CPU
 	// time is measured; 0 with --source.
 	postmaster int
+	// sidecarPID is the vecside serve child being measured (--process),
+	// whose CPU time is measured; 0 when the sidecars run in-process.
+	sidecarPID int
 	db         *pgx.Conn
 	// vectorColumn: the scratch table's column is pgvector's vector,
 	// else real[] (--column-type).
@@ -673,6 +679,7 @@ type timing struct {
 	qps           float64
 	p50, p95, p99 time.Duration
 	pgCPU         *float64 // the server's CPU per query, ms; nil if not measured
+	sidecarCPU    *float64 // the vecside serve child's, likewise
 	err           error
 }
 
@@ -689,7 +696,7 @@ func (b *bench) recallPass(search func(qi int) ([]int64, error)) (recall, rows f
 	}
 	lat := make([]time.Duration, len(b.queries))
 	var hits, n int
-	cpu, _ := b.postgresCPU()
+	cpu := b.startCPU()
 	start := time.Now()
 	for qi := range b.queries {
 		t0 := time.Now()
@@ -702,7 +709,7 @@ func (b *bench) recallPass(search func(qi int) ([]int64, error)) (recall, rows f
 		hits += b.hits(qi, ids)
 	}
 	t = percentiles(lat, time.Since(start))
-	t.pgCPU = b.cpuPerQuery(cpu, len(lat))
+	cpu.perQuery(len(lat), &t)
 	return float64(hits) / float64(b.p.k*len(b.queries)), float64(n) / float64(len(b.queries)), t
 }
 
@@ -721,7 +728,7 @@ func (b *bench) timeRun(clients int, call func(client, qi int) error) timing {
 	lat := make([][]time.Duration, clients)
 	errs := make([]error, clients)
 	var wg sync.WaitGroup
-	cpu, _ := b.postgresCPU()
+	cpu := b.startCPU()
 	start := time.Now()
 	for c := range clients {
 		wg.Go(func() {
@@ -739,7 +746,7 @@ func (b *bench) timeRun(clients int, call func(client, qi int) error) timing {
 	wg.Wait()
 	all := slices.Concat(lat...)
 	t := percentiles(all, time.Since(start))
-	t.pgCPU = b.cpuPerQuery(cpu, len(all))
+	cpu.perQuery(len(all), &t)
 	t.err = errorsJoin(errs)
 	return t
 }
@@ -761,6 +768,9 @@ func percentiles(lat []time.Duration, elapsed time.Duration) timing {
 func (b *bench) point(system, index, mode string, params map[string]float64, recall float64, cands *float64, concurrency int, t timing) {
 	p := benchreport.Point{System: system, Index: index, Mode: mode, Params: params, K: b.p.k, Recall: recall,
 		P50: ms(t.p50), P95: ms(t.p95), P99: ms(t.p99), QPS: t.qps, Concurrency: concurrency, CandidatesMean: cands, PostgresCPU: t.pgCPU}
+	if system == "vecside" {
+		p.SidecarCPU = t.sidecarCPU
+	}
 	b.report.Points = append(b.report.Points, p)
 	b.say("  %s %s %s %s c=%d: recall %.4f, %.0f q/s, p50 %.3f ms, p99 %.3f ms",
 		system, index, benchreport.FormatParams(params), mode, concurrency, recall, p.QPS, p.P50, p.P99)

@@ -182,6 +182,9 @@ func testBenchPaths(t *testing.T, column string) {
 		if p.PostgresCPU == nil || *p.PostgresCPU < 0 || (p.Mode != benchreport.SidecarOnly && *p.PostgresCPU == 0) {
 			t.Errorf("%s %s c=%d: Postgres CPU %v", p.Index, p.Mode, p.Concurrency, p.PostgresCPU)
 		}
+		if p.SidecarCPU != nil {
+			t.Errorf("%s %s c=%d: sidecar CPU %v from a sidecar in the bench's own process", p.Index, p.Mode, p.Concurrency, *p.SidecarCPU)
+		}
 	}
 	for _, index := range []string{"kind=flat", "kind=hnsw"} {
 		for _, mode := range modes {

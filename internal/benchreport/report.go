@@ -156,6 +156,12 @@ type Point struct {
 	// query: its processes' user and system time over the timed run,
 	// divided by the queries. nil where it is not measured (--source).
 	PostgresCPU *float64 `json:"postgres_cpu_ms"`
+	// SidecarCPU is the CPU time, in ms, the sidecar spent per query: the
+	// vecside serve process's user and system time over the timed run,
+	// divided by the queries. Only with the sidecar in a process of its
+	// own (the bench's --process) and only for vecside's points; nil
+	// otherwise.
+	SidecarCPU *float64 `json:"sidecar_cpu_ms,omitempty"`
 }
 
 // WriteLoad is one index under steady writes while clients search.
