@@ -128,7 +128,7 @@ Progress goes to stderr, the Markdown table to stdout; --json, --markdown
 and --svg write the results to files.`,
 	Flags: []cli.Flag{
 		&cli.StringFlag{Name: "source", Usage: "Postgres to use (libpq connection string or URL); default: start a throwaway one", EnvVars: []string{"VECSIDE_SOURCE"}},
-		&cli.StringFlag{Name: "dataset", Value: "clustered", Usage: "clustered (seeded generator), textlike (seeded, like text embeddings: anisotropic, low contrast) or fashion-mnist (Debian's dataset-fashion-mnist); ignored with --fvecs-base or --table"},
+		&cli.StringFlag{Name: "dataset", Value: "clustered", Usage: "clustered (seeded generator), textlike (seeded, like text embeddings: anisotropic, low contrast), mixture1536 (seeded, like OpenAI's embeddings in size: 1,536 dimensions, 100 clusters, cosine, queries perturbed rows; 250,000 rows unless --rows says) or fashion-mnist (Debian's dataset-fashion-mnist); ignored with --fvecs-base or --table"},
 		&cli.StringFlag{Name: "fvecs-base", Usage: "data set from a .fvecs or .bvecs file of rows"},
 		&cli.StringFlag{Name: "fvecs-query", Usage: "with --fvecs-base: the .fvecs or .bvecs file of queries"},
 		&cli.StringFlag{Name: "fvecs-truth", Usage: "with --fvecs-base: an .ivecs file of each query's nearest row ids, nearest first (default: computed exactly)"},
@@ -200,6 +200,9 @@ and --svg write the results to files.`,
 		if err := p.readTier(c); err != nil {
 			return err
 		}
+		if err := p.preset(c); err != nil {
+			return err
+		}
 		if p.oversample, err = floatList(c.String("oversample")); err != nil {
 			return fmt.Errorf("--oversample: %w", err)
 		}
@@ -268,6 +271,32 @@ type benchParams struct {
 }
 
 // check refuses combinations of flags that cannot work, naming the fix.
+// mixture1536 is the --dataset preset of the per-tier pgvector benchmarks
+// vecside is compared with: a 1,536-dimensional Gaussian mixture,
+// normalized for cosine distance, queries perturbed rows.
+const (
+	mixture1536         = "mixture1536"
+	mixture1536Dims     = 1536
+	mixture1536Rows     = 250000
+	mixture1536Clusters = 100
+	mixture1536Perturb  = 0.5
+)
+
+// preset applies --dataset mixture1536's dimensions, metric and rows.
+func (p *benchParams) preset(c *cli.Context) error {
+	if p.dataset != mixture1536 || p.fvecsBase != "" || p.table != "" {
+		return nil
+	}
+	if c.IsSet("dims") && p.dims != mixture1536Dims || c.IsSet("metric") && p.metric != kernels.Cosine {
+		return fmt.Errorf("--dataset %s is %d-dimensional and cosine: leave out --dims and --metric, or use --dataset clustered", mixture1536, mixture1536Dims)
+	}
+	p.dims, p.metric = mixture1536Dims, kernels.Cosine
+	if !c.IsSet("rows") {
+		p.rows = mixture1536Rows
+	}
+	return nil
+}
+
 func (p benchParams) check() error {
 	switch {
 	case !slices.Contains([]string{"auto", "vector", "real[]"}, p.columnType):
@@ -291,7 +320,7 @@ func (p benchParams) check() error {
 	case p.writeRate > 0 && p.process:
 		return fmt.Errorf("--write-rate measures the lag of an in-process sidecar: leave out --process")
 	case p.inserts+p.deletes > 0 && (p.fvecsBase != "" || p.table != "" || p.dataset == "fashion-mnist"):
-		return fmt.Errorf("--churn draws its new rows from a generator: use --dataset clustered or textlike")
+		return fmt.Errorf("--churn draws its new rows from a generator: use --dataset clustered, textlike or mixture1536")
 	}
 	return nil
 }

@@ -257,3 +257,27 @@ func TestBenchOnATable(t *testing.T) {
 		t.Errorf("--table without --column: %v", err)
 	}
 }
+
+// TestMixture1536Preset: --dataset mixture1536 is the per-tier pages' set
+// (1,536 dimensions, cosine), at the rows asked for, and refuses another
+// dimension or metric.
+func TestMixture1536Preset(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "r.json")
+	md, err := run(t, "--source", pgtest.Shared(t).NewDatabase(t), "--dataset", "mixture1536", "--rows", "1500", "--queries", "10",
+		"--index", "kind=flat", "--oversample", "1", "--pgvector=false", "--paths", "sidecar", "--clients", "1", "--measure", "10", "--json", out)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, md)
+	}
+	r := readReport(t, out)
+	if d := r.Header.Dataset; d.Dims != 1536 || d.Metric != "cosine" || d.Rows != 1500 || d.Queries != 10 {
+		t.Errorf("data set %+v: want 1500 rows × 1536, cosine, 10 queries", d)
+	}
+	if len(r.Points) == 0 || r.Points[0].Recall < 0.9 {
+		t.Errorf("points %+v: want kind=flat's recall ≥ 0.9", r.Points)
+	}
+	for _, bad := range [][]string{{"--dims", "64"}, {"--metric", "l2"}} {
+		if _, err := run(t, append([]string{"--dataset", "mixture1536"}, bad...)...); err == nil || !strings.Contains(err.Error(), "mixture1536") {
+			t.Errorf("mixture1536 with %v: %v, want an error naming the preset", bad, err)
+		}
+	}
+}
