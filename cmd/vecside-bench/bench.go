@@ -157,6 +157,7 @@ and --svg write the results to files.`,
 		&cli.IntFlag{Name: "pgvector-m", Value: 16, Usage: "pgvector HNSW: m"},
 		&cli.IntFlag{Name: "pgvector-ef-construction", Value: 64, Usage: "pgvector HNSW: ef_construction"},
 		&cli.StringFlag{Name: "pgvector-ef-search", Value: "10,20,40,80,120,200,400", Usage: "pgvector HNSW: hnsw.ef_search values to sweep"},
+		&cli.DurationFlag{Name: "pgvector-build-timeout", Usage: "stop pgvector's HNSW build after this long (statement_timeout), reported as stopped, and go on without it; 0: no limit. A build that fails (out of memory under --pg-memory) is reported the same way"},
 		&cli.StringFlag{Name: "pgvector-maintenance-work-mem", Value: "2GB", Usage: "maintenance_work_mem for pgvector's build (its graph should fit, or the build slows down many times)"},
 		&cli.StringFlag{Name: "shared-buffers", Value: "2GB", Usage: "throwaway Postgres: shared_buffers, enough to hold the tables and pgvector's index"},
 		&cli.StringFlag{Name: "pg-cpus", Usage: "throwaway Postgres: pin the postmaster, its children and every backend to these CPUs (a Linux CPU list such as 0 or 0-1,3)"},
@@ -184,7 +185,7 @@ and --svg write the results to files.`,
 			clients: c.Int("clients"), measure: c.Int("measure"), measureTime: c.Duration("measure-time"), e2e: c.Bool("e2e"), process: c.Bool("process"),
 			columnType: c.String("column-type"),
 			pgvector:   c.Bool("pgvector"), pgvM: c.Int("pgvector-m"), pgvEfConstruction: c.Int("pgvector-ef-construction"),
-			pgvMaintenanceWorkMem: c.String("pgvector-maintenance-work-mem"), sharedBuffers: c.String("shared-buffers"),
+			pgvMaintenanceWorkMem: c.String("pgvector-maintenance-work-mem"), pgvBuildTimeout: c.Duration("pgvector-build-timeout"), sharedBuffers: c.String("shared-buffers"),
 			writeRate: c.Int("write-rate"), writeDuration: c.Duration("write-duration"),
 			jsonFile: c.String("json"), markdownFile: c.String("markdown"), svgFile: c.String("svg"),
 			command: strings.Join(append([]string{"vecside-bench"}, os.Args[1:]...), " "),
@@ -261,6 +262,7 @@ type benchParams struct {
 	pgvM, pgvEfConstruction              int
 	pgvEfSearch                          []int
 	pgvMaintenanceWorkMem, sharedBuffers string
+	pgvBuildTimeout                      time.Duration // 0: none
 	writeRate                            int
 	writeDuration                        time.Duration
 	jsonFile, markdownFile, svgFile      string

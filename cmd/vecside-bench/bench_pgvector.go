@@ -98,14 +98,27 @@ func (b *bench) startPGVector(ctx context.Context) (*pgvectorTarget, error) {
 	}
 	create := fmt.Sprintf("CREATE INDEX %s ON %s USING hnsw (v %s) WITH (m = %d, ef_construction = %d)",
 		pgvectorIndex, pgvectorTable, op, b.p.pgvM, b.p.pgvEfConstruction)
+	if b.p.pgvBuildTimeout > 0 {
+		if err := exec(fmt.Sprintf("SET statement_timeout = %d", b.p.pgvBuildTimeout.Milliseconds())); err != nil {
+			return nil, err
+		}
+	}
 	t0 := time.Now()
 	stop := b.every(15*time.Second, func() { b.say("pgvector: building HNSW, %.0fs so far", time.Since(t0).Seconds()) })
 	err = exec(create)
 	stop()
+	build.Seconds = time.Since(t0).Seconds()
 	if err != nil {
+		if build.Outcome, err = b.pgvectorBuildFailed(ctx, err); err != nil {
+			return nil, err
+		}
+		b.report.Header.Builds = append(b.report.Header.Builds, build)
+		b.say("pgvector: %s after %.0fs; not compared", build.Outcome, build.Seconds)
+		return nil, nil
+	}
+	if err := exec("RESET statement_timeout"); err != nil {
 		return nil, err
 	}
-	build.Seconds = time.Since(t0).Seconds()
 	if err := b.db.QueryRow(ctx, "SELECT pg_relation_size($1), pg_total_relation_size($2)", pgvectorIndex, pgvectorTable).Scan(&build.IndexBytes, &build.TableBytes); err != nil {
 		return nil, err
 	}
@@ -284,4 +297,33 @@ func (b *bench) every(d time.Duration, fn func()) (stop func()) {
 		}
 	}()
 	return func() { close(done) }
+}
+
+// pgvectorBuildFailed says what became of pgvector's build that ended in
+// err: stopped at --pgvector-build-timeout, or failed (out of memory, in
+// a server with --pg-memory); the bench goes on without pgvector. If the
+// server restarted (the kernel killed a backend at the memory limit),
+// the bench's connection is made again once it accepts connections.
+func (b *bench) pgvectorBuildFailed(ctx context.Context, err error) (string, error) {
+	var pgErr *pgconn.PgError
+	outcome := "failed: " + err.Error()
+	if errors.As(err, &pgErr) && pgErr.Code == "57014" && b.p.pgvBuildTimeout > 0 {
+		outcome = fmt.Sprintf("stopped at the time limit (--pgvector-build-timeout %s)", b.p.pgvBuildTimeout)
+	}
+	if !b.db.IsClosed() {
+		_, err := b.db.Exec(ctx, "RESET statement_timeout")
+		return outcome, err
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		conn, err := pgx.Connect(ctx, b.dsn)
+		if err == nil {
+			b.db = conn
+			return outcome, nil
+		}
+		if time.Now().After(deadline) {
+			return "", fmt.Errorf("pgvector's build %s, and the server did not come back: %w", outcome, err)
+		}
+		time.Sleep(time.Second)
+	}
 }

@@ -281,3 +281,42 @@ func TestMixture1536Preset(t *testing.T) {
 		}
 	}
 }
+
+// TestPGVectorBuildStopped: pgvector's build stopped at
+// --pgvector-build-timeout is reported as such, and the bench goes on
+// without pgvector. It needs pgvector in the test server.
+func TestPGVectorBuildStopped(t *testing.T) {
+	dsn := pgtest.Shared(t).NewDatabase(t)
+	conn, err := pgx.Connect(context.Background(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var offered bool
+	err = conn.QueryRow(context.Background(), "SELECT EXISTS (SELECT FROM pg_available_extensions WHERE name = 'vector')").Scan(&offered)
+	conn.Close(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !offered {
+		t.Skip("the test server has no pgvector")
+	}
+	out := filepath.Join(t.TempDir(), "r.json")
+	md, err := run(t, "--source", dsn, "--rows", "20000", "--dims", "64", "--queries", "10", "--index", "kind=flat",
+		"--oversample", "1", "--paths", "sidecar,pgvector", "--pgvector-build-timeout", "1ms", "--clients", "1", "--measure", "10", "--json", out)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, md)
+	}
+	r := readReport(t, out)
+	var stopped bool
+	for _, b := range r.Header.Builds {
+		stopped = stopped || b.System == "pgvector" && strings.HasPrefix(b.Outcome, "stopped at the time limit")
+	}
+	if !stopped {
+		t.Errorf("builds %+v: want pgvector's stopped at the time limit", r.Header.Builds)
+	}
+	for _, p := range r.Points {
+		if p.System == "pgvector" {
+			t.Errorf("a pgvector point %+v after its build was stopped", p)
+		}
+	}
+}

@@ -63,7 +63,11 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 		for _, k := range slices.Sorted(maps.Keys(x.Settings)) {
 			set = append(set, k+"="+x.Settings[k])
 		}
-		fmt.Fprintf(&b, "| %s | %s | %.1f | %d | %.0f | %s | %s |\n", x.System, x.Index, x.Seconds, x.IndexBytes, x.BytesPerRow, rss, strings.Join(set, ", "))
+		seconds := fmt.Sprintf("%.1f", x.Seconds)
+		if x.Outcome != "" {
+			seconds = fmt.Sprintf("%s after %.1f", x.Outcome, x.Seconds)
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %d | %.0f | %s | %s |\n", x.System, x.Index, seconds, x.IndexBytes, x.BytesPerRow, rss, strings.Join(set, ", "))
 	}
 
 	b.WriteString("\n| system | index | params | mode | clients | recall | candidates | QPS | p50 ms | p95 ms | p99 ms | Postgres CPU ms/query | sidecar CPU ms/query |\n|---|---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")

@@ -120,6 +120,10 @@ type Build struct {
 	// maintenance_work_mem, max_parallel_maintenance_workers) and how the
 	// table was prepared.
 	Settings map[string]string `json:"settings,omitempty"`
+	// Outcome is empty for a finished build, else what became of it:
+	// stopped at the time limit, or failed (pgvector's, say, out of
+	// memory); the system is then not compared.
+	Outcome string `json:"outcome,omitempty"`
 }
 
 // Settings are the run's knobs that apply to every point.
