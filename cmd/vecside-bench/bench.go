@@ -84,8 +84,9 @@ real[] (--column-type): the end-to-end path reads vectors from it, and
 Postgres sends a real[] an element at a time.
 
 When the database offers the vector extension, pgvector HNSW is measured
-in its best case: its own table of just the key and a vector column,
-loaded by COPY, VACUUM ANALYZEd, built with --pgvector-m and
+in its best case, on the table vecside follows, as a user has both (a
+copy with a vector column where that table's is real[]): the key and the
+vector column, loaded by COPY, VACUUM ANALYZEd, built with --pgvector-m and
 --pgvector-ef-construction, prewarmed with pg_prewarm where available, and
 queried with the same client, protocol and statement shape as the end to
 end path (one prepared statement, the vector as a binary float4[]
