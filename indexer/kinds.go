@@ -11,6 +11,7 @@ import (
 
 	"github.com/vecside/vecside/flat"
 	"github.com/vecside/vecside/hnsw"
+	"github.com/vecside/vecside/internal/ivflists"
 	"github.com/vecside/vecside/internal/pgvalue"
 	"github.com/vecside/vecside/internal/store"
 	"github.com/vecside/vecside/ivf"
@@ -363,11 +364,11 @@ func (f floatFlat) Search(ctx context.Context, q []float32, n int, opts SearchOp
 	return f.Index.Search(ctx, q, n, allow)
 }
 
-// coded is what the coded kinds share: rows in a store.Coded.
-type coded struct{ *store.Coded }
+// coded is what the coded kinds share: rows in an ivflists.Coded.
+type coded struct{ *ivflists.Coded }
 
 func (c coded) Prepare(vec []float32) Row  { return c.Coded.Prepare(vec) }
-func (c coded) Insert(key string, row Row) { c.Coded.Insert(key, row.(*store.Prepared)) }
+func (c coded) Insert(key string, row Row) { c.Coded.Insert(key, row.(*ivflists.Prepared)) }
 
 // search runs fn with the allow-set of opts's keys, if any.
 func (c coded) search(opts SearchOptions, fn func(allow *store.Allow) ([]Hit, error)) ([]Hit, error) {

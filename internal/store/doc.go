@@ -22,7 +22,7 @@
 //     before it is published by an atomic store that readers load first (a
 //     live bit, a block's mask). An update is a new row and the removal of
 //     the old one; a search that runs across it sees the old row, the new
-//     one or, at worst, both, and returns the key once (Coded.hits).
+//     one or, at worst, both, and returns the key once (Hits).
 //   - Blocks are copy-on-write. The 1-bit codes of 32 rows share a
 //     fast-scan block whose bytes interleave them, so a writer filling a
 //     slot copies the block, writes the copy and publishes it; a search
@@ -41,21 +41,17 @@
 // after releasing the mutex; the rows it writes cannot change until it
 // unpins. Writers wait only for the copy of the live set.
 //
-// # Coded rows
+// # Codes
 //
-// Coded holds the rows of a quantized index: a fixed set of centroids,
-// one List of 1-bit RaBitQ codes per centroid in fast-scan blocks, and per
-// row id the row's location, its second-pass data (a 4- or 8-bit extended
-// code with its factors, or the float32 vector with store=float) and its
-// key. A search rotates the query once, scans the lists a Probe picks,
-// gives every row that survives the fast scan a second, precise estimate,
-// and returns the smallest set of candidates that can still hold the true
-// k nearest (Searcher), capped. The ivf kind has many centroids and
-// chooses the lists; the coded flat kind has one, the mean.
-//
-// Rows are encoded outside the writers' mutex (Prepare), against the
-// centroid nearest to them, so the copy's readers encode in parallel; the
-// mutex covers only the insertion.
+// The codec's side of a row lives here too, for every kind that encodes:
+// its configuration (CodedConfig, the store= option's Kind), a row's codes
+// (Encoded), a List of 1-bit RaBitQ codes in fast-scan blocks, and the
+// Searcher that turns estimates with error bounds into the smallest set
+// of candidates that can still hold the true k nearest. k-means (KMeans)
+// and the nearest centroid (Nearest) serve ivf's lists and hnsw's
+// training alike. The engine that keeps one List per centroid and probes
+// them, which ivf and the coded flat kind are built on, is
+// internal/ivflists.
 //
 // # Memory
 //
@@ -68,7 +64,7 @@
 //
 // # What this package does not do
 //
-// It does not compact lists (freed slots are refilled by later rows of
+// It does not choose or probe lists (internal/ivflists), compact lists (freed slots are refilled by later rows of
 // the same list, and a structural change is a rebuild from the table, see
 // the indexer), keep anything on disk but through checkpoints, or know
 // about Postgres types.

@@ -116,3 +116,19 @@ func Mean(m kernels.Metric, dims int, vecs [][]float32) []float32 {
 }
 
 func sqrt64(x float64) float64 { return math.Sqrt(x) }
+
+// CodedConfig configures the codes of an index: ivflists.Coded's, and
+// hnsw's.
+type CodedConfig struct {
+	Metric kernels.Metric
+	Dims   int
+	Store  Kind   // Ext4, Ext6, Ext8 or Float
+	Seed   uint64 // of the random rotation
+	// KeyWidth is the bytes of a fixed-width key, 0 for variable.
+	KeyWidth int
+}
+
+// Codec returns the RaBitQ codec of cfg.
+func (cfg CodedConfig) Codec() (*kernels.RaBitQ, error) {
+	return kernels.NewRaBitQ(kernels.RaBitQConfig{Dim: cfg.Dims, Metric: cfg.Metric, ExBits: cfg.Store.ExBits(), Seed: cfg.Seed})
+}

@@ -1,9 +1,12 @@
 package store
 
 import (
+	"math"
 	"math/rand/v2"
 	"slices"
 	"sync"
+
+	"github.com/vecside/vecside/kernels"
 )
 
 // Vectors is a training input: N vectors, each written into dst (in the
@@ -95,4 +98,32 @@ func KMeans(in Vectors, dims, k int, seed uint64) []float32 {
 		}
 	}
 	return cent
+}
+
+// ToCodecSpace copies v into dst, normalised for the cosine metric: the
+// space the centroids live in.
+func ToCodecSpace(m kernels.Metric, dst, v []float32) []float32 {
+	dst = append(dst[:0], v...)
+	if m == kernels.Cosine {
+		if n := kernels.Dot(dst, dst); n > 0 {
+			s := float32(1 / math.Sqrt(float64(n)))
+			for i := range dst {
+				dst[i] *= s
+			}
+		}
+	}
+	return dst
+}
+
+// Nearest returns the centroid nearest to v (in the codec's space) by L2,
+// using dist (one per centroid) as scratch.
+func Nearest(v, centroids, dist []float32) int {
+	kernels.L2SqBlock(v, centroids, dist)
+	best := 0
+	for c, d := range dist {
+		if d < dist[best] {
+			best = c
+		}
+	}
+	return best
 }

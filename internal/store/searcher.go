@@ -113,7 +113,10 @@ func ExactEstimate(m kernels.Metric, q, v []float32) float32 {
 type Allow struct {
 	bits []uint64
 	n    int
-	r    *rows // the rows whose ids these are, when made by Coded.Allow
+	// Rows is what the ids number, when the set's maker swaps its rows
+	// wholesale (ivflists.Coded.Allow: the generation it read them in),
+	// for its searches to read the same.
+	Rows any
 }
 
 // NewAllow returns an empty set.
@@ -160,9 +163,3 @@ func (a *Allow) block(ids *[kernels.BlockVectors]uint32, mask uint32) uint32 {
 	}
 	return out
 }
-
-// DirectFraction is the selectivity below which a filtered search gives up
-// the fast scan and estimates the allowed rows one by one: a fast scan
-// costs about a twentieth of an extended-code estimate per row, so with
-// fewer than that share of rows allowed, visiting them directly is cheaper.
-const DirectFraction = 0.05

@@ -1,7 +1,6 @@
 package store
 
 import (
-	"math/bits"
 	"sync/atomic"
 	"unsafe"
 
@@ -117,6 +116,3 @@ func (b Bitmap) Copy(n int) []uint64 {
 
 // Bytes is the memory the set holds.
 func (b Bitmap) Bytes() int64 { return b.words.Bytes() }
-
-func popcount(w uint64) int      { return bits.OnesCount64(w) }
-func trailingZeros(w uint64) int { return bits.TrailingZeros64(w) }

@@ -1,4 +1,4 @@
-package store
+package ivflists
 
 import (
 	"context"
@@ -6,41 +6,29 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"runtime"
+	"math/bits"
 	"slices"
 	"sync"
 	"sync/atomic"
 
+	"github.com/vecside/vecside/internal/store"
 	"github.com/vecside/vecside/kernels"
 )
 
-// Hit is a search result: a key and its distance under the index's metric.
-type Hit struct {
-	Key      string
-	Distance float64
-	// XID is the transaction that wrote the row the distance was computed
-	// from, 0 if unknown (see Keys.SetXID).
-	XID uint32
-	// Exact says Distance was computed from the row's float32 vector as
-	// kernels.ExactDistance computes it from the heap's value, bit for
-	// bit; otherwise it is an estimate.
-	Exact bool
-}
-
 // Coded holds the rows of a quantized index: a fixed set of centroids, one
-// List of 1-bit codes per centroid, and per row id its key, where its code
+// store.List of 1-bit codes per centroid, and per row id its key, where its code
 // sits, and its second-pass data (an extended code, or the float32 vector
 // with store=float). The ivf kind has many centroids; the coded flat kind
 // has one, the mean.
 //
 // Writers (Put, Delete, Rename) serialise on a mutex, and encode outside
 // it, so rows copied in parallel encode in parallel. Searches and
-// snapshots take no lock: they pin an epoch (see Epochs), and every row
+// snapshots take no lock: they pin an epoch (see store.Epochs), and every row
 // they can reach stays as it was until they unpin. A search sees every
 // change published before it started; a change made while it runs may or
 // may not be seen, and a key updated meanwhile is returned at most once.
 type Coded struct {
-	cfg       CodedConfig
+	cfg       store.CodedConfig
 	rq        *kernels.RaBitQ
 	centroids []float32 // row-major, in the codec's space
 	cRot      []float32 // the centroids rotated, for PrepareQuery
@@ -56,30 +44,15 @@ type Coded struct {
 
 // rows is one generation of a Coded's rows.
 type rows struct {
-	lists  []*List
+	lists  []*store.List
 	spread []listSpread
-	ep     *Epochs
-	keys   *Keys
-	loc    *Slab[uint64]     // id → list<<32 | slot
-	ext    *Slab[byte]       // id → extended code
-	extF   *Slab[extFactors] // its factors but NormSq, which the 1-bit code's factors hold
-	floats *Slab[float32]    // id → vector, store=float
-	zeros  *Zeros
-}
-
-// CodedConfig configures a Coded.
-type CodedConfig struct {
-	Metric kernels.Metric
-	Dims   int
-	Store  Kind   // Ext4, Ext6, Ext8 or Float
-	Seed   uint64 // of the random rotation
-	// KeyWidth is the bytes of a fixed-width key, 0 for variable.
-	KeyWidth int
-}
-
-// Codec returns the RaBitQ codec of cfg.
-func (cfg CodedConfig) Codec() (*kernels.RaBitQ, error) {
-	return kernels.NewRaBitQ(kernels.RaBitQConfig{Dim: cfg.Dims, Metric: cfg.Metric, ExBits: cfg.Store.ExBits(), Seed: cfg.Seed})
+	ep     *store.Epochs
+	keys   *store.Keys
+	loc    *store.Slab[uint64]     // id → list<<32 | slot
+	ext    *store.Slab[byte]       // id → extended code
+	extF   *store.Slab[extFactors] // its factors but NormSq, which the 1-bit code's factors hold
+	floats *store.Slab[float32]    // id → vector, store=float
+	zeros  *store.Zeros
 }
 
 // listSpread is what probing needs to know of a list's spread around its
@@ -95,7 +68,7 @@ type listSpread struct {
 // NewCoded returns an empty Coded with the given centroids (row-major, in
 // the codec's space: normalised for cosine); nil centroids mean one list
 // around the origin.
-func NewCoded(cfg CodedConfig, centroids []float32) (*Coded, error) {
+func NewCoded(cfg store.CodedConfig, centroids []float32) (*Coded, error) {
 	rq, err := cfg.Codec()
 	if err != nil {
 		return nil, err
@@ -104,7 +77,7 @@ func NewCoded(cfg CodedConfig, centroids []float32) (*Coded, error) {
 		centroids = make([]float32, cfg.Dims)
 	}
 	if len(centroids)%cfg.Dims != 0 {
-		return nil, fmt.Errorf("store: %d centroid values for %d dimensions", len(centroids), cfg.Dims)
+		return nil, fmt.Errorf("ivflists: %d centroid values for %d dimensions", len(centroids), cfg.Dims)
 	}
 	x := &Coded{cfg: cfg, rq: rq, centroids: centroids, cRot: make([]float32, len(centroids))}
 	for c := range x.Lists() {
@@ -116,16 +89,16 @@ func NewCoded(cfg CodedConfig, centroids []float32) (*Coded, error) {
 
 func (x *Coded) newRows() *rows {
 	k := x.Lists()
-	ep := NewEpochs()
-	r := &rows{lists: make([]*List, k), ep: ep, keys: NewKeys(x.cfg.KeyWidth, ep), loc: NewSlab[uint64](1), zeros: NewZeros()}
+	ep := store.NewEpochs()
+	r := &rows{lists: make([]*store.List, k), ep: ep, keys: store.NewKeys(x.cfg.KeyWidth, ep), loc: store.NewSlab[uint64](1), zeros: store.NewZeros()}
 	for c := range r.lists {
-		r.lists[c] = NewList(x.rq.CodeBytes())
+		r.lists[c] = store.NewList(x.rq.CodeBytes())
 	}
 	r.spread = make([]listSpread, k)
-	if x.cfg.Store == Float {
-		r.floats = NewSlab[float32](x.cfg.Dims)
+	if x.cfg.Store == store.Float {
+		r.floats = store.NewSlab[float32](x.cfg.Dims)
 	} else {
-		r.ext, r.extF = NewSlab[byte](x.rq.ExtBytes()), NewSlab[extFactors](1)
+		r.ext, r.extF = store.NewSlab[byte](x.rq.ExtBytes()), store.NewSlab[extFactors](1)
 	}
 	r.keys.OnReclaim(func(id uint32) {
 		l := *r.loc.At(id)
@@ -151,7 +124,7 @@ func (x *Coded) SetParams(p []float64) { x.params = p }
 func (x *Coded) Params() []float64 { return x.params }
 
 // Config is the configuration the rows were made with.
-func (x *Coded) Config() CodedConfig { return x.cfg }
+func (x *Coded) Config() store.CodedConfig { return x.cfg }
 
 // Codec is the RaBitQ codec of the rows.
 func (x *Coded) Codec() *kernels.RaBitQ { return x.rq }
@@ -184,9 +157,9 @@ func (x *Coded) Radius(c int) float32 {
 // ListLive is the number of live rows in list c.
 func (x *Coded) ListLive(c int) int { return x.cur.Load().lists[c].Live() }
 
-// Keys is the current rows' keys, for the xids the owner records
-// under them (Keys.SetXID).
-func (x *Coded) Keys() *Keys { return x.cur.Load().keys }
+// store.Keys is the current rows' keys, for the xids the owner records
+// under them (store.Keys.SetXID).
+func (x *Coded) Keys() *store.Keys { return x.cur.Load().keys }
 
 // Len is the number of keys held, zero vectors included.
 func (x *Coded) Len() int {
@@ -208,48 +181,20 @@ func (x *Coded) Has(key string) bool {
 // prepared is a row encoded outside the writers' lock.
 type prepared struct {
 	list  int
-	enc   Encoded
+	enc   store.Encoded
 	space []float32
 	dist  []float32
-}
-
-// ToCodecSpace copies v into dst, normalised for the cosine metric: the
-// space the centroids live in.
-func ToCodecSpace(m kernels.Metric, dst, v []float32) []float32 {
-	dst = append(dst[:0], v...)
-	if m == kernels.Cosine {
-		if n := kernels.Dot(dst, dst); n > 0 {
-			s := float32(1 / math.Sqrt(float64(n)))
-			for i := range dst {
-				dst[i] *= s
-			}
-		}
-	}
-	return dst
-}
-
-// Nearest returns the centroid nearest to v (in the codec's space) by L2,
-// using dist (one per centroid) as scratch.
-func Nearest(v, centroids, dist []float32) int {
-	kernels.L2SqBlock(v, centroids, dist)
-	best := 0
-	for c, d := range dist {
-		if d < dist[best] {
-			best = c
-		}
-	}
-	return best
 }
 
 func (x *Coded) prepare(vec []float32) *prepared {
 	p, _ := x.prep.Get().(*prepared)
 	if p == nil {
-		p = &prepared{enc: NewEncoded(x.rq), dist: make([]float32, x.Lists())}
+		p = &prepared{enc: store.NewEncoded(x.rq), dist: make([]float32, x.Lists())}
 	}
 	p.list = 0
 	if x.Lists() > 1 {
-		p.space = ToCodecSpace(x.cfg.Metric, p.space, vec)
-		p.list = Nearest(p.space, x.centroids, p.dist)
+		p.space = store.ToCodecSpace(x.cfg.Metric, p.space, vec)
+		p.list = store.Nearest(p.space, x.centroids, p.dist)
 	}
 	p.enc.Encode(x.rq, vec, x.Centroid(p.list))
 	return p
@@ -261,7 +206,7 @@ func (x *Coded) Put(key string, vec []float32) { x.Insert(key, x.Prepare(vec)) }
 
 // insertLocked stores a new row: everything under its id first, then its
 // slot in the list, which publishes it to searches.
-func (x *rows) insert(dims int, key string, list int, e *Encoded, vec []float32) {
+func (x *rows) insert(dims int, key string, list int, e *store.Encoded, vec []float32) {
 	id := x.keys.Alloc(key)
 	x.loc.Grow(int(id) + 1)
 	if x.floats != nil {
@@ -330,7 +275,7 @@ func (x *Coded) Rename(from, to string) bool {
 		return true
 	}
 	r.delete(to)
-	e := NewEncoded(x.rq)
+	e := store.NewEncoded(x.rq)
 	list := r.rowCodes(id, &e)
 	var vec []float32
 	if r.floats != nil {
@@ -341,9 +286,9 @@ func (x *Coded) Rename(from, to string) bool {
 	return true
 }
 
-// rowCodes reads id's codes back into e (sized by NewEncoded) and
+// rowCodes reads id's codes back into e (sized by store.NewEncoded) and
 // returns its list.
-func (x *rows) rowCodes(id uint32, e *Encoded) int {
+func (x *rows) rowCodes(id uint32, e *store.Encoded) int {
 	l := *x.loc.At(id)
 	e.F = x.lists[l>>32].Code(uint32(l), e.Code)
 	if x.ext != nil {
@@ -389,7 +334,7 @@ type query struct {
 	q     []float32
 	qRot  []float32
 	pq    kernels.Query
-	s     *Searcher
+	s     *store.Searcher
 	order []int
 	done  <-chan struct{}
 }
@@ -397,7 +342,7 @@ type query struct {
 func (x *Coded) getQuery(k int) *query {
 	qs, _ := x.query.Get().(*query)
 	if qs == nil {
-		qs = &query{x: x, qRot: make([]float32, x.cfg.Dims), s: NewSearcher(x.rq, k)}
+		qs = &query{x: x, qRot: make([]float32, x.cfg.Dims), s: store.NewSearcher(x.rq, k)}
 	}
 	qs.s.Reset(k)
 	return qs
@@ -406,7 +351,7 @@ func (x *Coded) getQuery(k int) *query {
 // second is the precise estimate of a row that survived the fast scan.
 func (qs *query) second(id uint32, f *kernels.Factors) (float32, float32) {
 	if r := qs.r; r.floats != nil {
-		return ExactEstimate(qs.x.cfg.Metric, qs.q, r.floats.Row(id)), 0
+		return store.ExactEstimate(qs.x.cfg.Metric, qs.q, r.floats.Row(id)), 0
 	}
 	xf := qs.r.extF.At(id).factors(f.NormSq)
 	return qs.x.rq.ExtEstimate(&qs.pq, qs.r.ext.Row(id), &xf)
@@ -421,24 +366,7 @@ func (e *extFactors) factors(normSq float32) kernels.Factors {
 	return kernels.Factors{NormSq: normSq, Scale: e[0], Err: e[1], QErr: e[2]}
 }
 
-func (qs *query) stopped() bool { return Pause(qs.done) }
-
-// Pause is what a search does every few blocks of rows: it lets other
-// goroutines run, and reports whether done (its context's Done channel)
-// is closed. Searches are long runs of CPU work with no reason to block;
-// without the yield, the goroutine applying the replication stream could
-// wait for the scheduler to preempt one (10 ms), and a change's apply lag
-// would follow the search load. A yield with nothing else to run costs
-// about 100 ns.
-func Pause(done <-chan struct{}) bool {
-	runtime.Gosched()
-	select {
-	case <-done:
-		return true
-	default:
-		return false
-	}
-}
+func (qs *query) stopped() bool { return store.Pause(qs.done) }
 
 // Probe chooses the lists a search scans. Order gets the rotated query and
 // returns list numbers nearest first; More is asked before each list after
@@ -452,19 +380,19 @@ type Probe struct {
 // Search returns the smallest set of candidates that, with the codec's
 // confidence, holds the k nearest to q among the rows of the lists probe
 // picks, at most limit of them, nearest estimate first. A non-nil allow
-// restricts the search to its ids (see Allow, taken under the same Pin):
+// restricts the search to its ids (see store.Allow, taken under the same Pin):
 // below DirectFraction of the rows it estimates the allowed rows one by
 // one instead. It gives up with ctx's error once ctx ends.
-func (x *Coded) Search(ctx context.Context, q []float32, k, limit int, probe Probe, allow *Allow) ([]Hit, error) {
+func (x *Coded) Search(ctx context.Context, q []float32, k, limit int, probe Probe, allow *store.Allow) ([]store.Hit, error) {
 	if len(q) != x.cfg.Dims {
-		panic(fmt.Sprintf("store: %d-d query against %d-d index", len(q), x.cfg.Dims))
+		panic(fmt.Sprintf("ivflists: %d-d query against %d-d index", len(q), x.cfg.Dims))
 	}
 	if x.cfg.Metric == kernels.Cosine && kernels.Dot(q, q) == 0 {
 		return nil, nil // no row has a cosine distance to the zero vector
 	}
 	r := x.cur.Load()
-	if allow != nil && allow.r != nil {
-		r = allow.r
+	if allow != nil && allow.Rows != nil {
+		r = allow.Rows.(*rows)
 	}
 	g := r.ep.Pin()
 	defer g.Unpin()
@@ -494,35 +422,11 @@ func (x *Coded) Search(ctx context.Context, q []float32, k, limit int, probe Pro
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	return Hits(r.keys, x.cfg.Metric, qs.s.Result(limit), q, r.floats), nil
-}
-
-// Hits turns a search's candidates (nearest first, see Searcher.Result)
-// into keys, distances under m and xids, read under the search's pin; a
-// key updated while the search ran may have been seen under its old and
-// its new id, and is returned once, at its nearer estimate. With floats
-// (store=float) each distance is computed again exactly from the row's
-// vector and q, the way the client computes it from the heap's value.
-func Hits(keys *Keys, m kernels.Metric, found []Candidate, q []float32, floats *Slab[float32]) []Hit {
-	hits := make([]Hit, 0, len(found))
-	seen := make(map[string]struct{}, len(found))
-	for _, c := range found {
-		key := keys.Key(c.ID)
-		if _, dup := seen[key]; dup {
-			continue
-		}
-		seen[key] = struct{}{}
-		h := Hit{Key: key, Distance: Distance(m, c.Est), XID: keys.XID(c.ID)}
-		if floats != nil {
-			h.Distance, h.Exact = kernels.ExactDistance(m, q, floats.Row(c.ID)), true
-		}
-		hits = append(hits, h)
-	}
-	return hits
+	return store.Hits(r.keys, x.cfg.Metric, qs.s.Result(limit), q, r.floats), nil
 }
 
 // scanAllowed estimates every allowed row directly, list by list.
-func (x *Coded) scanAllowed(qs *query, allow *Allow) {
+func (x *Coded) scanAllowed(qs *query, allow *store.Allow) {
 	type at struct{ list, slot uint32 }
 	var found []at
 	allow.Each(func(id uint32) {
@@ -545,14 +449,14 @@ func (x *Coded) scanAllowed(qs *query, allow *Allow) {
 	}
 }
 
-// Allow turns keys into the set of their ids, for a Search that must
+// store.Allow turns keys into the set of their ids, for a Search that must
 // follow before release is called; unknown keys are ignored. The ids stay
 // valid, and the search uses the rows they name, until then.
-func (x *Coded) Allow(keys []string) (a *Allow, release func()) {
+func (x *Coded) Allow(keys []string) (a *store.Allow, release func()) {
 	r := x.cur.Load()
 	g := r.ep.Pin()
-	a = NewAllow()
-	a.r = r
+	a = store.NewAllow()
+	a.Rows = r
 	for _, k := range keys {
 		if id, ok := r.keys.Lookup(k); ok && r.keys.Live(id) {
 			a.Add(id)
@@ -610,7 +514,7 @@ func (x *Coded) Snapshot() (write func(io.Writer) error, release func()) {
 	zeros := r.zeros.Sorted()
 	x.mu.Unlock()
 	write = func(w io.Writer) error {
-		b := NewBodyWriter(w)
+		b := store.NewBodyWriter(w)
 		b.Raw([]byte(codedMagic))
 		b.Raw([]byte{codedVersion, byte(x.cfg.Store)})
 		state, _ := x.rq.MarshalBinary()
@@ -627,13 +531,13 @@ func (x *Coded) Snapshot() (write func(io.Writer) error, release func()) {
 		}
 		n := 0
 		for _, w := range live {
-			n += popcount(w)
+			n += bits.OnesCount64(w)
 		}
 		b.Uvarint(uint64(n))
-		e := NewEncoded(x.rq)
+		e := store.NewEncoded(x.rq)
 		for w, word := range live {
 			for ; word != 0; word &= word - 1 {
-				id := uint32(w*64 + trailingZeros(word))
+				id := uint32(w*64 + bits.TrailingZeros64(word))
 				list := r.rowCodes(id, &e)
 				b.String(r.keys.Key(id))
 				b.Uvarint(uint64(list))
@@ -650,29 +554,29 @@ func (x *Coded) Snapshot() (write func(io.Writer) error, release func()) {
 
 // LoadCoded reads a body written by a Coded's Snapshot; cfg's Seed is
 // taken from the body.
-func LoadCoded(in io.Reader, cfg CodedConfig) (*Coded, error) {
-	br := NewBodyReader(in)
+func LoadCoded(in io.Reader, cfg store.CodedConfig) (*Coded, error) {
+	br := store.NewBodyReader(in)
 	var head [6]byte
 	br.Raw(head[:])
 	if br.Err() == nil && (string(head[:4]) != codedMagic || head[4] != codedVersion) {
-		return nil, fmt.Errorf("store: not a coded body of version %d", codedVersion)
+		return nil, fmt.Errorf("ivflists: not a coded body of version %d", codedVersion)
 	}
 	var rq kernels.RaBitQ
 	if err := rq.UnmarshalBinary([]byte(br.String())); br.Err() == nil && err != nil {
-		return nil, fmt.Errorf("store: %w", err)
+		return nil, fmt.Errorf("ivflists: %w", err)
 	}
 	if br.Err() != nil {
-		return nil, fmt.Errorf("store: %w", br.Err())
+		return nil, fmt.Errorf("ivflists: %w", br.Err())
 	}
-	if c := rq.Config(); c.Dim != cfg.Dims || c.Metric != cfg.Metric || Kind(head[5]) != cfg.Store || c.ExBits != cfg.Store.ExBits() {
-		return nil, fmt.Errorf("store: body holds a %d-d %s store=%s index, want %d-d %s store=%s", c.Dim, c.Metric, Kind(head[5]), cfg.Dims, cfg.Metric, cfg.Store)
+	if c := rq.Config(); c.Dim != cfg.Dims || c.Metric != cfg.Metric || store.Kind(head[5]) != cfg.Store || c.ExBits != cfg.Store.ExBits() {
+		return nil, fmt.Errorf("ivflists: body holds a %d-d %s store=%s index, want %d-d %s store=%s", c.Dim, c.Metric, store.Kind(head[5]), cfg.Dims, cfg.Metric, cfg.Store)
 	}
 	cfg.Seed = rq.Config().Seed
 	var zeros []string
-	for range br.Count(MaxRows) {
+	for range br.Count(store.MaxRows) {
 		zeros = append(zeros, br.String())
 	}
-	k := br.Count(MaxRows / uint64(cfg.Dims))
+	k := br.Count(store.MaxRows / uint64(cfg.Dims))
 	centroids := make([]float32, k*cfg.Dims)
 	br.Floats(centroids)
 	params := make([]float64, br.Count(64))
@@ -682,7 +586,7 @@ func LoadCoded(in io.Reader, cfg CodedConfig) (*Coded, error) {
 		params[i] = math.Float64frombits(binary.LittleEndian.Uint64(p[:]))
 	}
 	if br.Err() != nil {
-		return nil, fmt.Errorf("store: %w", br.Err())
+		return nil, fmt.Errorf("ivflists: %w", br.Err())
 	}
 	x, err := NewCoded(cfg, centroids)
 	if err != nil {
@@ -693,9 +597,9 @@ func LoadCoded(in io.Reader, cfg CodedConfig) (*Coded, error) {
 	for _, z := range zeros {
 		r.zeros.Add(z)
 	}
-	e := NewEncoded(x.rq)
+	e := store.NewEncoded(x.rq)
 	vec := make([]float32, cfg.Dims)
-	for range br.Count(MaxRows) {
+	for range br.Count(store.MaxRows) {
 		key := br.String()
 		list := br.Count(uint64(k - 1))
 		br.Encoded(&e, r.ext != nil)
@@ -706,20 +610,20 @@ func LoadCoded(in io.Reader, cfg CodedConfig) (*Coded, error) {
 			break
 		}
 		if _, dup := r.keys.Lookup(key); dup {
-			return nil, fmt.Errorf("store: key %x stored twice", key)
+			return nil, fmt.Errorf("ivflists: key %x stored twice", key)
 		}
 		r.insert(cfg.Dims, key, list, &e, vec)
 	}
 	if br.Err() != nil {
-		return nil, fmt.Errorf("store: %w", br.Err())
+		return nil, fmt.Errorf("ivflists: %w", br.Err())
 	}
 	return x, nil
 }
 
-// Stats reports the rows' size and shape.
-func (x *Coded) Stats() Stats {
+// store.Stats reports the rows' size and shape.
+func (x *Coded) Stats() store.Stats {
 	codes, floats, keys := x.Bytes()
-	return Stats{Rows: x.Len(), CodeBytes: codes, FloatBytes: floats, KeyBytes: keys, Lists: x.Lives()}
+	return store.Stats{Rows: x.Len(), CodeBytes: codes, FloatBytes: floats, KeyBytes: keys, Lists: x.Lives()}
 }
 
 // Prepared is a row encoded for Insert, outside the writers' lock.
@@ -732,13 +636,13 @@ type Prepared struct {
 // Prepare encodes vec against its nearest centroid, for Insert.
 func (x *Coded) Prepare(vec []float32) *Prepared {
 	if len(vec) != x.cfg.Dims {
-		panic(fmt.Sprintf("store: put of %d-d vector into %d-d index", len(vec), x.cfg.Dims))
+		panic(fmt.Sprintf("ivflists: put of %d-d vector into %d-d index", len(vec), x.cfg.Dims))
 	}
 	if x.cfg.Metric == kernels.Cosine && kernels.Dot(vec, vec) == 0 {
 		return &Prepared{zero: true}
 	}
 	p := &Prepared{p: x.prepare(vec)}
-	if x.cfg.Store == Float {
+	if x.cfg.Store == store.Float {
 		p.vec = slices.Clone(vec)
 	}
 	return p
@@ -758,3 +662,9 @@ func (x *Coded) Insert(key string, p *Prepared) {
 	x.prep.Put(p.p)
 	p.p = nil
 }
+
+// DirectFraction is the selectivity below which a filtered search gives up
+// the fast scan and estimates the allowed rows one by one: a fast scan
+// costs about a twentieth of an extended-code estimate per row, so with
+// fewer than that share of rows allowed, visiting them directly is cheaper.
+const DirectFraction = 0.05
