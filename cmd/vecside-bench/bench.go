@@ -84,8 +84,9 @@ real[] (--column-type): the end-to-end path reads vectors from it, and
 Postgres sends a real[] an element at a time.
 
 When the database offers the vector extension, pgvector HNSW is measured
-in its best case: its own table of just the key and a vector column,
-loaded by COPY, VACUUM ANALYZEd, built with --pgvector-m and
+in its best case, on the table vecside follows, as a user has both (a
+copy with a vector column where that table's is real[]): the key and the
+vector column, loaded by COPY, VACUUM ANALYZEd, built with --pgvector-m and
 --pgvector-ef-construction, prewarmed with pg_prewarm where available, and
 queried with the same client, protocol and statement shape as the end to
 end path (one prepared statement, the vector as a binary float4[]
@@ -104,7 +105,10 @@ Every point also reports the Postgres CPU time per query: the user and
 system time of the throwaway server's processes (the postmaster and its
 children, from /proc) over the timed run, divided by its queries. With
 --source it is not measured: that server may be on another host, or
-shared with other work.
+shared with other work. With --process, vecside's points report the
+sidecar's CPU time per query the same way, from its vecside serve
+process: so the SQL helpers' cost to the sidecar compares with the Go
+client's.
 
 Where the throwaway server and the bench run (not with --source, whose
 server the bench neither starts nor owns): --pg-cpus pins the postmaster,
@@ -125,7 +129,7 @@ Progress goes to stderr, the Markdown table to stdout; --json, --markdown
 and --svg write the results to files.`,
 	Flags: []cli.Flag{
 		&cli.StringFlag{Name: "source", Usage: "Postgres to use (libpq connection string or URL); default: start a throwaway one", EnvVars: []string{"VECSIDE_SOURCE"}},
-		&cli.StringFlag{Name: "dataset", Value: "clustered", Usage: "clustered (seeded generator), textlike (seeded, like text embeddings: anisotropic, low contrast) or fashion-mnist (Debian's dataset-fashion-mnist); ignored with --fvecs-base or --table"},
+		&cli.StringFlag{Name: "dataset", Value: "clustered", Usage: "clustered (seeded generator), textlike (seeded, like text embeddings: anisotropic, low contrast), mixture1536 (seeded, like OpenAI's embeddings in size: 1,536 dimensions, 100 clusters, cosine, queries perturbed rows; 250,000 rows unless --rows says) or fashion-mnist (Debian's dataset-fashion-mnist); ignored with --fvecs-base or --table"},
 		&cli.StringFlag{Name: "fvecs-base", Usage: "data set from a .fvecs or .bvecs file of rows"},
 		&cli.StringFlag{Name: "fvecs-query", Usage: "with --fvecs-base: the .fvecs or .bvecs file of queries"},
 		&cli.StringFlag{Name: "fvecs-truth", Usage: "with --fvecs-base: an .ivecs file of each query's nearest row ids, nearest first (default: computed exactly)"},
@@ -154,6 +158,7 @@ and --svg write the results to files.`,
 		&cli.IntFlag{Name: "pgvector-m", Value: 16, Usage: "pgvector HNSW: m"},
 		&cli.IntFlag{Name: "pgvector-ef-construction", Value: 64, Usage: "pgvector HNSW: ef_construction"},
 		&cli.StringFlag{Name: "pgvector-ef-search", Value: "10,20,40,80,120,200,400", Usage: "pgvector HNSW: hnsw.ef_search values to sweep"},
+		&cli.DurationFlag{Name: "pgvector-build-timeout", Usage: "stop pgvector's HNSW build after this long (statement_timeout), reported as stopped, and go on without it; 0: no limit. A build that fails (out of memory under --pg-memory) is reported the same way"},
 		&cli.StringFlag{Name: "pgvector-maintenance-work-mem", Value: "2GB", Usage: "maintenance_work_mem for pgvector's build (its graph should fit, or the build slows down many times)"},
 		&cli.StringFlag{Name: "shared-buffers", Value: "2GB", Usage: "throwaway Postgres: shared_buffers, enough to hold the tables and pgvector's index"},
 		&cli.StringFlag{Name: "pg-cpus", Usage: "throwaway Postgres: pin the postmaster, its children and every backend to these CPUs (a Linux CPU list such as 0 or 0-1,3)"},
@@ -181,7 +186,7 @@ and --svg write the results to files.`,
 			clients: c.Int("clients"), measure: c.Int("measure"), measureTime: c.Duration("measure-time"), e2e: c.Bool("e2e"), process: c.Bool("process"),
 			columnType: c.String("column-type"),
 			pgvector:   c.Bool("pgvector"), pgvM: c.Int("pgvector-m"), pgvEfConstruction: c.Int("pgvector-ef-construction"),
-			pgvMaintenanceWorkMem: c.String("pgvector-maintenance-work-mem"), sharedBuffers: c.String("shared-buffers"),
+			pgvMaintenanceWorkMem: c.String("pgvector-maintenance-work-mem"), pgvBuildTimeout: c.Duration("pgvector-build-timeout"), sharedBuffers: c.String("shared-buffers"),
 			writeRate: c.Int("write-rate"), writeDuration: c.Duration("write-duration"),
 			jsonFile: c.String("json"), markdownFile: c.String("markdown"), svgFile: c.String("svg"),
 			command: strings.Join(append([]string{"vecside-bench"}, os.Args[1:]...), " "),
@@ -195,6 +200,9 @@ and --svg write the results to files.`,
 			}
 		}
 		if err := p.readTier(c); err != nil {
+			return err
+		}
+		if err := p.preset(c); err != nil {
 			return err
 		}
 		if p.oversample, err = floatList(c.String("oversample")); err != nil {
@@ -255,6 +263,7 @@ type benchParams struct {
 	pgvM, pgvEfConstruction              int
 	pgvEfSearch                          []int
 	pgvMaintenanceWorkMem, sharedBuffers string
+	pgvBuildTimeout                      time.Duration // 0: none
 	writeRate                            int
 	writeDuration                        time.Duration
 	jsonFile, markdownFile, svgFile      string
@@ -265,6 +274,32 @@ type benchParams struct {
 }
 
 // check refuses combinations of flags that cannot work, naming the fix.
+// mixture1536 is the --dataset preset of the per-tier pgvector benchmarks
+// vecside is compared with: a 1,536-dimensional Gaussian mixture,
+// normalized for cosine distance, queries perturbed rows.
+const (
+	mixture1536         = "mixture1536"
+	mixture1536Dims     = 1536
+	mixture1536Rows     = 250000
+	mixture1536Clusters = 100
+	mixture1536Perturb  = 0.5
+)
+
+// preset applies --dataset mixture1536's dimensions, metric and rows.
+func (p *benchParams) preset(c *cli.Context) error {
+	if p.dataset != mixture1536 || p.fvecsBase != "" || p.table != "" {
+		return nil
+	}
+	if c.IsSet("dims") && p.dims != mixture1536Dims || c.IsSet("metric") && p.metric != kernels.Cosine {
+		return fmt.Errorf("--dataset %s is %d-dimensional and cosine: leave out --dims and --metric, or use --dataset clustered", mixture1536, mixture1536Dims)
+	}
+	p.dims, p.metric = mixture1536Dims, kernels.Cosine
+	if !c.IsSet("rows") {
+		p.rows = mixture1536Rows
+	}
+	return nil
+}
+
 func (p benchParams) check() error {
 	switch {
 	case !slices.Contains([]string{"auto", "vector", "real[]"}, p.columnType):
@@ -288,7 +323,7 @@ func (p benchParams) check() error {
 	case p.writeRate > 0 && p.process:
 		return fmt.Errorf("--write-rate measures the lag of an in-process sidecar: leave out --process")
 	case p.inserts+p.deletes > 0 && (p.fvecsBase != "" || p.table != "" || p.dataset == "fashion-mnist"):
-		return fmt.Errorf("--churn draws its new rows from a generator: use --dataset clustered or textlike")
+		return fmt.Errorf("--churn draws its new rows from a generator: use --dataset clustered, textlike or mixture1536")
 	}
 	return nil
 }
@@ -336,6 +371,9 @@ type bench struct {
 	// postmaster is the throwaway server's PID, whose processes' CPU
 	// time is measured; 0 with --source.
 	postmaster int
+	// sidecarPID is the vecside serve child being measured (--process),
+	// whose CPU time is measured; 0 when the sidecars run in-process.
+	sidecarPID int
 	db         *pgx.Conn
 	// vectorColumn: the scratch table's column is pgvector's vector,
 	// else real[] (--column-type).
@@ -673,6 +711,7 @@ type timing struct {
 	qps           float64
 	p50, p95, p99 time.Duration
 	pgCPU         *float64 // the server's CPU per query, ms; nil if not measured
+	sidecarCPU    *float64 // the vecside serve child's, likewise
 	err           error
 }
 
@@ -689,7 +728,7 @@ func (b *bench) recallPass(search func(qi int) ([]int64, error)) (recall, rows f
 	}
 	lat := make([]time.Duration, len(b.queries))
 	var hits, n int
-	cpu, _ := b.postgresCPU()
+	cpu := b.startCPU()
 	start := time.Now()
 	for qi := range b.queries {
 		t0 := time.Now()
@@ -702,7 +741,7 @@ func (b *bench) recallPass(search func(qi int) ([]int64, error)) (recall, rows f
 		hits += b.hits(qi, ids)
 	}
 	t = percentiles(lat, time.Since(start))
-	t.pgCPU = b.cpuPerQuery(cpu, len(lat))
+	cpu.perQuery(len(lat), &t)
 	return float64(hits) / float64(b.p.k*len(b.queries)), float64(n) / float64(len(b.queries)), t
 }
 
@@ -721,7 +760,7 @@ func (b *bench) timeRun(clients int, call func(client, qi int) error) timing {
 	lat := make([][]time.Duration, clients)
 	errs := make([]error, clients)
 	var wg sync.WaitGroup
-	cpu, _ := b.postgresCPU()
+	cpu := b.startCPU()
 	start := time.Now()
 	for c := range clients {
 		wg.Go(func() {
@@ -739,7 +778,7 @@ func (b *bench) timeRun(clients int, call func(client, qi int) error) timing {
 	wg.Wait()
 	all := slices.Concat(lat...)
 	t := percentiles(all, time.Since(start))
-	t.pgCPU = b.cpuPerQuery(cpu, len(all))
+	cpu.perQuery(len(all), &t)
 	t.err = errorsJoin(errs)
 	return t
 }
@@ -761,6 +800,9 @@ func percentiles(lat []time.Duration, elapsed time.Duration) timing {
 func (b *bench) point(system, index, mode string, params map[string]float64, recall float64, cands *float64, concurrency int, t timing) {
 	p := benchreport.Point{System: system, Index: index, Mode: mode, Params: params, K: b.p.k, Recall: recall,
 		P50: ms(t.p50), P95: ms(t.p95), P99: ms(t.p99), QPS: t.qps, Concurrency: concurrency, CandidatesMean: cands, PostgresCPU: t.pgCPU}
+	if system == "vecside" {
+		p.SidecarCPU = t.sidecarCPU
+	}
 	b.report.Points = append(b.report.Points, p)
 	b.say("  %s %s %s %s c=%d: recall %.4f, %.0f q/s, p50 %.3f ms, p99 %.3f ms",
 		system, index, benchreport.FormatParams(params), mode, concurrency, recall, p.QPS, p.P50, p.P99)

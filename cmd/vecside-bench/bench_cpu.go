@@ -56,13 +56,49 @@ func procStat(pid int) ([]string, error) {
 	return f, nil
 }
 
-// cpuPerQuery is the server's CPU time since before over queries, in ms;
-// nil where it is not measured.
-func (b *bench) cpuPerQuery(before time.Duration, queries int) *float64 {
-	now, ok := b.postgresCPU()
-	if !ok || queries == 0 {
-		return nil
+// sidecarCPU is the CPU time the vecside serve child being measured has
+// used so far: user and system time of all its threads, in 10 ms ticks,
+// which over a timed run of hundreds of ms are fine enough. ok is false
+// where the sidecar runs in the bench's own process.
+func (b *bench) sidecarCPU() (cpu time.Duration, ok bool) {
+	if b.sidecarPID == 0 {
+		return 0, false
 	}
-	v := ms(now-before) / float64(queries)
-	return &v
+	stat, err := procStat(b.sidecarPID)
+	if err != nil {
+		return 0, false
+	}
+	u, _ := strconv.ParseInt(stat[11], 10, 64)
+	s, _ := strconv.ParseInt(stat[12], 10, 64)
+	return time.Duration(u+s) * clockTick, true
+}
+
+// cpuMeter holds the server's and the sidecar's CPU time at the start of
+// a timed run.
+type cpuMeter struct {
+	b                  *bench
+	postgres, sidecar  time.Duration
+	postgresOK, sideOK bool
+}
+
+func (b *bench) startCPU() cpuMeter {
+	m := cpuMeter{b: b}
+	m.postgres, m.postgresOK = b.postgresCPU()
+	m.sidecar, m.sideOK = b.sidecarCPU()
+	return m
+}
+
+// perQuery sets t's CPU figures: each side's CPU time since the start
+// over queries, in ms; nil where it is not measured.
+func (m cpuMeter) perQuery(queries int, t *timing) {
+	per := func(before time.Duration, ok bool, now func() (time.Duration, bool)) *float64 {
+		after, nowOK := now()
+		if !ok || !nowOK || queries == 0 {
+			return nil
+		}
+		v := ms(after-before) / float64(queries)
+		return &v
+	}
+	t.pgCPU = per(m.postgres, m.postgresOK, m.b.postgresCPU)
+	t.sidecarCPU = per(m.sidecar, m.sideOK, m.b.sidecarCPU)
 }

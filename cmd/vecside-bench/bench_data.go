@@ -61,6 +61,10 @@ func (b *bench) loadData(ctx context.Context) error {
 		// Rows to insert later come from the same generator, after the
 		// loaded ones.
 		b.data, b.queries = dataset.Clustered{Seed: p.seed, Rows: p.rows + p.inserts, Queries: p.queries, Dims: p.dims, Normalize: p.metric == kernels.Cosine}.Generate()
+	case p.dataset == mixture1536:
+		b.say("generating %d × %d vectors in %d clusters, normalized (seed %d), and %d queries perturbing rows", p.rows, p.dims, mixture1536Clusters, p.seed, p.queries)
+		b.data, b.queries = dataset.Clustered{Seed: p.seed, Rows: p.rows + p.inserts, Queries: p.queries, Dims: p.dims,
+			Clusters: mixture1536Clusters, Normalize: true, Perturb: mixture1536Perturb}.Generate()
 	case p.dataset == "textlike":
 		b.p.metric = kernels.Cosine
 		b.say("generating %d × %d text-like vectors (seed %d) and %d held-out queries", p.rows, p.dims, p.seed, p.queries)
@@ -73,7 +77,7 @@ func (b *bench) loadData(ctx context.Context) error {
 		}
 		b.queries = b.queries[:min(p.queries, len(b.queries))]
 	default:
-		return fmt.Errorf("--dataset %q: want clustered, textlike or fashion-mnist (or --fvecs-base, or --table)", p.dataset)
+		return fmt.Errorf("--dataset %q: want clustered, textlike, mixture1536 or fashion-mnist (or --fvecs-base, or --table)", p.dataset)
 	}
 	b.rows = len(b.data) - p.inserts
 	truth := "computed by brute force"

@@ -18,7 +18,7 @@ import (
 	"github.com/vecside/vecside/kernels"
 )
 
-// pgvectorTarget is pgvector's HNSW index on its own table, with one
+// pgvectorTarget is pgvector's HNSW index on the bench's table, with one
 // connection per client.
 type pgvectorTarget struct {
 	index string // as reported: "hnsw m=16 ef_construction=64"
@@ -38,10 +38,11 @@ const (
 )
 
 // startPGVector gives pgvector its best case, when the database offers
-// the extension (nil otherwise): a table of just the key and a vector
-// column loaded by COPY, VACUUM ANALYZEd, an HNSW index built with the
-// build settings reported, table and index prewarmed where pg_prewarm is
-// available.
+// the extension (nil otherwise): an HNSW index built with the build
+// settings reported on the table vecside follows, as a user has both (or,
+// where that table's column is real[], on a copy of it with a vector
+// column, loaded by COPY and VACUUM ANALYZEd), table and index prewarmed
+// where pg_prewarm is available.
 func (b *bench) startPGVector(ctx context.Context) (*pgvectorTarget, error) {
 	if !b.p.pgvector {
 		return nil, nil
@@ -56,9 +57,13 @@ func (b *bench) startPGVector(ctx context.Context) (*pgvectorTarget, error) {
 		return nil, err
 	}
 	op := map[kernels.Metric]string{kernels.L2: "vector_l2_ops", kernels.Cosine: "vector_cosine_ops", kernels.IP: "vector_ip_ops"}[b.p.metric]
+	table, column := benchTable, "embedding"
+	if !b.vectorColumn {
+		table, column = pgvectorTable, "v"
+	}
 	t := &pgvectorTarget{
 		index: fmt.Sprintf("hnsw m=%d ef_construction=%d", b.p.pgvM, b.p.pgvEfConstruction),
-		query: fmt.Sprintf("SELECT id FROM %s ORDER BY v %s $1::real[]::vector LIMIT %d", pgvectorTable, b.p.metric.Operator(), b.p.k),
+		query: fmt.Sprintf("SELECT id FROM %s ORDER BY %s %s $1::real[]::vector LIMIT %d", table, column, b.p.metric.Operator(), b.p.k),
 	}
 	exec := func(sql string) error {
 		b.say("pgvector: %s", sql)
@@ -67,28 +72,30 @@ func (b *bench) startPGVector(ctx context.Context) (*pgvectorTarget, error) {
 		}
 		return nil
 	}
-	for _, sql := range []string{
-		"CREATE EXTENSION IF NOT EXISTS vector",
-		fmt.Sprintf("DROP TABLE IF EXISTS %[1]s; CREATE TABLE %[1]s (id bigint PRIMARY KEY, v vector(%[2]d))", pgvectorTable, len(b.data[0])),
-	} {
-		if err := exec(sql); err != nil {
-			return nil, err
-		}
+	if err := exec("CREATE EXTENSION IF NOT EXISTS vector"); err != nil {
+		return nil, err
 	}
 	if err := b.db.QueryRow(ctx, "SELECT extversion FROM pg_extension WHERE extname = 'vector'").Scan(&b.report.Header.Machine.PGVector); err != nil {
 		return nil, err
 	}
-	b.say("pgvector: COPY %d rows into %s", b.rows, pgvectorTable)
-	if err := b.copyVectorText(ctx, pgvectorTable, "v", 0, b.rows); err != nil {
-		return nil, fmt.Errorf("pgvector: COPY: %w", err)
+	build := benchreport.Build{System: "pgvector", Index: t.index, Settings: map[string]string{"table": "the table vecside follows"}}
+	if !b.vectorColumn {
+		build.Settings["table"] = "a copy with a vector column (the table vecside follows has real[])"
+		if err := exec(fmt.Sprintf("DROP TABLE IF EXISTS %[1]s; CREATE TABLE %[1]s (id bigint PRIMARY KEY, v vector(%[2]d))", pgvectorTable, len(b.data[0]))); err != nil {
+			return nil, err
+		}
+		b.say("pgvector: COPY %d rows into %s", b.rows, pgvectorTable)
+		if err := b.copyVectorText(ctx, pgvectorTable, "v", 0, b.rows); err != nil {
+			return nil, fmt.Errorf("pgvector: COPY: %w", err)
+		}
 	}
-	if err := exec("VACUUM ANALYZE " + pgvectorTable); err != nil {
+	if err := exec("VACUUM ANALYZE " + table); err != nil {
 		return nil, err
 	}
 	if err := exec("SET maintenance_work_mem = " + quoteLiteral(b.p.pgvMaintenanceWorkMem)); err != nil {
 		return nil, err
 	}
-	build := benchreport.Build{System: "pgvector", Index: t.index, Settings: map[string]string{"loaded": "COPY, then VACUUM ANALYZE"}}
+	build.Settings["loaded"] = "COPY, then VACUUM ANALYZE"
 	for _, name := range []string{"maintenance_work_mem", "max_parallel_maintenance_workers", "max_worker_processes"} {
 		var v string
 		if err := b.db.QueryRow(ctx, "SELECT current_setting($1)", name).Scan(&v); err != nil {
@@ -96,17 +103,30 @@ func (b *bench) startPGVector(ctx context.Context) (*pgvectorTarget, error) {
 		}
 		build.Settings[name] = v
 	}
-	create := fmt.Sprintf("CREATE INDEX %s ON %s USING hnsw (v %s) WITH (m = %d, ef_construction = %d)",
-		pgvectorIndex, pgvectorTable, op, b.p.pgvM, b.p.pgvEfConstruction)
+	create := fmt.Sprintf("CREATE INDEX %s ON %s USING hnsw (%s %s) WITH (m = %d, ef_construction = %d)",
+		pgvectorIndex, table, column, op, b.p.pgvM, b.p.pgvEfConstruction)
+	if b.p.pgvBuildTimeout > 0 {
+		if err := exec(fmt.Sprintf("SET statement_timeout = %d", b.p.pgvBuildTimeout.Milliseconds())); err != nil {
+			return nil, err
+		}
+	}
 	t0 := time.Now()
 	stop := b.every(15*time.Second, func() { b.say("pgvector: building HNSW, %.0fs so far", time.Since(t0).Seconds()) })
 	err = exec(create)
 	stop()
+	build.Seconds = time.Since(t0).Seconds()
 	if err != nil {
+		if build.Outcome, err = b.pgvectorBuildFailed(ctx, err); err != nil {
+			return nil, err
+		}
+		b.report.Header.Builds = append(b.report.Header.Builds, build)
+		b.say("pgvector: %s after %.0fs; not compared", build.Outcome, build.Seconds)
+		return nil, nil
+	}
+	if err := exec("RESET statement_timeout"); err != nil {
 		return nil, err
 	}
-	build.Seconds = time.Since(t0).Seconds()
-	if err := b.db.QueryRow(ctx, "SELECT pg_relation_size($1), pg_total_relation_size($2)", pgvectorIndex, pgvectorTable).Scan(&build.IndexBytes, &build.TableBytes); err != nil {
+	if err := b.db.QueryRow(ctx, "SELECT pg_relation_size($1), pg_total_relation_size($2)", pgvectorIndex, table).Scan(&build.IndexBytes, &build.TableBytes); err != nil {
 		return nil, err
 	}
 	build.TableBytes -= build.IndexBytes // the heap, its TOAST and the primary key
@@ -114,7 +134,7 @@ func (b *bench) startPGVector(ctx context.Context) (*pgvectorTarget, error) {
 	build.Settings["prewarmed"] = "no (pg_prewarm is not available)"
 	if err := exec("CREATE EXTENSION IF NOT EXISTS pg_prewarm"); err == nil {
 		var pages int64
-		if err := b.db.QueryRow(ctx, "SELECT pg_prewarm($1) + pg_prewarm($2)", pgvectorTable, pgvectorIndex).Scan(&pages); err != nil {
+		if err := b.db.QueryRow(ctx, "SELECT pg_prewarm($1) + pg_prewarm($2)", table, pgvectorIndex).Scan(&pages); err != nil {
 			return nil, err
 		}
 		build.Settings["prewarmed"] = fmt.Sprintf("%d pages (pg_prewarm)", pages)
@@ -284,4 +304,33 @@ func (b *bench) every(d time.Duration, fn func()) (stop func()) {
 		}
 	}()
 	return func() { close(done) }
+}
+
+// pgvectorBuildFailed says what became of pgvector's build that ended in
+// err: stopped at --pgvector-build-timeout, or failed (out of memory, in
+// a server with --pg-memory); the bench goes on without pgvector. If the
+// server restarted (the kernel killed a backend at the memory limit),
+// the bench's connection is made again once it accepts connections.
+func (b *bench) pgvectorBuildFailed(ctx context.Context, err error) (string, error) {
+	var pgErr *pgconn.PgError
+	outcome := "failed: " + err.Error()
+	if errors.As(err, &pgErr) && pgErr.Code == "57014" && b.p.pgvBuildTimeout > 0 {
+		outcome = fmt.Sprintf("stopped at the time limit (--pgvector-build-timeout %s)", b.p.pgvBuildTimeout)
+	}
+	if !b.db.IsClosed() {
+		_, err := b.db.Exec(ctx, "RESET statement_timeout")
+		return outcome, err
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		conn, err := pgx.Connect(ctx, b.dsn)
+		if err == nil {
+			b.db = conn
+			return outcome, nil
+		}
+		if time.Now().After(deadline) {
+			return "", fmt.Errorf("pgvector's build %s, and the server did not come back: %w", outcome, err)
+		}
+		time.Sleep(time.Second)
+	}
 }

@@ -10,7 +10,8 @@ import (
 )
 
 // TestBenchProcess: with --process each sidecar is a vecside serve child
-// of the vecside command named, whose memory the report gives.
+// of the vecside command named, whose memory and CPU time per query the
+// report gives.
 func TestBenchProcess(t *testing.T) {
 	out, md, err := tierBench(t, "--process", "--vecside", vecsidebin.Path(t))
 	if err != nil {
@@ -22,6 +23,14 @@ func TestBenchProcess(t *testing.T) {
 	}
 	if b := r.Header.Builds[0]; b.RSSBytes <= 0 || b.PeakRSSBytes < b.RSSBytes || b.IndexBytes <= 0 {
 		t.Errorf("build %+v: want the child's resident memory, its peak and the index's size", b)
+	}
+	if len(r.Points) == 0 {
+		t.Fatal("no points")
+	}
+	for _, p := range r.Points {
+		if p.SidecarCPU == nil || *p.SidecarCPU < 0 {
+			t.Errorf("%s %s c=%d: sidecar CPU %v, want the child's time per query", p.System, p.Mode, p.Concurrency, p.SidecarCPU)
+		}
 	}
 }
 

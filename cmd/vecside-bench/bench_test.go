@@ -182,6 +182,9 @@ func testBenchPaths(t *testing.T, column string) {
 		if p.PostgresCPU == nil || *p.PostgresCPU < 0 || (p.Mode != benchreport.SidecarOnly && *p.PostgresCPU == 0) {
 			t.Errorf("%s %s c=%d: Postgres CPU %v", p.Index, p.Mode, p.Concurrency, p.PostgresCPU)
 		}
+		if p.SidecarCPU != nil {
+			t.Errorf("%s %s c=%d: sidecar CPU %v from a sidecar in the bench's own process", p.Index, p.Mode, p.Concurrency, *p.SidecarCPU)
+		}
 	}
 	for _, index := range []string{"kind=flat", "kind=hnsw"} {
 		for _, mode := range modes {
@@ -252,5 +255,68 @@ func TestBenchOnATable(t *testing.T) {
 	}
 	if _, err := run(t, "--source", dsn, "--table", "docs"); err == nil || !strings.Contains(err.Error(), "--column") {
 		t.Errorf("--table without --column: %v", err)
+	}
+}
+
+// TestMixture1536Preset: --dataset mixture1536 is the per-tier pages' set
+// (1,536 dimensions, cosine), at the rows asked for, and refuses another
+// dimension or metric.
+func TestMixture1536Preset(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "r.json")
+	md, err := run(t, "--source", pgtest.Shared(t).NewDatabase(t), "--dataset", "mixture1536", "--rows", "1500", "--queries", "10",
+		"--index", "kind=flat", "--oversample", "1", "--pgvector=false", "--paths", "sidecar", "--clients", "1", "--measure", "10", "--json", out)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, md)
+	}
+	r := readReport(t, out)
+	if d := r.Header.Dataset; d.Dims != 1536 || d.Metric != "cosine" || d.Rows != 1500 || d.Queries != 10 {
+		t.Errorf("data set %+v: want 1500 rows × 1536, cosine, 10 queries", d)
+	}
+	if len(r.Points) == 0 || r.Points[0].Recall < 0.9 {
+		t.Errorf("points %+v: want kind=flat's recall ≥ 0.9", r.Points)
+	}
+	for _, bad := range [][]string{{"--dims", "64"}, {"--metric", "l2"}} {
+		if _, err := run(t, append([]string{"--dataset", "mixture1536"}, bad...)...); err == nil || !strings.Contains(err.Error(), "mixture1536") {
+			t.Errorf("mixture1536 with %v: %v, want an error naming the preset", bad, err)
+		}
+	}
+}
+
+// TestPGVectorBuildStopped: pgvector's build stopped at
+// --pgvector-build-timeout is reported as such, and the bench goes on
+// without pgvector. It needs pgvector in the test server.
+func TestPGVectorBuildStopped(t *testing.T) {
+	dsn := pgtest.Shared(t).NewDatabase(t)
+	conn, err := pgx.Connect(context.Background(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var offered bool
+	err = conn.QueryRow(context.Background(), "SELECT EXISTS (SELECT FROM pg_available_extensions WHERE name = 'vector')").Scan(&offered)
+	conn.Close(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !offered {
+		t.Skip("the test server has no pgvector")
+	}
+	out := filepath.Join(t.TempDir(), "r.json")
+	md, err := run(t, "--source", dsn, "--rows", "20000", "--dims", "64", "--queries", "10", "--index", "kind=flat",
+		"--oversample", "1", "--paths", "sidecar,pgvector", "--pgvector-build-timeout", "1ms", "--clients", "1", "--measure", "10", "--json", out)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, md)
+	}
+	r := readReport(t, out)
+	var stopped bool
+	for _, b := range r.Header.Builds {
+		stopped = stopped || b.System == "pgvector" && strings.HasPrefix(b.Outcome, "stopped at the time limit")
+	}
+	if !stopped {
+		t.Errorf("builds %+v: want pgvector's stopped at the time limit", r.Header.Builds)
+	}
+	for _, p := range r.Points {
+		if p.System == "pgvector" {
+			t.Errorf("a pgvector point %+v after its build was stopped", p)
+		}
 	}
 }

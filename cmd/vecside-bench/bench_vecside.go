@@ -80,7 +80,8 @@ func (b *bench) startVecside(ctx context.Context, n int, def string) (t *vecside
 		if err != nil {
 			return nil, err
 		}
-		t.closers = append(t.closers, proc.stop)
+		b.sidecarPID = proc.cmd.Process.Pid
+		t.closers = append(t.closers, func() { b.sidecarPID = 0; proc.stop() })
 		t.addr = proc.addr
 		build.IndexBytes, build.BytesPerRow = proc.indexBytes, perRow(proc.indexBytes, proc.rows)
 		build.RSSBytes, build.PeakRSSBytes = proc.rss, proc.peak

@@ -51,7 +51,7 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 	if d.Column != "" {
 		fmt.Fprintf(&b, ", read end to end from a %s column", d.Column)
 	}
-	fmt.Fprintf(&b, ". %d clients for the concurrent runs, %d queries per timed run. Postgres CPU is the user and system time of the database server's processes over a timed run, per query; - where it is not measured (a server named by --source).\n\n", h.Settings.Clients, h.Settings.Measured)
+	fmt.Fprintf(&b, ". %d clients for the concurrent runs, %d queries per timed run. Postgres CPU is the user and system time of the database server's processes over a timed run, per query; - where it is not measured (a server named by --source). Sidecar CPU is the same for the vecside serve process, where it runs as one (--process).\n\n", h.Settings.Clients, h.Settings.Measured)
 
 	b.WriteString("| system | index | build s | index bytes | bytes/row | RSS MiB | build settings |\n|---|---|--:|--:|--:|--:|---|\n")
 	for _, x := range h.Builds {
@@ -63,20 +63,22 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 		for _, k := range slices.Sorted(maps.Keys(x.Settings)) {
 			set = append(set, k+"="+x.Settings[k])
 		}
-		fmt.Fprintf(&b, "| %s | %s | %.1f | %d | %.0f | %s | %s |\n", x.System, x.Index, x.Seconds, x.IndexBytes, x.BytesPerRow, rss, strings.Join(set, ", "))
+		seconds := fmt.Sprintf("%.1f", x.Seconds)
+		if x.Outcome != "" {
+			seconds = fmt.Sprintf("%s after %.1f", x.Outcome, x.Seconds)
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %d | %.0f | %s | %s |\n", x.System, x.Index, seconds, x.IndexBytes, x.BytesPerRow, rss, strings.Join(set, ", "))
 	}
 
-	b.WriteString("\n| system | index | params | mode | clients | recall | candidates | QPS | p50 ms | p95 ms | p99 ms | Postgres CPU ms/query |\n|---|---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+	b.WriteString("\n| system | index | params | mode | clients | recall | candidates | QPS | p50 ms | p95 ms | p99 ms | Postgres CPU ms/query | sidecar CPU ms/query |\n|---|---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
 	for _, p := range r.Points {
-		cands, cpu := "-", "-"
+		cands := "-"
 		if p.CandidatesMean != nil {
 			cands = fmt.Sprintf("%.1f", *p.CandidatesMean)
 		}
-		if p.PostgresCPU != nil {
-			cpu = fmt.Sprintf("%.3f", *p.PostgresCPU)
-		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %d | %.4f | %s | %.0f | %.3f | %.3f | %.3f | %s |\n",
-			p.System, p.Index, FormatParams(p.Params), p.Mode, p.Concurrency, p.Recall, cands, p.QPS, p.P50, p.P95, p.P99, cpu)
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %d | %.4f | %s | %.0f | %.3f | %.3f | %.3f | %s | %s |\n",
+			p.System, p.Index, FormatParams(p.Params), p.Mode, p.Concurrency, p.Recall, cands, p.QPS, p.P50, p.P95, p.P99,
+			optionalMS(p.PostgresCPU), optionalMS(p.SidecarCPU))
 	}
 
 	if len(r.Writes) > 0 {
@@ -94,4 +96,12 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 // WriteMarkdownFile writes the Markdown to path.
 func (r *Report) WriteMarkdownFile(path string) error {
 	return writeFile(path, r.WriteMarkdown)
+}
+
+// optionalMS formats a figure in ms that may not have been measured.
+func optionalMS(v *float64) string {
+	if v == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%.3f", *v)
 }

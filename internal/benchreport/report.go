@@ -120,6 +120,10 @@ type Build struct {
 	// maintenance_work_mem, max_parallel_maintenance_workers) and how the
 	// table was prepared.
 	Settings map[string]string `json:"settings,omitempty"`
+	// Outcome is empty for a finished build, else what became of it:
+	// stopped at the time limit, or failed (pgvector's, say, out of
+	// memory); the system is then not compared.
+	Outcome string `json:"outcome,omitempty"`
 }
 
 // Settings are the run's knobs that apply to every point.
@@ -156,6 +160,12 @@ type Point struct {
 	// query: its processes' user and system time over the timed run,
 	// divided by the queries. nil where it is not measured (--source).
 	PostgresCPU *float64 `json:"postgres_cpu_ms"`
+	// SidecarCPU is the CPU time, in ms, the sidecar spent per query: the
+	// vecside serve process's user and system time over the timed run,
+	// divided by the queries. Only with the sidecar in a process of its
+	// own (the bench's --process) and only for vecside's points; nil
+	// otherwise.
+	SidecarCPU *float64 `json:"sidecar_cpu_ms,omitempty"`
 }
 
 // WriteLoad is one index under steady writes while clients search.

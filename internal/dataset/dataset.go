@@ -17,6 +17,11 @@ type Clustered struct {
 	// Normalize scales every vector to unit length, as embeddings for the
 	// cosine metric usually are.
 	Normalize bool
+	// Perturb, if more than 0, makes the queries perturbed rows instead
+	// of held-out draws: each is a row chosen at random, moved along every
+	// coordinate by Gaussian noise of Perturb times its cluster's spread
+	// (before Normalize), as a search for something like a stored item.
+	Perturb float64
 }
 
 // Generate returns the data rows and the held-out queries.
@@ -41,23 +46,55 @@ func (c Clustered) Generate() (data, queries [][]float32) {
 		sigma[i] = spread * (0.5 + rng.Float64())
 		sizes.draw(rng, i)
 	}
-	return drawSet(c.Rows, c.Queries, func() []float32 {
+	raw := make([]float64, c.Dims)
+	// member draws a member of cluster k into raw and returns it as a row.
+	member := func(k int) []float32 {
+		for j := range raw {
+			raw[j] = centres[k][j] + rng.NormFloat64()*sigma[k]
+		}
+		return c.row(raw)
+	}
+	if c.Perturb <= 0 {
+		return drawSet(c.Rows, c.Queries, func() []float32 { return member(sizes.pick(rng)) })
+	}
+	// The rows the queries perturb, chosen before the rows are drawn so
+	// that each query is made from its row's raw values.
+	from := map[int][]int{}
+	for q := range c.Queries {
+		r := rng.IntN(c.Rows)
+		from[r] = append(from[r], q)
+	}
+	data = make([][]float32, c.Rows)
+	queries = make([][]float32, c.Queries)
+	moved := make([]float64, c.Dims)
+	for i := range data {
 		k := sizes.pick(rng)
-		v := make([]float32, c.Dims)
-		var norm float64
-		for j := range v {
-			x := centres[k][j] + rng.NormFloat64()*sigma[k]
-			v[j] = float32(x)
-			norm += x * x
-		}
-		if c.Normalize && norm > 0 {
-			inv := 1 / math.Sqrt(norm)
-			for j := range v {
-				v[j] = float32(float64(v[j]) * inv)
+		data[i] = member(k)
+		for _, q := range from[i] {
+			for j := range moved {
+				moved[j] = raw[j] + rng.NormFloat64()*c.Perturb*sigma[k]
 			}
+			queries[q] = c.row(moved)
 		}
-		return v
-	})
+	}
+	return data, queries
+}
+
+// row converts raw values to a row, scaled to unit length if c says so.
+func (c Clustered) row(raw []float64) []float32 {
+	v := make([]float32, len(raw))
+	var norm float64
+	for j, x := range raw {
+		v[j] = float32(x)
+		norm += x * x
+	}
+	if c.Normalize && norm > 0 {
+		inv := 1 / math.Sqrt(norm)
+		for j := range v {
+			v[j] = float32(float64(v[j]) * inv)
+		}
+	}
+	return v
 }
 
 // weights gives groups (clusters, topics) uneven sizes: each is picked

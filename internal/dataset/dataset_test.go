@@ -44,6 +44,42 @@ func TestGenerateIsSeededAndClustered(t *testing.T) {
 	}
 }
 
+// TestPerturbedQueries: with Perturb, each query lies next to a row, much
+// nearer than rows lie to one another, and the set is still seeded.
+func TestPerturbedQueries(t *testing.T) {
+	c := Clustered{Seed: 3, Rows: 3000, Queries: 30, Dims: 32, Clusters: 10, Normalize: true, Perturb: 0.5}
+	data, queries := c.Generate()
+	_, again := c.Generate()
+	if len(queries) != 30 || !slices.Equal(queries[29], again[29]) {
+		t.Fatalf("%d queries; the last differs between two runs with one seed", len(queries))
+	}
+	nearest := func(v []float32, skip int) float64 {
+		best := math.Inf(1)
+		for j, r := range data {
+			if j != skip {
+				best = min(best, dist(v, r))
+			}
+		}
+		return best
+	}
+	var fromQuery, betweenRows float64
+	for i, q := range queries {
+		var norm float64
+		for _, x := range q {
+			norm += float64(x) * float64(x)
+		}
+		if math.Abs(norm-1) > 1e-5 {
+			t.Fatalf("query %d: squared length %v, want 1", i, norm)
+		}
+		fromQuery += nearest(q, -1)
+		betweenRows += nearest(data[i*97], i*97)
+	}
+	if fromQuery > 0.6*betweenRows {
+		t.Errorf("mean distance from a query to its nearest row %.4f, between nearest rows %.4f: the queries are not perturbed rows",
+			fromQuery/30, betweenRows/30)
+	}
+}
+
 func TestNormalize(t *testing.T) {
 	data, _ := Clustered{Seed: 1, Rows: 50, Dims: 8, Normalize: true}.Generate()
 	for i, v := range data {

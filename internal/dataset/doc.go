@@ -1,7 +1,8 @@
 // Package dataset generates seeded synthetic vector sets for the demo,
 // benchmarks and tests, loads Fashion-MNIST, and finds exact ground truth.
-// Queries are always drawn from the same distribution as the rows and
-// never appear among them (held out).
+// Queries are drawn from the same distribution as the rows and never
+// appear among them (held out), or, with Clustered.Perturb, are rows
+// moved by a little noise: a search for something like a stored item.
 //
 // # Clustered
 //
