@@ -1,4 +1,4 @@
-//go:build amd64 && !noasm
+//go:build amd64 && gc && !noasm
 
 // Byte dot products for quantized codes: unsigned codes times a signed query.
 //

@@ -1,4 +1,4 @@
-//go:build amd64 && !noasm
+//go:build amd64 && gc && !noasm
 
 // prefetch: PREFETCHT0 of the cache line at p. A prefetch never faults and
 // changes no architectural state.

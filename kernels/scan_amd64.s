@@ -1,4 +1,4 @@
-//go:build amd64 && !noasm
+//go:build amd64 && gc && !noasm
 
 // 1-bit fast scan over one block of 32 vectors (layout in fastscan.go and
 // doc.go): for every code column (8 dimensions, one byte per vector) the low
