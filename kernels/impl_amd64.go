@@ -27,27 +27,6 @@ var (
 		implChoice{isaAVX2, "avx2", hasAVX2})
 )
 
-// Byte kernels, int8_amd64.s. dotU8I8AVX2 takes n a positive multiple of 32,
-// dotU8I8AVX512 any n > 0; the U4 and U2 kernels take whole 32-byte chunks.
-//
-//go:noescape
-func dotU8I8AVX2(a *byte, b *int8, n int) int32
-
-//go:noescape
-func dotU8I8AVX512(a *byte, b *int8, n int) int32
-
-//go:noescape
-func dotU4I8AVX2(a *byte, b *int8, chunks int) int32
-
-//go:noescape
-func dotU4I8AVX512(a *byte, b *int8, chunks int) int32
-
-//go:noescape
-func dotU2I8AVX2(a *byte, b *int8, chunks int) int32
-
-//go:noescape
-func dotU2I8AVX512(a *byte, b *int8, chunks int) int32
-
 // Fast scan, scan_amd64.s: cols is a positive multiple of 8, at most
 // maxScanCols.
 //

@@ -124,11 +124,7 @@ func (g gen) loadMasked(w width, m Mem, mask reg.Register, dst reg.VecVirtual) {
 func (g gen) rowF32(w width, s f32Step, q, p, n reg.GPVirtual, mask reg.Register) reg.Register {
 	const unroll = 4
 	lanes := w.f32s()
-	var acc [unroll]reg.VecVirtual
-	for i := range acc {
-		acc[i] = g.vec(w)
-		g.zero(w, acc[i])
-	}
+	acc := g.zeros(w, unroll)
 	g.CMPQ(n, U8(unroll*lanes))
 	g.JB(LabelRef("step"))
 

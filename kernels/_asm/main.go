@@ -42,6 +42,7 @@ type file struct {
 
 var files = []file{
 	{"f32", f32Header, buildF32},
+	{"int8", int8Header, buildInt8},
 }
 
 // gen emits the instructions of one file.

@@ -39,6 +39,16 @@ func (g gen) zero(w width, r reg.VecVirtual) {
 	}
 }
 
+// zeros allocates n vector registers of width w, set to zero.
+func (g gen) zeros(w width, n int) []reg.VecVirtual {
+	rs := make([]reg.VecVirtual, n)
+	for i := range rs {
+		rs[i] = g.vec(w)
+		g.zero(w, rs[i])
+	}
+	return rs
+}
+
 // at is the memory operand disp bytes past the address in base.
 func at(base reg.Register, disp int) Mem { return Mem{Base: base, Disp: disp} }
 
