@@ -27,14 +27,8 @@ var (
 		implChoice{isaAVX2, "avx2", hasAVX2})
 )
 
-// Fast scan, scan_amd64.s: cols is a positive multiple of 8, at most
-// maxScanCols.
-//
-//go:noescape
-func fastScanAVX2(codes, lut *byte, cols int, out *[BlockVectors]uint16)
-
-//go:noescape
-func fastScanAVX512(codes, lut *byte, cols int, out *[BlockVectors]uint16)
+// The assembly functions are declared in the generated f32_amd64.go,
+// int8_amd64.go, scan_amd64.go and prefetch_amd64.go (see doc.go).
 
 func pairF32(op f32Op, a, b []float32) float32 {
 	if len(a) > smallDim {
@@ -188,8 +182,3 @@ func scanBlock(q *scanQuery, codes []byte, out *[BlockVectors]uint32) {
 		}
 	}
 }
-
-// prefetch_amd64.s
-//
-//go:noescape
-func prefetch(p *byte)

@@ -129,16 +129,11 @@ func (g gen) packedDot(w width, bits int) {
 		fmt.Sprintf("%s returns the dot product of chunks 32-byte chunks of %d-bit codes", name, bits),
 		fmt.Sprintf("with the %d·chunks bytes of the query.", 32*perByte))
 	a, b, chunks := g.gp64("a"), g.gp64("b"), g.gp64("chunks")
-	mask := g.vec(w)
-	m := g.GP32()
-	g.MOVL(U32(1<<bits-1), m)
+	mask := g.byteMask(w, 1<<bits-1)
 	var k chunkKernel
 	if w == avx512 {
-		g.VPBROADCASTB(m, mask)
 		k = g.packedVNNI(bits, mask)
 	} else {
-		g.VMOVD(m, mask.AsX())
-		g.VPBROADCASTB(mask.AsX(), mask)
 		k = g.packedAVX2(bits, mask)
 	}
 	g.Label("loop")

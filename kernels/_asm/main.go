@@ -43,6 +43,8 @@ type file struct {
 var files = []file{
 	{"f32", f32Header, buildF32},
 	{"int8", int8Header, buildInt8},
+	{"scan", scanHeader, buildScan},
+	{"prefetch", prefetchHeader, buildPrefetch},
 }
 
 // gen emits the instructions of one file.
