@@ -153,8 +153,8 @@ type chunkKernel struct {
 	total func() reg.VecVirtual
 }
 
-// packedAVX2: each quarter (or half) of the codes, shifted down and
-// masked, is multiplied with VPMADDUBSW, the int16 pair sums added up in
+// packedAVX2 is the AVX2 part: each quarter (or half) of the codes,
+// shifted down and masked, is multiplied with VPMADDUBSW, the int16 pair sums added up in
 // int16 and widened to int32 by a VPMADDWD with ones.
 func (g gen) packedAVX2(bits int, mask reg.VecVirtual) chunkKernel {
 	ones, acc := g.YMM(), g.zeros(avx2, 1)[0]
@@ -174,7 +174,7 @@ func (g gen) packedAVX2(bits int, mask reg.VecVirtual) chunkKernel {
 				g.VPSRLW(U8(bits*i), codes, t)
 				g.VPAND(mask, t, t)
 			}
-			g.VPMADDUBSW(at(b, 32*i), t, t) // bits i·bits.. of byte j × b[32i+j]
+			g.VPMADDUBSW(at(b, 32*i), t, t) // code 32i+j × b[32i+j], in pairs
 			if i == 0 {
 				sum = t
 			} else {
@@ -187,8 +187,8 @@ func (g gen) packedAVX2(bits int, mask reg.VecVirtual) chunkKernel {
 	return chunkKernel{chunk, func() reg.VecVirtual { return acc }}
 }
 
-// packedVNNI: the chunk is copied to both halves of a ZMM and VPSRLVW
-// shifts each half by its own count, so that one register holds two
+// packedVNNI is the AVX-512 VNNI part: the chunk is copied to both halves
+// of a ZMM and VPSRLVW shifts each half by its own count, so that one register holds two
 // quarters (or halves) of the codes in query order, fed to VPDPBUSD.
 func (g gen) packedVNNI(bits int, mask reg.VecVirtual) chunkKernel {
 	pairs := 8 / bits / 2
