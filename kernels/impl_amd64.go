@@ -1,4 +1,4 @@
-//go:build amd64 && !noasm
+//go:build amd64 && gc && !noasm
 
 package kernels
 
@@ -27,83 +27,8 @@ var (
 		implChoice{isaAVX2, "avx2", hasAVX2})
 )
 
-// Float32 kernels, f32_amd64.s. n, dim and rows are > 0; the assembly
-// handles lengths that are not multiples of the vector width itself.
-//
-//go:noescape
-func dotAVX2(a, b *float32, n int) float32
-
-//go:noescape
-func l2SqAVX2(a, b *float32, n int) float32
-
-//go:noescape
-func dotBlockAVX2(q, block *float32, dim, rows int, out *float32)
-
-//go:noescape
-func l2SqBlockAVX2(q, block *float32, dim, rows int, out *float32)
-
-//go:noescape
-func dotAVX512(a, b *float32, n int) float32
-
-//go:noescape
-func l2SqAVX512(a, b *float32, n int) float32
-
-//go:noescape
-func dotBlockAVX512(q, block *float32, dim, rows int, out *float32)
-
-//go:noescape
-func l2SqBlockAVX512(q, block *float32, dim, rows int, out *float32)
-
-// Element-wise kernels of the rotation, f32_amd64.s: n is a positive
-// multiple of 8 (AVX2) or 16 (AVX-512).
-//
-//go:noescape
-func butterflyAVX2(a, b *float32, n int)
-
-//go:noescape
-func butterflyAVX512(a, b *float32, n int)
-
-//go:noescape
-func mulAVX2(x, s *float32, n int)
-
-//go:noescape
-func mulAVX512(x, s *float32, n int)
-
-//go:noescape
-func fwht16AVX2(x *float32, n int)
-
-//go:noescape
-func quantizeAVX512(dst *int8, src *float32, n int, inv float32, levels int32) int32
-
-// Byte kernels, int8_amd64.s. dotU8I8AVX2 takes n a positive multiple of 32,
-// dotU8I8AVX512 any n > 0; the U4 and U2 kernels take whole 32-byte chunks.
-//
-//go:noescape
-func dotU8I8AVX2(a *byte, b *int8, n int) int32
-
-//go:noescape
-func dotU8I8AVX512(a *byte, b *int8, n int) int32
-
-//go:noescape
-func dotU4I8AVX2(a *byte, b *int8, chunks int) int32
-
-//go:noescape
-func dotU4I8AVX512(a *byte, b *int8, chunks int) int32
-
-//go:noescape
-func dotU2I8AVX2(a *byte, b *int8, chunks int) int32
-
-//go:noescape
-func dotU2I8AVX512(a *byte, b *int8, chunks int) int32
-
-// Fast scan, scan_amd64.s: cols is a positive multiple of 8, at most
-// maxScanCols.
-//
-//go:noescape
-func fastScanAVX2(codes, lut *byte, cols int, out *[BlockVectors]uint16)
-
-//go:noescape
-func fastScanAVX512(codes, lut *byte, cols int, out *[BlockVectors]uint16)
+// The assembly functions are declared in the generated f32_amd64.go,
+// int8_amd64.go, scan_amd64.go and prefetch_amd64.go (see doc.go).
 
 func pairF32(op f32Op, a, b []float32) float32 {
 	if len(a) > smallDim {
@@ -257,8 +182,3 @@ func scanBlock(q *scanQuery, codes []byte, out *[BlockVectors]uint32) {
 		}
 	}
 }
-
-// prefetch_amd64.s
-//
-//go:noescape
-func prefetch(p *byte)

@@ -1,0 +1,238 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/mmcloughlin/avo/ir"
+	. "github.com/mmcloughlin/avo/operand"
+	"github.com/mmcloughlin/avo/reg"
+)
+
+const int8Header = `
+Byte dot products for quantized codes: unsigned codes times a signed query.
+
+Semantics. The result is sum a[i]*b[i] over unsigned a and signed b,
+computed exactly in int32 lanes and wrapping modulo 2^32 (never for
+n <= 65536). VPMADDUBSW saturates its int16 pair sums, so it is used only
+for 4-bit codes (2*15*128 < 32767) and 2-bit codes (the four quarters'
+pair sums added in int16 stay within 4*2*3*128); 8-bit codes are widened
+to int16 and multiplied with VPMADDWD on AVX2, and fed to VPDPBUSD (u8 x
+s8, four products into int32 with no intermediate saturation) on AVX-512
+VNNI, as are the unpacked 4- and 2-bit codes.
+Lengths: dotU8I8AVX2 takes a positive multiple of 32 (the Go caller adds
+the tail), dotU8I8AVX512 any n > 0 (masked loads read nothing past the
+end); the U4 and U2 kernels take whole 32-byte chunks (64 or 128 codes,
+see packU4 and packU2 in int8.go), the Go caller handles a final short
+chunk.
+`
+
+func buildInt8(g gen) {
+	g.dotU8I8AVX2()
+	g.dotU8I8AVX512()
+	for _, bits := range []int{4, 2} {
+		for _, w := range []width{avx2, avx512} {
+			g.packedDot(w, bits)
+		}
+	}
+}
+
+// vpdpbusd emits VPDPBUSD (AVX-512 VNNI), which avo v0.5.0 lacks: acc +=
+// the sums of four adjacent products u8(a)·s8(b), lane by lane in int32.
+func (g gen) vpdpbusd(b Op, a, acc reg.VecVirtual) {
+	g.Instruction(&ir.Instruction{
+		Opcode:   "VPDPBUSD",
+		Operands: []Op{b, a, acc},
+		Inputs:   []Op{b, a, acc},
+		Outputs:  []Op{acc},
+		ISA:      []string{"AVX512_VNNI"},
+	})
+}
+
+func (g gen) dotU8I8AVX2() {
+	g.text("dotU8I8AVX2", "func(a *byte, b *int8, n int) int32",
+		"dotU8I8AVX2 returns sum a[i]·b[i] for i < n, a positive multiple of 32.")
+	a, b, n := g.gp64("a"), g.gp64("b"), g.gp64("n")
+	acc := g.zeros(avx2, 2)
+	g.Label("loop")
+	for i, r := range acc {
+		x, y := g.YMM(), g.YMM()
+		g.VPMOVZXBW(at(a, 16*i), x)
+		g.VPMOVSXBW(at(b, 16*i), y)
+		g.VPMADDWD(y, x, x)
+		g.VPADDD(x, r, r)
+	}
+	g.ADDQ(U8(32), a)
+	g.ADDQ(U8(32), b)
+	g.SUBQ(U8(32), n)
+	g.JNZ(LabelRef("loop"))
+	g.VPADDD(acc[1], acc[0], acc[0])
+	g.storeI32(avx2, acc[0])
+}
+
+func (g gen) dotU8I8AVX512() {
+	g.text("dotU8I8AVX512", "func(a *byte, b *int8, n int) int32",
+		"dotU8I8AVX512 returns sum a[i]·b[i] for i < n; n > 0.")
+	a, b, n := g.gp64("a"), g.gp64("b"), g.gp64("n")
+	acc := g.zeros(avx512, 2)
+	g.CMPQ(n, U8(128))
+	g.JB(LabelRef("step"))
+
+	g.Label("loop")
+	for i, r := range acc {
+		x := g.ZMM()
+		g.VMOVDQU64(at(a, 64*i), x)
+		g.vpdpbusd(at(b, 64*i), x, r)
+	}
+	g.ADDQ(U32(128), a)
+	g.ADDQ(U32(128), b)
+	g.SUBQ(U32(128), n)
+	g.CMPQ(n, U32(128))
+	g.JAE(LabelRef("loop"))
+
+	g.Label("step")
+	g.CMPQ(n, U8(64))
+	g.JB(LabelRef("tail"))
+	x := g.ZMM()
+	g.VMOVDQU64(Mem{Base: a}, x)
+	g.vpdpbusd(Mem{Base: b}, x, acc[0])
+	g.ADDQ(U8(64), a)
+	g.ADDQ(U8(64), b)
+	g.SUBQ(U8(64), n)
+
+	g.Label("tail")
+	g.TESTQ(n, n)
+	g.JZ(LabelRef("reduce"))
+	g.MOVQ(n, reg.RCX)
+	bits := g.GP64()
+	g.MOVQ(I32(-1), bits)
+	g.SHLQ(reg.CL, bits)
+	g.NOTQ(bits)
+	k := g.K()
+	g.KMOVQ(bits, k)
+	y := g.ZMM()
+	g.VMOVDQU8_Z(Mem{Base: a}, k, x)
+	g.VMOVDQU8_Z(Mem{Base: b}, k, y)
+	g.vpdpbusd(y, x, acc[1])
+
+	g.Label("reduce")
+	g.VPADDD(acc[1], acc[0], acc[0])
+	g.storeI32(avx512, acc[0])
+}
+
+// packedDot emits dotU{bits}I8{width}(a *byte, b *int8, chunks int) int32,
+// the dot product of chunks 32-byte chunks of codes packed 8/bits to a byte
+// (packU4, packU2 in int8.go) with a query of 32·8/bits bytes a chunk.
+func (g gen) packedDot(w width, bits int) {
+	perByte := 8 / bits
+	name := fmt.Sprintf("dotU%dI8%s", bits, w.name)
+	g.text(name, "func(a *byte, b *int8, chunks int) int32",
+		fmt.Sprintf("%s returns the dot product of chunks 32-byte chunks of %d-bit codes", name, bits),
+		fmt.Sprintf("with the %d·chunks bytes of the query.", 32*perByte))
+	a, b, chunks := g.gp64("a"), g.gp64("b"), g.gp64("chunks")
+	mask := g.byteMask(w, 1<<bits-1)
+	var k chunkKernel
+	if w == avx512 {
+		k = g.packedVNNI(bits, mask)
+	} else {
+		k = g.packedAVX2(bits, mask)
+	}
+	g.Label("loop")
+	k.chunk(a, b)
+	g.ADDQ(U8(32), a)
+	g.ADDQ(U32(32*perByte), b)
+	g.DECQ(chunks)
+	g.JNZ(LabelRef("loop"))
+	g.storeI32(w, k.total())
+}
+
+// chunkKernel is the width's part of a packed-code dot product: chunk adds
+// the products of the 32-byte chunk at a with the query at b into the
+// accumulators, total adds those up.
+type chunkKernel struct {
+	chunk func(a, b reg.GPVirtual)
+	total func() reg.VecVirtual
+}
+
+// packedAVX2 is the AVX2 part: each quarter (or half) of the codes,
+// shifted down and masked, is multiplied with VPMADDUBSW, the int16 pair sums added up in
+// int16 and widened to int32 by a VPMADDWD with ones.
+func (g gen) packedAVX2(bits int, mask reg.VecVirtual) chunkKernel {
+	ones, acc := g.YMM(), g.zeros(avx2, 1)[0]
+	one := g.GP32()
+	g.MOVL(U32(1), one)
+	g.VMOVD(one, ones.AsX())
+	g.VPBROADCASTW(ones.AsX(), ones)
+	chunk := func(a, b reg.GPVirtual) {
+		codes := g.YMM()
+		g.VMOVDQU(Mem{Base: a}, codes)
+		var sum reg.VecVirtual
+		for i := 0; i < 8/bits; i++ {
+			t := g.YMM()
+			if i == 0 {
+				g.VPAND(mask, codes, t)
+			} else {
+				g.VPSRLW(U8(bits*i), codes, t)
+				g.VPAND(mask, t, t)
+			}
+			g.VPMADDUBSW(at(b, 32*i), t, t) // code 32i+j × b[32i+j], in pairs
+			if i == 0 {
+				sum = t
+			} else {
+				g.VPADDW(t, sum, sum)
+			}
+		}
+		g.VPMADDWD(ones, sum, sum)
+		g.VPADDD(sum, acc, acc)
+	}
+	return chunkKernel{chunk, func() reg.VecVirtual { return acc }}
+}
+
+// packedVNNI is the AVX-512 VNNI part: the chunk is copied to both halves
+// of a ZMM and VPSRLVW shifts each half by its own count, so that one register holds two
+// quarters (or halves) of the codes in query order, fed to VPDPBUSD.
+func (g gen) packedVNNI(bits int, mask reg.VecVirtual) chunkKernel {
+	pairs := 8 / bits / 2
+	shifts := make([]reg.VecVirtual, pairs)
+	for h := range shifts {
+		// Word shift counts: 2h·bits in the low half, (2h+1)·bits in the
+		// high half.
+		shifts[h] = g.ZMM()
+		hi, n := g.YMM(), g.GP32()
+		if h == 0 {
+			g.zero(avx512, shifts[h])
+		} else {
+			g.MOVL(U32(2*h*bits), n)
+			g.VPBROADCASTW(n, shifts[h].AsY())
+		}
+		g.MOVL(U32((2*h+1)*bits), n)
+		g.VPBROADCASTW(n, hi)
+		g.VINSERTI64X4(U8(1), hi, shifts[h], shifts[h])
+	}
+	acc := g.zeros(avx512, pairs)
+	chunk := func(a, b reg.GPVirtual) {
+		codes := g.ZMM()
+		g.VBROADCASTI64X4(Mem{Base: a}, codes)
+		for h := range shifts {
+			t := g.ZMM()
+			g.VPSRLVW(shifts[h], codes, t)
+			g.VPANDQ(mask, t, t)
+			g.vpdpbusd(at(b, 64*h), t, acc[h])
+		}
+	}
+	total := func() reg.VecVirtual {
+		for _, r := range acc[1:] {
+			g.VPADDD(r, acc[0], acc[0])
+		}
+		return acc[0]
+	}
+	return chunkKernel{chunk, total}
+}
+
+// storeI32 stores the sum of the int32 lanes of acc as the int32 result
+// and returns.
+func (g gen) storeI32(w width, acc reg.VecVirtual) {
+	sum := g.sumI32(w, acc)
+	g.VZEROUPPER()
+	g.Store(sum, g.ReturnIndex(0))
+	g.RET()
+}
