@@ -1,6 +1,7 @@
 package pgvalue
 
 import (
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -67,7 +68,7 @@ func float4Element(b []byte) float32 { return math.Float32frombits(binary.BigEnd
 
 func halfElement(b []byte) float32 { return HalfToFloat32(binary.BigEndian.Uint16(b)) }
 
-// VectorTypes lists the supported vector column types.
+// VectorTypes lists the supported vector column types, pgvector's first.
 func VectorTypes() []VectorType {
 	var all []VectorType
 	for t := range vectorTypes {
@@ -75,6 +76,7 @@ func VectorTypes() []VectorType {
 			all = append(all, VectorType(t))
 		}
 	}
+	slices.SortStableFunc(all, func(a, b VectorType) int { return cmp.Compare(a.info().oid, b.info().oid) })
 	return all
 }
 
@@ -93,7 +95,7 @@ func VectorTypeFor(oid uint32, typeName string) (VectorType, error) {
 			return t, nil
 		}
 	}
-	return 0, fmt.Errorf("vector column type %s (OID %d) is not supported (use %s)", typeName, oid, typeList())
+	return 0, fmt.Errorf("vector column type %s (OID %d) is not supported (use %s)", typeName, oid, VectorTypeList())
 }
 
 // VectorTypeNamed is the type a cast names: "vector", "halfvec",
@@ -107,8 +109,9 @@ func VectorTypeNamed(name string) (VectorType, bool) {
 	return 0, false
 }
 
-// typeList names the supported types, for error messages.
-func typeList() string {
+// VectorTypeList names the supported types, for messages: "vector,
+// halfvec, real[] or double precision[]".
+func VectorTypeList() string {
 	var names []string
 	for _, t := range VectorTypes() {
 		names = append(names, t.String())
