@@ -25,9 +25,9 @@ var (
 		name string
 	}{
 		{pgvalue.VectorPgvector, 90001, "vector"},
-		{pgvalue.VectorHalfvec, 90002, "halfvec"},
 		{pgvalue.VectorFloat4Array, pgtype.Float4ArrayOID, "_float4"},
 		{pgvalue.VectorFloat8Array, pgtype.Float8ArrayOID, "_float8"},
+		{pgvalue.VectorHalfvec, 90002, "halfvec"},
 	}
 	// Every kind, with the dimension left to the first row, as for a
 	// real[] column without dims= on a table empty at copy time.
@@ -48,15 +48,15 @@ var (
 // otherwise.
 func FuzzDecodeRow(f *testing.F) {
 	three := pgvalue.AppendFloat4Array(nil, []float32{1, 2, 3})
-	f.Add(uint8(2), uint8(2), byte('b'), []byte{0, 0, 0, 0, 0, 0, 0, 7}, three, three)
-	f.Add(uint8(2), uint8(2), byte('b'), []byte{0, 0, 0, 0, 0, 0, 0, 7}, pgvalue.AppendFloat4Array(nil, make([]float32, 70000)), three)
+	f.Add(uint8(2), uint8(1), byte('b'), []byte{0, 0, 0, 0, 0, 0, 0, 7}, three, three)
+	f.Add(uint8(2), uint8(1), byte('b'), []byte{0, 0, 0, 0, 0, 0, 0, 7}, pgvalue.AppendFloat4Array(nil, make([]float32, 70000)), three)
 	f.Add(uint8(1), uint8(0), byte('t'), []byte("42"), []byte("[1,2,3]"), []byte("[1,2]"))
 	f.Add(uint8(0), uint8(0), byte('b'), []byte{0, 9}, pgvalue.AppendPgvector(nil, []float32{1, float32(math.NaN())}), pgvalue.AppendPgvector(nil, []float32{1, 2}))
-	f.Add(uint8(2), uint8(1), byte('b'), []byte{0, 0, 0, 0, 0, 0, 0, 7}, pgvalue.AppendHalfvec(nil, []float32{1, 2, 65504}), pgvalue.AppendHalfvec(nil, []float32{1, 2, 65520}))
-	f.Add(uint8(1), uint8(1), byte('t'), []byte("42"), []byte("[1,2,3]"), []byte("[1,2,70000]"))
-	f.Add(uint8(4), uint8(3), byte('t'), []byte("k"), []byte("{1e39,2}"), []byte("{1,2}"))
-	f.Add(uint8(3), uint8(2), byte('u'), []byte("00000000-0000-0000-0000-000000000001"), []byte("{}"), []byte("{1,NULL}"))
-	f.Add(uint8(5), uint8(2), byte('n'), []byte("v"), []byte(nil), []byte("{{1,2},{3,4}}"))
+	f.Add(uint8(2), uint8(3), byte('b'), []byte{0, 0, 0, 0, 0, 0, 0, 7}, pgvalue.AppendHalfvec(nil, []float32{1, 2, 65504}), pgvalue.AppendHalfvec(nil, []float32{1, 2, 65520}))
+	f.Add(uint8(1), uint8(3), byte('t'), []byte("42"), []byte("[1,2,3]"), []byte("[1,2,70000]"))
+	f.Add(uint8(4), uint8(2), byte('t'), []byte("k"), []byte("{1e39,2}"), []byte("{1,2}"))
+	f.Add(uint8(3), uint8(1), byte('u'), []byte("00000000-0000-0000-0000-000000000001"), []byte("{}"), []byte("{1,NULL}"))
+	f.Add(uint8(5), uint8(1), byte('n'), []byte("v"), []byte(nil), []byte("{{1,2},{3,4}}"))
 	f.Fuzz(func(t *testing.T, keyKind, vecKind uint8, format byte, keyData, first, second []byte) {
 		if !strings.ContainsRune("btnu", rune(format)) {
 			format = "btnu"[format%4]
