@@ -100,7 +100,11 @@ const (
 	halfvecK       = 10
 )
 
-var halfvecKinds, halfvecMetrics = []string{"flat", "ivf", "hnsw"}, []string{"l2", "cosine"}
+// halfvecIndexes are the indexes' names and options: every kind, and a
+// float32 store, whose exact distances give the xid fast path.
+var halfvecIndexes, halfvecMetrics = [][2]string{
+	{"flat", "kind=flat"}, {"ivf", "kind=ivf"}, {"hnsw", "kind=hnsw"}, {"float", "kind=flat store=float"},
+}, []string{"l2", "cosine"}
 
 // halfvecData is the rows, as halves, and the queries, as they come.
 func halfvecData() (data, queries [][]float32) {
@@ -112,7 +116,8 @@ func halfvecData() (data, queries [][]float32) {
 }
 
 // testHalfvec: a halfvec(768) column, half of it copied and half
-// streamed, indexed by every kind under l2 and cosine; each index has the
+// streamed, indexed by every kind (and a float32 store, whose exact
+// distances take the xid fast path) under l2 and cosine; each index has the
 // column's dimension and every row; heapfetch's top 10 for each query
 // are the reference's rows with its distances, whether the query went
 // as real[] or was rounded to halfvec before; knn answers a '…'::halfvec
@@ -135,9 +140,9 @@ func testHalfvec(t *testing.T, col halfvecColumn) {
 	}
 	load(0, halfvecRows/2)
 	var defs []string
-	for _, kind := range halfvecKinds {
+	for _, ix := range halfvecIndexes {
 		for _, m := range halfvecMetrics {
-			defs = append(defs, fmt.Sprintf("h_%s_%s=public.h(embedding) key=id metric=%s kind=%s", kind, m, m, kind))
+			defs = append(defs, fmt.Sprintf("h_%s_%s=public.h(embedding) key=id metric=%s %s", ix[0], m, m, ix[1]))
 		}
 	}
 	sc, side := startHalfvecSidecar(t, dsn, defs)
@@ -158,8 +163,8 @@ func testHalfvec(t *testing.T, col halfvecColumn) {
 		for _, m := range halfvecMetrics {
 			ref := col.reference(t, dsn, m, q)
 			kth := slices.Sorted(maps.Values(ref))[halfvecK-1]
-			for _, kind := range halfvecKinds {
-				index := fmt.Sprintf("h_%s_%s", kind, m)
+			for _, ix := range halfvecIndexes {
+				index := fmt.Sprintf("h_%s_%s", ix[0], m)
 				for _, v := range [][]float32{q, half} {
 					got, err := client.Search(ctx, heapfetch.Request{Index: index, Vector: v, K: halfvecK})
 					if err != nil {
@@ -184,6 +189,9 @@ func testHalfvec(t *testing.T, col halfvecColumn) {
 				}
 			}
 		}
+	}
+	if st := client.FastPathStats(); st.VectorsFetched >= st.Candidates {
+		t.Errorf("the fast path spared no fetch: %+v", st)
 	}
 	for index, n := range found {
 		recall := float64(n) / float64(2*halfvecK*halfvecQueries)
