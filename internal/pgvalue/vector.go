@@ -50,23 +50,24 @@ type vectorType struct {
 	typmodIsDims bool
 	// width is the bytes an element takes in the binary format.
 	width int
-	// element decodes one element of the binary format.
-	element func([]byte) float32
+	// decodeBinary and decodeText decode the binary send and text output
+	// formats.
+	decodeBinary func([]byte) ([]float32, error)
+	decodeText   func(string) ([]float32, error)
 	// round gives a float32 as the type holds it (nil: as it is).
 	round func(float32) (float32, error)
 }
 
 var vectorTypes = [...]vectorType{
-	VectorPgvector:    {name: "vector", typmodIsDims: true, width: 4, element: float4Element},
-	VectorHalfvec:     {name: "halfvec", typmodIsDims: true, width: 2, element: halfElement, round: roundHalf},
-	VectorFloat4Array: {name: "real[]", oid: pgtype.Float4ArrayOID, width: 4, element: float4Element},
+	VectorPgvector: {name: "vector", typmodIsDims: true, width: 4,
+		decodeBinary: DecodePgvector, decodeText: ParseVector},
+	VectorHalfvec: {name: "halfvec", typmodIsDims: true, width: 2,
+		decodeBinary: DecodeHalfvec, decodeText: parseHalfvec, round: roundHalf},
+	VectorFloat4Array: {name: "real[]", oid: pgtype.Float4ArrayOID, width: 4,
+		decodeBinary: DecodeFloatArray, decodeText: ParseVector},
 	VectorFloat8Array: {name: "double precision[]", oid: pgtype.Float8ArrayOID, width: 8,
-		element: func(b []byte) float32 { return float32(math.Float64frombits(binary.BigEndian.Uint64(b))) }},
+		decodeBinary: DecodeFloatArray, decodeText: ParseVector},
 }
-
-func float4Element(b []byte) float32 { return math.Float32frombits(binary.BigEndian.Uint32(b)) }
-
-func halfElement(b []byte) float32 { return HalfToFloat32(binary.BigEndian.Uint16(b)) }
 
 // VectorTypes lists the supported vector column types, pgvector's first.
 func VectorTypes() []VectorType {
@@ -155,10 +156,14 @@ func (t VectorType) Round(q []float32) ([]float32, error) {
 	if i == nil || i.round == nil {
 		return q, nil
 	}
+	return roundEach(q, i.round)
+}
+
+func roundEach(q []float32, round func(float32) (float32, error)) ([]float32, error) {
 	out := make([]float32, len(q))
 	for j, x := range q {
 		var err error
-		if out[j], err = i.round(x); err != nil {
+		if out[j], err = round(x); err != nil {
 			return nil, fmt.Errorf("element %d: %w", j+1, err)
 		}
 	}
@@ -172,8 +177,8 @@ var ErrMalformedVector = errors.New("malformed vector")
 // DecodeBinary decodes a value in the type's binary send format (an
 // array's for a VectorType not set yet).
 func (t VectorType) DecodeBinary(b []byte) ([]float32, error) {
-	if i := t.info(); i != nil && i.oid == 0 {
-		return decodePgvectorBinary(t, b)
+	if i := t.info(); i != nil {
+		return i.decodeBinary(b)
 	}
 	return DecodeFloatArray(b)
 }
@@ -181,17 +186,10 @@ func (t VectorType) DecodeBinary(b []byte) ([]float32, error) {
 // DecodeText decodes a value in the type's text output format (and the
 // array form {1,2,3} for every type, see ParseVector).
 func (t VectorType) DecodeText(s string) ([]float32, error) {
-	v, err := ParseVector(s)
-	if err != nil {
-		return nil, err
+	if i := t.info(); i != nil {
+		return i.decodeText(s)
 	}
-	if i := t.info(); i == nil || i.round == nil {
-		return v, nil
-	}
-	if v, err = t.Round(v); err != nil {
-		return nil, fmt.Errorf("%w: %s: %v", ErrMalformedVector, t, err)
-	}
-	return v, nil
+	return ParseVector(s)
 }
 
 // Decode decodes a value in either format (pgx's format codes: 1 binary,
@@ -219,25 +217,41 @@ func DecodeFloat64(format int16, raw []byte) ([]float64, error) {
 }
 
 // DecodePgvector decodes pgvector's binary vector format.
-func DecodePgvector(b []byte) ([]float32, error) { return decodePgvectorBinary(VectorPgvector, b) }
+func DecodePgvector(b []byte) ([]float32, error) {
+	return decodePgvectorBinary(b, "vector", 4, func(b []byte) float32 { return math.Float32frombits(binary.BigEndian.Uint32(b)) })
+}
 
 // DecodeHalfvec decodes pgvector's binary halfvec format.
-func DecodeHalfvec(b []byte) ([]float32, error) { return decodePgvectorBinary(VectorHalfvec, b) }
+func DecodeHalfvec(b []byte) ([]float32, error) {
+	return decodePgvectorBinary(b, "halfvec", 2, func(b []byte) float32 { return HalfToFloat32(binary.BigEndian.Uint16(b)) })
+}
 
 // decodePgvectorBinary decodes the binary format pgvector's types share:
-// int16 dim, int16 unused, then dim elements of t's width.
-func decodePgvectorBinary(t VectorType, b []byte) ([]float32, error) {
-	i := t.info()
+// int16 dim, int16 unused, then dim elements of width bytes.
+func decodePgvectorBinary(b []byte, typ string, width int, element func([]byte) float32) ([]float32, error) {
 	if len(b) < 4 {
-		return nil, fmt.Errorf("%w: %s of %d bytes has no header", ErrMalformedVector, t, len(b))
+		return nil, fmt.Errorf("%w: %s of %d bytes has no header", ErrMalformedVector, typ, len(b))
 	}
 	dim := int(binary.BigEndian.Uint16(b))
-	if len(b) != 4+i.width*dim {
-		return nil, fmt.Errorf("%w: %s header says %d dimensions, body has %d bytes", ErrMalformedVector, t, dim, len(b)-4)
+	if len(b) != 4+width*dim {
+		return nil, fmt.Errorf("%w: %s header says %d dimensions, body has %d bytes", ErrMalformedVector, typ, dim, len(b)-4)
 	}
 	v := make([]float32, dim)
 	for j := range v {
-		v[j] = i.element(b[4+i.width*j:])
+		v[j] = element(b[4+width*j:])
+	}
+	return v, nil
+}
+
+// parseHalfvec parses a halfvec's text form, each element rounded to a
+// half as halfvec_in rounds it.
+func parseHalfvec(s string) ([]float32, error) {
+	v, err := ParseVector(s)
+	if err != nil {
+		return nil, err
+	}
+	if v, err = roundEach(v, roundHalf); err != nil {
+		return nil, fmt.Errorf("%w: halfvec: %v", ErrMalformedVector, err)
 	}
 	return v, nil
 }
@@ -254,7 +268,7 @@ func DecodeSent(b []byte) ([]float32, error) {
 	dim := int(binary.BigEndian.Uint16(b))
 	for _, t := range VectorTypes() {
 		if i := t.info(); i.oid == 0 && len(b) == 4+i.width*dim {
-			return decodePgvectorBinary(t, b)
+			return i.decodeBinary(b)
 		}
 	}
 	return nil, fmt.Errorf("%w: %d bytes after a header of %d dimensions are neither a vector nor a halfvec", ErrMalformedVector, len(b)-4, dim)
