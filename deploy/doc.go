@@ -77,8 +77,14 @@
 //     xmin is read only by a role with SELECT on the table, as a column
 //     grant does not cover it. For real[] columns the sidecar's distance
 //     is the one distance.sql computes, to the bit; pgvector's operators
-//     accumulate in single precision, so for a vector column such a
-//     distance may differ from <->'s in the last digits.
+//     accumulate in single precision, so for a vector or halfvec column
+//     such a distance may differ from <->'s in the last digits.
+//
+// register_index accepts the vector column types of pgvalue's table
+// (pgvector's vector and halfvec, real[], double precision[]);
+// TestHelpersKnowTheVectorTypes holds its check to that table. A halfvec
+// column is re-ranked with pgvector's operators, the query cast to
+// halfvec once per call; the sidecar rounds it alike.
 //
 // Nothing is granted to PUBLIC, dblink's functions included: the role
 // vecside_user is what a DBA grants. What remains visible to a role that

@@ -3,10 +3,14 @@ package deploy
 import (
 	"context"
 	"math"
+	"regexp"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/vecside/vecside/internal/pgtest"
+	"github.com/vecside/vecside/internal/pgvalue"
 	"github.com/vecside/vecside/kernels"
 )
 
@@ -43,4 +47,33 @@ func TestDistanceSQL(t *testing.T) {
 			t.Errorf("%s of different lengths: %v, %v; want NULL", fn, null, err)
 		}
 	}
+}
+
+// TestHelpersKnowTheVectorTypes holds register_index's type check to
+// pgvalue's table of vector types: the arrays it names, pgvector's types
+// it matches by name, and the types its message lists are those vecside
+// replicates, no more and no fewer.
+func TestHelpersKnowTheVectorTypes(t *testing.T) {
+	check := regexp.MustCompile(`IF vt::text NOT IN \(([^)]*)\) AND pg_catalog\.format_type\(vt, NULL\) !~ '\(\^\|\\\.\)\(([^)]*)\)\$' THEN\s+RAISE EXCEPTION 'column %\.% is %, not ([^']*)'`).
+		FindStringSubmatch(HelpersSQL)
+	if check == nil {
+		t.Fatal("helpers.sql: register_index's check of the vector column's type not found")
+	}
+	var arrays, named, all []string
+	for _, vt := range pgvalue.VectorTypes() {
+		if vt.OID() != 0 {
+			arrays = append(arrays, "'"+vt.String()+"'")
+		} else {
+			named = append(named, vt.String())
+		}
+		all = append(all, vt.String())
+	}
+	sameSet := func(what string, got, want []string) {
+		if !slices.Equal(slices.Sorted(slices.Values(got)), slices.Sorted(slices.Values(want))) {
+			t.Errorf("helpers.sql: register_index %s %v, pgvalue's table has %v", what, got, want)
+		}
+	}
+	sameSet("accepts the arrays", strings.Split(check[1], ", "), arrays)
+	sameSet("matches pgvector's types", strings.Split(check[2], "|"), named)
+	sameSet("names", strings.Split(strings.Replace(check[3], " or ", ", ", 1), ", "), all)
 }

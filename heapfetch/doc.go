@@ -182,5 +182,10 @@
 //
 // Distances follow pgvector's operators: Euclidean (<->), 1 − cosine
 // similarity (<=>), negative inner product (<#>); ties are broken by key,
-// so results are deterministic.
+// so results are deterministic. Against a halfvec column the query is
+// rounded to half precision first, as pgvector casts it to compare it
+// with the column, and the fetched halves convert to float32 exactly:
+// the distances are pgvector's on the same values (accumulated in double
+// precision, where pgvector accumulates in single: they agree to about
+// single precision's rounding).
 package heapfetch

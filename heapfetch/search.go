@@ -155,6 +155,11 @@ func Collect[T any](ctx context.Context, c *Client, req Request, fn pgx.RowToFun
 	if err != nil {
 		return nil, err
 	}
+	// The query as the column's type holds it (a halfvec column's in half
+	// precision), as pgvector compares a column with its query.
+	if req.Vector, err = ix.vec.Round(req.Vector); err != nil {
+		return nil, fmt.Errorf("heapfetch: index %s is %s: query %w", req.Index, ix.vec, err)
+	}
 	heap, err := c.heapFor(ctx, &req)
 	if err != nil {
 		return nil, err

@@ -95,6 +95,7 @@ type serving struct {
 	index   Index
 	dims    int
 	keyType pgvalue.KeyType
+	vecType pgvalue.VectorType
 }
 
 func newEntry(spec Spec) *Entry {
@@ -115,7 +116,7 @@ func newEntry(spec Spec) *Entry {
 func (e *Entry) publish() {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.serving.Store(&serving{state: e.state, failure: e.failure, index: e.index, dims: e.dims, keyType: e.keyType})
+	e.serving.Store(&serving{state: e.state, failure: e.failure, index: e.index, dims: e.dims, keyType: e.keyType, vecType: e.vecType})
 	if f, ok := e.index.(streamFollower); ok && e.state == StateReady {
 		f.FollowStream()
 	}
@@ -555,6 +556,11 @@ func (e *Entry) Search(ctx context.Context, q []float32, n int, opts SearchOptio
 		return nil, fmt.Errorf("%w: index %s is in error: %s", ErrNotReady, e.spec.Name, s.failure)
 	}
 	if err := pgvalue.CheckFinite(q); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalidVector, err)
+	}
+	// As the column's type holds it: a halfvec's query in half precision.
+	q, err := s.vecType.Round(q)
+	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalidVector, err)
 	}
 	if s.dims > 0 && len(q) != s.dims {

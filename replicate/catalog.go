@@ -273,15 +273,15 @@ func (t *table) renamedColumn(ctx context.Context, conn *pgx.Conn, missing []ind
 }
 
 // configure gives e the types of its columns. A dimension in its
-// definition that contradicts the column's vector(n) is refused with what
-// to change.
+// definition that contradicts the column's vector(n) or halfvec(n) is
+// refused with what to change.
 func (t *table) configure(e *indexer.Entry) error {
 	spec := e.Spec()
 	c := t.vectors[spec.Column]
-	dims := typmodDims(c.vt, c.typ.typmod)
+	dims := c.vt.TypmodDims(c.typ.typmod)
 	if spec.Dims > 0 && dims > 0 && spec.Dims != dims {
-		return fmt.Errorf("index %s: dims=%d, but column %s of %s is vector(%d); set dims=%d or leave dims out, then restart vecside",
-			spec.Name, spec.Dims, indexer.QuoteIdent(c.name), t.qualified(), dims, dims)
+		return fmt.Errorf("index %s: dims=%d, but column %s of %s is %s(%d); set dims=%d or leave dims out, then restart vecside",
+			spec.Name, spec.Dims, indexer.QuoteIdent(c.name), t.qualified(), c.vt, dims, dims)
 	}
 	return e.Configure(t.keyType, c.vt, dims)
 }
@@ -383,15 +383,6 @@ func readListing(ctx context.Context, conn *pgx.Conn, pub string, oid uint32) (l
 		return l, fmt.Errorf("reading publication %s: %w", pub, err)
 	}
 	return l, nil
-}
-
-// typmodDims is the dimension a column's type modifier fixes: n for
-// vector(n); arrays carry none.
-func typmodDims(vt pgvalue.VectorType, typmod int32) int {
-	if vt == pgvalue.VectorPgvector && typmod > 0 {
-		return int(typmod)
-	}
-	return 0
 }
 
 // ensurePublication creates the publication, marked as vecside's, or

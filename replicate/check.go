@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/vecside/vecside/indexer"
+	"github.com/vecside/vecside/internal/pgvalue"
 )
 
 // Level grades a finding of Check.
@@ -305,7 +306,7 @@ func (c *checker) table(s indexer.Spec) {
 		return
 	}
 	if err := t.resolveColumns(c.ctx, c.conn, []indexer.Spec{s}, quiet); err != nil {
-		c.add(Fail, check, err.Error(), "index a column of type vector, real[] or double precision[]")
+		c.add(Fail, check, err.Error(), "index a column of type "+pgvalue.VectorTypeList())
 		return
 	}
 	var canSelect, owner, published bool

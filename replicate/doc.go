@@ -9,7 +9,7 @@
 // primary key or REPLICA IDENTITY USING INDEX; FULL is refused because it
 // would put every old vector in the WAL), and its columns must have
 // supported types. An index whose definition contradicts its column
-// (dims=N on a vector(M)) goes into the error state alone; the others are
+// (dims=N on a vector(M) or halfvec(M)) goes into the error state alone; the others are
 // served. Then the publication is created, or its table list brought up
 // to date, before the slot: a slot that decodes with a missing publication
 // fails or loses changes. Its column list is the key plus the indexed
@@ -27,6 +27,11 @@
 // column list, which holds attribute numbers too: the key as the table's
 // replica identity, a vector column as the one listed column no other
 // definition accounts for.
+//
+// Which column types are vectors, and the dimension a type modifier
+// fixes (vector(n), halfvec(n); none for the arrays), come from
+// pgvalue's table of vector types; values are decoded by it too, in
+// pgoutput's binary and text forms and in the copy's binary rows.
 //
 // # Ownership
 //

@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 
@@ -26,6 +27,7 @@ var (
 		{pgvalue.VectorPgvector, 90001, "vector"},
 		{pgvalue.VectorFloat4Array, pgtype.Float4ArrayOID, "_float4"},
 		{pgvalue.VectorFloat8Array, pgtype.Float8ArrayOID, "_float8"},
+		{pgvalue.VectorHalfvec, 90002, "halfvec"},
 	}
 	// Every kind, with the dimension left to the first row, as for a
 	// real[] column without dims= on a table empty at copy time.
@@ -50,6 +52,8 @@ func FuzzDecodeRow(f *testing.F) {
 	f.Add(uint8(2), uint8(1), byte('b'), []byte{0, 0, 0, 0, 0, 0, 0, 7}, pgvalue.AppendFloat4Array(nil, make([]float32, 70000)), three)
 	f.Add(uint8(1), uint8(0), byte('t'), []byte("42"), []byte("[1,2,3]"), []byte("[1,2]"))
 	f.Add(uint8(0), uint8(0), byte('b'), []byte{0, 9}, pgvalue.AppendPgvector(nil, []float32{1, float32(math.NaN())}), pgvalue.AppendPgvector(nil, []float32{1, 2}))
+	f.Add(uint8(2), uint8(3), byte('b'), []byte{0, 0, 0, 0, 0, 0, 0, 7}, pgvalue.AppendHalfvec(nil, []float32{1, 2, 65504}), pgvalue.AppendHalfvec(nil, []float32{1, 2, 65520}))
+	f.Add(uint8(1), uint8(3), byte('t'), []byte("42"), []byte("[1,2,3]"), []byte("[1,2,70000]"))
 	f.Add(uint8(4), uint8(2), byte('t'), []byte("k"), []byte("{1e39,2}"), []byte("{1,2}"))
 	f.Add(uint8(3), uint8(1), byte('u'), []byte("00000000-0000-0000-0000-000000000001"), []byte("{}"), []byte("{1,NULL}"))
 	f.Add(uint8(5), uint8(1), byte('n'), []byte("v"), []byte(nil), []byte("{{1,2},{3,4}}"))
@@ -277,4 +281,38 @@ func commitMessage(lsn uint64) []byte {
 	msg := binary.BigEndian.AppendUint64([]byte{'C', 0}, lsn)
 	msg = binary.BigEndian.AppendUint64(msg, lsn+1)
 	return binary.BigEndian.AppendUint64(msg, 0)
+}
+
+// TestDecodeHalfvec: a halfvec column's values, in pgoutput's binary and
+// text forms (golden bytes written from pgvector's format: int16 dim,
+// int16 unused, big-endian halves), reach every index as the float32 of
+// each half; one beyond halfvec's range is skipped, not fatal.
+func TestDecodeHalfvec(t *testing.T) {
+	want := []float32{1, -2.5, 0.125, 1.0 / (1 << 24)}
+	golden := []byte{0, 4, 0, 0, 0x3c, 0x00, 0xc1, 0x00, 0x30, 0x00, 0x00, 0x01}
+	for _, c := range []struct {
+		format byte
+		key    []byte
+		vec    []byte
+	}{
+		{'b', []byte{0, 0, 0, 0, 0, 0, 0, 7}, golden},
+		{'t', []byte("7"), []byte("[1,-2.5,0.125,6e-08]")},
+	} {
+		h := newFuzzHarness(t, pgvalue.KeyInt8, pgvalue.VectorHalfvec, 90002, "halfvec")
+		h.apply(t, 100, h.insert(c.format, c.key, c.vec))
+		h.apply(t, 200, h.insert('t', []byte("8"), []byte("[1,2,3,70000]")))
+		h.check(t, 1, 1)
+		held := 0
+		for _, e := range h.entries {
+			key, _ := decodeKey(pgvalue.KeyInt8, c.format, c.key)
+			got, ok := e.Vector(key)
+			if ok && !slices.Equal(got, want) {
+				t.Errorf("%c: index %s holds %v, want %v", c.format, e.Spec().Name, got, want)
+			}
+			held += count(ok)
+		}
+		if held == 0 {
+			t.Errorf("%c: no index keeps its vectors to compare", c.format)
+		}
+	}
 }

@@ -175,12 +175,17 @@
 // Keywords are case-insensitive; arguments are literals (a doubled quote
 // escapes a quote; E'…' strings take backslash escapes, as format('%L')
 // writes them) or $n parameters, optionally cast ($2::real[]). Vectors are text
-// ([1,2,3] or {1,2,3}), binary real[] / double precision[], or bytea
-// holding a binary format: a real[]'s or double precision[]'s as
-// array_send writes it, or a pgvector vector's as vector_send does (the
-// first four bytes tell them apart: 0 or 1 dimensions for an array, d <<
-// 16 for a vector of d), given as a literal '\x…'::bytea in bytea's hex
-// form or as a bytea parameter in either format. The SQL helpers send
+// ([1,2,3] or {1,2,3}; cast to vector or halfvec, or sent as text), binary
+// real[] / double precision[], or bytea holding a binary format: a
+// real[]'s or double precision[]'s as array_send writes it, or a pgvector
+// vector's or halfvec's as vector_send and halfvec_send do (the first
+// four bytes tell them apart: 0 or 1 dimensions for an array, d << 16 for
+// pgvector's d dimensions, then the length: 2 or 4 bytes an element),
+// given as a literal '\x…'::bytea in bytea's hex form or as a bytea
+// parameter in either format. A '…'::halfvec literal is rounded to half
+// precision as pgvector's cast rounds it, and every query against a
+// halfvec column is (see pgvalue.VectorType.Round): its distances are
+// those of pgvector's operators on halfvec values. The SQL helpers send
 // the query so: encode(vector_send(…), 'hex') costs Postgres far less
 // than printing each float as text, and bytes decode faster than numbers
 // parse. A malformed or wrongly sized one is 22023. k is an

@@ -1,6 +1,7 @@
 package rpc
 
 import (
+	"cmp"
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
@@ -40,14 +41,23 @@ type keyArray struct {
 	data   []byte
 }
 
-// castOIDs maps a cast's type to the type of the value it stands for.
-// pgvector's vector has no fixed OID: its values travel as text.
-var castOIDs = map[string]uint32{
-	"real[]": pgtype.Float4ArrayOID, "double precision[]": pgtype.Float8ArrayOID,
-	"text": pgtype.TextOID, "varchar": pgtype.VarcharOID, "vector": pgtype.TextOID, "bytea": pgtype.ByteaOID,
+// castOIDs maps a cast's type to the type of the value it stands for:
+// these, and every vector type of pgvalue's table (see vectorCasts).
+var castOIDs = vectorCasts(map[string]uint32{
+	"text": pgtype.TextOID, "varchar": pgtype.VarcharOID, "bytea": pgtype.ByteaOID,
 	"integer": pgtype.Int4OID, "bigint": pgtype.Int8OID, "smallint": pgtype.Int2OID,
 	"bigint[]": pgtype.Int8ArrayOID, "integer[]": pgtype.Int4ArrayOID, "smallint[]": pgtype.Int2ArrayOID,
 	"uuid[]": pgtype.UUIDArrayOID, "text[]": pgtype.TextArrayOID, "varchar[]": pgtype.VarcharArrayOID,
+})
+
+// vectorCasts adds the vector types to casts: a type with a fixed OID
+// stands for itself; pgvector's types have none, and their values travel
+// as text (evalKNN decodes them as the cast's type).
+func vectorCasts(casts map[string]uint32) map[string]uint32 {
+	for _, t := range pgvalue.VectorTypes() {
+		casts[t.String()] = cmp.Or(t.OID(), pgtype.TextOID)
+	}
+	return casts
 }
 
 var typeNames = map[uint32]string{
@@ -158,7 +168,7 @@ func decodeParam(oid uint32, format int16, v []byte) (any, error) {
 		return pgvalue.ParseVector(string(v))
 	case pgtype.ByteaOID:
 		if format == formatBinary {
-			return vectorBytes(v)
+			return pgvalue.DecodeSent(v)
 		}
 		return decodeByteaVector(string(v))
 	case pgtype.Int2OID, pgtype.Int4OID, pgtype.Int8OID:
@@ -180,30 +190,19 @@ func decodeParam(oid uint32, format int16, v []byte) (any, error) {
 }
 
 // decodeByteaVector decodes a vector sent as bytea in its hex text form,
-// '\x' then the bytes (see vectorBytes): what the SQL helpers send, since
+// '\x' then the bytes (see pgvalue.DecodeSent): what the SQL helpers send, since
 // Postgres writes those bytes in hex far more cheaply than it prints each
 // float as text, and they decode here without parsing a number.
 func decodeByteaVector(s string) ([]float32, error) {
 	h, ok := strings.CutPrefix(s, `\x`)
 	if !ok {
-		return nil, fmt.Errorf("%w: a bytea vector is written in hex: \\x, then the bytes of array_send(real[]) or of pgvector's vector_send", pgvalue.ErrMalformedVector)
+		return nil, fmt.Errorf("%w: a bytea vector is written in hex: \\x, then the bytes of array_send(real[]) or of pgvector's vector_send or halfvec_send", pgvalue.ErrMalformedVector)
 	}
 	b, err := hex.DecodeString(h)
 	if err != nil {
 		return nil, fmt.Errorf("%w: bytea: %v", pgvalue.ErrMalformedVector, err)
 	}
-	return vectorBytes(b)
-}
-
-// vectorBytes decodes a bytea vector: the binary format of a real[] or
-// double precision[] (array_send), or of pgvector's vector (vector_send).
-// The first four bytes tell them apart: an array's dimension count is 0
-// or 1, where a vector of d > 0 dimensions starts with d << 16.
-func vectorBytes(b []byte) ([]float32, error) {
-	if len(b) >= 4 && binary.BigEndian.Uint32(b) > 1 {
-		return pgvalue.DecodePgvector(b)
-	}
-	return pgvalue.DecodeFloatArray(b)
+	return pgvalue.DecodeSent(b)
 }
 
 func parseInt(s, typ string) (int64, error) {

@@ -3,6 +3,8 @@ package rpc
 import (
 	"strconv"
 	"strings"
+
+	"github.com/vecside/vecside/internal/pgvalue"
 )
 
 // parser reads the SQL subset vecside answers: a recursive descent over
@@ -339,15 +341,26 @@ func (p *parser) literal(t token) (lit string, num, ok bool) {
 	return "", false, false
 }
 
-// typeAliases maps type names to the canonical names casts are kept under.
-var typeAliases = map[string]string{
+// typeAliases maps type names to the canonical names casts are kept under:
+// these, and pgvector's types of pgvalue's table (the arrays are their
+// elements' names and []).
+var typeAliases = pgvectorTypeNames(map[string]string{
 	"real": "real", "float4": "real",
 	"double precision": "double precision", "float8": "double precision",
 	"int": "integer", "integer": "integer", "int4": "integer",
 	"bigint": "bigint", "int8": "bigint",
 	"smallint": "smallint", "int2": "smallint",
 	"text": "text", "varchar": "varchar", "character varying": "varchar",
-	"vector": "vector", "uuid": "uuid", "bytea": "bytea",
+	"uuid": "uuid", "bytea": "bytea",
+})
+
+func pgvectorTypeNames(aliases map[string]string) map[string]string {
+	for _, t := range pgvalue.VectorTypes() {
+		if t.OID() == 0 {
+			aliases[t.String()] = t.String()
+		}
+	}
+	return aliases
 }
 
 // typeName parses a cast's type: a name, an optional (typmod), optional [].

@@ -74,6 +74,10 @@ func TestPgxModes(t *testing.T) {
 	ix, data := newTestIndexer(t)
 	_, addr := startServer(t, ix)
 	q := []float32{0.1, -0.2, 0.3, 0.4, -0.5, 0.6, 0.7, -0.8}
+	half, err := pgvalue.VectorHalfvec.Round(q)
+	if err != nil {
+		t.Fatal(err)
+	}
 	const k = 7
 	for _, mode := range execModes {
 		t.Run(mode.String(), func(t *testing.T) {
@@ -92,6 +96,21 @@ func TestPgxModes(t *testing.T) {
 					{"SELECT * FROM knn($1, $2::bytea, $3)", []any{tk.index, pgvalue.AppendFloat4Array(nil, q), k}},
 					{fmt.Sprintf(`SELECT * FROM knn('%s', '\x%x'::bytea, %d)`, tk.index, pgvalue.AppendPgvector(nil, q), k), nil},
 					{"SELECT * FROM knn($1, $2::bytea, $3)", []any{tk.index, pgvalue.AppendPgvector(nil, q), k}},
+				} {
+					got := queryHits(t, conn, c.sql, c.args...)
+					checkHits(t, got, want)
+				}
+				// As halfvec, the query is rounded to half precision, as
+				// pgvector's cast rounds it.
+				want = data[tk.index].bruteForce(half, k)
+				for _, c := range []struct {
+					sql  string
+					args []any
+				}{
+					{fmt.Sprintf("SELECT * FROM knn('%s', '%s'::halfvec(8), %d)", tk.index, vectorText(q), k), nil},
+					{"SELECT * FROM knn($1, $2::halfvec, $3)", []any{tk.index, vectorText(q), k}},
+					{fmt.Sprintf(`SELECT * FROM knn('%s', '\x%x'::bytea, %d)`, tk.index, pgvalue.AppendHalfvec(nil, q), k), nil},
+					{"SELECT * FROM knn($1, $2::bytea, $3)", []any{tk.index, pgvalue.AppendHalfvec(nil, q), k}},
 				} {
 					got := queryHits(t, conn, c.sql, c.args...)
 					checkHits(t, got, want)

@@ -206,9 +206,13 @@ func evalKNN(s statement, params []any) (knnCall, error) {
 			case []float32:
 				c.vec = v
 			case string:
-				if s.args[i].cast == "bytea" {
+				vt, typed := pgvalue.VectorTypeNamed(s.args[i].cast)
+				switch {
+				case s.args[i].cast == "bytea":
 					c.vec, err = decodeByteaVector(v)
-				} else {
+				case typed:
+					c.vec, err = vt.DecodeText(v)
+				default:
 					c.vec, err = pgvalue.ParseVector(v)
 				}
 			}

@@ -1,6 +1,7 @@
 package pgvalue
 
 import (
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -12,9 +13,11 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
-// VectorType is the Postgres type of an indexed column. real[] and double
-// precision[] are held as float32 like pgvector's vector: double precision
-// values are rounded to the nearest float32.
+// VectorType is the Postgres type of an indexed column. Every type is
+// held as float32: pgvector's vector natively, halfvec's half-precision
+// elements exactly, real[] as is, double precision[] rounded to the
+// nearest float32. The numbers are stored in checkpoints: types are only
+// ever appended.
 type VectorType uint8
 
 const (
@@ -25,48 +28,169 @@ const (
 	VectorFloat4Array
 	// VectorFloat8Array is double precision[].
 	VectorFloat8Array
+	// VectorHalfvec is pgvector's halfvec(n): binary int16 dim, int16
+	// unused, then dim big-endian IEEE 754 half-precision floats; text
+	// [1,2,3].
+	VectorHalfvec
 )
 
-// VectorTypeFor maps a column's type to a VectorType: by OID for the
-// arrays, by name for pgvector's vector.
-func VectorTypeFor(oid uint32, typeName string) (VectorType, error) {
-	switch {
-	case oid == pgtype.Float4ArrayOID:
-		return VectorFloat4Array, nil
-	case oid == pgtype.Float8ArrayOID:
-		return VectorFloat8Array, nil
-	case typeName == "vector":
-		return VectorPgvector, nil
+// vectorType is what vecside knows of a vector column type. Everything
+// that recognises a type, or depends on how it stores its elements,
+// derives from vectorTypes: the replication catalog's dimension rule, the
+// RPC's casts, the heap client's decoding and the SQL helpers' type check
+// (deploy's tests hold helpers.sql to this table).
+type vectorType struct {
+	// name is the type as format_type shows it and as a cast writes it.
+	name string
+	// oid is the type's OID where Postgres fixes it; 0 for pgvector's
+	// types, which are recognised by their name (pg_type.typname) since
+	// the extension's types get their OIDs when it is created.
+	oid uint32
+	// typmodIsDims says the type modifier is the dimension: vector(n).
+	typmodIsDims bool
+	// width is the bytes an element takes in the binary format.
+	width int
+	// decodeBinary and decodeText decode the binary send and text output
+	// formats.
+	decodeBinary func([]byte) ([]float32, error)
+	decodeText   func(string) ([]float32, error)
+	// round gives a float32 as the type holds it (nil: as it is).
+	round func(float32) (float32, error)
+}
+
+var vectorTypes = [...]vectorType{
+	VectorPgvector: {name: "vector", typmodIsDims: true, width: 4,
+		decodeBinary: DecodePgvector, decodeText: ParseVector},
+	VectorHalfvec: {name: "halfvec", typmodIsDims: true, width: 2,
+		decodeBinary: DecodeHalfvec, decodeText: parseHalfvec, round: roundHalf},
+	VectorFloat4Array: {name: "real[]", oid: pgtype.Float4ArrayOID, width: 4,
+		decodeBinary: DecodeFloatArray, decodeText: ParseVector},
+	VectorFloat8Array: {name: "double precision[]", oid: pgtype.Float8ArrayOID, width: 8,
+		decodeBinary: DecodeFloatArray, decodeText: ParseVector},
+}
+
+// VectorTypes lists the supported vector column types, pgvector's first.
+func VectorTypes() []VectorType {
+	var all []VectorType
+	for t := range vectorTypes {
+		if vectorTypes[t].name != "" {
+			all = append(all, VectorType(t))
+		}
 	}
-	return 0, fmt.Errorf("vector column type %s (OID %d) is not supported (use vector, real[] or double precision[])", typeName, oid)
+	slices.SortStableFunc(all, func(a, b VectorType) int { return cmp.Compare(a.info().oid, b.info().oid) })
+	return all
+}
+
+func (t VectorType) info() *vectorType {
+	if int(t) < len(vectorTypes) && vectorTypes[t].name != "" {
+		return &vectorTypes[t]
+	}
+	return nil
+}
+
+// VectorTypeFor maps a column's type to a VectorType: by OID where
+// Postgres fixes it, else by typeName (pg_type.typname).
+func VectorTypeFor(oid uint32, typeName string) (VectorType, error) {
+	for _, t := range VectorTypes() {
+		if i := t.info(); i.oid == oid || i.oid == 0 && i.name == typeName {
+			return t, nil
+		}
+	}
+	return 0, fmt.Errorf("vector column type %s (OID %d) is not supported (use %s)", typeName, oid, VectorTypeList())
+}
+
+// VectorTypeNamed is the type a cast names: "vector", "halfvec",
+// "real[]" or "double precision[]".
+func VectorTypeNamed(name string) (VectorType, bool) {
+	for _, t := range VectorTypes() {
+		if t.info().name == name {
+			return t, true
+		}
+	}
+	return 0, false
+}
+
+// VectorTypeList names the supported types, for messages: "vector,
+// halfvec, real[] or double precision[]".
+func VectorTypeList() string {
+	var names []string
+	for _, t := range VectorTypes() {
+		names = append(names, t.String())
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
 }
 
 func (t VectorType) String() string {
-	switch t {
-	case VectorPgvector:
-		return "vector"
-	case VectorFloat4Array:
-		return "real[]"
-	case VectorFloat8Array:
-		return "double precision[]"
+	if i := t.info(); i != nil {
+		return i.name
 	}
 	return fmt.Sprintf("vectortype(%d)", uint8(t))
+}
+
+// OID is the type's OID where Postgres fixes it, 0 for pgvector's types,
+// which have none (their values travel as text, or in their binary form
+// as bytea).
+func (t VectorType) OID() uint32 { return t.info().oid }
+
+// Width is the bytes an element takes in the type's binary format.
+func (t VectorType) Width() int { return t.info().width }
+
+// TypmodDims is the dimension a column's type modifier fixes: n for
+// vector(n) and halfvec(n), 0 for the arrays, which carry none, and for
+// a column declared without one.
+func (t VectorType) TypmodDims(typmod int32) int {
+	if t.info().typmodIsDims && typmod > 0 {
+		return int(typmod)
+	}
+	return 0
+}
+
+// Round gives q as a value of type t holds it: halfvec's elements rounded
+// to the nearest half-precision float (ties to even), as pgvector's cast
+// to halfvec rounds them, so that distances to q are those pgvector
+// computes for ORDER BY column <-> q; a finite element beyond halfvec's
+// range (±65,504) is an error, as it is in pgvector. Other types hold
+// float32 as it is: q itself is returned.
+func (t VectorType) Round(q []float32) ([]float32, error) {
+	i := t.info()
+	if i == nil || i.round == nil {
+		return q, nil
+	}
+	return roundEach(q, i.round)
+}
+
+func roundEach(q []float32, round func(float32) (float32, error)) ([]float32, error) {
+	out := make([]float32, len(q))
+	for j, x := range q {
+		var err error
+		if out[j], err = round(x); err != nil {
+			return nil, fmt.Errorf("element %d: %w", j+1, err)
+		}
+	}
+	return out, nil
 }
 
 // ErrMalformedVector marks a value that is not a well-formed vector of its
 // type: a multi-dimensional array, a NULL element, bad text or bytes.
 var ErrMalformedVector = errors.New("malformed vector")
 
-// DecodeBinary decodes a value in the type's binary send format.
+// DecodeBinary decodes a value in the type's binary send format (an
+// array's for a VectorType not set yet).
 func (t VectorType) DecodeBinary(b []byte) ([]float32, error) {
-	if t == VectorPgvector {
-		return DecodePgvector(b)
+	if i := t.info(); i != nil {
+		return i.decodeBinary(b)
 	}
 	return DecodeFloatArray(b)
 }
 
-// DecodeText decodes a value in the type's text output format.
-func (t VectorType) DecodeText(s string) ([]float32, error) { return ParseVector(s) }
+// DecodeText decodes a value in the type's text output format (and the
+// array form {1,2,3} for every type, see ParseVector).
+func (t VectorType) DecodeText(s string) ([]float32, error) {
+	if i := t.info(); i != nil {
+		return i.decodeText(s)
+	}
+	return ParseVector(s)
+}
 
 // Decode decodes a value in either format (pgx's format codes: 1 binary,
 // 0 text); NULL (nil) is a nil vector.
@@ -94,18 +218,60 @@ func DecodeFloat64(format int16, raw []byte) ([]float64, error) {
 
 // DecodePgvector decodes pgvector's binary vector format.
 func DecodePgvector(b []byte) ([]float32, error) {
+	return decodePgvectorBinary(b, "vector", 4, func(b []byte) float32 { return math.Float32frombits(binary.BigEndian.Uint32(b)) })
+}
+
+// DecodeHalfvec decodes pgvector's binary halfvec format.
+func DecodeHalfvec(b []byte) ([]float32, error) {
+	return decodePgvectorBinary(b, "halfvec", 2, func(b []byte) float32 { return HalfToFloat32(binary.BigEndian.Uint16(b)) })
+}
+
+// decodePgvectorBinary decodes the binary format pgvector's types share:
+// int16 dim, int16 unused, then dim elements of width bytes.
+func decodePgvectorBinary(b []byte, typ string, width int, element func([]byte) float32) ([]float32, error) {
 	if len(b) < 4 {
-		return nil, fmt.Errorf("%w: vector of %d bytes has no header", ErrMalformedVector, len(b))
+		return nil, fmt.Errorf("%w: %s of %d bytes has no header", ErrMalformedVector, typ, len(b))
 	}
 	dim := int(binary.BigEndian.Uint16(b))
-	if len(b) != 4+4*dim {
-		return nil, fmt.Errorf("%w: vector header says %d dimensions, body has %d bytes", ErrMalformedVector, dim, len(b)-4)
+	if len(b) != 4+width*dim {
+		return nil, fmt.Errorf("%w: %s header says %d dimensions, body has %d bytes", ErrMalformedVector, typ, dim, len(b)-4)
 	}
 	v := make([]float32, dim)
-	for i := range v {
-		v[i] = math.Float32frombits(binary.BigEndian.Uint32(b[4+4*i:]))
+	for j := range v {
+		v[j] = element(b[4+width*j:])
 	}
 	return v, nil
+}
+
+// parseHalfvec parses a halfvec's text form, each element rounded to a
+// half as halfvec_in rounds it.
+func parseHalfvec(s string) ([]float32, error) {
+	v, err := ParseVector(s)
+	if err != nil {
+		return nil, err
+	}
+	if v, err = roundEach(v, roundHalf); err != nil {
+		return nil, fmt.Errorf("%w: halfvec: %v", ErrMalformedVector, err)
+	}
+	return v, nil
+}
+
+// DecodeSent decodes a vector in the binary format of any vector type
+// (what array_send, vector_send or halfvec_send give, sent as bytea). The
+// first four bytes tell arrays from pgvector's types: an array's
+// dimension count is 0 or 1, where pgvector's d > 0 dimensions start
+// with d << 16; the length tells vector from halfvec.
+func DecodeSent(b []byte) ([]float32, error) {
+	if len(b) < 4 || binary.BigEndian.Uint32(b) <= 1 {
+		return DecodeFloatArray(b)
+	}
+	dim := int(binary.BigEndian.Uint16(b))
+	for _, t := range VectorTypes() {
+		if i := t.info(); i.oid == 0 && len(b) == 4+i.width*dim {
+			return i.decodeBinary(b)
+		}
+	}
+	return nil, fmt.Errorf("%w: %d bytes after a header of %d dimensions are neither a vector nor a halfvec", ErrMalformedVector, len(b)-4, dim)
 }
 
 // AppendPgvector encodes v in pgvector's binary format.
