@@ -12,7 +12,7 @@ import (
 // is skipped, like any bad row; it neither fixes the dimension nor stops
 // the apply path, and the next valid row does fix it.
 func TestOversizedFirstRow(t *testing.T) {
-	for _, kind := range Kinds {
+	for _, kind := range Kinds() {
 		t.Run(kind, func(t *testing.T) {
 			e := newTestEntry(t, "e=t(v) key=id metric=l2 kind="+kind)
 			if err := e.BeginSync(nil, 0); err != nil {

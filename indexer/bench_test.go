@@ -32,7 +32,7 @@ func BenchmarkSync(b *testing.B) {
 				}
 				e := newEntry(spec)
 				began := time.Now()
-				sample := data[:min(rows, kinds[spec.Kind].sample(spec, rows, dims))]
+				sample := data[:min(rows, e.SampleSize(rows, dims))]
 				if err := e.BeginSync(sample, rows); err != nil {
 					b.Fatal(err)
 				}

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/vecside/vecside/indexer/kind"
 	"github.com/vecside/vecside/internal/pgvalue"
 	"github.com/vecside/vecside/kernels"
 )
@@ -116,7 +117,7 @@ func (e *Entry) publish() {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.serving.Store(&serving{state: e.state, failure: e.failure, index: e.index, dims: e.dims, keyType: e.keyType})
-	if f, ok := e.index.(streamFollower); ok && e.state == StateReady {
+	if f, ok := e.index.(kind.StreamFollower); ok && e.state == StateReady {
 		f.FollowStream()
 	}
 }
@@ -563,7 +564,7 @@ func (e *Entry) Search(ctx context.Context, q []float32, n int, opts SearchOptio
 	if s.index == nil {
 		return nil, nil
 	}
-	hits, err := s.index.Search(ctx, q, n, opts)
+	hits, err := s.index.Search(ctx, q, kind.Query{K: wanted(n, opts), N: n, Allow: opts.Allow, Settings: opts.Settings})
 	// A quantized estimate of a cosine or L2 distance can fall a little
 	// below 0, where no distance is; exact ones are left bit for bit.
 	if e.spec.Metric != kernels.IP {

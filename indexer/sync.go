@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"runtime/debug"
 	"slices"
+
+	"github.com/vecside/vecside/indexer/kind"
 )
 
 // syncState is a copy of the table under way, building a new index beside
@@ -76,7 +78,7 @@ func (e *Entry) beginSync(sample [][]float32, tableRows int, rebuild bool) error
 		if x, err = newIndex(e.spec, e.KeyType(), dims, good, tableRows); err != nil {
 			return fmt.Errorf("index %s: %w", e.spec.Name, err)
 		}
-		if f, ok := x.(streamFollower); ok && rebuild {
+		if f, ok := x.(kind.StreamFollower); ok && rebuild {
 			f.FollowStream() // beside the serving index, the stream's changes go into it from now on
 		}
 		e.mu.Lock()
@@ -133,7 +135,7 @@ func (e *Entry) SetSyncPoint(point LSN) {
 // (0: unknown), unless the stream has changed that key (or truncated the
 // table) since the snapshot. The row is encoded before the apply lock is
 // taken, and, in a rebuild, admitted by a kind that would otherwise do
-// background work under the lock (see admitter).
+// background work under the lock (see kind.Admitter).
 func (e *Entry) CopyUpsert(key string, vec []float32, xmin uint32) {
 	e.wmu.Lock()
 	s := e.sync
@@ -145,7 +147,7 @@ func (e *Entry) CopyUpsert(key string, vec []float32, xmin uint32) {
 	var row Row
 	if x != nil && indexable(vec, e.Dims()) {
 		row = x.Prepare(vec)
-		if a, ok := x.(admitter); ok && s.rebuild {
+		if a, ok := x.(kind.Admitter); ok && s.rebuild {
 			row = a.Admit(row)
 		}
 	}

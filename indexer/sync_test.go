@@ -58,8 +58,8 @@ func searchKeys(t testing.TB, e *Entry, q []float32, n int) []string {
 // since; the serving index keeps answering throughout, and the rebuilt one
 // holds exactly the table's state.
 func TestRebuildRoutesChanges(t *testing.T) {
-	for _, kind := range []string{"kind=flat", "kind=flat store=ext8", "kind=ivf", "kind=hnsw"} {
-		e := textEntry(t, "e=t(v) key=id metric=l2 "+kind)
+	for _, def := range append(everyKind(), "kind=flat store=ext8") {
+		e := textEntry(t, "e=t(v) key=id metric=l2 "+def)
 		v := func(x float32) []float32 { return []float32{x, 1} }
 		e.Upsert("a", v(1))
 		e.Upsert("b", v(2))
@@ -88,20 +88,20 @@ func TestRebuildRoutesChanges(t *testing.T) {
 		e.CopyUpsert("c", v(3), 0)
 		e.CopyUpsert("e", v(5), 0)
 		if got := searchKeys(t, e, v(5), 10); slices.Contains(got, "e") || slices.Contains(got, "b") {
-			t.Fatalf("%s: the serving index answered from the copy, or kept a deleted key: %v", kind, got)
+			t.Fatalf("%s: the serving index answered from the copy, or kept a deleted key: %v", def, got)
 		}
 		e.EndSync()
 		want := map[string][]float32{"a": v(10), "c": v(30), "d": v(40), "e": v(5)}
 		if st := e.Status(); st.Rows != len(want) || st.Rebuilds != 1 || st.State != StateReady {
-			t.Fatalf("%s: after the rebuild: %+v", kind, st)
+			t.Fatalf("%s: after the rebuild: %+v", def, st)
 		}
 		for k, vec := range want {
 			if got := searchKeys(t, e, vec, 1); len(got) != 1 || got[0] != k {
-				t.Fatalf("%s: %s is not nearest to its own vector %v: %v", kind, k, vec, got)
+				t.Fatalf("%s: %s is not nearest to its own vector %v: %v", def, k, vec, got)
 			}
 		}
 		if e.Known("b") {
-			t.Fatalf("%s: deleted key b is back", kind)
+			t.Fatalf("%s: deleted key b is back", def)
 		}
 	}
 }

@@ -3,6 +3,7 @@ package replicate
 import (
 	"context"
 	"encoding/binary"
+	"fmt"
 	"io"
 	"log/slog"
 	"math"
@@ -27,15 +28,19 @@ var (
 		{pgvalue.VectorFloat4Array, pgtype.Float4ArrayOID, "_float4"},
 		{pgvalue.VectorFloat8Array, pgtype.Float8ArrayOID, "_float8"},
 	}
-	// Every kind, with the dimension left to the first row, as for a
-	// real[] column without dims= on a table empty at copy time.
-	fuzzDefinitions = []string{
-		"f=public.items(v) key=id metric=l2 kind=flat",
-		"fc=public.items(v) key=id metric=cosine kind=flat store=ext4",
-		"i=public.items(v) key=id metric=l2 kind=ivf",
-		"h=public.items(v) key=id metric=ip kind=hnsw",
-	}
 )
+
+// fuzzDefinitions is every kind, the metrics taken in turn, and the coded
+// flat index, with the dimension left to the first row, as for a real[]
+// column without dims= on a table empty at copy time.
+func fuzzDefinitions() []string {
+	metrics := []string{"l2", "ip", "cosine"}
+	var defs []string
+	for i, k := range indexer.Kinds() {
+		defs = append(defs, fmt.Sprintf("%s=public.items(v) key=id metric=%s kind=%s", k, metrics[i%len(metrics)], k))
+	}
+	return append(defs, "flat_coded=public.items(v) key=id metric=cosine kind=flat store=ext4")
+}
 
 // FuzzDecodeRow feeds row values of every supported key and vector type,
 // in text and binary, through the decoder and every index kind: two
@@ -147,7 +152,7 @@ func newFuzzHarness(t *testing.T, kt pgvalue.KeyType, vt pgvalue.VectorType, vec
 	vec := &column{attnum: 2, name: "v", typ: columnType{oid: vecOID, name: vecName, typmod: -1}, vt: vt}
 	tb := &table{schema: "public", name: "items", oid: 16400, key: key, keyType: kt,
 		vectors: map[string]*column{"v": vec}, published: []*column{key, vec}}
-	for _, def := range fuzzDefinitions {
+	for _, def := range fuzzDefinitions() {
 		spec, err := indexer.ParseSpec(def)
 		if err != nil {
 			t.Fatal(err)
