@@ -11,6 +11,29 @@
 // again as soon as a change fixes them), a lifecycle State (building →
 // ready, or error), and the applied LSN.
 //
+// An Entry is made of parts with one job each:
+//
+//   - Applier (apply.go, xid.go) applies the stream: a transaction's
+//     changes under the apply lock, and its id, recorded on the rows it
+//     wrote at its commit (txBook holds what waits to be recorded);
+//   - Syncer (sync.go) runs the copies of the table: the first, and the
+//     rebuilds beside the serving index;
+//   - Durability (durability.go) writes and loads checkpoints and keeps
+//     what they cover (coverage);
+//   - Clock (clock.go) is the applied LSN, which read-your-writes
+//     searches wait for.
+//
+// What they share (the serving state searches read, the apply lock and
+// the indexes it guards, the lifecycle) is the entry's core, which also
+// routes each change between the serving index and the one a copy
+// builds. The Entry itself holds what a caller asks of the index as a
+// whole: its definition and column types (Configure), its lifecycle,
+// Search and Status. The parts are embedded, so that their methods are
+// the entry's for callers that drive one entry (tests, the bench), and
+// returned by Stream, Copies and Durable for consumers that name what
+// they use: replicate's Index interface asks for those three and the
+// entry's own few methods.
+//
 // # Kinds
 //
 // What the indexer knows of an index kind comes from the one descriptor

@@ -79,7 +79,7 @@ func loadIndex(spec Spec, kt pgvalue.KeyType, dims int, r io.Reader) (Index, err
 // SampleSize is how many rows of a table of about tableRows rows of dims
 // dimensions the entry's kind trains on before its copy: read them, then
 // BeginSync.
-func (e *Entry) SampleSize(tableRows, dims int) int {
+func (e *Syncer) SampleSize(tableRows, dims int) int {
 	k, err := kindOf(e.spec)
 	if err != nil || k.Sample == nil {
 		return 0

@@ -142,7 +142,7 @@ func fuzzVector(vt pgvalue.VectorType, format byte, raw []byte) ([]float32, bool
 type fuzzHarness struct {
 	dec     *decoder
 	stats   *Stats
-	entries []*indexer.Entry
+	entries []Index
 	oid     uint32
 }
 
@@ -175,7 +175,7 @@ func newFuzzHarness(t *testing.T, kt pgvalue.KeyType, vt pgvalue.VectorType, vec
 	stats := &Stats{}
 	// A row whose vector is an unchanged TOAST value that the index lacks
 	// would be read back from the table: none to read here.
-	repair := func(context.Context, *table, *indexer.Entry, string, uint32) error { return nil }
+	repair := func(context.Context, *table, Index, string, uint32) error { return nil }
 	h := &fuzzHarness{dec: newDecoder([]*table{tb}, repair, slog.New(slog.NewTextHandler(io.Discard, nil)), stats), stats: stats, entries: tb.entries, oid: tb.oid}
 	h.handle(t, relationMessage(tb))
 	return h
