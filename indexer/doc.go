@@ -28,11 +28,10 @@
 // routes each change between the serving index and the one a copy
 // builds. The Entry itself holds what a caller asks of the index as a
 // whole: its definition and column types (Configure), its lifecycle,
-// Search and Status. The parts are embedded, so that their methods are
-// the entry's for callers that drive one entry (tests, the bench), and
-// returned by Stream, Copies and Durable for consumers that name what
-// they use: replicate's Index interface asks for those three and the
-// entry's own few methods.
+// Search and Status, and the Clock's Applied and WaitApplied, which it
+// embeds; it hands out the other parts by Stream, Copies and Durable.
+// replicate's Index interface asks for those three and the entry's own
+// few methods.
 //
 // # Kinds
 //

@@ -28,22 +28,23 @@ const (
 // Entry is one live index: its spec, the index holding the vectors, the
 // rows left out for bad vectors, and how far the stream has been applied.
 // It is made of parts with one job each, which share the entry's state
-// (core) and are embedded so that their methods are the entry's:
+// (core):
 //
 //   - Applier applies the stream's changes and transactions under the
 //     apply lock;
 //   - Syncer runs the copies of the table that fill the index and rebuild
 //     it;
 //   - Durability writes and loads checkpoints and says what is covered;
-//   - Clock is the applied LSN, which read-your-writes searches wait for.
+//   - Clock is the applied LSN, which read-your-writes searches wait for;
+//     it is embedded, so that Applied and WaitApplied are the entry's.
 //
 // See the package doc for who takes which lock.
 type Entry struct {
 	*core
-	*Applier
-	*Syncer
-	*Durability
 	*Clock
+	stream  *Applier
+	copies  *Syncer
+	durable *Durability
 }
 
 // Applier applies the stream's changes to an entry (apply.go, xid.go).
@@ -118,17 +119,17 @@ func newEntry(spec Spec) *Entry {
 		state:   StateBuilding,
 	}
 	c.publish()
-	return &Entry{core: c, Applier: &Applier{c}, Syncer: &Syncer{c}, Durability: &Durability{c}, Clock: c.clock}
+	return &Entry{core: c, Clock: c.clock, stream: &Applier{c}, copies: &Syncer{c}, durable: &Durability{c}}
 }
 
 // Stream is the entry's part that applies the stream.
-func (e *Entry) Stream() *Applier { return e.Applier }
+func (e *Entry) Stream() *Applier { return e.stream }
 
 // Copies is the entry's part that runs its table syncs.
-func (e *Entry) Copies() *Syncer { return e.Syncer }
+func (e *Entry) Copies() *Syncer { return e.copies }
 
 // Durable is the entry's part that checkpoints it.
-func (e *Entry) Durable() *Durability { return e.Durability }
+func (e *Entry) Durable() *Durability { return e.durable }
 
 // publish makes the current state and index what searches see. The caller
 // holds wmu or has no one else to race with; it takes mu.

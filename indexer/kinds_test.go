@@ -158,15 +158,15 @@ func TestNoDeletedKeyAfterApplied(t *testing.T) {
 		for i := range 3000 {
 			k := fmt.Sprint(rng.IntN(rows))
 			lsn++
-			e.Begin(lsn)
+			e.Stream().Begin(lsn)
 			if _, gone := deletedAt.Load(k); gone && i%2 == 0 {
 				deletedAt.Delete(k) // back before the commit is applied: searches may see it
-				e.Upsert(k, data[rowIndex(k)])
+				e.Stream().Upsert(k, data[rowIndex(k)])
 			} else if !gone {
 				deletedAt.Store(k, lsn)
-				e.Delete(k)
+				e.Stream().Delete(k)
 			}
-			e.SetApplied(lsn)
+			e.Stream().SetApplied(lsn)
 		}
 		close(stop)
 		wg.Wait()
@@ -199,7 +199,7 @@ func TestEstimatesAreNotNegative(t *testing.T) {
 		def += " store=ext4"
 		e := newTestEntry(t, "e=t(v) key=id metric=cosine "+def)
 		for i, v := range vecs {
-			e.Upsert(key(t, fmt.Sprint(i+1)), v)
+			e.Stream().Upsert(key(t, fmt.Sprint(i+1)), v)
 		}
 		e.SetReady()
 		if x, ok := e.serving.Load().index.(interface{ Flush() }); ok {

@@ -165,11 +165,11 @@ func newFuzzHarness(t *testing.T, kt pgvalue.KeyType, vt pgvalue.VectorType, vec
 			t.Fatal(err)
 		}
 		// The table was empty when it was copied.
-		if err := e.BeginSync(nil, 0); err != nil {
+		if err := e.Copies().BeginSync(nil, 0); err != nil {
 			t.Fatal(err)
 		}
-		e.SetSyncPoint(1)
-		e.EndSync()
+		e.Copies().SetSyncPoint(1)
+		e.Copies().EndSync()
 		tb.entries = append(tb.entries, e)
 	}
 	stats := &Stats{}

@@ -85,7 +85,7 @@ func (b *bench) churn(ctx context.Context, def string) error {
 	}
 	applied := time.Since(t0)
 	b.say("churn: %d inserts and %d deletes applied in %.1fs; waiting for rebuilds", b.p.inserts, b.p.deletes, applied.Seconds())
-	for entry.Status().Rebuilding || entry.WantsRebuild() {
+	for entry.Status().Rebuilding || entry.Copies().WantsRebuild() {
 		time.Sleep(100 * time.Millisecond)
 	}
 	time.Sleep(time.Second) // keep searching across the swap

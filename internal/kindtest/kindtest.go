@@ -107,14 +107,14 @@ func (f *fixture) entry(t *testing.T) (*indexer.Indexer, *indexer.Entry) {
 func (f *fixture) built(t *testing.T) (*indexer.Indexer, *indexer.Entry) {
 	t.Helper()
 	ix, e := f.entry(t)
-	if err := e.BeginSync(f.data[:min(rows, e.SampleSize(rows, dims))], rows); err != nil {
+	if err := e.Copies().BeginSync(f.data[:min(rows, e.Copies().SampleSize(rows, dims))], rows); err != nil {
 		t.Fatal(err)
 	}
-	e.SetSyncPoint(0x100)
+	e.Copies().SetSyncPoint(0x100)
 	for i, v := range f.data {
-		e.CopyUpsert(key(i), v, 0)
+		e.Copies().CopyUpsert(key(i), v, 0)
 	}
-	e.EndSync()
+	e.Copies().EndSync()
 	return ix, e
 }
 
@@ -213,21 +213,21 @@ func (f *fixture) stream(t *testing.T) {
 	lsn := indexer.LSN(0x200)
 	for i, v := range fresh {
 		lsn++
-		if !e.Begin(lsn) {
+		if !e.Stream().Begin(lsn) {
 			t.Fatal("the entry refused a transaction after its copy")
 		}
 		switch i % 3 {
 		case 0: // a new row
 			table = append(table, v)
-			e.Upsert(key(len(table)-1), v)
+			e.Stream().Upsert(key(len(table)-1), v)
 		case 1: // an update of an existing row's vector
 			table[i] = v
-			e.Upsert(key(i), v)
+			e.Stream().Upsert(key(i), v)
 		case 2: // a delete
 			table[i] = nil
-			e.Delete(key(i))
+			e.Stream().Delete(key(i))
 		}
-		e.SetApplied(lsn)
+		e.Stream().SetApplied(lsn)
 	}
 	if e.Applied() != lsn {
 		t.Fatalf("applied %s, want %s", e.Applied(), lsn)
@@ -237,7 +237,7 @@ func (f *fixture) stream(t *testing.T) {
 		if v != nil {
 			live++
 		}
-		if e.Known(key(i)) != (v != nil) {
+		if e.Stream().Known(key(i)) != (v != nil) {
 			t.Fatalf("Known(%s) = %v, want %v", key(i), !(v != nil), v != nil)
 		}
 	}
@@ -254,14 +254,14 @@ func (f *fixture) stream(t *testing.T) {
 func (f *fixture) delete(t *testing.T) {
 	ix, e := f.built(t)
 	table := slices.Clone(f.data)
-	e.Begin(0x200)
+	e.Stream().Begin(0x200)
 	for i := range table {
 		if i%4 != 0 {
 			table[i] = nil
-			e.Delete(key(i))
+			e.Stream().Delete(key(i))
 		}
 	}
-	e.SetApplied(0x200)
+	e.Stream().SetApplied(0x200)
 	if st := e.Status(); st.Rows != rows/4 {
 		t.Fatalf("%d rows, want %d", st.Rows, rows/4)
 	}
@@ -274,21 +274,21 @@ func (f *fixture) delete(t *testing.T) {
 func (f *fixture) checkpoint(t *testing.T) {
 	_, e := f.built(t)
 	table := slices.Clone(f.data)
-	e.Begin(0x300)
-	e.Delete(key(1))
+	e.Stream().Begin(0x300)
+	e.Stream().Delete(key(1))
 	table[1] = nil
-	e.SetApplied(0x300)
+	e.Stream().SetApplied(0x300)
 	dir := t.TempDir()
-	if _, err := e.Checkpoint(dir, source); err != nil {
+	if _, err := e.Durable().Checkpoint(dir, source); err != nil {
 		t.Fatal(err)
 	}
 	ix, loaded := f.entry(t)
-	lsn, err := loaded.LoadCheckpoint(dir, source, nil)
+	lsn, err := loaded.Durable().LoadCheckpoint(dir, source, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if lsn != 0x300 || loaded.Covered() != 0x300 {
-		t.Fatalf("the load covers %s (Covered %s), want 0/300", lsn, loaded.Covered())
+	if lsn != 0x300 || loaded.Durable().Covered() != 0x300 {
+		t.Fatalf("the load covers %s (Covered %s), want 0/300", lsn, loaded.Durable().Covered())
 	}
 	loaded.SetReady()
 	keys := func(e *indexer.Entry) []string {
