@@ -37,8 +37,12 @@ const (
 var source = indexer.Source{SystemID: 7, Timeline: 1, Slot: "kindtest"}
 
 // Run runs the suite against the index the options def describe
-// ("kind=hnsw m=8"), once per metric.
+// ("kind=hnsw m=8"), once per metric. It skips under the race detector
+// (see raceEnabled).
 func Run(t *testing.T, def string) {
+	if raceEnabled {
+		t.Skip("the conformance suite is sequential; it runs without the race detector")
+	}
 	for _, metric := range []kernels.Metric{kernels.L2, kernels.Cosine} {
 		t.Run(metric.String(), func(t *testing.T) {
 			f := &fixture{def: fmt.Sprintf("x=t(v) key=id metric=%s %s", metric, def), metric: metric, data: vectors(1, rows)}
