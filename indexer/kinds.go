@@ -19,7 +19,7 @@ import (
 // Kinds lists the index kinds this build knows, sorted.
 func Kinds() []string { return kind.Names() }
 
-// kindOf is spec's kind, which ParseSpec checked is registered.
+// kindOf is spec's kind: registered, if the spec came from ParseSpec.
 func kindOf(spec Spec) (kind.Kind, error) {
 	k, ok := kind.Lookup(spec.Kind)
 	if !ok {
