@@ -44,7 +44,7 @@ func startRPC(t *testing.T, n int, cert testcert.Cert) string {
 	}
 	for i := range n {
 		key, _ := pgvalue.KeyInt8.DecodeText(strconv.Itoa(i))
-		e.Upsert(key, []float32{float32(i), 0})
+		e.Stream().Upsert(key, []float32{float32(i), 0})
 	}
 	e.SetReady()
 	v, err := rpc.NewVerifier(sidecarPassword, rpc.DefaultScramIterations)

@@ -2,6 +2,10 @@
 // stored row. They need no lists and are the best choice below about 100k
 // rows and for very selective filters.
 //
+// It is the index kind "flat" (kind.go registers it with package
+// indexer/kind): store=float, its default, is the float index; a coded
+// store is the coded index.
+//
 // # The float index (Index, kind=flat store=float)
 //
 // Vectors are held as float32 by row id in a store.Slab, with keys in a

@@ -307,7 +307,7 @@ func TestFastPathAfterRestart(t *testing.T) {
 	mustExecArgs(t, db, `UPDATE docs SET v = $1 WHERE id = 50`, vecAt(1000))
 	waitApplied(t, db, sc)
 	e := mustEntry(t, sc, "docs_v")
-	for e.Covered() < e.Applied() {
+	for e.Durable().Covered() < e.Applied() {
 		time.Sleep(20 * time.Millisecond)
 	}
 	side.Close(ctx)

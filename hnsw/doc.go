@@ -4,6 +4,10 @@
 // by the replication stream while searches run, and saved and loaded
 // whole through checkpoints.
 //
+// It is the index kind "hnsw" (kind.go registers it with package
+// indexer/kind): build options m=, ef_construction= and ef_search=,
+// store ext6 by default, and the per-query setting ef_search.
+//
 // # Philosophy
 //
 // It is the index for high recall at low latency on tables that change

@@ -12,23 +12,23 @@ import (
 // is skipped, like any bad row; it neither fixes the dimension nor stops
 // the apply path, and the next valid row does fix it.
 func TestOversizedFirstRow(t *testing.T) {
-	for _, kind := range Kinds {
+	for _, kind := range Kinds() {
 		t.Run(kind, func(t *testing.T) {
 			e := newTestEntry(t, "e=t(v) key=id metric=l2 kind="+kind)
-			if err := e.BeginSync(nil, 0); err != nil {
+			if err := e.Copies().BeginSync(nil, 0); err != nil {
 				t.Fatal(err)
 			}
-			e.SetSyncPoint(1)
-			e.EndSync()
-			e.Upsert(key(t, "1"), make([]float32, 70000))
-			e.Upsert(key(t, "2"), make([]float32, MaxDims+1))
+			e.Copies().SetSyncPoint(1)
+			e.Copies().EndSync()
+			e.Stream().Upsert(key(t, "1"), make([]float32, 70000))
+			e.Stream().Upsert(key(t, "2"), make([]float32, MaxDims+1))
 			st := e.Status()
 			if st.State != StateReady || st.Dims != 0 || st.Skipped != 2 || st.Rows != 0 {
 				t.Fatalf("after two oversized rows: state %s (%s), dims %d, skipped %d, rows %d; want ready, 0, 2, 0",
 					st.State, st.Error, st.Dims, st.Skipped, st.Rows)
 			}
-			e.Upsert(key(t, "3"), []float32{1, 2, 3})
-			e.Upsert(key(t, "1"), []float32{3, 2, 1})
+			e.Stream().Upsert(key(t, "3"), []float32{1, 2, 3})
+			e.Stream().Upsert(key(t, "1"), []float32{3, 2, 1})
 			if st := e.Status(); st.State != StateReady || st.Dims != 3 || st.Rows != 2 || st.Skipped != 1 {
 				t.Fatalf("after valid rows: state %s, dims %d, rows %d, skipped %d; want ready, 3, 2, 1", st.State, st.Dims, st.Rows, st.Skipped)
 			}
@@ -41,13 +41,13 @@ func TestOversizedFirstRow(t *testing.T) {
 func TestOversizedSample(t *testing.T) {
 	e := newTestEntry(t, "e=t(v) key=id metric=l2 kind=ivf")
 	sample := [][]float32{make([]float32, 70000), {1, 0}, {0, 1}, {1, 1}}
-	if err := e.BeginSync(sample, 4); err != nil {
+	if err := e.Copies().BeginSync(sample, 4); err != nil {
 		t.Fatalf("BeginSync: %v", err)
 	}
-	e.SetSyncPoint(1)
-	e.CopyUpsert(key(t, "1"), sample[0], 0)
-	e.CopyUpsert(key(t, "2"), sample[1], 0)
-	e.EndSync()
+	e.Copies().SetSyncPoint(1)
+	e.Copies().CopyUpsert(key(t, "1"), sample[0], 0)
+	e.Copies().CopyUpsert(key(t, "2"), sample[1], 0)
+	e.Copies().EndSync()
 	if st := e.Status(); st.State != StateReady || st.Dims != 2 || st.Rows != 1 || st.Skipped != 1 {
 		t.Fatalf("state %s (%s), dims %d, rows %d, skipped %d; want ready, 2, 1, 1", st.State, st.Error, st.Dims, st.Rows, st.Skipped)
 	}
@@ -60,21 +60,21 @@ func TestBulkTransactionReleasesMemory(t *testing.T) {
 	const rows = 200000
 	e := newTestEntry(t, "e=t(v) key=id metric=l2 kind=flat")
 	keys := make([]string, rows)
-	e.BeginTx(10, 0) // a transaction of unknown xid remembers no rows
+	e.Stream().BeginTx(10, 0) // a transaction of unknown xid remembers no rows
 	for i := range keys {
 		keys[i] = key(t, strconv.Itoa(i))
-		e.Upsert(keys[i], []float32{float32(i), 1})
+		e.Stream().Upsert(keys[i], []float32{float32(i), 1})
 		setXID(e.index, keys[i], 1)
 	}
-	e.Commit(11)
+	e.Stream().Commit(11)
 	before := liveHeap()
 	// An UPDATE of every row that leaves the vector as it was: the index
 	// does not change, only the xids.
-	e.BeginTx(20, 2)
+	e.Stream().BeginTx(20, 2)
 	for _, k := range keys {
-		e.Unchanged(k)
+		e.Stream().Unchanged(k)
 	}
-	e.Commit(21)
+	e.Stream().Commit(21)
 	after := liveHeap()
 	if xid := xidOf(e.index, keys[rows-1]); xid != 2 {
 		t.Fatalf("the UPDATE's xid is %d, want 2", xid)

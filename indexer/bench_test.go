@@ -32,26 +32,26 @@ func BenchmarkSync(b *testing.B) {
 				}
 				e := newEntry(spec)
 				began := time.Now()
-				sample := data[:min(rows, kinds[spec.Kind].sample(spec, rows, dims))]
-				if err := e.BeginSync(sample, rows); err != nil {
+				sample := data[:min(rows, e.Copies().SampleSize(rows, dims))]
+				if err := e.Copies().BeginSync(sample, rows); err != nil {
 					b.Fatal(err)
 				}
-				e.SetSyncPoint(0x100)
+				e.Copies().SetSyncPoint(0x100)
 				var copiers sync.WaitGroup
 				for part := range 2 {
 					copiers.Go(func() {
 						for i := part; i < rows; i += 2 {
-							e.CopyUpsert(fmt.Sprint(i), data[i], 0)
+							e.Copies().CopyUpsert(fmt.Sprint(i), data[i], 0)
 						}
 					})
 				}
 				done := make(chan struct{})
-				go func() { copiers.Wait(); e.EndSync(); close(done) }()
+				go func() { copiers.Wait(); e.Copies().EndSync(); close(done) }()
 				var waits []time.Duration
 				for i := 0; !isClosed(done); i++ {
 					t0 := time.Now()
-					e.Begin(LSN(0x200 + i))
-					e.Upsert(fmt.Sprint(rows+i%50_000), data[rows+i%50_000])
+					e.Stream().Begin(LSN(0x200 + i))
+					e.Stream().Upsert(fmt.Sprint(rows+i%50_000), data[rows+i%50_000])
 					waits = append(waits, time.Since(t0))
 					time.Sleep(every - time.Since(t0))
 				}

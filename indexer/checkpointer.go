@@ -32,7 +32,7 @@ func (ix *Indexer) Covered() LSN {
 		if state, _ := e.State(); state == StateError {
 			continue
 		}
-		c := e.Covered()
+		c := e.Durable().Covered()
 		if first || c < covered {
 			covered, first = c, false
 		}
@@ -76,26 +76,26 @@ func (ix *Indexer) RunCheckpoints(ctx context.Context, p CheckpointPolicy) error
 			continue
 		}
 		for _, e := range ix.Entries() {
-			dirty := e.Dirty()
+			dirty := e.Durable().Dirty()
 			if last[e].IsZero() {
 				last[e] = time.Now()
 			}
 			// The first checkpoint after a copy is due at once: until it
 			// exists, a restart means copying the table again.
-			due := dirty >= p.Changes || (dirty > 0 && (final || e.Covered() == 0 || time.Since(last[e]) >= p.Interval))
+			due := dirty >= p.Changes || (dirty > 0 && (final || e.Durable().Covered() == 0 || time.Since(last[e]) >= p.Interval))
 			if !due {
 				continue
 			}
 			began := time.Now()
-			pause, err := e.Checkpoint(p.Dir, src)
+			pause, err := e.Durable().Checkpoint(p.Dir, src)
 			if err != nil {
-				e.recordCheckpointFailure(err)
+				e.Durable().recordCheckpointFailure(err)
 				log.Error("checkpoint failed; will retry", "index", e.spec.Name, "err", err)
 				continue
 			}
 			last[e] = time.Now()
-			e.recordCheckpoint(pause, time.Since(began))
-			log.Debug("checkpoint written", "index", e.spec.Name, "changes", dirty, "lsn", e.Covered().String(),
+			e.Durable().recordCheckpoint(pause, time.Since(began))
+			log.Debug("checkpoint written", "index", e.spec.Name, "changes", dirty, "lsn", e.Durable().Covered().String(),
 				"pause", pause.String(), "took", time.Since(began).String())
 		}
 		if err := ix.recordIdle(p.Dir, idle); err != nil {
@@ -116,7 +116,7 @@ func (ix *Indexer) recordIdle(dir string, state IdleState) error {
 	}
 	var updates []moved
 	for _, e := range ix.Entries() {
-		if lsn, version, ok := e.idlePosition(); ok {
+		if lsn, version, ok := e.Durable().idlePosition(); ok {
 			updates = append(updates, moved{e, IdlePosition{Version: version, LSN: lsn}})
 			state[e.spec.Name] = IdlePosition{Version: version, LSN: lsn}
 		}
@@ -128,7 +128,7 @@ func (ix *Indexer) recordIdle(dir string, state IdleState) error {
 		return err
 	}
 	for _, u := range updates {
-		u.e.setCovered(u.pos.LSN, u.pos.Version)
+		u.e.Durable().setCovered(u.pos.LSN, u.pos.Version)
 	}
 	return nil
 }

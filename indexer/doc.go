@@ -4,12 +4,57 @@
 //
 // # Entries
 //
-// Each index is an Entry: a Spec, an index kind holding the rows (flat,
-// ivf or hnsw, registered in kinds.go, all built on internal/store), the
+// Each index is an Entry: a Spec, an index of a registered kind holding
+// the rows (flat, ivf or hnsw: see Kinds below), the
 // set of table rows left out because their vector cannot be indexed
 // (NULL, wrong dimension, NaN or infinite: counted, never fatal, indexed
 // again as soon as a change fixes them), a lifecycle State (building →
 // ready, or error), and the applied LSN.
+//
+// An Entry is made of parts with one job each:
+//
+//   - Applier (apply.go, xid.go) applies the stream: a transaction's
+//     changes under the apply lock, and its id, recorded on the rows it
+//     wrote at its commit (txBook holds what waits to be recorded);
+//   - Syncer (sync.go) runs the copies of the table: the first, and the
+//     rebuilds beside the serving index;
+//   - Durability (durability.go) writes and loads checkpoints and keeps
+//     what they cover (coverage);
+//   - Clock (clock.go) is the applied LSN, which read-your-writes
+//     searches wait for.
+//
+// What they share (the serving state searches read, the apply lock and
+// the indexes it guards, the lifecycle) is the entry's core, which also
+// routes each change between the serving index and the one a copy
+// builds. The Entry itself holds what a caller asks of the index as a
+// whole: its definition and column types (Configure), its lifecycle,
+// Search and Status, and the Clock's Applied and WaitApplied, which it
+// embeds; it hands out the other parts by Stream, Copies and Durable.
+// replicate's Index interface asks for those three and the entry's own
+// few methods.
+//
+// # Kinds
+//
+// What the indexer knows of an index kind comes from the one descriptor
+// (kind.Kind) the kind registers in package indexer/kind: its name, the
+// build options it takes and their validation, its default store, the
+// per-query settings SET, SHOW and knn accept (probes for ivf, ef_search
+// for hnsw, carried in SearchOptions.Settings), how many rows it trains
+// on, how it is made and loaded, and what a benchmark sweeps. Kinds,
+// ParseSpec, SearchOptions, DefaultOversample and the bench all derive
+// from the registry; nothing else names a kind.
+//
+// The kinds register themselves, from their package's init, in the small
+// package indexer/kind, which imports none of them; this package imports
+// the built-in ones for that side effect (kinds.go). So the dependencies
+// still point one way (kind ← flat, ivf, hnsw ← indexer), a program that
+// imports the indexer gets every built-in kind, and the indexer's own
+// tests use the kinds without an import cycle. A new kind is one package
+// plus one import line in kinds.go; a kind of a test's own registers in
+// that test's init, as bruteforce_test.go does, and every test that
+// ranges over Kinds covers it, starting with the conformance suite
+// (internal/kindtest) that TestKindConformance runs against every
+// registered kind.
 //
 // # Who waits for whom
 //
@@ -46,7 +91,7 @@
 // mean) train before the copy on a random sample of the table, so the copy
 // encodes each row as it arrives and never holds the table twice; the
 // copy's readers block while they encode (and, for hnsw, while the
-// graph's backlog waits to be linked: see admitter), which is its
+// graph's backlog waits to be linked: see kind.Admitter), which is its
 // backpressure.
 //
 // A change that commits at or after the snapshot point wins over the

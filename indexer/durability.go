@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/vecside/vecside/internal/pgvalue"
@@ -25,7 +26,7 @@ type Source struct {
 }
 
 // CheckpointPath is where the entry's checkpoint lives in dir.
-func (e *Entry) CheckpointPath(dir string) string {
+func (e *Durability) CheckpointPath(dir string) string {
 	return filepath.Join(dir, e.spec.Name+".ckpt")
 }
 
@@ -41,7 +42,7 @@ func (e *Entry) CheckpointPath(dir string) string {
 // the applied LSN is that of the previous commit: replaying from there
 // applies them again, which is harmless since every change is an upsert or
 // a delete by key.
-func (e *Entry) Checkpoint(dir string, src Source) (pause time.Duration, err error) {
+func (e *Durability) Checkpoint(dir string, src Source) (pause time.Duration, err error) {
 	began := time.Now()
 	e.wmu.Lock()
 	if state, _ := e.State(); state != StateReady {
@@ -70,7 +71,7 @@ func (e *Entry) Checkpoint(dir string, src Source) (pause time.Duration, err err
 		Metric:     e.spec.Metric.String(),
 		KeyType:    uint8(e.keyType),
 		VectorType: uint8(e.vecType),
-		LSN:        e.Applied(),
+		LSN:        e.clock.Applied(),
 		Version:    version,
 		SystemID:   src.SystemID,
 		Timeline:   src.Timeline,
@@ -96,57 +97,99 @@ func (e *Entry) Checkpoint(dir string, src Source) (pause time.Duration, err err
 	return pause, nil
 }
 
-func (e *Entry) recordCheckpoint(pause, took time.Duration) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.checkpoints++
-	e.lastPause, e.lastWrite, e.lastCheckpoint = pause, took, time.Now()
-	e.checkpointError = ""
-}
+func (e *Durability) recordCheckpoint(pause, took time.Duration) { e.coverage.written(pause, took) }
 
 // recordCheckpointFailure counts a checkpoint that failed, for status and
 // metrics; the next one clears the error.
-func (e *Entry) recordCheckpointFailure(err error) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.checkpointFailures++
-	e.checkpointError = err.Error()
-}
+func (e *Durability) recordCheckpointFailure(err error) { e.coverage.failed(err) }
 
-func (e *Entry) setCovered(lsn LSN, version uint64) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if lsn > e.covered {
-		e.covered, e.coveredVersion = lsn, version
-	}
-}
+func (e *Durability) setCovered(lsn LSN, version uint64) { e.coverage.advance(lsn, version) }
 
 // Covered is the LSN that the entry's durable state reflects; 0 if none.
-func (e *Entry) Covered() LSN {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.covered
+func (e *Durability) Covered() LSN {
+	lsn, _ := e.coverage.get()
+	return lsn
 }
 
 // Dirty reports how many changes have been applied since the last
 // checkpoint.
-func (e *Entry) Dirty() uint64 {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.version.Load() - e.coveredVersion
+func (e *Durability) Dirty() uint64 {
+	_, version := e.coverage.get()
+	return e.version.Load() - version
 }
 
 // idlePosition is the applied LSN if nothing has changed since the last
 // checkpoint and it has moved past what is covered (keepalives, or
 // transactions on other tables); ok is false otherwise.
-func (e *Entry) idlePosition() (lsn LSN, version uint64, ok bool) {
-	applied := e.Applied()
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.covered == 0 || e.version.Load() != e.coveredVersion || applied <= e.covered {
+func (e *Durability) idlePosition() (lsn LSN, version uint64, ok bool) {
+	applied := e.clock.Applied()
+	covered, version := e.coverage.get()
+	if covered == 0 || e.version.Load() != version || applied <= covered {
 		return 0, 0, false
 	}
-	return applied, e.coveredVersion, true
+	return applied, version, true
+}
+
+// coverage is what an entry's durable state reflects (the LSN covered,
+// and the change count then), and how its checkpoints went, for Status.
+type coverage struct {
+	mu        sync.Mutex
+	lsn       LSN
+	version   uint64
+	count     int64
+	lastPause time.Duration // changes held up by the last checkpoint
+	lastWrite time.Duration // the last checkpoint's total time
+	last      time.Time     // when the last checkpoint was written
+	failures  int64
+	lastError string // the last failure's, until a checkpoint succeeds
+}
+
+// advance covers lsn, reached at change count version, if it is past
+// what is covered.
+func (c *coverage) advance(lsn LSN, version uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if lsn > c.lsn {
+		c.lsn, c.version = lsn, version
+	}
+}
+
+// reset makes what is covered lsn at version, forward or back: a load,
+// or a first copy, which starts from nothing (0, 0).
+func (c *coverage) reset(lsn LSN, version uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.lsn, c.version = lsn, version
+}
+
+func (c *coverage) get() (LSN, uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.lsn, c.version
+}
+
+func (c *coverage) written(pause, took time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.count++
+	c.lastPause, c.lastWrite, c.last = pause, took, time.Now()
+	c.lastError = ""
+}
+
+func (c *coverage) failed(err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.failures++
+	c.lastError = err.Error()
+}
+
+// report fills st's durability fields.
+func (c *coverage) report(st *Status) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	st.Covered = c.lsn
+	st.Checkpoints, st.CheckpointPause, st.CheckpointTime, st.LastCheckpoint = c.count, c.lastPause, c.lastWrite, c.last
+	st.CheckpointFailures, st.CheckpointError = c.failures, c.lastError
 }
 
 // LoadCheckpoint replaces the entry's contents with its checkpoint in dir,
@@ -154,7 +197,7 @@ func (e *Entry) idlePosition() (lsn LSN, version uint64, ok bool) {
 // it ready and covered. An idle position in state (see SaveIdleState) for
 // the same version extends what is covered. The entry is left untouched
 // on any error.
-func (e *Entry) LoadCheckpoint(dir string, src Source, state IdleState) (LSN, error) {
+func (e *Durability) LoadCheckpoint(dir string, src Source, state IdleState) (LSN, error) {
 	var loaded Index
 	var skipped []string
 	var xids []keyXID
@@ -194,7 +237,7 @@ func (e *Entry) LoadCheckpoint(dir string, src Source, state IdleState) (LSN, er
 	e.wmu.Lock()
 	dropped(e.index)
 	dropped(e.syncIndex())
-	e.forgetXIDs()
+	e.tx.forget()
 	e.index, e.sync = loaded, nil
 	clear(e.skipped)
 	for _, k := range skipped {
@@ -204,12 +247,12 @@ func (e *Entry) LoadCheckpoint(dir string, src Source, state IdleState) (LSN, er
 	e.mu.Lock()
 	e.dims = h.Dims
 	e.keyType, e.vecType = pgvalue.KeyType(h.KeyType), pgvalue.VectorType(h.VectorType)
-	e.covered, e.coveredVersion = lsn, h.Version
 	e.state, e.failure = StateReady, ""
 	e.mu.Unlock()
+	e.coverage.reset(lsn, h.Version)
 	e.publish()
 	e.wmu.Unlock()
-	e.SetApplied(lsn)
+	e.advance(lsn)
 	return lsn, nil
 }
 

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/vecside/vecside/indexer/kind"
 	"github.com/vecside/vecside/internal/pgvalue"
 	"github.com/vecside/vecside/kernels"
 )
@@ -24,11 +25,46 @@ const (
 	StateError State = "error"
 )
 
-// Entry is one live index: its spec, the index kind holding the vectors,
-// the rows left out for bad vectors, and how far the stream has been
-// applied. See the package doc for who takes which lock.
+// Entry is one live index: its spec, the index holding the vectors, the
+// rows left out for bad vectors, and how far the stream has been applied.
+// It is made of parts with one job each, which share the entry's state
+// (core):
+//
+//   - Applier applies the stream's changes and transactions under the
+//     apply lock;
+//   - Syncer runs the copies of the table that fill the index and rebuild
+//     it;
+//   - Durability writes and loads checkpoints and says what is covered;
+//   - Clock is the applied LSN, which read-your-writes searches wait for;
+//     it is embedded, so that Applied and WaitApplied are the entry's.
+//
+// See the package doc for who takes which lock.
 type Entry struct {
-	spec Spec
+	*core
+	*Clock
+	stream  *Applier
+	copies  *Syncer
+	durable *Durability
+}
+
+// Applier applies the stream's changes to an entry (apply.go, xid.go).
+type Applier struct{ *core }
+
+// Syncer runs an entry's table syncs: its first copy and its rebuilds
+// (sync.go).
+type Syncer struct{ *core }
+
+// Durability writes an entry's checkpoints and loads them, and keeps
+// what they cover (durability.go).
+type Durability struct{ *core }
+
+// core is the state an entry's parts share, and the routing of a change
+// between the serving index and the one a copy builds, which every part
+// that writes follows.
+type core struct {
+	spec     Spec
+	clock    *Clock
+	coverage coverage // what checkpoints cover (durability.go)
 
 	// serving is all a search reads: one atomic load, no lock.
 	serving atomic.Pointer[serving]
@@ -36,23 +72,14 @@ type Entry struct {
 	// mu guards the lifecycle and bookkeeping fields below; it is held for
 	// a few field reads or writes at a time, never across a search, a
 	// build or a file write.
-	mu             sync.Mutex
-	keyType        pgvalue.KeyType
-	vecType        pgvalue.VectorType
-	dims           int
-	state          State
-	failure        string
-	covered        LSN // what durable state reflects
-	coveredVersion uint64
-	checkpoints    int64
-	lastPause      time.Duration // changes held up by the last checkpoint
-	lastWrite      time.Duration // the last checkpoint's total time
-	lastCheckpoint time.Time     // when the last checkpoint was written
-	// Checkpoints that failed, and the last error while it persists.
-	checkpointFailures int64
-	checkpointError    string
-	copied             int64 // rows read by the last sync's copy
-	rebuilds           int64 // syncs that replaced a serving index
+	mu       sync.Mutex
+	keyType  pgvalue.KeyType
+	vecType  pgvalue.VectorType
+	dims     int
+	state    State
+	failure  string
+	copied   int64 // rows read by the last sync's copy
+	rebuilds int64 // syncs that replaced a serving index
 	// Rebuilds that failed, and why the last one did.
 	rebuildFailures int64
 	rebuildError    string
@@ -65,26 +92,11 @@ type Entry struct {
 	// syncFrom is the last sync's point: transactions that committed
 	// before it are in the copy (see SkipBelow).
 	syncFrom LSN
-	txLSN    LSN // commit LSN of the transaction being applied
-	// txXID is the id of the transaction being applied (0: unknown), and
-	// txWrites the rows it wrote, which carry it once it commits (see
-	// xid.go). txWrites is made anew for each transaction that writes, not
-	// cleared: a cleared map keeps its buckets, and one bulk UPDATE would
-	// pin memory in proportion to its rows for the life of the process.
-	txXID    uint32
-	txWrites map[written]struct{}
-	// pending holds the xmins of rows read ahead of the stream, by key,
-	// until the applied position reaches them; pendingN is its size, for
-	// SetApplied to read without the lock.
-	pending  map[string]pendingRead
-	pendingN atomic.Int64
+	txLSN    LSN    // commit LSN of the transaction being applied
+	tx       txBook // transaction ids waiting to be recorded (xid.go)
 	// version counts the changes applied; a checkpoint records it, so an
 	// unchanged version later proves that only the LSN has moved since.
 	version atomic.Uint64
-
-	lsnMu    sync.Mutex
-	applied  LSN
-	advanced chan struct{} // closed and replaced whenever applied moves
 }
 
 // serving is what searches see of an entry, replaced whole on every
@@ -99,25 +111,34 @@ type serving struct {
 }
 
 func newEntry(spec Spec) *Entry {
-	e := &Entry{
-		spec:     spec,
-		dims:     spec.Dims,
-		skipped:  map[string]struct{}{},
-		pending:  map[string]pendingRead{},
-		state:    StateBuilding,
-		advanced: make(chan struct{}),
+	c := &core{
+		spec:    spec,
+		clock:   newClock(spec.Name),
+		dims:    spec.Dims,
+		skipped: map[string]struct{}{},
+		tx:      txBook{pending: map[string]pendingRead{}},
+		state:   StateBuilding,
 	}
-	e.publish()
-	return e
+	c.publish()
+	return &Entry{core: c, Clock: c.clock, stream: &Applier{c}, copies: &Syncer{c}, durable: &Durability{c}}
 }
+
+// Stream is the entry's part that applies the stream.
+func (e *Entry) Stream() *Applier { return e.stream }
+
+// Copies is the entry's part that runs its table syncs.
+func (e *Entry) Copies() *Syncer { return e.copies }
+
+// Durable is the entry's part that checkpoints it.
+func (e *Entry) Durable() *Durability { return e.durable }
 
 // publish makes the current state and index what searches see. The caller
 // holds wmu or has no one else to race with; it takes mu.
-func (e *Entry) publish() {
+func (e *core) publish() {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.serving.Store(&serving{state: e.state, failure: e.failure, index: e.index, dims: e.dims, keyType: e.keyType, vecType: e.vecType})
-	if f, ok := e.index.(streamFollower); ok && e.state == StateReady {
+	if f, ok := e.index.(kind.StreamFollower); ok && e.state == StateReady {
 		f.FollowStream()
 	}
 }
@@ -147,7 +168,7 @@ func (e *Entry) Configure(kt pgvalue.KeyType, vt pgvalue.VectorType, typmodDims 
 }
 
 // KeyType is the key column's type, set by Configure.
-func (e *Entry) KeyType() pgvalue.KeyType { return e.serving.Load().keyType }
+func (e *core) KeyType() pgvalue.KeyType { return e.serving.Load().keyType }
 
 // VectorType is the vector column's type, set by Configure.
 func (e *Entry) VectorType() pgvalue.VectorType {
@@ -157,306 +178,7 @@ func (e *Entry) VectorType() pgvalue.VectorType {
 }
 
 // Dims is the dimension of the index, 0 while unknown.
-func (e *Entry) Dims() int { return e.serving.Load().dims }
-
-// indexable reports whether vec can go into an index of dims dimensions
-// (0: not fixed yet). While the dimension is unknown, a row's length is
-// bounded by MaxDims: the first row fixes the dimension, and a table's
-// value must never fix one no index can be made with.
-func indexable(vec []float32, dims int) bool {
-	return len(vec) > 0 && len(vec) <= MaxDims && (dims == 0 || len(vec) == dims) && pgvalue.CheckFinite(vec) == nil
-}
-
-// Begin starts applying a transaction that commits at final, and reports
-// whether the entry wants its changes: not if they are already reflected
-// (see SkipBelow).
-func (e *Entry) Begin(final LSN) bool {
-	e.wmu.Lock()
-	defer e.wmu.Unlock()
-	e.txLSN = final
-	return final >= e.skipBelowLocked()
-}
-
-// SkipBelow is the commit position below which the stream's transactions
-// are already reflected in the entry: its applied LSN, or, after a copy,
-// the copy's snapshot point if that is later. While a copy rebuilds a
-// serving index, the serving index still wants everything after its
-// applied LSN.
-func (e *Entry) SkipBelow() LSN {
-	e.wmu.Lock()
-	defer e.wmu.Unlock()
-	return e.skipBelowLocked()
-}
-
-func (e *Entry) skipBelowLocked() LSN {
-	applied := e.Applied()
-	if e.sync != nil && e.sync.rebuild {
-		return applied
-	}
-	if e.sync != nil {
-		return max(applied, e.sync.point)
-	}
-	return max(applied, e.syncFrom)
-}
-
-// Upsert stores key's vector, or, if vec is not indexable (nil for NULL or
-// undecodable, wrong dimension, NaN or infinite), removes key from the
-// index and counts it as skipped until a later change fixes it. The
-// encoding is done before the apply lock is taken, so that the copy's
-// readers encode in parallel with the stream.
-func (e *Entry) Upsert(key string, vec []float32) {
-	dims := e.Dims()
-	if !indexable(vec, dims) {
-		e.Skip(key)
-		return
-	}
-	main, shadow := e.targets()
-	var mainRow, shadowRow Row
-	if main != nil {
-		mainRow = main.Prepare(vec)
-	}
-	if shadow != nil {
-		shadowRow = shadow.Prepare(vec)
-	}
-	e.wmu.Lock()
-	defer e.wmu.Unlock()
-	e.changed()
-	if toMain, toShadow := e.routes(key); toMain || toShadow {
-		if toMain {
-			e.insertLocked(&e.index, e.skipped, main, mainRow, key, vec)
-			e.wrote(e.index, key)
-		}
-		if toShadow {
-			s := e.sync
-			e.insertLocked(&s.index, s.skipped, shadow, shadowRow, key, vec)
-			e.wrote(s.index, key)
-		}
-	}
-}
-
-// targets returns the indexes a change is prepared for: the serving one,
-// and the one a copy is building.
-func (e *Entry) targets() (main, shadow Index) {
-	e.wmu.Lock()
-	defer e.wmu.Unlock()
-	if e.sync != nil {
-		shadow = e.sync.index
-		if !e.sync.rebuild {
-			return nil, shadow
-		}
-	}
-	return e.index, shadow
-}
-
-// routes says where the change being applied to key goes, and records it
-// against the copy: to the serving index unless a first copy is building
-// it; to the index a copy builds unless the change is older than the
-// copy's snapshot (which holds it already). Changes met before the
-// snapshot point is known go to both and are sorted out when it is (see
-// SetSyncPoint).
-func (e *Entry) routes(key string) (toMain, toShadow bool) {
-	e.dropPending(key)
-	toMain, toShadow = e.route()
-	if toShadow {
-		e.sync.touched[key] = e.txLSN
-	}
-	return toMain, toShadow
-}
-
-// route is routes for a change of no one key.
-func (e *Entry) route() (toMain, toShadow bool) {
-	s := e.sync
-	if s == nil {
-		return true, false
-	}
-	return s.rebuild, s.point == 0 || e.txLSN >= s.point
-}
-
-// insertLocked puts a prepared row into *slot's index, making the index
-// first if it is the first valid row (the table was empty when it was
-// made); x and row are what was prepared, and are redone if the index
-// changed since.
-func (e *Entry) insertLocked(slot *Index, skipped map[string]struct{}, x Index, row Row, key string, vec []float32) {
-	// The dimension is settled here, under the apply lock: a row checked
-	// before it against a dimension not yet known may not fit. It is
-	// published only once an index of it exists.
-	e.mu.Lock()
-	dims := e.dims
-	e.mu.Unlock()
-	fixed := dims == 0
-	if fixed {
-		dims = len(vec)
-	}
-	if len(vec) != dims {
-		e.skipIn(*slot, skipped, key)
-		return
-	}
-	if *slot == nil {
-		made, err := newIndex(e.spec, e.keyType, dims, nil, 0)
-		if err != nil {
-			// The stream goes on: the index is failed, not the slot.
-			e.skipIn(nil, skipped, key)
-			e.Fail(fmt.Errorf("index %s: cannot make an index of %d dimensions: %w; restart vecside with dims= set to the column's dimension", e.spec.Name, dims, err))
-			return
-		}
-		*slot = made
-		if slot == &e.index && !fixed {
-			defer e.publish()
-		}
-	}
-	if fixed {
-		e.mu.Lock()
-		e.dims = dims
-		e.mu.Unlock()
-		defer e.publish()
-	}
-	if x != *slot || row == nil {
-		row = (*slot).Prepare(vec)
-	}
-	(*slot).Insert(key, row)
-	delete(skipped, key)
-}
-
-// Skip removes key from the index and counts it as skipped.
-func (e *Entry) Skip(key string) {
-	e.wmu.Lock()
-	defer e.wmu.Unlock()
-	e.changed()
-	toMain, toShadow := e.routes(key)
-	if toMain {
-		e.skipIn(e.index, e.skipped, key)
-	}
-	if toShadow {
-		e.skipIn(e.sync.index, e.sync.skipped, key)
-	}
-}
-
-func (e *Entry) skipIn(x Index, skipped map[string]struct{}, key string) {
-	if x != nil {
-		x.Delete(key)
-	}
-	skipped[key] = struct{}{}
-}
-
-// Delete forgets key.
-func (e *Entry) Delete(key string) {
-	e.wmu.Lock()
-	defer e.wmu.Unlock()
-	e.changed()
-	toMain, toShadow := e.routes(key)
-	if toMain {
-		deleteIn(e.index, e.skipped, key)
-	}
-	if toShadow {
-		deleteIn(e.sync.index, e.sync.skipped, key)
-	}
-}
-
-func deleteIn(x Index, skipped map[string]struct{}, key string) {
-	if x != nil {
-		x.Delete(key)
-	}
-	delete(skipped, key)
-}
-
-// Move gives key from's entry (indexed or skipped) to key to, for a key
-// change whose vector did not change. It reports whether from was known
-// to every index the change goes to; if not, the caller must read the row
-// and Upsert it.
-func (e *Entry) Move(from, to string) bool {
-	e.wmu.Lock()
-	defer e.wmu.Unlock()
-	e.changed()
-	e.routes(from)
-	toMain, toShadow := e.routes(to)
-	ok := true
-	if toMain {
-		ok = e.moveIn(e.index, e.skipped, from, to)
-	}
-	if toShadow {
-		ok = e.moveIn(e.sync.index, e.sync.skipped, from, to) && ok
-	}
-	return ok
-}
-
-// moveIn moves from's row to to in x. The row keeps its vector, so the
-// transaction's version of it has that vector if the row's xid was known
-// or the transaction wrote it (see Unchanged).
-func (e *Entry) moveIn(x Index, skipped map[string]struct{}, from, to string) bool {
-	_, ours := e.txWrites[written{x, from}]
-	keep := ours || xidOf(x, from) != 0
-	if !moveIn(x, skipped, from, to) {
-		return false
-	}
-	if keep {
-		e.wrote(x, to)
-	}
-	return true
-}
-
-func moveIn(x Index, skipped map[string]struct{}, from, to string) bool {
-	if x != nil && x.Rename(from, to) {
-		delete(skipped, to)
-		return true
-	}
-	if _, ok := skipped[from]; ok {
-		delete(skipped, from)
-		if x != nil {
-			x.Delete(to)
-		}
-		skipped[to] = struct{}{}
-		return true
-	}
-	return false
-}
-
-// Known reports whether key is indexed or counted as skipped, in the
-// serving index and in the one a copy builds.
-//
-// A copy under way knows a key that no change since its snapshot has
-// touched: its snapshot holds the key's current vector, and the copy
-// brings it if it has not yet.
-func (e *Entry) Known(key string) bool {
-	e.wmu.Lock()
-	defer e.wmu.Unlock()
-	known := func(x Index, skipped map[string]struct{}) bool {
-		_, ok := skipped[key]
-		return ok || x != nil && x.Has(key)
-	}
-	if s := e.sync; s != nil {
-		if !known(s.index, s.skipped) && s.newer(key) {
-			return false
-		}
-		if !s.rebuild {
-			return true
-		}
-	}
-	return known(e.index, e.skipped)
-}
-
-// Truncate forgets every key.
-func (e *Entry) Truncate() {
-	e.wmu.Lock()
-	defer e.wmu.Unlock()
-	e.changed()
-	e.forgetXIDs()
-	toMain, toShadow := e.route()
-	if s := e.sync; s != nil {
-		if toShadow {
-			s.truncated = max(s.truncated, e.txLSN)
-			if s.index != nil {
-				s.index.Clear()
-			}
-			clear(s.skipped)
-		}
-	}
-	if toMain {
-		if e.index != nil {
-			e.index.Clear()
-		}
-		clear(e.skipped)
-	}
-}
+func (e *core) Dims() int { return e.serving.Load().dims }
 
 // Keys calls fn for every indexed key of the serving index.
 func (e *Entry) Keys(fn func(key string)) {
@@ -474,11 +196,8 @@ func (e *Entry) Vector(key string) ([]float32, bool) {
 	return nil, false
 }
 
-// changed counts a change.
-func (e *Entry) changed() { e.version.Add(1) }
-
 // SetReady marks an entry filled without a copy (by Upsert) as serving.
-func (e *Entry) SetReady() {
+func (e *core) SetReady() {
 	e.mu.Lock()
 	if e.state == StateBuilding {
 		e.state = StateReady
@@ -489,7 +208,7 @@ func (e *Entry) SetReady() {
 
 // Fail puts the entry into StateError with a message saying what happened
 // and how to recover.
-func (e *Entry) Fail(err error) {
+func (e *core) Fail(err error) {
 	e.mu.Lock()
 	e.state, e.failure = StateError, err.Error()
 	e.mu.Unlock()
@@ -497,51 +216,9 @@ func (e *Entry) Fail(err error) {
 }
 
 // State returns the lifecycle state and, in StateError, the reason.
-func (e *Entry) State() (State, string) {
+func (e *core) State() (State, string) {
 	s := e.serving.Load()
 	return s.state, s.failure
-}
-
-// Applied is the LSN up to which the stream has been applied.
-func (e *Entry) Applied() LSN {
-	e.lsnMu.Lock()
-	defer e.lsnMu.Unlock()
-	return e.applied
-}
-
-// SetApplied moves the applied LSN forward (never back) and wakes waiters.
-// The replication layer calls it at each commit, and with a keepalive's
-// WAL end when no transaction is open.
-func (e *Entry) SetApplied(lsn LSN) {
-	e.lsnMu.Lock()
-	if lsn <= e.applied {
-		e.lsnMu.Unlock()
-		return
-	}
-	e.applied = lsn
-	close(e.advanced)
-	e.advanced = make(chan struct{})
-	e.lsnMu.Unlock()
-	if e.pendingN.Load() > 0 {
-		e.settle(lsn)
-	}
-}
-
-// WaitApplied blocks until the applied LSN reaches lsn or ctx ends.
-func (e *Entry) WaitApplied(ctx context.Context, lsn LSN) error {
-	for {
-		e.lsnMu.Lock()
-		applied, ch := e.applied, e.advanced
-		e.lsnMu.Unlock()
-		if applied >= lsn {
-			return nil
-		}
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return fmt.Errorf("%w: index %s has applied up to %s, waiting for %s", ErrTimeout, e.spec.Name, applied, lsn)
-		}
-	}
 }
 
 // Search returns up to n candidates nearest to q, with their distances.
@@ -569,7 +246,7 @@ func (e *Entry) Search(ctx context.Context, q []float32, n int, opts SearchOptio
 	if s.index == nil {
 		return nil, nil
 	}
-	hits, err := s.index.Search(ctx, q, n, opts)
+	hits, err := s.index.Search(ctx, q, kind.Query{K: wanted(n, opts), N: n, Allow: opts.Allow, Settings: opts.Settings})
 	// A quantized estimate of a cosine or L2 distance can fall a little
 	// below 0, where no distance is; exact ones are left bit for bit.
 	if e.spec.Metric != kernels.IP {
@@ -632,7 +309,7 @@ type Status struct {
 
 // Status reports the entry's current state.
 func (e *Entry) Status() Status {
-	applied := e.Applied()
+	applied := e.clock.Applied()
 	e.wmu.Lock()
 	skipped, rebuilding, copying := len(e.skipped), e.sync != nil && e.sync.rebuild, int64(-1)
 	if e.sync != nil {
@@ -657,7 +334,6 @@ func (e *Entry) Status() Status {
 		State:     e.state,
 		Error:     e.failure,
 		Applied:   applied,
-		Covered:   e.covered,
 		KeyType:   e.keyType,
 
 		CopiedRows:      e.copied,
@@ -665,14 +341,8 @@ func (e *Entry) Status() Status {
 		Rebuilds:        e.rebuilds,
 		RebuildFailures: e.rebuildFailures,
 		RebuildError:    e.rebuildError,
-		Checkpoints:     e.checkpoints,
-		CheckpointPause: e.lastPause,
-		CheckpointTime:  e.lastWrite,
-		LastCheckpoint:  e.lastCheckpoint,
-
-		CheckpointFailures: e.checkpointFailures,
-		CheckpointError:    e.checkpointError,
 	}
+	e.coverage.report(&s)
 	if copying >= 0 {
 		s.CopiedRows = copying
 	}

@@ -37,30 +37,30 @@ func key(t *testing.T, s string) string {
 
 func TestEntryChanges(t *testing.T) {
 	e := newTestEntry(t, "e=t(v) key=id metric=l2")
-	e.Upsert(key(t, "1"), []float32{1, 0})
-	e.Upsert(key(t, "2"), []float32{0, 1})
-	e.Upsert(key(t, "3"), nil)                 // NULL
-	e.Upsert(key(t, "4"), []float32{1, 2, 3})  // wrong dimension
-	e.Upsert(key(t, "5"), []float32{1, nan32}) // not finite
+	e.Stream().Upsert(key(t, "1"), []float32{1, 0})
+	e.Stream().Upsert(key(t, "2"), []float32{0, 1})
+	e.Stream().Upsert(key(t, "3"), nil)                 // NULL
+	e.Stream().Upsert(key(t, "4"), []float32{1, 2, 3})  // wrong dimension
+	e.Stream().Upsert(key(t, "5"), []float32{1, nan32}) // not finite
 	if st := e.Status(); st.Rows != 2 || st.Skipped != 3 || st.Dims != 2 {
 		t.Fatalf("rows=%d skipped=%d dims=%d, want 2, 3, 2", st.Rows, st.Skipped, st.Dims)
 	}
-	e.Upsert(key(t, "3"), []float32{5, 5}) // fixed later
-	e.Upsert(key(t, "1"), nil)             // and broken
-	if !e.Move(key(t, "2"), key(t, "20")) || e.Known(key(t, "2")) || !e.Known(key(t, "20")) {
+	e.Stream().Upsert(key(t, "3"), []float32{5, 5}) // fixed later
+	e.Stream().Upsert(key(t, "1"), nil)             // and broken
+	if !e.Stream().Move(key(t, "2"), key(t, "20")) || e.Stream().Known(key(t, "2")) || !e.Stream().Known(key(t, "20")) {
 		t.Fatal("Move of an indexed key")
 	}
-	if !e.Move(key(t, "4"), key(t, "40")) || e.Status().Skipped != 3 {
+	if !e.Stream().Move(key(t, "4"), key(t, "40")) || e.Status().Skipped != 3 {
 		t.Fatal("Move of a skipped key must keep it skipped")
 	}
-	if e.Move(key(t, "99"), key(t, "100")) {
+	if e.Stream().Move(key(t, "99"), key(t, "100")) {
 		t.Fatal("Move of an unknown key reported success")
 	}
-	e.Delete(key(t, "5"))
+	e.Stream().Delete(key(t, "5"))
 	if st := e.Status(); st.Rows != 2 || st.Skipped != 2 {
 		t.Fatalf("rows=%d skipped=%d, want 2 and 2", st.Rows, st.Skipped)
 	}
-	e.Truncate()
+	e.Stream().Truncate()
 	if st := e.Status(); st.Rows != 0 || st.Skipped != 0 {
 		t.Fatalf("after truncate rows=%d skipped=%d", st.Rows, st.Skipped)
 	}
@@ -68,7 +68,7 @@ func TestEntryChanges(t *testing.T) {
 
 func TestSearchStates(t *testing.T) {
 	e := newTestEntry(t, "e=t(v) key=id metric=l2")
-	e.Upsert(key(t, "1"), []float32{1, 0})
+	e.Stream().Upsert(key(t, "1"), []float32{1, 0})
 	opts := DefaultSearchOptions()
 	if _, err := e.Search(context.Background(), []float32{1, 0}, 1, opts); !errors.Is(err, ErrNotReady) {
 		t.Fatalf("building: got %v, want ErrNotReady", err)
@@ -94,13 +94,13 @@ func TestWaitApplied(t *testing.T) {
 	e := newTestEntry(t, "e=t(v) key=id metric=l2")
 	done := make(chan error, 1)
 	go func() { done <- e.WaitApplied(context.Background(), 100) }()
-	e.SetApplied(50)
+	e.Stream().SetApplied(50)
 	select {
 	case err := <-done:
 		t.Fatalf("released at 50 waiting for 100: %v", err)
 	case <-time.After(20 * time.Millisecond):
 	}
-	e.SetApplied(100)
+	e.Stream().SetApplied(100)
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +109,7 @@ func TestWaitApplied(t *testing.T) {
 	if err := e.WaitApplied(ctx, 200); !errors.Is(err, ErrTimeout) {
 		t.Fatalf("got %v, want ErrTimeout", err)
 	}
-	e.SetApplied(10) // never backwards
+	e.Stream().SetApplied(10) // never backwards
 	if e.Applied() != 100 {
 		t.Fatalf("applied moved back to %s", e.Applied())
 	}
@@ -120,11 +120,11 @@ var testSource = Source{SystemID: 7, Timeline: 1, Slot: "vecside"}
 func filledEntry(t *testing.T) *Entry {
 	e := newTestEntry(t, "e=t(v) key=id metric=cosine")
 	for i, v := range [][]float32{{1, 0}, {0, 1}, {1, 1}, {0, 0}} {
-		e.Upsert(key(t, string(rune('1'+i))), v)
+		e.Stream().Upsert(key(t, string(rune('1'+i))), v)
 	}
-	e.Upsert(key(t, "9"), nil)
+	e.Stream().Upsert(key(t, "9"), nil)
 	e.SetReady()
-	e.SetApplied(0x1000)
+	e.Stream().SetApplied(0x1000)
 	return e
 }
 
@@ -137,17 +137,17 @@ func contents(e *Entry) map[string][]float32 {
 func TestCheckpointRoundTrip(t *testing.T) {
 	dir := t.TempDir()
 	e := filledEntry(t)
-	if _, err := e.Checkpoint(dir, testSource); err != nil {
+	if _, err := e.Durable().Checkpoint(dir, testSource); err != nil {
 		t.Fatal(err)
 	}
-	if e.Covered() != 0x1000 || e.Dirty() != 0 {
-		t.Fatalf("covered %s dirty %d after checkpoint", e.Covered(), e.Dirty())
+	if e.Durable().Covered() != 0x1000 || e.Durable().Dirty() != 0 {
+		t.Fatalf("covered %s dirty %d after checkpoint", e.Durable().Covered(), e.Durable().Dirty())
 	}
 	if st := e.Status(); st.Covered != 0x1000 {
 		t.Fatalf("status covered_lsn %s after checkpoint, want 0/1000", st.Covered)
 	}
 	loaded := newTestEntry(t, "e=t(v) key=id metric=cosine")
-	lsn, err := loaded.LoadCheckpoint(dir, testSource, nil)
+	lsn, err := loaded.Durable().LoadCheckpoint(dir, testSource, nil)
 	if err != nil || lsn != 0x1000 {
 		t.Fatalf("load: %s, %v", lsn, err)
 	}
@@ -175,16 +175,16 @@ func TestCheckpointRoundTrip(t *testing.T) {
 func TestCheckpointRefusals(t *testing.T) {
 	dir := t.TempDir()
 	e := filledEntry(t)
-	if _, err := e.Checkpoint(dir, testSource); err != nil {
+	if _, err := e.Durable().Checkpoint(dir, testSource); err != nil {
 		t.Fatal(err)
 	}
-	path := e.CheckpointPath(dir)
+	path := e.Durable().CheckpointPath(dir)
 	good, _ := os.ReadFile(path)
 	try := func(name string, data []byte, src Source, def string) {
 		t.Helper()
 		os.WriteFile(path, data, 0o600)
 		fresh := newTestEntry(t, def)
-		if _, err := fresh.LoadCheckpoint(dir, src, nil); err == nil {
+		if _, err := fresh.Durable().LoadCheckpoint(dir, src, nil); err == nil {
 			t.Errorf("%s: loaded", name)
 		}
 		if st := fresh.Status(); st.Rows != 0 || st.State != StateBuilding {
@@ -233,16 +233,16 @@ func TestIdlePositionCovers(t *testing.T) {
 	spec, _ := ParseSpec("e=t(v) key=id metric=l2")
 	e, _ := ix.Add(spec)
 	e.Configure(pgvalue.KeyInt8, pgvalue.VectorFloat4Array, 0)
-	e.Upsert(key(t, "1"), []float32{1, 2})
+	e.Stream().Upsert(key(t, "1"), []float32{1, 2})
 	e.SetReady()
-	e.SetApplied(0x100)
+	e.Stream().SetApplied(0x100)
 	if ix.Covered() != 0 {
 		t.Fatalf("covered %s before any checkpoint", ix.Covered())
 	}
-	if _, err := e.Checkpoint(dir, testSource); err != nil {
+	if _, err := e.Durable().Checkpoint(dir, testSource); err != nil {
 		t.Fatal(err)
 	}
-	e.SetApplied(0x200) // keepalives, other tables
+	e.Stream().SetApplied(0x200) // keepalives, other tables
 	state := IdleState{}
 	if err := ix.recordIdle(dir, state); err != nil {
 		t.Fatal(err)
@@ -251,11 +251,11 @@ func TestIdlePositionCovers(t *testing.T) {
 		t.Fatalf("covered %s, want 0/200 from the idle position", ix.Covered())
 	}
 	loaded := newTestEntry(t, "e=t(v) key=id metric=l2")
-	if lsn, err := loaded.LoadCheckpoint(dir, testSource, ReadIdleState(dir)); err != nil || lsn != 0x200 {
+	if lsn, err := loaded.Durable().LoadCheckpoint(dir, testSource, ReadIdleState(dir)); err != nil || lsn != 0x200 {
 		t.Fatalf("load with idle state: %s, %v; want 0/200", lsn, err)
 	}
-	e.Upsert(key(t, "2"), []float32{3, 4})
-	e.SetApplied(0x300)
+	e.Stream().Upsert(key(t, "2"), []float32{3, 4})
+	e.Stream().SetApplied(0x300)
 	if err := ix.recordIdle(dir, state); err != nil {
 		t.Fatal(err)
 	}
@@ -274,7 +274,7 @@ func TestIdlePositionCovers(t *testing.T) {
 
 func TestStatusReportsDurability(t *testing.T) {
 	e := filledEntry(t)
-	if _, err := e.Checkpoint(t.TempDir(), testSource); err != nil {
+	if _, err := e.Durable().Checkpoint(t.TempDir(), testSource); err != nil {
 		t.Fatal(err)
 	}
 	st := e.Status()
@@ -282,17 +282,17 @@ func TestStatusReportsDurability(t *testing.T) {
 		// recordCheckpoint is the checkpointer's; Checkpoint alone covers.
 		t.Fatalf("covered %s checkpoints %d, want 0/1000 and 0", st.Covered, st.Checkpoints)
 	}
-	e.recordCheckpoint(3*time.Millisecond, 9*time.Millisecond)
+	e.Durable().recordCheckpoint(3*time.Millisecond, 9*time.Millisecond)
 	if st := e.Status(); st.Checkpoints != 1 || st.CheckpointPause != 3*time.Millisecond || st.CheckpointTime != 9*time.Millisecond {
 		t.Fatalf("status after a recorded checkpoint: %+v", st)
 	}
-	e.BeginSync(nil, 0)
-	e.SetSyncPoint(0x2000)
-	e.CopyUpsert(key(t, "7"), []float32{1, 1}, 0)
-	e.Begin(0x2100)
-	e.Delete(key(t, "8"))
-	e.CopyUpsert(key(t, "8"), []float32{2, 2}, 0) // older than the delete: ignored
-	e.EndSync()
+	e.Copies().BeginSync(nil, 0)
+	e.Copies().SetSyncPoint(0x2000)
+	e.Copies().CopyUpsert(key(t, "7"), []float32{1, 1}, 0)
+	e.Stream().Begin(0x2100)
+	e.Stream().Delete(key(t, "8"))
+	e.Copies().CopyUpsert(key(t, "8"), []float32{2, 2}, 0) // older than the delete: ignored
+	e.Copies().EndSync()
 	if st := e.Status(); st.CopiedRows != 2 || st.Rows != 1 || st.Applied != 0x2000 || st.Covered != 0 {
 		t.Fatalf("after a sync: %+v", st)
 	}

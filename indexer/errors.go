@@ -1,6 +1,10 @@
 package indexer
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/vecside/vecside/indexer/kind"
+)
 
 // Sentinel errors, for errors.Is. The RPC maps each to a SQLSTATE.
 var (
@@ -10,7 +14,8 @@ var (
 	// or not finite (22023).
 	ErrInvalidVector = errors.New("invalid vector")
 	// ErrInvalidArgument: k, an option or its value is out of range (22023).
-	ErrInvalidArgument = errors.New("invalid argument")
+	// The kinds' option errors wrap it too.
+	ErrInvalidArgument = kind.ErrInvalidArgument
 	// ErrNotReady: the index is still being built or is in error (55000).
 	ErrNotReady = errors.New("index not ready")
 	// ErrTimeout: the request's deadline passed (57014).

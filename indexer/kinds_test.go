@@ -11,6 +11,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+
+	"github.com/vecside/vecside/indexer/kind"
 )
 
 func TestKindOptions(t *testing.T) {
@@ -53,103 +55,47 @@ func TestKindOptions(t *testing.T) {
 	}
 }
 
-func TestProbesOption(t *testing.T) {
-	o := DefaultSearchOptions()
-	opts, err := ParseOptions("probes=32 oversample=2")
-	if err != nil {
-		t.Fatal(err)
+// Every kind's per-query settings, through SET, SHOW and RESET.
+func TestKindSettings(t *testing.T) {
+	names := kind.SettingNames()
+	if !slices.Contains(names, "probes") || !slices.Contains(names, "ef_search") {
+		t.Fatalf("settings %v, want probes and ef_search among them", names)
 	}
-	if err := o.Apply(opts); err != nil || o.Probes != 32 || o.Oversample != 2 {
-		t.Fatalf("got %+v, %v", o, err)
-	}
-	if v, _ := o.Get("probes"); v != "32" {
-		t.Errorf("SHOW probes: %q", v)
-	}
-	for _, bad := range []string{"-1", "x", "1.5", "99999999"} {
-		if err := o.Set("probes", bad); !errors.Is(err, ErrInvalidArgument) {
-			t.Errorf("probes=%s: %v", bad, err)
-		}
-	}
-	if err := o.Set("probes", mustGet(t, DefaultSearchOptions(), "probes")); err != nil {
-		t.Errorf("RESET probes: %v", err)
-	}
-}
-
-func TestEfSearchOption(t *testing.T) {
-	o := DefaultSearchOptions()
-	opts, err := ParseOptions("ef_search=80 oversample=2")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := o.Apply(opts); err != nil || o.EfSearch != 80 || o.Oversample != 2 {
-		t.Fatalf("got %+v, %v", o, err)
-	}
-	if v, _ := o.Get("ef_search"); v != "80" {
-		t.Errorf("SHOW ef_search: %q", v)
-	}
-	for _, bad := range []string{"-1", "x", "1.5", "10001"} {
-		if err := o.Set("ef_search", bad); !errors.Is(err, ErrInvalidArgument) {
-			t.Errorf("ef_search=%s: %v", bad, err)
-		}
-	}
-	if err := o.Set("ef_search", mustGet(t, DefaultSearchOptions(), "ef_search")); err != nil || o.EfSearch != 0 {
-		t.Errorf("RESET ef_search: %v, %d", err, o.EfSearch)
-	}
-}
-
-// Every kind, through an Entry: copy, Finish, search, checkpoint, load,
-// identical answers.
-func TestKindsThroughEntry(t *testing.T) {
-	rng := rand.New(rand.NewPCG(1, 2))
-	vecs := make([][]float32, 3000)
-	for i := range vecs {
-		vecs[i] = []float32{rng.Float32(), rng.Float32(), rng.Float32(), rng.Float32(), rng.Float32(), rng.Float32()}
-	}
-	for _, opts := range []string{"kind=flat", "kind=flat store=ext8", "kind=ivf", "kind=ivf store=ext4 lists=12", "kind=hnsw", "kind=hnsw store=float m=8"} {
-		def := "e=t(v) key=id metric=l2 " + opts
-		e := newTestEntry(t, def)
-		for i, v := range vecs {
-			e.Upsert(key(t, fmt.Sprint(i+1)), v)
-		}
-		e.Upsert(key(t, "9999"), nil)
-		e.SetReady()
-		e.Delete(key(t, "5"))
-		e.Move(key(t, "6"), key(t, "60000"))
-		e.SetApplied(0x2000)
-		if !e.Known(key(t, "60000")) || e.Known(key(t, "6")) || !e.Known(key(t, "9999")) {
-			t.Fatalf("%s: Known is wrong after delete and move", opts)
-		}
-		if s := e.Status(); s.Rows != 2999 {
-			t.Fatalf("%s: %d rows", opts, s.Rows)
-		}
-		if x, ok := e.serving.Load().index.(interface{ Flush() }); ok {
-			x.Flush() // a graph links rows in the background: let it settle
-		}
-		search := func(e *Entry) []Hit {
-			so := DefaultSearchOptions()
-			so.Oversample = 2
-			hits, err := e.Search(context.Background(), vecs[5], 20, so)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return hits
-		}
-		before := search(e)
-		if len(before) == 0 || before[0].Key != key(t, "60000") {
-			t.Fatalf("%s: the moved row is not nearest to its own vector: %v", opts, before)
-		}
-		dir := t.TempDir()
-		if _, err := e.Checkpoint(dir, testSource); err != nil {
+	for _, name := range names {
+		s, _ := kind.LookupSetting(name)
+		o := DefaultSearchOptions()
+		opts, err := ParseOptions(name + "=32 oversample=2")
+		if err != nil {
 			t.Fatal(err)
 		}
-		loaded := newTestEntry(t, def)
-		if _, err := loaded.LoadCheckpoint(dir, testSource, nil); err != nil {
-			t.Fatalf("%s: %v", opts, err)
+		if err := o.Apply(opts); err != nil || o.Settings[name] != 32 || o.Oversample != 2 {
+			t.Fatalf("%s: got %+v, %v", name, o, err)
 		}
-		if after := search(loaded); !slices.Equal(before, after) {
-			t.Fatalf("%s: after load %v, before %v", opts, after, before)
+		if v := mustGet(t, o, name); v != "32" {
+			t.Errorf("SHOW %s: %q", name, v)
+		}
+		session := o
+		if err := o.Set(name, "5"); err != nil || session.Settings[name] != 32 {
+			t.Errorf("%s: setting a copy changed the original: %v, %d", name, err, session.Settings[name])
+		}
+		for _, bad := range []string{"-1", "x", "1.5", fmt.Sprint(s.Max + 1)} {
+			if err := o.Set(name, bad); !errors.Is(err, ErrInvalidArgument) {
+				t.Errorf("%s=%s: %v", name, bad, err)
+			}
+		}
+		if err := o.Set(name, mustGet(t, DefaultSearchOptions(), name)); err != nil || o.Settings[name] != 0 {
+			t.Errorf("RESET %s: %v, %d", name, err, o.Settings[name])
 		}
 	}
+}
+
+// everyKind is kind=… of every registered kind.
+func everyKind() []string {
+	var defs []string
+	for _, k := range Kinds() {
+		defs = append(defs, "kind="+k)
+	}
+	return defs
 }
 
 func mustGet(t *testing.T, o SearchOptions, k string) string {
@@ -165,7 +111,7 @@ func mustGet(t *testing.T, o SearchOptions, k string) string {
 // index's own output, with no heap re-rank, never holds a key deleted at
 // an LSN at or below the applied LSN the search started after.
 func TestNoDeletedKeyAfterApplied(t *testing.T) {
-	for _, opts := range []string{"kind=hnsw", "kind=ivf"} {
+	for _, opts := range everyKind() {
 		const dims, rows = 8, 2000
 		rng := rand.New(rand.NewPCG(3, 4))
 		vec := func() []float32 {
@@ -212,15 +158,15 @@ func TestNoDeletedKeyAfterApplied(t *testing.T) {
 		for i := range 3000 {
 			k := fmt.Sprint(rng.IntN(rows))
 			lsn++
-			e.Begin(lsn)
+			e.Stream().Begin(lsn)
 			if _, gone := deletedAt.Load(k); gone && i%2 == 0 {
 				deletedAt.Delete(k) // back before the commit is applied: searches may see it
-				e.Upsert(k, data[rowIndex(k)])
+				e.Stream().Upsert(k, data[rowIndex(k)])
 			} else if !gone {
 				deletedAt.Store(k, lsn)
-				e.Delete(k)
+				e.Stream().Delete(k)
 			}
-			e.SetApplied(lsn)
+			e.Stream().SetApplied(lsn)
 		}
 		close(stop)
 		wg.Wait()
@@ -249,10 +195,11 @@ func TestEstimatesAreNotNegative(t *testing.T) {
 			vecs[i][j] = float32(rng.NormFloat64())
 		}
 	}
-	for _, def := range []string{"kind=flat store=ext4", "kind=ivf store=ext4 lists=4", "kind=hnsw"} {
+	for _, def := range everyKind() {
+		def += " store=ext4"
 		e := newTestEntry(t, "e=t(v) key=id metric=cosine "+def)
 		for i, v := range vecs {
-			e.Upsert(key(t, fmt.Sprint(i+1)), v)
+			e.Stream().Upsert(key(t, fmt.Sprint(i+1)), v)
 		}
 		e.SetReady()
 		if x, ok := e.serving.Load().index.(interface{ Flush() }); ok {

@@ -55,7 +55,7 @@ func BenchmarkApplyUnderSearch(b *testing.B) {
 					if elapsed := time.Since(began); elapsed >= loadPhase {
 						return float64(n) / elapsed.Seconds()
 					}
-					e.Upsert(keys[upserts%rows], data[rows+upserts%extra])
+					e.Stream().Upsert(keys[upserts%rows], data[rows+upserts%extra])
 					upserts++
 				}
 			}
@@ -127,18 +127,18 @@ func copiedIndexer(b *testing.B, def string, rows [][]float32) (*Indexer, *Entry
 		b.Fatal(err)
 	}
 	keys := make([]string, len(rows))
-	sample := rows[:min(len(rows), e.SampleSize(len(rows), len(rows[0])))]
-	if err := e.BeginSync(sample, len(rows)); err != nil {
+	sample := rows[:min(len(rows), e.Copies().SampleSize(len(rows), len(rows[0])))]
+	if err := e.Copies().BeginSync(sample, len(rows)); err != nil {
 		b.Fatal(err)
 	}
-	e.SetSyncPoint(0x100)
+	e.Copies().SetSyncPoint(0x100)
 	for i, v := range rows {
 		if keys[i], err = pgvalue.KeyInt8.DecodeText(strconv.Itoa(i)); err != nil {
 			b.Fatal(err)
 		}
-		e.CopyUpsert(keys[i], v, 0)
+		e.Copies().CopyUpsert(keys[i], v, 0)
 	}
-	e.EndSync()
+	e.Copies().EndSync()
 	return ix, e, keys
 }
 
@@ -159,7 +159,7 @@ func BenchmarkCheckpointLoad(b *testing.B) {
 				x.Flush()
 			}
 			dir := b.TempDir()
-			if _, err := e.Checkpoint(dir, Source{SystemID: 7, Timeline: 1, Slot: "vecside"}); err != nil {
+			if _, err := e.Durable().Checkpoint(dir, Source{SystemID: 7, Timeline: 1, Slot: "vecside"}); err != nil {
 				b.Fatal(err)
 			}
 			p99 := func(e *Entry) float64 {
@@ -182,7 +182,7 @@ func BenchmarkCheckpointLoad(b *testing.B) {
 				}
 				loaded := newEntry(spec)
 				t0 := time.Now()
-				if _, err := loaded.LoadCheckpoint(dir, Source{SystemID: 7, Timeline: 1, Slot: "vecside"}, nil); err != nil {
+				if _, err := loaded.Durable().LoadCheckpoint(dir, Source{SystemID: 7, Timeline: 1, Slot: "vecside"}, nil); err != nil {
 					b.Fatal(err)
 				}
 				loads = append(loads, time.Since(t0).Seconds())

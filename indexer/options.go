@@ -11,7 +11,7 @@ import (
 	"time"
 	"unicode"
 
-	"github.com/vecside/vecside/hnsw"
+	"github.com/vecside/vecside/indexer/kind"
 	"github.com/vecside/vecside/internal/knnlimits"
 )
 
@@ -124,13 +124,10 @@ type SearchOptions struct {
 	// exact float flat index returns k × Oversample. The client re-ranks
 	// them against the heap.
 	Oversample float64
-	// Probes is how many IVF lists a query scans; 0 means the index's
-	// default (its probes= option, else 2% of its lists, at least 4).
-	Probes int
-	// EfSearch is the beam width of an HNSW query; 0 means the index's
-	// default (its ef_search= option, else hnsw.DefaultEfSearch). At least
-	// k is used.
-	EfSearch int
+	// Settings are the index kinds' own settings (probes= for ivf,
+	// ef_search= for hnsw: see each kind's registration); a missing one,
+	// or 0, is the index's default. Set them with Set, which copies.
+	Settings kind.Settings
 	// Timeout bounds the whole request, including waiting for MinLSN.
 	Timeout time.Duration
 	// MinLSN, if set, makes the search wait until the index has applied
@@ -158,56 +155,42 @@ func DefaultSearchOptions() SearchOptions {
 	return SearchOptions{Timeout: 30 * time.Second}
 }
 
-// MaxProbes bounds probes.
-const MaxProbes = 1 << 20
+// searchOption is one search option: its parser and, for SHOW, its
+// renderer.
+type searchOption struct {
+	set func(*SearchOptions, string) error
+	get func(SearchOptions) string
+}
 
-// MaxEfSearch bounds ef_search, as hnsw bounds its beam widths.
-const MaxEfSearch = hnsw.MaxEf
-
-// searchSetters is the vocabulary of search options: every key a client may
-// SET or pass to knn, with its parser. Unknown keys are errors.
-var searchSetters = map[string]func(*SearchOptions, string) error{
-	"oversample": func(o *SearchOptions, v string) error {
+// searchOptions is the vocabulary of search options every index takes;
+// the kinds' settings (kind.LookupSetting) add theirs. Unknown keys are
+// errors.
+var searchOptions = map[string]searchOption{
+	"oversample": {func(o *SearchOptions, v string) error {
 		f, err := strconv.ParseFloat(v, 64)
 		if err != nil || !(f >= 1 && f <= MaxCandidates || f == 0) {
 			return fmt.Errorf("oversample=%s: want a number from 1 to %d (0: the index's default)", v, MaxCandidates)
 		}
 		o.Oversample = f
 		return nil
-	},
-	"probes": func(o *SearchOptions, v string) error {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 0 || n > MaxProbes {
-			return fmt.Errorf("probes=%s: want an integer from 1 to %d (0: the index's default)", v, MaxProbes)
-		}
-		o.Probes = n
-		return nil
-	},
-	"ef_search": func(o *SearchOptions, v string) error {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 0 || n > MaxEfSearch {
-			return fmt.Errorf("ef_search=%s: want an integer from 1 to %d (0: the index's default)", v, MaxEfSearch)
-		}
-		o.EfSearch = n
-		return nil
-	},
-	"min_lsn": func(o *SearchOptions, v string) error {
+	}, func(o SearchOptions) string { return strconv.FormatFloat(o.Oversample, 'g', -1, 64) }},
+	"min_lsn": {func(o *SearchOptions, v string) error {
 		lsn, err := ParseLSN(v)
 		if err != nil {
 			return fmt.Errorf("min_lsn=%s: want an LSN such as 0/16B3748", v)
 		}
 		o.MinLSN = lsn
 		return nil
-	},
-	"with_xid": func(o *SearchOptions, v string) error {
+	}, func(o SearchOptions) string { return o.MinLSN.String() }},
+	"with_xid": {func(o *SearchOptions, v string) error {
 		b, err := strconv.ParseBool(v)
 		if err != nil {
 			return fmt.Errorf("with_xid=%s: want true or false", v)
 		}
 		o.WithXID = b
 		return nil
-	},
-	"xid_source": func(o *SearchOptions, v string) error {
+	}, func(o SearchOptions) string { return strconv.FormatBool(o.WithXID) }},
+	"xid_source": {func(o *SearchOptions, v string) error {
 		sys, tli, ok := strings.Cut(v, "/")
 		id, err1 := strconv.ParseInt(sys, 10, 64)
 		t, err2 := strconv.ParseUint(tli, 10, 32)
@@ -216,25 +199,53 @@ var searchSetters = map[string]func(*SearchOptions, string) error{
 		}
 		o.XIDSource = &Source{SystemID: uint64(id), Timeline: uint32(t)}
 		return nil
-	},
-	"timeout": func(o *SearchOptions, v string) error {
+	}, func(o SearchOptions) string {
+		if o.XIDSource == nil {
+			return ""
+		}
+		return fmt.Sprintf("%d/%d", int64(o.XIDSource.SystemID), o.XIDSource.Timeline)
+	}},
+	"timeout": {func(o *SearchOptions, v string) error {
 		d, err := time.ParseDuration(v)
 		if err != nil || d <= 0 {
 			return fmt.Errorf("timeout=%s: want a positive duration such as 500ms or 5s", v)
 		}
 		o.Timeout = d
 		return nil
-	},
+	}, func(o SearchOptions) string { return o.Timeout.String() }},
+}
+
+// lookupSearchOption finds key among the options every index takes, then
+// among the kinds' settings.
+func lookupSearchOption(key string) (searchOption, bool) {
+	if opt, ok := searchOptions[key]; ok {
+		return opt, true
+	}
+	s, ok := kind.LookupSetting(key)
+	if !ok {
+		return searchOption{}, false
+	}
+	return searchOption{
+		set: func(o *SearchOptions, v string) error {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 0 || n > s.Max {
+				return fmt.Errorf("%s=%s: want an integer from 1 to %d (0: the index's default)", key, v, s.Max)
+			}
+			o.Settings = o.Settings.With(key, n)
+			return nil
+		},
+		get: func(o SearchOptions) string { return strconv.Itoa(o.Settings[key]) },
+	}, true
 }
 
 // Set applies one option; an unknown key or a bad value is an error
 // wrapping ErrInvalidArgument.
 func (o *SearchOptions) Set(key, value string) error {
-	set, ok := searchSetters[key]
+	opt, ok := lookupSearchOption(key)
 	if !ok {
 		return fmt.Errorf("%w: unknown search option %q (known: %s)", ErrInvalidArgument, key, strings.Join(SearchOptionKeys(), ", "))
 	}
-	if err := set(o, value); err != nil {
+	if err := opt.set(o, value); err != nil {
 		return fmt.Errorf("%w: %v", ErrInvalidArgument, err)
 	}
 	return nil
@@ -257,32 +268,17 @@ func (o *SearchOptions) Apply(opts Options) error {
 
 // Get renders one option's current value, for SHOW.
 func (o SearchOptions) Get(key string) (string, error) {
-	switch key {
-	case "oversample":
-		return strconv.FormatFloat(o.Oversample, 'g', -1, 64), nil
-	case "timeout":
-		return o.Timeout.String(), nil
-	case "min_lsn":
-		return o.MinLSN.String(), nil
-	case "probes":
-		return strconv.Itoa(o.Probes), nil
-	case "ef_search":
-		return strconv.Itoa(o.EfSearch), nil
-	case "with_xid":
-		return strconv.FormatBool(o.WithXID), nil
-	case "xid_source":
-		if o.XIDSource == nil {
-			return "", nil
-		}
-		return fmt.Sprintf("%d/%d", int64(o.XIDSource.SystemID), o.XIDSource.Timeline), nil
+	opt, ok := lookupSearchOption(key)
+	if !ok {
+		return "", fmt.Errorf("%w: unknown search option %q", ErrInvalidArgument, key)
 	}
-	return "", fmt.Errorf("%w: unknown search option %q", ErrInvalidArgument, key)
+	return opt.get(o), nil
 }
 
 // SearchOptionKeys lists the known search options, sorted.
 func SearchOptionKeys() []string {
-	keys := make([]string, 0, len(searchSetters))
-	for k := range searchSetters {
+	keys := kind.SettingNames()
+	for k := range searchOptions {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)

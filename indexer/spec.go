@@ -3,10 +3,10 @@ package indexer
 import (
 	"fmt"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 
+	"github.com/vecside/vecside/indexer/kind"
 	"github.com/vecside/vecside/kernels"
 )
 
@@ -14,7 +14,8 @@ import (
 //
 //	NAME=SCHEMA.TABLE(COLUMN) key=KEYCOL metric=l2|cosine|ip [kind=flat|ivf|hnsw] [dims=N] [where='CONDITION'] [KIND OPTIONS]
 //
-// Kind options (see kinds.go): kind=flat store=float|ext4|ext6|ext8
+// Kind options (each kind registers its own: see package indexer/kind
+// and the kinds' kind.go): kind=flat store=float|ext4|ext6|ext8
 // (default float, the exact float32 index); kind=ivf lists=N probes=N
 // store=float|ext4|ext6|ext8 (default ext4) bits=4|6|8; kind=hnsw m=N
 // ef_construction=N ef_search=N store=float|ext4|ext6|ext8 (default ext6)
@@ -41,7 +42,7 @@ type Spec struct {
 	// so every index of the table in one sidecar must give the same.
 	Where string
 	// Options are the kind-specific build options, validated by the kind
-	// (see kinds.go).
+	// (see kind.Kind.Validate).
 	Options Options
 }
 
@@ -105,8 +106,8 @@ func ParseSpec(def string) (Spec, error) {
 				return fail("%v", err)
 			}
 		case "kind":
-			if !slices.Contains(Kinds, v) {
-				return fail("unknown kind %q (known: %s)", v, strings.Join(Kinds, ", "))
+			if _, ok := kind.Lookup(v); !ok {
+				return fail("unknown kind %q (known: %s)", v, strings.Join(Kinds(), ", "))
 			}
 			s.Kind = v
 		case "where":
@@ -128,7 +129,11 @@ func ParseSpec(def string) (Spec, error) {
 	if s.Metric == 0 {
 		return fail("metric=l2|cosine|ip is required")
 	}
-	if err := kinds[s.Kind].options(s.Options); err != nil {
+	k, err := kindOf(s)
+	if err != nil {
+		return fail("%v", err)
+	}
+	if err := k.Validate(s.Options); err != nil {
 		return Spec{}, fmt.Errorf("--index %q: %w", def, err)
 	}
 	return s, nil

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"runtime/debug"
 	"slices"
+
+	"github.com/vecside/vecside/indexer/kind"
 )
 
 // syncState is a copy of the table under way, building a new index beside
@@ -43,19 +45,19 @@ func (s *syncState) newer(key string) bool {
 //
 // Each BeginSync (or BeginRebuild) is followed by SetSyncPoint, the copy's
 // rows through CopyUpsert, and EndSync, or by AbortSync.
-func (e *Entry) BeginSync(sample [][]float32, tableRows int) error {
+func (e *Syncer) BeginSync(sample [][]float32, tableRows int) error {
 	return e.beginSync(sample, tableRows, false)
 }
 
 // BeginRebuild is BeginSync for an entry that keeps serving: searches use
 // the current index, which keeps following the stream, until EndSync swaps
 // the new one in. An entry that is not ready gets a first copy instead.
-func (e *Entry) BeginRebuild(sample [][]float32, tableRows int) error {
+func (e *Syncer) BeginRebuild(sample [][]float32, tableRows int) error {
 	state, _ := e.State()
 	return e.beginSync(sample, tableRows, state == StateReady)
 }
 
-func (e *Entry) beginSync(sample [][]float32, tableRows int, rebuild bool) error {
+func (e *Syncer) beginSync(sample [][]float32, tableRows int, rebuild bool) error {
 	var x Index
 	dims := e.Dims()
 	if dims == 0 {
@@ -76,7 +78,7 @@ func (e *Entry) beginSync(sample [][]float32, tableRows int, rebuild bool) error
 		if x, err = newIndex(e.spec, e.KeyType(), dims, good, tableRows); err != nil {
 			return fmt.Errorf("index %s: %w", e.spec.Name, err)
 		}
-		if f, ok := x.(streamFollower); ok && rebuild {
+		if f, ok := x.(kind.StreamFollower); ok && rebuild {
 			f.FollowStream() // beside the serving index, the stream's changes go into it from now on
 		}
 		e.mu.Lock()
@@ -88,7 +90,7 @@ func (e *Entry) beginSync(sample [][]float32, tableRows int, rebuild bool) error
 	e.wmu.Lock()
 	defer e.wmu.Unlock()
 	dropped(e.syncIndex())
-	e.forgetXIDs()
+	e.tx.forget()
 	e.sync = &syncState{index: x, skipped: map[string]struct{}{}, rebuild: rebuild, touched: map[string]LSN{}}
 	if !e.sync.rebuild {
 		// A first copy (or one after an error) starts from nothing: what
@@ -98,8 +100,8 @@ func (e *Entry) beginSync(sample [][]float32, tableRows int, rebuild bool) error
 		clear(e.skipped)
 		e.mu.Lock()
 		e.state, e.failure = StateBuilding, ""
-		e.covered, e.coveredVersion = 0, 0
 		e.mu.Unlock()
+		e.coverage.reset(0, 0)
 		e.version.Add(1)
 		e.publish()
 	}
@@ -109,7 +111,7 @@ func (e *Entry) beginSync(sample [][]float32, tableRows int, rebuild bool) error
 // SetSyncPoint tells the copy under way the LSN of its snapshot. Changes
 // applied to the new index since BeginSync that committed before it are
 // taken back: the copy holds them, in the state they had at the snapshot.
-func (e *Entry) SetSyncPoint(point LSN) {
+func (e *Syncer) SetSyncPoint(point LSN) {
 	e.wmu.Lock()
 	defer e.wmu.Unlock()
 	s := e.sync
@@ -117,7 +119,7 @@ func (e *Entry) SetSyncPoint(point LSN) {
 		return
 	}
 	s.point = point
-	e.forgetXIDs()
+	e.tx.forget()
 	for key, lsn := range s.touched {
 		if lsn < point {
 			deleteIn(s.index, s.skipped, key)
@@ -133,8 +135,8 @@ func (e *Entry) SetSyncPoint(point LSN) {
 // (0: unknown), unless the stream has changed that key (or truncated the
 // table) since the snapshot. The row is encoded before the apply lock is
 // taken, and, in a rebuild, admitted by a kind that would otherwise do
-// background work under the lock (see admitter).
-func (e *Entry) CopyUpsert(key string, vec []float32, xmin uint32) {
+// background work under the lock (see kind.Admitter).
+func (e *Syncer) CopyUpsert(key string, vec []float32, xmin uint32) {
 	e.wmu.Lock()
 	s := e.sync
 	var x Index
@@ -145,7 +147,7 @@ func (e *Entry) CopyUpsert(key string, vec []float32, xmin uint32) {
 	var row Row
 	if x != nil && indexable(vec, e.Dims()) {
 		row = x.Prepare(vec)
-		if a, ok := x.(admitter); ok && s.rebuild {
+		if a, ok := x.(kind.Admitter); ok && s.rebuild {
 			row = a.Admit(row)
 		}
 	}
@@ -174,7 +176,7 @@ func (e *Entry) CopyUpsert(key string, vec []float32, xmin uint32) {
 // in error. The entry's applied position moves to the snapshot point if
 // the stream was behind it, and transactions that committed before it
 // are skipped from now on.
-func (e *Entry) EndSync() {
+func (e *Syncer) EndSync() {
 	e.wmu.Lock()
 	s := e.sync
 	if s == nil {
@@ -183,7 +185,7 @@ func (e *Entry) EndSync() {
 	}
 	e.sync = nil
 	e.syncFrom = s.point
-	e.forgetXIDs()
+	e.tx.forget()
 	if e.index != s.index {
 		dropped(e.index)
 	}
@@ -200,7 +202,7 @@ func (e *Entry) EndSync() {
 	e.mu.Unlock()
 	e.publish()
 	e.wmu.Unlock()
-	e.SetApplied(s.point)
+	e.advance(s.point)
 	if s.copied >= bigCopy {
 		// The copy's garbage (buffers, the training sample, a replaced
 		// index) is gone: give it back to the system now rather than over
@@ -217,7 +219,7 @@ const bigCopy = 100_000
 // up on purpose): a rebuild leaves the serving index as it was, and its
 // failure shows in Status; a first copy leaves the entry building, for
 // the next try.
-func (e *Entry) AbortSync(err error) {
+func (e *Syncer) AbortSync(err error) {
 	e.wmu.Lock()
 	defer e.wmu.Unlock()
 	if e.sync != nil && e.sync.rebuild && err != nil {
@@ -231,7 +233,7 @@ func (e *Entry) AbortSync(err error) {
 }
 
 // Syncing reports whether a copy is under way.
-func (e *Entry) Syncing() bool {
+func (e *Syncer) Syncing() bool {
 	e.wmu.Lock()
 	defer e.wmu.Unlock()
 	return e.sync != nil
@@ -240,14 +242,14 @@ func (e *Entry) Syncing() bool {
 // WantsRebuild reports whether the serving index asks to be built again
 // from the table (its structure has drifted from the data, see the kinds'
 // NeedsRebuild), and no copy is under way.
-func (e *Entry) WantsRebuild() bool {
+func (e *Syncer) WantsRebuild() bool {
 	s := e.serving.Load()
 	return s.state == StateReady && s.index != nil && !e.Syncing() && s.index.NeedsRebuild()
 }
 
 // syncIndex is the index a copy under way builds, nil if none; the
 // caller holds wmu.
-func (e *Entry) syncIndex() Index {
+func (e *core) syncIndex() Index {
 	if e.sync == nil {
 		return nil
 	}

@@ -28,14 +28,14 @@ func textEntry(t testing.TB, def string) *Entry {
 // does: train on them, take the snapshot point, copy, end.
 func copyInto(t testing.TB, e *Entry, rows [][]float32, point LSN) {
 	t.Helper()
-	if err := e.BeginSync(rows, len(rows)); err != nil {
+	if err := e.Copies().BeginSync(rows, len(rows)); err != nil {
 		t.Fatal(err)
 	}
-	e.SetSyncPoint(point)
+	e.Copies().SetSyncPoint(point)
 	for i, v := range rows {
-		e.CopyUpsert(fmt.Sprint(i), v, 0)
+		e.Copies().CopyUpsert(fmt.Sprint(i), v, 0)
 	}
-	e.EndSync()
+	e.Copies().EndSync()
 }
 
 // search returns the keys of e's candidates for q.
@@ -58,50 +58,50 @@ func searchKeys(t testing.TB, e *Entry, q []float32, n int) []string {
 // since; the serving index keeps answering throughout, and the rebuilt one
 // holds exactly the table's state.
 func TestRebuildRoutesChanges(t *testing.T) {
-	for _, kind := range []string{"kind=flat", "kind=flat store=ext8", "kind=ivf", "kind=hnsw"} {
-		e := textEntry(t, "e=t(v) key=id metric=l2 "+kind)
+	for _, def := range append(everyKind(), "kind=flat store=ext8") {
+		e := textEntry(t, "e=t(v) key=id metric=l2 "+def)
 		v := func(x float32) []float32 { return []float32{x, 1} }
-		e.Upsert("a", v(1))
-		e.Upsert("b", v(2))
-		e.Upsert("c", v(3))
+		e.Stream().Upsert("a", v(1))
+		e.Stream().Upsert("b", v(2))
+		e.Stream().Upsert("c", v(3))
 		e.SetReady()
-		e.SetApplied(0x50)
-		if err := e.BeginRebuild([][]float32{v(1), v(2), v(3)}, 3); err != nil {
+		e.Stream().SetApplied(0x50)
+		if err := e.Copies().BeginRebuild([][]float32{v(1), v(2), v(3)}, 3); err != nil {
 			t.Fatal(err)
 		}
 		// Before the point is known: into both, sorted out later.
-		if !e.Begin(0x60) {
+		if !e.Stream().Begin(0x60) {
 			t.Fatal("the stream's next transaction skipped during a rebuild")
 		}
-		e.Upsert("a", v(10)) // 0x60: older than the snapshot, which has it
-		e.SetApplied(0x61)
-		e.SetSyncPoint(0x100)
-		e.Begin(0x80) // still older: serving index only
-		e.Delete("b")
-		e.SetApplied(0x81)
-		e.Begin(0x120) // newer: both, and the copy's row loses
-		e.Upsert("c", v(30))
-		e.Upsert("d", v(40))
-		e.SetApplied(0x121)
+		e.Stream().Upsert("a", v(10)) // 0x60: older than the snapshot, which has it
+		e.Stream().SetApplied(0x61)
+		e.Copies().SetSyncPoint(0x100)
+		e.Stream().Begin(0x80) // still older: serving index only
+		e.Stream().Delete("b")
+		e.Stream().SetApplied(0x81)
+		e.Stream().Begin(0x120) // newer: both, and the copy's row loses
+		e.Stream().Upsert("c", v(30))
+		e.Stream().Upsert("d", v(40))
+		e.Stream().SetApplied(0x121)
 		// The table as of 0x100: a=10, c=3, no b (deleted at 0x80), e=5.
-		e.CopyUpsert("a", v(10), 0)
-		e.CopyUpsert("c", v(3), 0)
-		e.CopyUpsert("e", v(5), 0)
+		e.Copies().CopyUpsert("a", v(10), 0)
+		e.Copies().CopyUpsert("c", v(3), 0)
+		e.Copies().CopyUpsert("e", v(5), 0)
 		if got := searchKeys(t, e, v(5), 10); slices.Contains(got, "e") || slices.Contains(got, "b") {
-			t.Fatalf("%s: the serving index answered from the copy, or kept a deleted key: %v", kind, got)
+			t.Fatalf("%s: the serving index answered from the copy, or kept a deleted key: %v", def, got)
 		}
-		e.EndSync()
+		e.Copies().EndSync()
 		want := map[string][]float32{"a": v(10), "c": v(30), "d": v(40), "e": v(5)}
 		if st := e.Status(); st.Rows != len(want) || st.Rebuilds != 1 || st.State != StateReady {
-			t.Fatalf("%s: after the rebuild: %+v", kind, st)
+			t.Fatalf("%s: after the rebuild: %+v", def, st)
 		}
 		for k, vec := range want {
 			if got := searchKeys(t, e, vec, 1); len(got) != 1 || got[0] != k {
-				t.Fatalf("%s: %s is not nearest to its own vector %v: %v", kind, k, vec, got)
+				t.Fatalf("%s: %s is not nearest to its own vector %v: %v", def, k, vec, got)
 			}
 		}
-		if e.Known("b") {
-			t.Fatalf("%s: deleted key b is back", kind)
+		if e.Stream().Known("b") {
+			t.Fatalf("%s: deleted key b is back", def)
 		}
 	}
 }
@@ -111,7 +111,7 @@ func TestRebuildRoutesChanges(t *testing.T) {
 func TestSyncSkipsOlderTransactions(t *testing.T) {
 	e := textEntry(t, "e=t(v) key=id metric=l2")
 	copyInto(t, e, [][]float32{{1, 1}, {2, 2}}, 0x200)
-	if e.Applied() != 0x200 || e.Begin(0x150) || !e.Begin(0x200) {
+	if e.Applied() != 0x200 || e.Stream().Begin(0x150) || !e.Stream().Begin(0x200) {
 		t.Fatalf("applied %s; a transaction committed before the snapshot point is not skipped", e.Applied())
 	}
 }
@@ -121,13 +121,13 @@ func TestSyncSkipsOlderTransactions(t *testing.T) {
 // updated again).
 func TestEndSyncKeepsAFailure(t *testing.T) {
 	e := textEntry(t, "e=t(v) key=id metric=l2 kind=ivf")
-	if err := e.BeginSync([][]float32{{1, 1}}, 1); err != nil {
+	if err := e.Copies().BeginSync([][]float32{{1, 1}}, 1); err != nil {
 		t.Fatal(err)
 	}
-	e.SetSyncPoint(0x10)
-	e.CopyUpsert("a", []float32{1, 1}, 0)
+	e.Copies().SetSyncPoint(0x10)
+	e.Copies().CopyUpsert("a", []float32{1, 1}, 0)
 	e.Fail(errors.New("column v changed type"))
-	e.EndSync()
+	e.Copies().EndSync()
 	if state, why := e.State(); state != StateError || why != "column v changed type" {
 		t.Fatalf("state %s (%s) after a copy that ended in error", state, why)
 	}
@@ -144,16 +144,16 @@ func TestIndexMadeAfterCopyAsksForRebuild(t *testing.T) {
 		e := textEntry(t, "e=t(v) key=id metric=l2 "+kind)
 		copyInto(t, e, nil, 0x10)
 		for i, v := range data {
-			if i == 500 && e.WantsRebuild() {
+			if i == 500 && e.Copies().WantsRebuild() {
 				t.Fatalf("%s: a rebuild asked for at 500 rows", kind)
 			}
-			e.Upsert(fmt.Sprint(i), v)
+			e.Stream().Upsert(fmt.Sprint(i), v)
 		}
-		if !e.WantsRebuild() {
+		if !e.Copies().WantsRebuild() {
 			t.Fatalf("%s: %d rows in an index made from nothing, no rebuild asked for", kind, e.Status().Rows)
 		}
 		copyInto(t, e, data, 0x20)
-		if e.WantsRebuild() {
+		if e.Copies().WantsRebuild() {
 			t.Fatalf("%s: still asks for a rebuild after one", kind)
 		}
 	}
@@ -185,10 +185,10 @@ func TestSyncBesideChangesAndSearches(t *testing.T) {
 				}
 			})
 		}
-		if err := e.BeginRebuild(data[:rows], rows); err != nil {
+		if err := e.Copies().BeginRebuild(data[:rows], rows); err != nil {
 			t.Fatal(err)
 		}
-		e.SetSyncPoint(0x100)
+		e.Copies().SetSyncPoint(0x100)
 		want := map[string][]float32{}
 		for i, v := range data[:rows] {
 			want[fmt.Sprint(i)] = v
@@ -197,26 +197,26 @@ func TestSyncBesideChangesAndSearches(t *testing.T) {
 		for part := range 2 {
 			copiers.Go(func() {
 				for i := part; i < rows; i += 2 {
-					e.CopyUpsert(fmt.Sprint(i), data[i], 0)
+					e.Copies().CopyUpsert(fmt.Sprint(i), data[i], 0)
 				}
 			})
 		}
 		rng := rand.New(rand.NewPCG(1, 2))
 		for n := range 3000 {
-			e.Begin(LSN(0x200 + n))
+			e.Stream().Begin(LSN(0x200 + n))
 			k := fmt.Sprint(rng.IntN(rows + 5000))
 			if rng.IntN(3) == 0 {
-				e.Delete(k)
+				e.Stream().Delete(k)
 				delete(want, k)
 			} else {
 				v := data[rows+rng.IntN(5000)]
-				e.Upsert(k, v)
+				e.Stream().Upsert(k, v)
 				want[k] = v
 			}
-			e.SetApplied(LSN(0x200 + n + 1))
+			e.Stream().SetApplied(LSN(0x200 + n + 1))
 		}
 		copiers.Wait()
-		e.EndSync()
+		e.Copies().EndSync()
 		close(stop)
 		wg.Wait()
 		if n := e.Status().Rows; n != len(want) {
@@ -242,22 +242,22 @@ func TestCheckpointWithoutIndex(t *testing.T) {
 	dir := t.TempDir()
 	e := textEntry(t, "e=t(v) key=id metric=l2")
 	copyInto(t, e, nil, 0x30)
-	e.Upsert("n", nil) // a row whose vector is NULL
-	e.SetApplied(0x40)
-	if _, err := e.Checkpoint(dir, testSource); err != nil {
+	e.Stream().Upsert("n", nil) // a row whose vector is NULL
+	e.Stream().SetApplied(0x40)
+	if _, err := e.Durable().Checkpoint(dir, testSource); err != nil {
 		t.Fatal(err)
 	}
-	if e.Covered() != 0x40 {
-		t.Fatalf("covered %s after a checkpoint at 0/40 of an entry with no index", e.Covered())
+	if e.Durable().Covered() != 0x40 {
+		t.Fatalf("covered %s after a checkpoint at 0/40 of an entry with no index", e.Durable().Covered())
 	}
 	loaded := textEntry(t, "e=t(v) key=id metric=l2")
-	if lsn, err := loaded.LoadCheckpoint(dir, testSource, nil); err != nil || lsn != 0x40 {
+	if lsn, err := loaded.Durable().LoadCheckpoint(dir, testSource, nil); err != nil || lsn != 0x40 {
 		t.Fatalf("load: %s, %v", lsn, err)
 	}
 	if st := loaded.Status(); st.Skipped != 1 || st.Rows != 0 || st.State != StateReady {
 		t.Fatalf("loaded: %+v", st)
 	}
-	loaded.Upsert("a", []float32{1, 2})
+	loaded.Stream().Upsert("a", []float32{1, 2})
 	if got := searchKeys(t, loaded, []float32{1, 2}, 1); len(got) != 1 || got[0] != "a" {
 		t.Fatalf("after the first row: %v", got)
 	}
@@ -307,20 +307,20 @@ func TestAdmission(t *testing.T) {
 // dimension (which a check made before the apply lock let through).
 func TestCopyOfMixedDimensions(t *testing.T) {
 	e := textEntry(t, "e=t(v) key=id metric=l2")
-	if err := e.BeginSync(nil, 0); err != nil {
+	if err := e.Copies().BeginSync(nil, 0); err != nil {
 		t.Fatal(err)
 	}
-	e.SetSyncPoint(0x10)
+	e.Copies().SetSyncPoint(0x10)
 	var wg sync.WaitGroup
 	for part, dims := range []int{3, 2} {
 		wg.Go(func() {
 			for i := range 2000 {
-				e.CopyUpsert(fmt.Sprint(part, "-", i), make([]float32, dims), 0)
+				e.Copies().CopyUpsert(fmt.Sprint(part, "-", i), make([]float32, dims), 0)
 			}
 		})
 	}
 	wg.Wait()
-	e.EndSync()
+	e.Copies().EndSync()
 	if st := e.Status(); st.Rows+st.Skipped != 4000 || st.Rows != 2000 {
 		t.Fatalf("%d rows and %d skipped of 2000 of each dimension", st.Rows, st.Skipped)
 	}
@@ -334,25 +334,25 @@ func TestCopyAdmitsRows(t *testing.T) {
 	const rows = 1500 // three times the rows an HNSW index lets wait
 	data, _ := dataset.Clustered{Seed: 8, Rows: 2 * rows, Queries: 1, Dims: 32}.Generate()
 	e := textEntry(t, "e=t(v) key=id metric=l2 kind=hnsw")
-	e.Upsert("first", data[0])
+	e.Stream().Upsert("first", data[0])
 	e.SetReady()
-	e.SetApplied(0x50)
-	if err := e.BeginRebuild(data[:rows], rows); err != nil {
+	e.Stream().SetApplied(0x50)
+	if err := e.Copies().BeginRebuild(data[:rows], rows); err != nil {
 		t.Fatal(err)
 	}
-	e.SetSyncPoint(0x100)
-	e.Begin(0x200)
+	e.Copies().SetSyncPoint(0x100)
+	e.Stream().Begin(0x200)
 	for i := range rows {
-		e.CopyUpsert(fmt.Sprint(i), data[i], 0)
+		e.Copies().CopyUpsert(fmt.Sprint(i), data[i], 0)
 		if i%2 == 0 {
-			e.Upsert(fmt.Sprint(rows+i), data[rows+i])
+			e.Stream().Upsert(fmt.Sprint(rows+i), data[rows+i])
 		}
 	}
-	e.SetApplied(0x201)
+	e.Stream().SetApplied(0x201)
 	e.wmu.Lock()
 	linked := e.sync.index.Stats().InsertLinked
 	e.wmu.Unlock()
-	e.EndSync()
+	e.Copies().EndSync()
 	if linked != 0 {
 		t.Errorf("the rebuild's inserts linked %d rows themselves under the apply lock, want none", linked)
 	}

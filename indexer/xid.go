@@ -2,6 +2,7 @@ package indexer
 
 import (
 	"math/bits"
+	"sync/atomic"
 
 	"github.com/vecside/vecside/internal/store"
 )
@@ -31,11 +32,99 @@ import (
 //     the streamed (top-level) xid, and a table rewrite gives every row a
 //     new xmin: neither ever matches, and the client fetches.
 //   - What waits to be recorded is dropped when the indexes change under
-//     it (a copy's point or end, a load, a truncation: forgetXIDs), and
+//     it (a copy's point or end, a load, a truncation: txBook.forget), and
 //     every xid is forgotten when the source becomes another system or
 //     timeline, whose xids name other writes (ForgetAllXIDs).
 //
 // Checkpoints keep the xids of the rows they write (see Checkpoint).
+
+// txBook is what the apply path keeps of transaction ids until they may
+// be recorded: the transaction being applied and the rows it wrote, and
+// the reads ahead of the stream waiting for the applied position. The
+// entry's apply lock guards it, but for pendingN.
+type txBook struct {
+	// xid is the id of the transaction being applied (0: unknown), and
+	// writes the rows it wrote, which carry it once it commits. writes is
+	// made anew for each transaction that writes, not cleared: a cleared
+	// map keeps its buckets, and one bulk UPDATE would pin memory in
+	// proportion to its rows for the life of the process.
+	xid    uint32
+	writes map[written]struct{}
+	// pending holds the xmins of rows read ahead of the stream, by key,
+	// until the applied position reaches them; pendingN is its size, for
+	// SetApplied to read without the lock.
+	pending  map[string]pendingRead
+	pendingN atomic.Int64
+}
+
+// begin starts a transaction of id xid (0: unknown).
+func (b *txBook) begin(xid uint32) {
+	b.xid = xid
+	b.writes = nil
+}
+
+// wrote notes that the transaction being applied wrote key's row in x.
+func (b *txBook) wrote(x Index, key string) {
+	if b.xid != 0 && x != nil {
+		if b.writes == nil {
+			b.writes = map[written]struct{}{}
+		}
+		b.writes[written{x, key}] = struct{}{}
+	}
+}
+
+// wroteBefore reports whether the transaction being applied wrote key's
+// row in x already.
+func (b *txBook) wroteBefore(x Index, key string) bool {
+	_, ok := b.writes[written{x, key}]
+	return ok
+}
+
+// read waits to record xmin on key's row in targets once the applied
+// position reaches at; the row is the read's, not the transaction's.
+func (b *txBook) read(key string, xmin uint32, at LSN, targets []Index) {
+	for _, x := range targets {
+		delete(b.writes, written{x, key})
+	}
+	if xmin != 0 && len(targets) > 0 {
+		b.pending[key] = pendingRead{xid: xmin, at: at, targets: targets}
+		b.pendingN.Store(int64(len(b.pending)))
+	}
+}
+
+// dropPending forgets a read's xmin for key: a change has reached it.
+func (b *txBook) dropPending(key string) {
+	if _, ok := b.pending[key]; ok {
+		delete(b.pending, key)
+		b.pendingN.Store(int64(len(b.pending)))
+	}
+}
+
+// forget drops what waits to be recorded, when the indexes change under
+// it (a copy's point, its end, a load, a truncation): a transaction or a
+// read that spans such a change records nothing.
+func (b *txBook) forget() {
+	b.writes = nil
+	clear(b.pending)
+	b.pendingN.Store(0)
+}
+
+// settle records the xmins of the reads applied has reached, on those of
+// their indexes that current still reports.
+func (b *txBook) settle(applied LSN, current func(Index) bool) {
+	for key, p := range b.pending {
+		if p.at > applied {
+			continue
+		}
+		for _, x := range p.targets {
+			if current(x) {
+				setXID(x, key, p.xid)
+			}
+		}
+		delete(b.pending, key)
+	}
+	b.pendingN.Store(int64(len(b.pending)))
+}
 
 // written is a row written by the transaction being applied, in one
 // index.
@@ -54,30 +143,28 @@ type pendingRead struct {
 
 // BeginTx is Begin for a transaction of id xid (0: none known), whose
 // rows carry it once Commit is applied.
-func (e *Entry) BeginTx(final LSN, xid uint32) bool {
+func (e *Applier) BeginTx(final LSN, xid uint32) bool {
 	e.wmu.Lock()
-	e.txXID = xid
-	e.txWrites = nil
+	e.tx.begin(xid)
 	e.wmu.Unlock()
 	return e.Begin(final)
 }
 
 // Commit ends the transaction being applied: the rows it wrote carry its
 // xid from now on, and the applied position moves to end.
-func (e *Entry) Commit(end LSN) {
+func (e *Applier) Commit(end LSN) {
 	e.wmu.Lock()
-	if e.txXID != 0 {
+	if e.tx.xid != 0 {
 		toMain, toShadow := e.route()
-		for w := range e.txWrites {
+		for w := range e.tx.writes {
 			if toMain && w.x == e.index || toShadow && w.x == e.sync.index {
-				setXID(w.x, w.key, e.txXID)
+				setXID(w.x, w.key, e.tx.xid)
 			}
 		}
 	}
-	e.txXID = 0
-	e.txWrites = nil
+	e.tx.begin(0)
 	e.wmu.Unlock()
-	e.SetApplied(end)
+	e.advance(end)
 }
 
 // setXID records xid on key's current row in x, if it has one.
@@ -103,28 +190,17 @@ func xidOf(x Index, key string) uint32 {
 	return 0
 }
 
-// wrote notes that the transaction being applied wrote key's row in x;
-// the caller holds wmu.
-func (e *Entry) wrote(x Index, key string) {
-	if e.txXID != 0 && x != nil {
-		if e.txWrites == nil {
-			e.txWrites = map[written]struct{}{}
-		}
-		e.txWrites[written{x, key}] = struct{}{}
-	}
-}
-
 // Unchanged applies an UPDATE of key that left its vector as it was (an
 // unchanged TOAST value): the row's vector is the transaction's too, if
 // the row's xid is known or the transaction wrote it earlier.
-func (e *Entry) Unchanged(key string) {
+func (e *Applier) Unchanged(key string) {
 	e.wmu.Lock()
 	defer e.wmu.Unlock()
 	toMain, toShadow := e.route()
-	e.dropPending(key)
+	e.tx.dropPending(key)
 	keep := func(x Index) {
-		if _, ok := e.txWrites[written{x, key}]; !ok && xidOf(x, key) != 0 {
-			e.wrote(x, key)
+		if !e.tx.wroteBefore(x, key) && xidOf(x, key) != 0 {
+			e.tx.wrote(x, key)
 		}
 	}
 	if toMain {
@@ -140,66 +216,32 @@ func (e *Entry) Unchanged(key string) {
 // xmin the row's. The transaction being applied did not write that
 // version, and the xmin is recorded only once the applied position has
 // reached at with no change to the key meanwhile.
-func (e *Entry) UpsertRead(key string, vec []float32, xmin uint32, at LSN) {
+func (e *Applier) UpsertRead(key string, vec []float32, xmin uint32, at LSN) {
 	e.Upsert(key, vec)
 	e.wmu.Lock()
 	defer e.wmu.Unlock()
 	var targets []Index
 	for _, x := range []Index{e.index, e.syncIndex()} {
 		if x != nil {
-			delete(e.txWrites, written{x, key})
 			targets = append(targets, x)
 		}
 	}
-	if xmin != 0 && len(targets) > 0 {
-		e.pending[key] = pendingRead{xid: xmin, at: at, targets: targets}
-		e.pendingN.Store(int64(len(e.pending)))
-	}
-}
-
-// dropPending forgets a read's xmin for key: a change has reached it.
-// The caller holds wmu.
-func (e *Entry) dropPending(key string) {
-	if _, ok := e.pending[key]; ok {
-		delete(e.pending, key)
-		e.pendingN.Store(int64(len(e.pending)))
-	}
-}
-
-// forgetXIDs drops what waits to be recorded, when the indexes change
-// under it (a copy's point, its end, a load, a truncation): a
-// transaction or a read that spans such a change records nothing. The
-// caller holds wmu.
-func (e *Entry) forgetXIDs() {
-	e.txWrites = nil
-	clear(e.pending)
-	e.pendingN.Store(0)
+	e.tx.read(key, xmin, at, targets)
 }
 
 // settle records the xmins of reads the applied position has reached.
-func (e *Entry) settle(applied LSN) {
+func (e *core) settle(applied LSN) {
 	e.wmu.Lock()
 	defer e.wmu.Unlock()
-	for key, p := range e.pending {
-		if p.at > applied {
-			continue
-		}
-		for _, x := range p.targets {
-			if x == e.index || x == e.syncIndex() {
-				setXID(x, key, p.xid)
-			}
-		}
-		delete(e.pending, key)
-	}
-	e.pendingN.Store(int64(len(e.pending)))
+	e.tx.settle(applied, func(x Index) bool { return x == e.index || x == e.syncIndex() })
 }
 
 // ForgetAllXIDs forgets the xid of every row: the replication layer
 // follows another system or timeline, whose xids mean other writes.
-func (e *Entry) ForgetAllXIDs() {
+func (e *Applier) ForgetAllXIDs() {
 	e.wmu.Lock()
 	defer e.wmu.Unlock()
-	e.forgetXIDs()
+	e.tx.forget()
 	for _, x := range []Index{e.index, e.syncIndex()} {
 		if x != nil {
 			keys := x.Keys()

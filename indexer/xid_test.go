@@ -36,42 +36,42 @@ func TestXIDsPublishedAtCommit(t *testing.T) {
 		t.Run(def, func(t *testing.T) {
 			e := newTestEntry(t, def)
 			a, b, c := key(t, "1"), key(t, "2"), key(t, "3")
-			e.BeginTx(0x100, 70)
-			e.Upsert(a, []float32{1, 0})
-			e.Upsert(b, []float32{0, 1})
-			e.Commit(0x101)
+			e.Stream().BeginTx(0x100, 70)
+			e.Stream().Upsert(a, []float32{1, 0})
+			e.Stream().Upsert(b, []float32{0, 1})
+			e.Stream().Commit(0x101)
 			e.SetReady()
 			if got := xids(t, e); got[a] != 70 || got[b] != 70 {
 				t.Fatalf("after the commit: %v, want 70 for both", got)
 			}
 
-			e.BeginTx(0x200, 71)
-			e.Upsert(a, []float32{2, 0})
+			e.Stream().BeginTx(0x200, 71)
+			e.Stream().Upsert(a, []float32{2, 0})
 			if got := xids(t, e); got[a] != 0 || got[b] != 70 {
 				t.Fatalf("a written by an open transaction: %v, want 0 and 70", got)
 			}
-			e.Upsert(a, []float32{3, 0})
-			e.Unchanged(b)
-			e.Move(b, c)
+			e.Stream().Upsert(a, []float32{3, 0})
+			e.Stream().Unchanged(b)
+			e.Stream().Move(b, c)
 			if got := xids(t, e); got[a] != 0 || got[c] != 0 {
 				t.Fatalf("before the commit: %v, want none", got)
 			}
-			e.Commit(0x201)
+			e.Stream().Commit(0x201)
 			if got := xids(t, e); got[a] != 71 || got[c] != 71 {
 				t.Fatalf("after the commit: %v, want 71 for both", got)
 			}
 
 			// A row whose xid is unknown does not get one from an update
 			// that leaves its vector alone.
-			e.BeginTx(0x300, 72)
-			e.Upsert(b, []float32{5, 5})
-			e.Commit(0x301)
-			e.BeginTx(0x400, 0) // no xid known: the row's is dropped
-			e.Upsert(b, []float32{6, 6})
-			e.Commit(0x401)
-			e.BeginTx(0x500, 73)
-			e.Unchanged(b)
-			e.Commit(0x501)
+			e.Stream().BeginTx(0x300, 72)
+			e.Stream().Upsert(b, []float32{5, 5})
+			e.Stream().Commit(0x301)
+			e.Stream().BeginTx(0x400, 0) // no xid known: the row's is dropped
+			e.Stream().Upsert(b, []float32{6, 6})
+			e.Stream().Commit(0x401)
+			e.Stream().BeginTx(0x500, 73)
+			e.Stream().Unchanged(b)
+			e.Stream().Commit(0x501)
 			if got := xids(t, e); got[b] != 0 {
 				t.Fatalf("unchanged row of unknown xid: %v, want none", got)
 			}
@@ -83,18 +83,18 @@ func TestReadXIDWaitsForTheStream(t *testing.T) {
 	e := newTestEntry(t, "e=t(v) key=id metric=l2")
 	a, b := key(t, "1"), key(t, "2")
 	e.SetReady()
-	e.SetApplied(0x100)
-	e.UpsertRead(a, []float32{1, 0}, 50, 0x300)
-	e.UpsertRead(b, []float32{0, 1}, 51, 0x300)
-	e.SetApplied(0x2ff)
+	e.Stream().SetApplied(0x100)
+	e.Stream().UpsertRead(a, []float32{1, 0}, 50, 0x300)
+	e.Stream().UpsertRead(b, []float32{0, 1}, 51, 0x300)
+	e.Stream().SetApplied(0x2ff)
 	if got := xids(t, e); got[a] != 0 || got[b] != 0 {
 		t.Fatalf("before the stream reached the reads: %v, want none", got)
 	}
 	// An older transaction changes b meanwhile: the read's xmin must not
 	// land on its row.
-	e.BeginTx(0x2ff, 40)
-	e.Upsert(b, []float32{0, 2})
-	e.Commit(0x300)
+	e.Stream().BeginTx(0x2ff, 40)
+	e.Stream().Upsert(b, []float32{0, 2})
+	e.Stream().Commit(0x300)
 	if got := xids(t, e); got[a] != 50 || got[b] != 40 {
 		t.Fatalf("once the stream reached the reads: %v, want 50 and 40", got)
 	}
@@ -104,18 +104,18 @@ func TestCheckpointKeepsXIDs(t *testing.T) {
 	dir := t.TempDir()
 	e := newTestEntry(t, "e=t(v) key=id metric=l2")
 	a, b := key(t, "1"), key(t, "2")
-	e.BeginTx(0x100, 70)
-	e.Upsert(a, []float32{1, 0})
-	e.Commit(0x101)
-	e.BeginTx(0x200, 71)
-	e.Upsert(b, []float32{0, 1})
+	e.Stream().BeginTx(0x100, 70)
+	e.Stream().Upsert(a, []float32{1, 0})
+	e.Stream().Commit(0x101)
+	e.Stream().BeginTx(0x200, 71)
+	e.Stream().Upsert(b, []float32{0, 1})
 	e.SetReady()
-	if _, err := e.Checkpoint(dir, testSource); err != nil {
+	if _, err := e.Durable().Checkpoint(dir, testSource); err != nil {
 		t.Fatal(err)
 	}
-	e.Commit(0x201)
+	e.Stream().Commit(0x201)
 	loaded := newTestEntry(t, "e=t(v) key=id metric=l2")
-	if _, err := loaded.LoadCheckpoint(dir, testSource, nil); err != nil {
+	if _, err := loaded.Durable().LoadCheckpoint(dir, testSource, nil); err != nil {
 		t.Fatal(err)
 	}
 	if got := xids(t, loaded); got[a] != 70 || got[b] != 0 || len(got) != 2 {
@@ -135,9 +135,9 @@ func TestXIDSource(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.BeginTx(0x100, 70)
-	e.Upsert(key(t, "1"), []float32{1, 0})
-	e.Commit(0x101)
+	e.Stream().BeginTx(0x100, 70)
+	e.Stream().Upsert(key(t, "1"), []float32{1, 0})
+	e.Stream().Commit(0x101)
 	e.SetReady()
 	ix.SetSource(Source{SystemID: 7, Timeline: 2})
 	search := func(want Source) uint32 {
@@ -155,7 +155,7 @@ func TestXIDSource(t *testing.T) {
 	if got := search(Source{SystemID: 7, Timeline: 3}); got != 0 {
 		t.Fatalf("another timeline: xid %d, want none", got)
 	}
-	e.ForgetAllXIDs()
+	e.Stream().ForgetAllXIDs()
 	if got := search(Source{SystemID: 7, Timeline: 2}); got != 0 {
 		t.Fatalf("forgotten: xid %d, want none", got)
 	}
@@ -166,14 +166,14 @@ func TestXIDSource(t *testing.T) {
 func TestCheckpointFormat2Loads(t *testing.T) {
 	dir := t.TempDir()
 	e := newTestEntry(t, "e=t(v) key=id metric=l2")
-	e.Upsert(key(t, "1"), []float32{1, 0}) // no xid: its section is one zero byte
+	e.Stream().Upsert(key(t, "1"), []float32{1, 0}) // no xid: its section is one zero byte
 	e.SetReady()
-	if _, err := e.Checkpoint(dir, testSource); err != nil {
+	if _, err := e.Durable().Checkpoint(dir, testSource); err != nil {
 		t.Fatal(err)
 	}
 	// Rewrite it as format 2: drop the xid section's count, which follows
 	// the skipped keys' count (one zero byte too), then fix the trailer.
-	path := e.CheckpointPath(dir)
+	path := e.Durable().CheckpointPath(dir)
 	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
@@ -190,7 +190,7 @@ func TestCheckpointFormat2Loads(t *testing.T) {
 		t.Fatal(err)
 	}
 	loaded := newTestEntry(t, "e=t(v) key=id metric=l2")
-	if _, err := loaded.LoadCheckpoint(dir, testSource, nil); err != nil {
+	if _, err := loaded.Durable().LoadCheckpoint(dir, testSource, nil); err != nil {
 		t.Fatal(err)
 	}
 	if got := xids(t, loaded); len(got) != 1 || got[key(t, "1")] != 0 {
@@ -200,7 +200,7 @@ func TestCheckpointFormat2Loads(t *testing.T) {
 	if err := os.WriteFile(path, old, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := newTestEntry(t, "e=t(v) key=id metric=l2").LoadCheckpoint(dir, testSource, nil); err == nil {
+	if _, err := newTestEntry(t, "e=t(v) key=id metric=l2").Durable().LoadCheckpoint(dir, testSource, nil); err == nil {
 		t.Fatal("a format from the future loaded")
 	}
 }

@@ -3,6 +3,10 @@
 // of its vectors relative to its own centroid, and a query scans only the
 // few lists whose centroids are nearest to it.
 //
+// It is the index kind "ivf" (kind.go registers it with package
+// indexer/kind): build options lists= and probes=, store ext4 by default,
+// and the per-query setting probes.
+//
 // # Philosophy
 //
 // Every candidate vecside returns costs the client a heap fetch, so the

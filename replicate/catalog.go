@@ -33,7 +33,7 @@ type table struct {
 	// where is the row filter of the table's indexes (indexer.Spec.Where):
 	// the publication's, the copy's and a repair read's.
 	where   string
-	entries []*indexer.Entry
+	entries []Index
 }
 
 // filter appends the table's row filter to a WHERE clause (which may be
@@ -75,9 +75,9 @@ var errNoColumn = errors.New("no such column")
 // an entry whose definition contradicts its column (dims=N on a
 // vector(M)) is put into the error state and left out, and the others are
 // served. Nothing is changed in the database.
-func resolveTables(ctx context.Context, conn *pgx.Conn, pub string, entries []*indexer.Entry, log *slog.Logger) ([]*table, error) {
+func resolveTables(ctx context.Context, conn *pgx.Conn, pub string, entries []Index, log *slog.Logger) ([]*table, error) {
 	var order []string
-	byTable := map[string][]*indexer.Entry{}
+	byTable := map[string][]Index{}
 	for _, e := range entries {
 		q := e.Spec().QualifiedTable()
 		if byTable[q] == nil {
@@ -99,7 +99,7 @@ func resolveTables(ctx context.Context, conn *pgx.Conn, pub string, entries []*i
 }
 
 // resolveTable resolves the table that entries read, and configures them.
-func resolveTable(ctx context.Context, conn *pgx.Conn, pub string, entries []*indexer.Entry, log *slog.Logger) (*table, error) {
+func resolveTable(ctx context.Context, conn *pgx.Conn, pub string, entries []Index, log *slog.Logger) (*table, error) {
 	specs := make([]indexer.Spec, len(entries))
 	for i, e := range entries {
 		specs[i] = e.Spec()
@@ -129,7 +129,7 @@ func resolveTable(ctx context.Context, conn *pgx.Conn, pub string, entries []*in
 
 // failOnly puts e into the error state, and says so: the other indexes
 // are served.
-func failOnly(log *slog.Logger, e *indexer.Entry, err error) {
+func failOnly(log *slog.Logger, e Index, err error) {
 	e.Fail(err)
 	log.Error("index cannot be served; the others are", "index", e.Spec().Name, "err", err)
 }
@@ -275,7 +275,7 @@ func (t *table) renamedColumn(ctx context.Context, conn *pgx.Conn, missing []ind
 // configure gives e the types of its columns. A dimension in its
 // definition that contradicts the column's vector(n) or halfvec(n) is
 // refused with what to change.
-func (t *table) configure(e *indexer.Entry) error {
+func (t *table) configure(e Index) error {
 	spec := e.Spec()
 	c := t.vectors[spec.Column]
 	dims := c.vt.TypmodDims(c.typ.typmod)
@@ -295,8 +295,8 @@ func (t *table) columnIndex(column string) int {
 // unpublished lists the entries whose key or vector column the publication
 // did not list when the table was resolved: their changes since may never
 // have been sent.
-func (t *table) unpublished() []*indexer.Entry {
-	var out []*indexer.Entry
+func (t *table) unpublished() []Index {
+	var out []Index
 	for _, e := range t.entries {
 		if !t.listed.has(t.key.attnum) || !t.listed.has(t.vectors[e.Spec().Column].attnum) {
 			out = append(out, e)

@@ -15,9 +15,9 @@ import (
 // after its schema changes; the cache is reset on every reconnect.
 type relation struct {
 	table  *table
-	keyPos int                      // -1: the key cannot be read
-	vecPos map[*indexer.Entry]int   // entries still valid, by column position
-	broken map[*indexer.Entry]error // entries it cannot feed, failed once a change reaches them
+	keyPos int             // -1: the key cannot be read
+	vecPos map[Index]int   // entries still valid, by column position
+	broken map[Index]error // entries it cannot feed, failed once a change reaches them
 }
 
 // decoder applies one connection's pgoutput stream to the indexes.
@@ -25,17 +25,17 @@ type decoder struct {
 	tables  []*table
 	rels    map[uint32]*relation
 	names   map[*column]string // as last seen in a Relation message
-	repair  func(ctx context.Context, t *table, e *indexer.Entry, key string, xid uint32) error
+	repair  func(ctx context.Context, t *table, e Index, key string, xid uint32) error
 	log     *slog.Logger
 	stats   *Stats
 	inTx    bool
 	begin   pglogrepl.BeginMessage
-	applyTo map[*indexer.Entry]bool // entries not yet past this transaction
-	before  func(typ byte)          // see Config.BeforeMessage
+	applyTo map[Index]bool // entries not yet past this transaction
+	before  func(typ byte) // see Config.BeforeMessage
 }
 
-func newDecoder(tables []*table, repair func(context.Context, *table, *indexer.Entry, string, uint32) error, log *slog.Logger, stats *Stats) *decoder {
-	return &decoder{tables: tables, rels: map[uint32]*relation{}, names: map[*column]string{}, repair: repair, log: log, stats: stats, applyTo: map[*indexer.Entry]bool{}}
+func newDecoder(tables []*table, repair func(context.Context, *table, Index, string, uint32) error, log *slog.Logger, stats *Stats) *decoder {
+	return &decoder{tables: tables, rels: map[uint32]*relation{}, names: map[*column]string{}, repair: repair, log: log, stats: stats, applyTo: map[Index]bool{}}
 }
 
 // handle applies one pgoutput message. A message it cannot parse is
@@ -65,7 +65,7 @@ func (d *decoder) handle(ctx context.Context, data []byte) (err error) {
 				// A reconnect replays from the confirmed position, and a
 				// table sync's copy holds what committed before its
 				// snapshot: either is skipped.
-				d.applyTo[e] = e.BeginTx(m.FinalLSN, m.Xid)
+				d.applyTo[e] = e.Stream().BeginTx(m.FinalLSN, m.Xid)
 			}
 		}
 	case *pglogrepl.CommitMessage:
@@ -78,7 +78,7 @@ func (d *decoder) handle(ctx context.Context, data []byte) (err error) {
 		d.inTx = false
 		for _, t := range d.tables {
 			for _, e := range t.entries {
-				e.Commit(m.TransactionEndLSN)
+				e.Stream().Commit(m.TransactionEndLSN)
 			}
 		}
 		d.stats.Transactions.Add(1)
@@ -100,7 +100,7 @@ func (d *decoder) handle(ctx context.Context, data []byte) (err error) {
 			}
 			for e := range r.vecPos {
 				if d.applyTo[e] {
-					d.guard(e, func() error { e.Delete(key); return nil })
+					d.guard(e, func() error { e.Stream().Delete(key); return nil })
 				}
 			}
 			d.stats.Changes.Add(1)
@@ -110,7 +110,7 @@ func (d *decoder) handle(ctx context.Context, data []byte) (err error) {
 			if r := d.rel(id); r != nil {
 				for e := range r.vecPos {
 					if d.applyTo[e] {
-						d.guard(e, func() error { e.Truncate(); return nil })
+						d.guard(e, func() error { e.Stream().Truncate(); return nil })
 					}
 				}
 			}
@@ -156,7 +156,7 @@ func (d *decoder) relation(m *pglogrepl.RelationMessage) {
 			t = cand
 		}
 	}
-	r := &relation{table: t, keyPos: -1, vecPos: map[*indexer.Entry]int{}, broken: map[*indexer.Entry]error{}}
+	r := &relation{table: t, keyPos: -1, vecPos: map[Index]int{}, broken: map[Index]error{}}
 	d.rels[m.RelationID] = r
 	if t == nil {
 		return
@@ -294,9 +294,9 @@ func (d *decoder) upsert(ctx context.Context, r *relation, old, new *pglogrepl.T
 
 // upsertOne applies an INSERT or UPDATE to one index, whose vector is
 // column pos of the new tuple.
-func (d *decoder) upsertOne(ctx context.Context, r *relation, e *indexer.Entry, pos int, oldKey, key string, new *pglogrepl.TupleData) error {
+func (d *decoder) upsertOne(ctx context.Context, r *relation, e Index, pos int, oldKey, key string, new *pglogrepl.TupleData) error {
 	if pos >= len(new.Columns) {
-		e.Skip(key)
+		e.Stream().Skip(key)
 		return nil
 	}
 	c := new.Columns[pos]
@@ -304,17 +304,17 @@ func (d *decoder) upsertOne(ctx context.Context, r *relation, e *indexer.Entry, 
 		// The vector did not change and was not sent. Keep it (moving it
 		// to the new key), or read it if this index never had it: an
 		// INSERT through a row filter, or a row the index lost.
-		if oldKey != key && e.Move(oldKey, key) {
+		if oldKey != key && e.Stream().Move(oldKey, key) {
 			return nil
 		}
-		if oldKey == key && e.Known(key) {
-			e.Unchanged(key)
+		if oldKey == key && e.Stream().Known(key) {
+			e.Stream().Unchanged(key)
 			return nil
 		}
 		return d.repair(ctx, r.table, e, key, d.begin.Xid)
 	}
 	if oldKey != key {
-		e.Delete(oldKey)
+		e.Stream().Delete(oldKey)
 	}
 	var vec []float32
 	switch c.DataType {
@@ -323,7 +323,7 @@ func (d *decoder) upsertOne(ctx context.Context, r *relation, e *indexer.Entry, 
 	case pglogrepl.TupleDataTypeText:
 		vec = decodeVector(e, c.Data, false)
 	}
-	e.Upsert(key, vec)
+	e.Stream().Upsert(key, vec)
 	return nil
 }
 
@@ -332,7 +332,7 @@ func (d *decoder) upsertOne(ctx context.Context, r *relation, e *indexer.Entry, 
 // the stream would reconnect and replay the same change forever while the
 // slot held the primary's WAL. The index is failed instead, and the other
 // indexes and the slot go on.
-func (d *decoder) guard(e *indexer.Entry, apply func() error) (err error) {
+func (d *decoder) guard(e Index, apply func() error) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			d.applyTo[e] = false

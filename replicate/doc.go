@@ -85,7 +85,7 @@
 // old key then arrives in a 'K' tuple whose other columns are 'n', "not
 // part of the identity", not NULL). A 'u' for a key the index does not
 // have is answered by reading that row from the table. A 'u' otherwise
-// passes the transaction's xid on to the row (Entry.Unchanged). Rows whose vector
+// passes the transaction's xid on to the row (Applier.Unchanged). Rows whose vector
 // cannot be indexed (NULL, wrong length, NaN or infinite, a
 // multi-dimensional array) are left out and counted until a change makes
 // them valid.
@@ -134,4 +134,12 @@
 // invalidated slot stops the replicator or, with OnSlotLost "resync",
 // copies the tables again; a published column that disappeared fails only
 // its index.
+//
+// # What it needs of an index
+//
+// The replicator drives each index through Index, an interface of its
+// own: the definition, column types and lifecycle, and the entry's parts
+// that apply the stream (Stream), copy the table (Copies) and checkpoint
+// it (Durable). Config.Entries takes the indexer's entries, which
+// provide it.
 package replicate

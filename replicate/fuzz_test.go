@@ -3,6 +3,7 @@ package replicate
 import (
 	"context"
 	"encoding/binary"
+	"fmt"
 	"io"
 	"log/slog"
 	"math"
@@ -29,15 +30,19 @@ var (
 		{pgvalue.VectorFloat8Array, pgtype.Float8ArrayOID, "_float8"},
 		{pgvalue.VectorHalfvec, 90002, "halfvec"},
 	}
-	// Every kind, with the dimension left to the first row, as for a
-	// real[] column without dims= on a table empty at copy time.
-	fuzzDefinitions = []string{
-		"f=public.items(v) key=id metric=l2 kind=flat",
-		"fc=public.items(v) key=id metric=cosine kind=flat store=ext4",
-		"i=public.items(v) key=id metric=l2 kind=ivf",
-		"h=public.items(v) key=id metric=ip kind=hnsw",
-	}
 )
+
+// fuzzDefinitions is every kind, the metrics taken in turn, and the coded
+// flat index, with the dimension left to the first row, as for a real[]
+// column without dims= on a table empty at copy time.
+func fuzzDefinitions() []string {
+	metrics := []string{"l2", "ip", "cosine"}
+	var defs []string
+	for i, k := range indexer.Kinds() {
+		defs = append(defs, fmt.Sprintf("%s=public.items(v) key=id metric=%s kind=%s", k, metrics[i%len(metrics)], k))
+	}
+	return append(defs, "flat_coded=public.items(v) key=id metric=cosine kind=flat store=ext4")
+}
 
 // FuzzDecodeRow feeds row values of every supported key and vector type,
 // in text and binary, through the decoder and every index kind: two
@@ -141,7 +146,7 @@ func fuzzVector(vt pgvalue.VectorType, format byte, raw []byte) ([]float32, bool
 type fuzzHarness struct {
 	dec     *decoder
 	stats   *Stats
-	entries []*indexer.Entry
+	entries []Index
 	oid     uint32
 }
 
@@ -151,7 +156,7 @@ func newFuzzHarness(t *testing.T, kt pgvalue.KeyType, vt pgvalue.VectorType, vec
 	vec := &column{attnum: 2, name: "v", typ: columnType{oid: vecOID, name: vecName, typmod: -1}, vt: vt}
 	tb := &table{schema: "public", name: "items", oid: 16400, key: key, keyType: kt,
 		vectors: map[string]*column{"v": vec}, published: []*column{key, vec}}
-	for _, def := range fuzzDefinitions {
+	for _, def := range fuzzDefinitions() {
 		spec, err := indexer.ParseSpec(def)
 		if err != nil {
 			t.Fatal(err)
@@ -164,17 +169,17 @@ func newFuzzHarness(t *testing.T, kt pgvalue.KeyType, vt pgvalue.VectorType, vec
 			t.Fatal(err)
 		}
 		// The table was empty when it was copied.
-		if err := e.BeginSync(nil, 0); err != nil {
+		if err := e.Copies().BeginSync(nil, 0); err != nil {
 			t.Fatal(err)
 		}
-		e.SetSyncPoint(1)
-		e.EndSync()
+		e.Copies().SetSyncPoint(1)
+		e.Copies().EndSync()
 		tb.entries = append(tb.entries, e)
 	}
 	stats := &Stats{}
 	// A row whose vector is an unchanged TOAST value that the index lacks
 	// would be read back from the table: none to read here.
-	repair := func(context.Context, *table, *indexer.Entry, string, uint32) error { return nil }
+	repair := func(context.Context, *table, Index, string, uint32) error { return nil }
 	h := &fuzzHarness{dec: newDecoder([]*table{tb}, repair, slog.New(slog.NewTextHandler(io.Discard, nil)), stats), stats: stats, entries: tb.entries, oid: tb.oid}
 	h.handle(t, relationMessage(tb))
 	return h
@@ -305,7 +310,7 @@ func TestDecodeHalfvec(t *testing.T) {
 		held := 0
 		for _, e := range h.entries {
 			key, _ := decodeKey(pgvalue.KeyInt8, c.format, c.key)
-			got, ok := e.Vector(key)
+			got, ok := e.(*indexer.Entry).Vector(key)
 			if ok && !slices.Equal(got, want) {
 				t.Errorf("%c: index %s holds %v, want %v", c.format, e.Spec().Name, got, want)
 			}

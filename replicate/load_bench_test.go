@@ -73,7 +73,7 @@ func BenchmarkLagUnderSearch(b *testing.B) {
 				timeUntilCaughtUp(b, h, time.Now())
 				// The first checkpoint follows the copy at once; its write
 				// is no part of the steady state measured here.
-				for e.Covered() == 0 {
+				for e.Durable().Covered() == 0 {
 					time.Sleep(50 * time.Millisecond)
 				}
 				conns := searchClients(b, h, clients)

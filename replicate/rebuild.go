@@ -24,7 +24,7 @@ const rebuildCheck = time.Second
 func (r *Replicator) rebuilds(ctx context.Context, tables []*table) error {
 	tick := time.NewTicker(rebuildCheck)
 	defer tick.Stop()
-	retry := map[*indexer.Entry]time.Time{}
+	retry := map[Index]time.Time{}
 	for {
 		select {
 		case <-ctx.Done():
@@ -33,17 +33,17 @@ func (r *Replicator) rebuilds(ctx context.Context, tables []*table) error {
 		}
 		for _, t := range tables {
 			for _, e := range t.entries {
-				if !e.WantsRebuild() || time.Now().Before(retry[e]) {
+				if !e.Copies().WantsRebuild() || time.Now().Before(retry[e]) {
 					continue
 				}
 				began := time.Now()
 				r.log.Info("rebuilding an index from its table", "index", e.Spec().Name, "rows", e.Status().Rows)
 				if err := r.rebuild(ctx, t, e); err != nil {
 					if ctx.Err() != nil {
-						e.AbortSync(nil)
+						e.Copies().AbortSync(nil)
 						return nil
 					}
-					e.AbortSync(err)
+					e.Copies().AbortSync(err)
 					retry[e] = time.Now().Add(time.Minute)
 					r.log.Warn("rebuilding an index failed; it keeps serving and will be rebuilt later", "index", e.Spec().Name, "err", err)
 					continue
@@ -56,8 +56,8 @@ func (r *Replicator) rebuilds(ctx context.Context, tables []*table) error {
 
 // rebuild copies t into a new index for e under a temporary slot's
 // snapshot, as a table sync does, while the stream goes on.
-func (r *Replicator) rebuild(ctx context.Context, t *table, e *indexer.Entry) error {
-	if err := r.beginSyncs(ctx, t, []*indexer.Entry{e}, true); err != nil {
+func (r *Replicator) rebuild(ctx context.Context, t *table, e Index) error {
+	if err := r.beginSyncs(ctx, t, []Index{e}, true); err != nil {
 		return err
 	}
 	qctx, cancel := r.bounded(ctx)
@@ -75,6 +75,6 @@ func (r *Replicator) rebuild(ctx context.Context, t *table, e *indexer.Entry) er
 	if err != nil {
 		return err
 	}
-	e.SetSyncPoint(point)
-	return r.copy(ctx, r.besideStream(r.copyJob(slot.SnapshotName, t, []*indexer.Entry{e})), func() { repl.Close(context.Background()) })
+	e.Copies().SetSyncPoint(point)
+	return r.copy(ctx, r.besideStream(r.copyJob(slot.SnapshotName, t, []Index{e})), func() { repl.Close(context.Background()) })
 }

@@ -573,7 +573,7 @@ func TestReconnectConfirmsOnlyDurableState(t *testing.T) {
 	e := h.add("r_v=r(v) key=id metric=l2")
 	h.start(Config{DataDir: t.TempDir(), StatusInterval: 100 * time.Millisecond})
 	waitReady(t, e)
-	for deadline := time.Now().Add(30 * time.Second); e.Covered() == 0; time.Sleep(20 * time.Millisecond) {
+	for deadline := time.Now().Add(30 * time.Second); e.Durable().Covered() == 0; time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("no first checkpoint")
 		}
@@ -605,8 +605,8 @@ func TestReconnectConfirmsOnlyDurableState(t *testing.T) {
 	if err := h.conn.QueryRow(h.ctx, `SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = 'vecside'`).Scan(&s); err != nil {
 		t.Fatal(err)
 	}
-	if confirmed, _ := indexer.ParseLSN(s); confirmed > e.Covered() {
-		t.Fatalf("after the reconnect the slot confirmed %s; the checkpoint covers %s (applied %s)", confirmed, e.Covered(), e.Applied())
+	if confirmed, _ := indexer.ParseLSN(s); confirmed > e.Durable().Covered() {
+		t.Fatalf("after the reconnect the slot confirmed %s; the checkpoint covers %s (applied %s)", confirmed, e.Durable().Covered(), e.Applied())
 	}
 }
 
@@ -670,7 +670,7 @@ func TestRestartResumesFromCheckpoints(t *testing.T) {
 	}
 
 	h.stop()
-	path := e.CheckpointPath(cfg.DataDir)
+	path := e.Durable().CheckpointPath(cfg.DataDir)
 	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
@@ -1037,7 +1037,7 @@ func TestUnchangedVectorOfUnknownKeyIsRead(t *testing.T) {
 	h.start(Config{})
 	waitReady(t, e)
 	lost := mustKey(t, e, "3")
-	e.Delete(lost) // as if the index had lost the row
+	e.Stream().Delete(lost) // as if the index had lost the row
 	h.exec(`UPDATE items SET note = 'only the note' WHERE id = 3`)
 	h.assertConverged(e, dims)
 	if n := h.rep.Stats().Repairs.Load(); n != 1 {

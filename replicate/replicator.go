@@ -102,16 +102,17 @@ func (s *Stats) Confirmed() indexer.LSN { return indexer.LSN(s.confirmed.Load())
 // Replicator keeps a set of indexes in sync with their tables through one
 // publication and one logical replication slot.
 type Replicator struct {
-	cfg   Config
-	log   *slog.Logger
-	stats Stats
+	cfg     Config
+	indexes []Index // cfg.Entries
+	log     *slog.Logger
+	stats   Stats
 
 	mu       sync.Mutex
 	floor    indexer.LSN // where the slot was when streaming began: its consistent point or confirmed position
 	source   indexer.Source
-	restored bool                    // checkpoints have been looked at
-	streamed atomic.Bool             // the current attempt reached streaming
-	pending  map[*indexer.Entry]bool // entries that hold no copy of their table yet
+	restored bool           // checkpoints have been looked at
+	streamed atomic.Bool    // the current attempt reached streaming
+	pending  map[Index]bool // entries that hold no copy of their table yet
 }
 
 var slotName = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
@@ -152,8 +153,9 @@ func New(cfg Config) (*Replicator, error) {
 	if cfg.CopyReaders <= 0 {
 		cfg.CopyReaders = runtime.NumCPU()
 	}
-	r := &Replicator{cfg: cfg, log: cfg.Logger.With("subsystem", "replicate"), pending: map[*indexer.Entry]bool{}}
+	r := &Replicator{cfg: cfg, log: cfg.Logger.With("subsystem", "replicate"), pending: map[Index]bool{}}
 	for _, e := range cfg.Entries {
+		r.indexes = append(r.indexes, e)
 		r.pending[e] = true
 	}
 	return r, nil
@@ -203,14 +205,14 @@ func (r *Replicator) Run(ctx context.Context) error {
 		if isSlotLost(err) {
 			if r.cfg.OnSlotLost == "fail" {
 				lost := fmt.Errorf("replication slot %s was invalidated (it retained more WAL than max_slot_wal_keep_size allows), so changes were lost; restart with --on-slot-lost=resync to copy the tables again: %w", r.cfg.Name, err)
-				for _, e := range r.cfg.Entries {
+				for _, e := range r.indexes {
 					e.Fail(lost)
 				}
 				return lost
 			}
 			r.log.Warn("replication slot invalidated; dropping it and copying the tables again", "slot", r.cfg.Name, "err", err)
 			r.mu.Lock()
-			for _, e := range r.cfg.Entries {
+			for _, e := range r.indexes {
 				r.pending[e] = true
 			}
 			r.mu.Unlock()
@@ -253,12 +255,12 @@ func (r *Replicator) runOnce(ctx context.Context) error {
 	}
 	defer conn.Close(context.Background())
 	// Errors that retrying cannot fix come back as configError.
-	tables, err := resolveTables(qctx, conn, r.cfg.Name, r.cfg.Entries, r.log)
+	tables, err := resolveTables(qctx, conn, r.cfg.Name, r.indexes, r.log)
 	if err != nil {
 		return err
 	}
-	specs := make([]indexer.Spec, len(r.cfg.Entries))
-	for i, e := range r.cfg.Entries {
+	specs := make([]indexer.Spec, len(r.indexes))
+	for i, e := range r.indexes {
 		specs[i] = e.Spec()
 	}
 	own, err := claim(qctx, conn, r.cfg.Name, specs)
@@ -293,8 +295,8 @@ func (r *Replicator) runOnce(ctx context.Context) error {
 		// them before the new source is reported (see indexer's
 		// SearchOptions.XIDSource).
 		r.log.Warn("the source changed system or timeline; forgetting every row's xid", "system", src.SystemID, "timeline", src.Timeline)
-		for _, e := range r.cfg.Entries {
-			e.ForgetAllXIDs()
+		for _, e := range r.indexes {
+			e.Stream().ForgetAllXIDs()
 		}
 	}
 	// Reported before checkpoints are restored: an index restored is
@@ -327,7 +329,7 @@ func (r *Replicator) runOnce(ctx context.Context) error {
 	r.mu.Lock()
 	r.floor, r.source = floor, src
 	r.mu.Unlock()
-	repair := func(ctx context.Context, t *table, e *indexer.Entry, key string, xid uint32) error {
+	repair := func(ctx context.Context, t *table, e Index, key string, xid uint32) error {
 		r.stats.Repairs.Add(1)
 		ctx, cancel := r.bounded(ctx)
 		defer cancel()
@@ -378,7 +380,7 @@ func (r *Replicator) restore(tables []*table, src indexer.Source) {
 	state := indexer.ReadIdleState(r.cfg.DataDir)
 	for _, t := range tables {
 		for _, e := range slices.Clone(t.entries) {
-			lsn, err := e.LoadCheckpoint(r.cfg.DataDir, src, state)
+			lsn, err := e.Durable().LoadCheckpoint(r.cfg.DataDir, src, state)
 			switch {
 			case errors.Is(err, fs.ErrNotExist): // a first start
 				r.log.Info("no checkpoint yet; the table will be copied", "index", e.Spec().Name)
@@ -395,9 +397,9 @@ func (r *Replicator) restore(tables []*table, src indexer.Source) {
 			// table's again.
 			kt, vt := e.KeyType(), e.VectorType()
 			if err := t.configure(e); err != nil {
-				err = fmt.Errorf("%w; its checkpoint holds vectors of another dimension: remove %s to copy the table again", err, e.CheckpointPath(r.cfg.DataDir))
+				err = fmt.Errorf("%w; its checkpoint holds vectors of another dimension: remove %s to copy the table again", err, e.Durable().CheckpointPath(r.cfg.DataDir))
 				failOnly(r.log, e, err)
-				t.entries = slices.DeleteFunc(t.entries, func(x *indexer.Entry) bool { return x == e })
+				t.entries = slices.DeleteFunc(t.entries, func(x Index) bool { return x == e })
 				continue
 			}
 			if kt != t.keyType || vt != e.VectorType() {
@@ -409,10 +411,10 @@ func (r *Replicator) restore(tables []*table, src indexer.Source) {
 }
 
 // split returns the entries holding state, and the pending ones by table.
-func (r *Replicator) split(tables []*table) (holding []*indexer.Entry, pending map[*table][]*indexer.Entry) {
+func (r *Replicator) split(tables []*table) (holding []Index, pending map[*table][]Index) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	pending = map[*table][]*indexer.Entry{}
+	pending = map[*table][]Index{}
 	for _, t := range tables {
 		for _, e := range t.entries {
 			if r.pending[e] {
@@ -495,22 +497,22 @@ func (r *Replicator) recopyBehind(tables []*table, slotAt indexer.LSN) {
 
 // recopy makes e pending: what it holds cannot be streamed forward, so its
 // table is copied again. It is emptied at once, not served until then.
-func (r *Replicator) recopy(e *indexer.Entry, why string, args ...any) {
+func (r *Replicator) recopy(e Index, why string, args ...any) {
 	r.mu.Lock()
 	again := !r.pending[e]
 	r.pending[e] = true
 	r.mu.Unlock()
 	if again {
 		r.log.Warn(why+"; copying its table again", append([]any{"index", e.Spec().Name}, args...)...)
-		e.AbortSync(nil)
-		e.BeginSync(nil, 0) // empties it; its table sync starts a copy of its own
+		e.Copies().AbortSync(nil)
+		e.Copies().BeginSync(nil, 0) // empties it; its table sync starts a copy of its own
 	}
 }
 
 // resumeFrom is the oldest position of the holding entries, none of which
 // the slot is past; entries in error need nothing, and without others the
 // stream resumes where the slot is.
-func resumeFrom(holding []*indexer.Entry, slotAt indexer.LSN) indexer.LSN {
+func resumeFrom(holding []Index, slotAt indexer.LSN) indexer.LSN {
 	var positions []indexer.LSN
 	for _, e := range holding {
 		if state, _ := e.State(); state != indexer.StateError {
@@ -545,7 +547,7 @@ func (r *Replicator) snapshot(ctx context.Context, repl *pgconn.PgConn, tables [
 	}
 	for _, t := range tables {
 		for _, e := range t.entries {
-			e.SetSyncPoint(point)
+			e.Copies().SetSyncPoint(point)
 		}
 	}
 	for _, t := range tables {
@@ -556,7 +558,7 @@ func (r *Replicator) snapshot(ctx context.Context, repl *pgconn.PgConn, tables [
 	return point, nil
 }
 
-func (r *Replicator) copyJob(snapshot string, t *table, entries []*indexer.Entry) copyJob {
+func (r *Replicator) copyJob(snapshot string, t *table, entries []Index) copyJob {
 	began, logged := time.Now(), time.Now()
 	report := r.cfg.CopyProgress
 	if report == nil {
@@ -621,7 +623,7 @@ func (r *Replicator) copy(ctx context.Context, job copyJob, release func()) erro
 	}
 	job.progress(PhaseBuilding, rows, estimate)
 	for _, e := range job.entries {
-		e.EndSync() // may build for a while: not under r.mu, which status updates take
+		e.Copies().EndSync() // may build for a while: not under r.mu, which status updates take
 		r.mu.Lock()
 		delete(r.pending, e)
 		r.mu.Unlock()
@@ -633,7 +635,7 @@ func (r *Replicator) copy(ctx context.Context, job copyJob, release func()) erro
 // startSyncs creates a temporary slot for each table with pending
 // entries, before the stream starts: its consistent point tells the stream
 // which transactions the copy already holds.
-func (r *Replicator) startSyncs(ctx context.Context, pending map[*table][]*indexer.Entry) ([]tableSync, error) {
+func (r *Replicator) startSyncs(ctx context.Context, pending map[*table][]Index) ([]tableSync, error) {
 	var syncs []tableSync
 	for t, entries := range pending {
 		if err := r.beginSyncs(ctx, t, entries, false); err != nil {
@@ -655,7 +657,7 @@ func (r *Replicator) startSyncs(ctx context.Context, pending map[*table][]*index
 			return syncs, err
 		}
 		for _, e := range entries {
-			e.SetSyncPoint(point)
+			e.Copies().SetSyncPoint(point)
 		}
 		r.log.Info("copying a table for some indexes while the others stream", "table", t.qualified(), "sync_point", point.String())
 		syncs[len(syncs)-1].job = r.besideStream(r.copyJob(slot.SnapshotName, t, entries))
@@ -732,7 +734,7 @@ func parseSystemID(s string) uint64 {
 // state than the stream position; later changes in the stream overwrite
 // it, so the index still converges. It names the columns as the catalog
 // calls them now: the stream may not have reached a later rename yet.
-func repairRow(ctx context.Context, conn *pgx.Conn, t *table, e *indexer.Entry, key string, xid uint32) error {
+func repairRow(ctx context.Context, conn *pgx.Conn, t *table, e Index, key string, xid uint32) error {
 	if err := awaitVisible(ctx, conn, xid); err != nil {
 		return fmt.Errorf("reading row %s of %s: %w", t.keyType.FormatKey(key), t.qualified(), err)
 	}
@@ -765,6 +767,6 @@ func repairRow(ctx context.Context, conn *pgx.Conn, t *table, e *indexer.Entry, 
 	if len(row[2]) != 8 {
 		return fmt.Errorf("reading row %s of %s: an LSN of %d bytes", t.keyType.FormatKey(key), t.qualified(), len(row[2]))
 	}
-	e.UpsertRead(key, decodeVector(e, row[0], true), xmin, indexer.LSN(binary.BigEndian.Uint64(row[2])))
+	e.Stream().UpsertRead(key, decodeVector(e, row[0], true), xmin, indexer.LSN(binary.BigEndian.Uint64(row[2])))
 	return nil
 }

@@ -15,15 +15,15 @@ import (
 // sample of the table read now, before the snapshot is taken, so that the
 // copy encodes each row as it arrives and never holds the table twice. A
 // rebuild keeps the entries serving until their copy ends.
-func (r *Replicator) beginSyncs(ctx context.Context, t *table, entries []*indexer.Entry, rebuild bool) error {
+func (r *Replicator) beginSyncs(ctx context.Context, t *table, entries []Index, rebuild bool) error {
 	samples, rows, err := r.sample(ctx, t, entries)
 	if err != nil {
 		return fmt.Errorf("sampling %s for training: %w", t.qualified(), err)
 	}
 	for i, e := range entries {
-		begin := e.BeginSync
+		begin := e.Copies().BeginSync
 		if rebuild {
-			begin = e.BeginRebuild
+			begin = e.Copies().BeginRebuild
 		}
 		if err := begin(samples[i], rows); err != nil {
 			return err
@@ -37,11 +37,11 @@ func (r *Replicator) beginSyncs(ctx context.Context, t *table, entries []*indexe
 // vectors and the estimated number of such rows. The sample is drawn by
 // Bernoulli sampling at the rate that yields about that many rows, and
 // capped.
-func (r *Replicator) sample(ctx context.Context, t *table, entries []*indexer.Entry) ([][][]float32, int, error) {
+func (r *Replicator) sample(ctx context.Context, t *table, entries []Index) ([][][]float32, int, error) {
 	samples := make([][][]float32, len(entries))
 	trains := false
 	for _, e := range entries {
-		trains = trains || e.SampleSize(1<<40, 1) > 0
+		trains = trains || e.Copies().SampleSize(1<<40, 1) > 0
 	}
 	if !trains {
 		return samples, 0, nil
@@ -71,7 +71,7 @@ func (r *Replicator) sample(ctx context.Context, t *table, entries []*indexer.En
 			}
 			dims = len(v)
 		}
-		want = max(want, e.SampleSize(int(rows), dims))
+		want = max(want, e.Copies().SampleSize(int(rows), dims))
 	}
 	if want == 0 || rows == 0 {
 		return samples, int(rows), nil

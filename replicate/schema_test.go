@@ -49,7 +49,7 @@ func waitCopied(t testing.TB, e *indexer.Entry, rows int64) {
 // waitCheckpointed waits, bounded, for e's first checkpoint.
 func waitCheckpointed(t testing.TB, e *indexer.Entry) {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); e.Covered() == 0; time.Sleep(20 * time.Millisecond) {
+	for deadline := time.Now().Add(10 * time.Second); e.Durable().Covered() == 0; time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("index %s: no checkpoint after 10s", e.Spec().Name)
 		}
@@ -195,7 +195,7 @@ func TestRenamedColumnsAreFollowed(t *testing.T) {
 	h.exec(`UPDATE items SET item_id = 20004 WHERE item_id = 4`)
 	h.exec(`DELETE FROM items WHERE item_id = 5`)
 	h.catchUp()
-	e.Delete(mustKey(t, e, "6")) // as if the index had lost the row: it is read back
+	e.Stream().Delete(mustKey(t, e, "6")) // as if the index had lost the row: it is read back
 	h.exec(`UPDATE items SET note = 'only the note' WHERE item_id = 6`)
 	wg.Wait()
 	h.assertConvergedAs(e, dims, "item_id", "emb_old")
@@ -246,7 +246,7 @@ func TestStaleCheckpointCopiesOnlyItsTable(t *testing.T) {
 	h, ea, eb := twoTables(t, rows, cfg)
 	waitCheckpointed(t, ea)
 	waitCheckpointed(t, eb)
-	stale, staleLSN := eb.CheckpointPath(dir), eb.Covered()
+	stale, staleLSN := eb.Durable().CheckpointPath(dir), eb.Durable().Covered()
 	old, err := os.ReadFile(stale)
 	if err != nil {
 		t.Fatal(err)

@@ -41,8 +41,8 @@ type copyJob struct {
 	source   string // connection string: each reader opens its own
 	snapshot string
 	table    *table
-	entries  []*indexer.Entry // the entries being synced; others on the table keep their state
-	readers  int              // parallel ctid ranges for large tables
+	entries  []Index // the entries being synced; others on the table keep their state
+	readers  int     // parallel ctid ranges for large tables
 	progress func(phase Phase, rows, estimate int64)
 	// stall is how long the copy may go without a row before its
 	// connections are presumed dead (a network partition sends no error).
@@ -225,7 +225,7 @@ func (j copyJob) load(r io.Reader, copied *atomic.Int64) error {
 			return err
 		}
 		for i, e := range j.entries {
-			e.CopyUpsert(key, decodeVector(e, cr.fields[pos[i]], true), xmin)
+			e.Copies().CopyUpsert(key, decodeVector(e, cr.fields[pos[i]], true), xmin)
 		}
 		copied.Add(1)
 	}
@@ -241,7 +241,7 @@ func decodeXID(raw []byte) (uint32, error) {
 
 // decodeVector decodes a vector value, binary or text; nil means NULL or
 // not decodable, which the entry counts as skipped.
-func decodeVector(e *indexer.Entry, raw []byte, binary bool) []float32 {
+func decodeVector(e Index, raw []byte, binary bool) []float32 {
 	format := int16(pgtype.TextFormatCode)
 	if binary {
 		format = pgtype.BinaryFormatCode

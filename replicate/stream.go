@@ -132,7 +132,7 @@ func (r *Replicator) sendStatus(ctx context.Context, repl *pgconn.PgConn, receiv
 
 // allFailed reports whether every index is in the error state.
 func (r *Replicator) allFailed() bool {
-	for _, e := range r.cfg.Entries {
+	for _, e := range r.indexes {
 		if state, _ := e.State(); state != indexer.StateError {
 			return false
 		}
@@ -144,7 +144,7 @@ func (r *Replicator) allFailed() bool {
 func (d *decoder) idle(end indexer.LSN) {
 	for _, t := range d.tables {
 		for _, e := range t.entries {
-			e.SetApplied(end)
+			e.Stream().SetApplied(end)
 		}
 	}
 }

@@ -99,7 +99,7 @@ func newRepeatCatalog(t *testing.T) *repeatCatalog {
 		for j := range v {
 			v[j] = rng.Float32()
 		}
-		e.Upsert(key, v)
+		e.Stream().Upsert(key, v)
 	}
 	e.SetReady()
 	return &repeatCatalog{Indexer: ix, entered: make(chan time.Time, 1)}

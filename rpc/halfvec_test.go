@@ -29,7 +29,7 @@ func TestHalfvecIndexRoundsQueries(t *testing.T) {
 	}
 	v := []float32{1, 0.5, -2} // halves, as a halfvec column's values are
 	key, _ := pgvalue.KeyInt8.DecodeText("1")
-	e.Upsert(key, v)
+	e.Stream().Upsert(key, v)
 	e.SetReady()
 	_, addr := startServer(t, ix)
 	conn := connect(t, addr, pgx.QueryExecModeExec)

@@ -59,11 +59,11 @@ func newTestIndexer(t testing.TB) (*indexer.Indexer, map[string]*testData) {
 			for j := range v {
 				v[j] = rng.Float32()*2 - 1
 			}
-			e.Upsert(key, v)
+			e.Stream().Upsert(key, v)
 			d.keys, d.vecs = append(d.keys, key), append(d.vecs, v)
 		}
 		e.SetReady()
-		e.SetApplied(indexer.LSN(0x16_B374D848))
+		e.Stream().SetApplied(indexer.LSN(0x16_B374D848))
 		data[tk.index] = d
 	}
 	return ix, data

@@ -129,7 +129,7 @@ func newWideIndex(t *testing.T, ix *indexer.Indexer, n int) {
 	e := addIndex(t, ix, "wide", pgvalue.KeyInt8)
 	for i := range n {
 		key, _ := pgvalue.KeyInt8.DecodeText(strconv.Itoa(i))
-		e.Upsert(key, []float32{float32(i), 1, 2, 3})
+		e.Stream().Upsert(key, []float32{float32(i), 1, 2, 3})
 	}
 	e.SetReady()
 }

@@ -127,7 +127,7 @@ func TestDescribedKeyTypeChanges(t *testing.T) {
 	ix := indexer.New()
 	e := addIndex(t, ix, "a", pgvalue.KeyInt8)
 	key, _ := pgvalue.KeyInt8.DecodeText("42")
-	e.Upsert(key, []float32{1, 2})
+	e.Stream().Upsert(key, []float32{1, 2})
 	e.SetReady()
 	_, addr := startServer(t, ix)
 	conn := connect(t, addr, pgx.QueryExecModeCacheStatement)
@@ -138,7 +138,7 @@ func TestDescribedKeyTypeChanges(t *testing.T) {
 	}
 	u := addIndex(t, ix, "b", pgvalue.KeyUUID)
 	ukey, _ := pgvalue.KeyUUID.DecodeText("00000000-0000-0000-0000-000000000001")
-	u.Upsert(ukey, []float32{1, 2})
+	u.Stream().Upsert(ukey, []float32{1, 2})
 	u.SetReady()
 	err := conn.QueryRow(testContext(t), sql, "b", []float32{1, 2}).Scan(&id)
 	if code := sqlstate(err); code != codeFeatureNotSupported {

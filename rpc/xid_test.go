@@ -16,12 +16,12 @@ import (
 func TestKNNWithXID(t *testing.T) {
 	ix := indexer.New()
 	e := addIndex(t, ix, "items", pgvalue.KeyInt8)
-	e.BeginTx(0x100, 4242)
+	e.Stream().BeginTx(0x100, 4242)
 	for i, v := range [][]float32{{1, 0}, {0, 1}, {1, 1}} {
 		key, _ := pgvalue.KeyInt8.DecodeText(string(rune('1' + i)))
-		e.Upsert(key, v)
+		e.Stream().Upsert(key, v)
 	}
-	e.Commit(0x101)
+	e.Stream().Commit(0x101)
 	e.SetReady()
 	ix.SetSource(indexer.Source{SystemID: 7, Timeline: 3})
 	_, addr := startServer(t, ix)

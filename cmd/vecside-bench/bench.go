@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/urfave/cli/v2"
 	"github.com/vecside/vecside/indexer"
+	"github.com/vecside/vecside/indexer/kind"
 	"github.com/vecside/vecside/internal/benchreport"
 	"github.com/vecside/vecside/internal/dataset"
 	"github.com/vecside/vecside/internal/pgcluster"
@@ -573,14 +574,13 @@ func (b *bench) sweep(ctx context.Context, targets []*vecsideTarget, pgv *pgvect
 	return nil
 }
 
-// settings lists the search options to sweep for an index definition.
+// settings lists the search options to sweep for an index definition:
+// its kind's sweep setting, over the values of that setting's flag.
 func (b *bench) settings(def string) []string {
-	sweep, values := "", []int{0}
-	switch {
-	case strings.Contains(def, "kind=ivf"):
-		sweep, values = "probes", b.p.probes
-	case strings.Contains(def, "kind=hnsw"):
-		sweep, values = "ef_search", b.p.efSearch
+	sweep := b.sweepOf(def).Setting
+	values, ok := map[string][]int{"probes": b.p.probes, "ef_search": b.p.efSearch}[sweep]
+	if !ok {
+		values = []int{0}
 	}
 	var out []string
 	for _, v := range values {
@@ -593,6 +593,17 @@ func (b *bench) settings(def string) []string {
 		}
 	}
 	return out
+}
+
+// sweepOf is what the bench varies for the index options def: the sweep
+// its kind registered.
+func (b *bench) sweepOf(def string) kind.Sweep {
+	spec, err := indexer.ParseSpec(fmt.Sprintf("x=public.%s(embedding) key=id metric=%s %s", benchTable, b.p.metric, def))
+	if err != nil {
+		return kind.Sweep{}
+	}
+	k, _ := kind.Lookup(spec.Kind)
+	return k.Sweep
 }
 
 // writeReport prints the Markdown and writes the files asked for.

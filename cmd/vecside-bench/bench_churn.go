@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -86,7 +85,7 @@ func (b *bench) churn(ctx context.Context, def string) error {
 	}
 	applied := time.Since(t0)
 	b.say("churn: %d inserts and %d deletes applied in %.1fs; waiting for rebuilds", b.p.inserts, b.p.deletes, applied.Seconds())
-	for entry.Status().Rebuilding || entry.WantsRebuild() {
+	for entry.Status().Rebuilding || entry.Copies().WantsRebuild() {
 		time.Sleep(100 * time.Millisecond)
 	}
 	time.Sleep(time.Second) // keep searching across the swap
@@ -122,9 +121,9 @@ func (b *bench) churn(ctx context.Context, def string) error {
 	}
 	b.say("churn: ground truth over the %d rows left", len(live))
 	b.truth = dataset.GroundTruth(b.p.metric, vecs, b.queries, b.p.k)
-	settings := []string{"oversample=1", "oversample=2", "oversample=1 probes=4", "oversample=1 probes=16"}
-	if strings.Contains(def, "kind=hnsw") {
-		settings = []string{"oversample=1", "oversample=2", "oversample=1 ef_search=32", "oversample=1 ef_search=128"}
+	settings := []string{"oversample=1", "oversample=2"}
+	if s := b.sweepOf(def); s.Setting != "" {
+		settings = append(settings, fmt.Sprintf("oversample=1 %s=%d", s.Setting, s.Low), fmt.Sprintf("oversample=1 %s=%d", s.Setting, s.High))
 	}
 	churned := make([]float64, len(settings))
 	for i, opts := range settings {

@@ -210,14 +210,14 @@ func loadCheckpoint(dir, def string) (*indexer.Entry, indexer.LSN, error) {
 	if err != nil {
 		return nil, 0, err
 	}
-	h, err := indexer.ReadCheckpoint(e.CheckpointPath(dir), func(_ indexer.CheckpointHeader, body io.Reader) error {
+	h, err := indexer.ReadCheckpoint(e.Durable().CheckpointPath(dir), func(_ indexer.CheckpointHeader, body io.Reader) error {
 		_, err := io.Copy(io.Discard, body)
 		return err
 	})
 	if err != nil {
 		return nil, 0, err
 	}
-	lsn, err := e.LoadCheckpoint(dir, indexer.Source{SystemID: h.SystemID, Timeline: h.Timeline, Slot: h.Slot}, indexer.ReadIdleState(dir))
+	lsn, err := e.Durable().LoadCheckpoint(dir, indexer.Source{SystemID: h.SystemID, Timeline: h.Timeline, Slot: h.Slot}, indexer.ReadIdleState(dir))
 	return e, lsn, err
 }
 

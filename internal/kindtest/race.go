@@ -1,0 +1,5 @@
+//go:build race
+
+package kindtest
+
+const raceEnabled = true
