@@ -372,8 +372,9 @@ type bench struct {
 	// postmaster is the throwaway server's PID, whose processes' CPU
 	// time is measured; 0 with --source.
 	postmaster int
-	// sidecarPID is the vecside serve child being measured (--process),
-	// whose CPU time is measured; 0 when the sidecars run in-process.
+	// sidecarPID is the vecside serve child of the index being measured
+	// (--process), whose CPU time is measured; 0 when the sidecars run
+	// in-process.
 	sidecarPID int
 	db         *pgx.Conn
 	// vectorColumn: the scratch table's column is pgvector's vector,

@@ -57,20 +57,26 @@ func procStat(pid int) ([]string, error) {
 }
 
 // sidecarCPU is the CPU time the vecside serve child being measured has
-// used so far: user and system time of all its threads, in 10 ms ticks,
-// which over a timed run of hundreds of ms are fine enough. ok is false
-// where the sidecar runs in the bench's own process.
+// used so far: the sum of its threads' time on the CPU (schedstat, in
+// ns; Go's threads live as long as the process). ok is false where the
+// sidecar runs in the bench's own process.
 func (b *bench) sidecarCPU() (cpu time.Duration, ok bool) {
 	if b.sidecarPID == 0 {
 		return 0, false
 	}
-	stat, err := procStat(b.sidecarPID)
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", b.sidecarPID))
 	if err != nil {
 		return 0, false
 	}
-	u, _ := strconv.ParseInt(stat[11], 10, 64)
-	s, _ := strconv.ParseInt(stat[12], 10, 64)
-	return time.Duration(u+s) * clockTick, true
+	for _, task := range tasks {
+		raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/schedstat", b.sidecarPID, task.Name()))
+		if err != nil {
+			continue // ended since
+		}
+		ns, _ := strconv.ParseInt(strings.Fields(string(raw))[0], 10, 64)
+		cpu += time.Duration(ns)
+	}
+	return cpu, true
 }
 
 // cpuMeter holds the server's and the sidecar's CPU time at the start of

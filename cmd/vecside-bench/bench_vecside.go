@@ -24,6 +24,7 @@ type vecsideTarget struct {
 	def, name string
 	addr      string         // the sidecar's
 	entry     *indexer.Entry // in process only
+	pid       int            // the vecside serve child's (--process only)
 	conns     []*pgx.Conn    // to the sidecar, one per client
 	heaps     []*pgx.Conn    // to Postgres, one per client
 	hf        []*heapfetch.Client
@@ -80,8 +81,8 @@ func (b *bench) startVecside(ctx context.Context, n int, def string) (t *vecside
 		if err != nil {
 			return nil, err
 		}
-		b.sidecarPID = proc.cmd.Process.Pid
-		t.closers = append(t.closers, func() { b.sidecarPID = 0; proc.stop() })
+		t.pid = proc.cmd.Process.Pid
+		t.closers = append(t.closers, proc.stop)
 		t.addr = proc.addr
 		build.IndexBytes, build.BytesPerRow = proc.indexBytes, perRow(proc.indexBytes, proc.rows)
 		build.RSSBytes, build.PeakRSSBytes = proc.rss, proc.peak
@@ -175,6 +176,7 @@ func (b *bench) measureVecside(ctx context.Context, t *vecsideTarget, opts strin
 		k, v, _ := strings.Cut(f, "=")
 		params[k], _ = strconv.ParseFloat(v, 64)
 	}
+	b.sidecarPID = t.pid
 	b.say("vecside %s %s: recall over %d queries", t.def, opts, len(b.queries))
 	recall, cands, tm := b.recallPass(func(qi int) ([]int64, error) { return b.knn(ctx, t.conns[0], t.name, qi, opts) })
 	if tm.err != nil {
