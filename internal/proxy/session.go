@@ -22,8 +22,9 @@ type session struct {
 	p        *Proxy
 	nc, up   net.Conn
 	c, u     *wire
-	cmu      sync.Mutex // the client's writer
-	reported bool       // the client has been told why its startup failed
+	blocking []*blockingReader // the sockets read with blocking calls
+	cmu      sync.Mutex        // the client's writer
+	reported bool              // the client has been told why its startup failed
 
 	pid, secret     uint32 // the key the client got
 	upPID, upSecret uint32 // PostgreSQL's
@@ -74,10 +75,11 @@ func (s *session) run() error {
 	go func() { done <- s.relayUpstream() }()
 	err := s.relayClient()
 	close(s.ended)
-	s.up.Close()
+	closeConn(s.up)
 	if uerr := <-done; err == nil || errors.Is(err, net.ErrClosed) {
 		err = uerr
 	}
+	s.endBlocking()
 	if errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) {
 		return nil
 	}
@@ -164,7 +166,7 @@ func (s *session) track(typ byte) {
 // whenever PostgreSQL has sent all it has, as PostgreSQL itself flushed.
 func (s *session) relayUpstream() error {
 	defer close(s.replies)
-	defer s.nc.Close()
+	defer closeConn(s.nc)
 	for {
 		if s.u.idle() {
 			s.cmu.Lock()
