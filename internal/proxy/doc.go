@@ -77,9 +77,7 @@
 //
 // After startup two goroutines relay, one each way, message by message,
 // flushing whenever the side they read from has nothing more buffered —
-// so the proxy flushes when PostgreSQL and the client did. They read
-// plain sockets with blocking calls, a thread each, which the kernel
-// wakes sooner than Go's network poller (blocking.go). Simple and
+// so the proxy flushes when PostgreSQL and the client did. Simple and
 // extended protocol, COPY both ways, notices, notifications and
 // ParameterStatus pass as they are. The proxy tracks only what it needs:
 // the transaction status of each ReadyForQuery, how many ReadyForQuery

@@ -197,7 +197,7 @@ func (p *Proxy) Serve(ctx context.Context, ln net.Listener) error {
 func (p *Proxy) serveConn(ctx context.Context, st *pgstartup.Startup) {
 	nc := st.Conn
 	defer nc.Close()
-	stop := context.AfterFunc(ctx, func() { closeConn(nc) })
+	stop := context.AfterFunc(ctx, func() { nc.Close() })
 	defer stop()
 	s, err := p.startup(st)
 	st.Release()
@@ -212,7 +212,7 @@ func (p *Proxy) serveConn(ctx context.Context, st *pgstartup.Startup) {
 		return
 	}
 	defer s.up.Close()
-	stopUp := context.AfterFunc(ctx, func() { closeConn(s.up) })
+	stopUp := context.AfterFunc(ctx, func() { s.up.Close() })
 	defer stopUp()
 	if err := s.run(); err != nil {
 		p.log.Debug("proxy: session ended", "remote", nc.RemoteAddr().String(), "err", err)

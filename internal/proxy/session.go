@@ -22,9 +22,8 @@ type session struct {
 	p        *Proxy
 	nc, up   net.Conn
 	c, u     *wire
-	blocking []*blockingReader // the sockets read with blocking calls
-	cmu      sync.Mutex        // the client's writer
-	reported bool              // the client has been told why its startup failed
+	cmu      sync.Mutex // the client's writer
+	reported bool       // the client has been told why its startup failed
 
 	pid, secret     uint32 // the key the client got
 	upPID, upSecret uint32 // PostgreSQL's
@@ -75,11 +74,10 @@ func (s *session) run() error {
 	go func() { done <- s.relayUpstream() }()
 	err := s.relayClient()
 	close(s.ended)
-	closeConn(s.up)
+	s.up.Close()
 	if uerr := <-done; err == nil || errors.Is(err, net.ErrClosed) {
 		err = uerr
 	}
-	s.endBlocking()
 	if errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) {
 		return nil
 	}
@@ -166,7 +164,7 @@ func (s *session) track(typ byte) {
 // whenever PostgreSQL has sent all it has, as PostgreSQL itself flushed.
 func (s *session) relayUpstream() error {
 	defer close(s.replies)
-	defer closeConn(s.nc)
+	defer s.nc.Close()
 	for {
 		if s.u.idle() {
 			s.cmu.Lock()

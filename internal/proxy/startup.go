@@ -111,7 +111,6 @@ func (p *Proxy) startup(st *pgstartup.Startup) (*session, error) {
 	}
 	nc.SetDeadline(time.Time{})
 	up.SetDeadline(time.Time{})
-	s.readBlocking()
 	p.stats.sessions.Add(1)
 	return s, nil
 }

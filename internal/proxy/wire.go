@@ -27,7 +27,6 @@ type message struct {
 // larger than held pass through in pieces (see relay): a client's COPY
 // data or a wide row costs the proxy a buffer, never its size.
 type wire struct {
-	src  *source
 	r    *bufio.Reader
 	w    *bufio.Writer
 	held int // the largest body read whole
@@ -35,19 +34,8 @@ type wire struct {
 }
 
 func newWire(rw io.ReadWriter, held int) *wire {
-	src := &source{rw}
-	return &wire{src: src, r: bufio.NewReaderSize(src, 32<<10), w: bufio.NewWriterSize(rw, 32<<10), held: held}
+	return &wire{r: bufio.NewReaderSize(rw, 32<<10), w: bufio.NewWriterSize(rw, 32<<10), held: held}
 }
-
-// source is what a wire's reader reads: its connection, or once the
-// session runs a blocking reader of it (see blocking.go). What the
-// reader has buffered stays.
-type source struct{ r io.Reader }
-
-func (s *source) Read(p []byte) (int, error) { return s.r.Read(p) }
-
-// readFrom makes the wire read from r from now on.
-func (w *wire) readFrom(r io.Reader) { w.src.r = r }
 
 // header reads a message's type and body length.
 func (w *wire) header() (typ byte, n int, err error) {
