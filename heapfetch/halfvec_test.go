@@ -59,12 +59,7 @@ func TestHalfvecStandIn(t *testing.T) {
 // pgvector's own operators as the reference, vecside.search included. It
 // runs where the pgvector extension is available to the test cluster.
 func TestHalfvecPgvector(t *testing.T) {
-	_, db := newDatabase(t)
-	var available bool
-	if err := db.QueryRow(context.Background(), "SELECT EXISTS (SELECT 1 FROM pg_available_extensions WHERE name = 'vector')").Scan(&available); err != nil {
-		t.Fatal(err)
-	}
-	if !available {
+	if dsn, _ := newDatabase(t); !pgtest.OffersPGVector(t, dsn) {
 		t.Skip("pgvector is not installed for the test cluster (pg_available_extensions has no 'vector'): " +
 			"halfvec is checked on a stand-in type and golden bytes only (TestHalfvecStandIn)")
 	}

@@ -287,17 +287,7 @@ func TestMixture1536Preset(t *testing.T) {
 // without pgvector. It needs pgvector in the test server.
 func TestPGVectorBuildStopped(t *testing.T) {
 	dsn := pgtest.Shared(t).NewDatabase(t)
-	conn, err := pgx.Connect(context.Background(), dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var offered bool
-	err = conn.QueryRow(context.Background(), "SELECT EXISTS (SELECT FROM pg_available_extensions WHERE name = 'vector')").Scan(&offered)
-	conn.Close(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !offered {
+	if !pgtest.OffersPGVector(t, dsn) {
 		t.Skip("the test server has no pgvector")
 	}
 	out := filepath.Join(t.TempDir(), "r.json")

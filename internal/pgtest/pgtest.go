@@ -77,6 +77,18 @@ func Connect(t testing.TB, dsn string) *pgx.Conn {
 	return conn
 }
 
+// OffersPGVector says whether pgvector's extension is installed where
+// the server at dsn can create it (pg_available_extensions lists vector).
+func OffersPGVector(t testing.TB, dsn string) bool {
+	t.Helper()
+	var offered bool
+	if err := Connect(t, dsn).QueryRow(context.Background(),
+		"SELECT EXISTS (SELECT FROM pg_available_extensions WHERE name = 'vector')").Scan(&offered); err != nil {
+		t.Fatalf("pgtest: %v", err)
+	}
+	return offered
+}
+
 func (c *Cluster) dropDatabase(name string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -110,11 +110,7 @@ func testDriver(t *testing.T, d driver) {
 		// 2,000 rows, so that the direct run's answers are the exact ones
 		// to compare with, and what passes through gives the same rows
 		// both ways.
-		var pgvector bool
-		if err := db.QueryRow(context.Background(),
-			"SELECT EXISTS (SELECT FROM pg_available_extensions WHERE name = 'vector')").Scan(&pgvector); err != nil {
-			t.Fatal(err)
-		}
+		pgvector := pgtest.OffersPGVector(t, dsn)
 		if pgvector {
 			mustExec(t, db, "DO $$ BEGIN EXECUTE format('ALTER DATABASE %I SET hnsw.ef_search = 1000', current_database()); END $$")
 		}
