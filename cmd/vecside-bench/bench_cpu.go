@@ -22,12 +22,11 @@ func (b *bench) postgresCPU() (cpu time.Duration, ok bool) {
 		return 0, false
 	}
 	for _, pid := range b.postgresProcesses() {
-		raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/schedstat", pid))
-		if err != nil {
+		t, ok := onCPU(fmt.Sprintf("/proc/%d/schedstat", pid))
+		if !ok {
 			continue // exited since: its time is in the postmaster's cutime once reaped
 		}
-		ns, _ := strconv.ParseInt(strings.Fields(string(raw))[0], 10, 64)
-		cpu += time.Duration(ns)
+		cpu += t
 		if pid != b.postmaster {
 			continue
 		}
@@ -38,6 +37,17 @@ func (b *bench) postgresCPU() (cpu time.Duration, ok bool) {
 		}
 	}
 	return cpu, true
+}
+
+// onCPU is the time on the CPU a schedstat file gives (its first field,
+// in ns); ok is false if the process or thread is gone.
+func onCPU(schedstat string) (t time.Duration, ok bool) {
+	raw, err := os.ReadFile(schedstat)
+	if err != nil {
+		return 0, false
+	}
+	ns, _ := strconv.ParseInt(strings.Fields(string(raw))[0], 10, 64)
+	return time.Duration(ns), true
 }
 
 // procStat is /proc/PID/stat's fields after the command name (which may
@@ -69,12 +79,8 @@ func (b *bench) sidecarCPU() (cpu time.Duration, ok bool) {
 		return 0, false
 	}
 	for _, task := range tasks {
-		raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/schedstat", b.sidecarPID, task.Name()))
-		if err != nil {
-			continue // ended since
-		}
-		ns, _ := strconv.ParseInt(strings.Fields(string(raw))[0], 10, 64)
-		cpu += time.Duration(ns)
+		t, _ := onCPU(fmt.Sprintf("/proc/%d/task/%s/schedstat", b.sidecarPID, task.Name())) // 0 if ended since
+		cpu += t
 	}
 	return cpu, true
 }
