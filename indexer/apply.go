@@ -23,10 +23,10 @@ func indexable(vec []float32, dims int) bool {
 // whether the entry wants its changes: not if they are already reflected
 // (see SkipBelow).
 func (e *Applier) Begin(final LSN) bool {
-	e.wmu.Lock()
-	defer e.wmu.Unlock()
-	e.txLSN = final
-	return final >= e.skipBelowLocked()
+	e.c.wmu.Lock()
+	defer e.c.wmu.Unlock()
+	e.c.txLSN = final
+	return final >= e.c.skipBelowLocked()
 }
 
 // SkipBelow is the commit position below which the stream's transactions
@@ -35,9 +35,9 @@ func (e *Applier) Begin(final LSN) bool {
 // serving index, the serving index still wants everything after its
 // applied LSN.
 func (e *Applier) SkipBelow() LSN {
-	e.wmu.Lock()
-	defer e.wmu.Unlock()
-	return e.skipBelowLocked()
+	e.c.wmu.Lock()
+	defer e.c.wmu.Unlock()
+	return e.c.skipBelowLocked()
 }
 
 func (e *core) skipBelowLocked() LSN {
@@ -57,12 +57,12 @@ func (e *core) skipBelowLocked() LSN {
 // encoding is done before the apply lock is taken, so that the copy's
 // readers encode in parallel with the stream.
 func (e *Applier) Upsert(key string, vec []float32) {
-	dims := e.Dims()
+	dims := e.c.serving.Load().dims
 	if !indexable(vec, dims) {
 		e.Skip(key)
 		return
 	}
-	main, shadow := e.targets()
+	main, shadow := e.c.targets()
 	var mainRow, shadowRow Row
 	if main != nil {
 		mainRow = main.Prepare(vec)
@@ -70,18 +70,18 @@ func (e *Applier) Upsert(key string, vec []float32) {
 	if shadow != nil {
 		shadowRow = shadow.Prepare(vec)
 	}
-	e.wmu.Lock()
-	defer e.wmu.Unlock()
-	e.changed()
-	if toMain, toShadow := e.routes(key); toMain || toShadow {
+	e.c.wmu.Lock()
+	defer e.c.wmu.Unlock()
+	e.c.changed()
+	if toMain, toShadow := e.c.routes(key); toMain || toShadow {
 		if toMain {
-			e.insertLocked(&e.index, e.skipped, main, mainRow, key, vec)
-			e.tx.wrote(e.index, key)
+			e.c.insertLocked(&e.c.index, e.c.skipped, main, mainRow, key, vec)
+			e.c.tx.wrote(e.c.index, key)
 		}
 		if toShadow {
-			s := e.sync
-			e.insertLocked(&s.index, s.skipped, shadow, shadowRow, key, vec)
-			e.tx.wrote(s.index, key)
+			s := e.c.sync
+			e.c.insertLocked(&s.index, s.skipped, shadow, shadowRow, key, vec)
+			e.c.tx.wrote(s.index, key)
 		}
 	}
 }
@@ -148,7 +148,7 @@ func (e *core) insertLocked(slot *Index, skipped map[string]struct{}, x Index, r
 		if err != nil {
 			// The stream goes on: the index is failed, not the slot.
 			e.skipIn(nil, skipped, key)
-			e.Fail(fmt.Errorf("index %s: cannot make an index of %d dimensions: %w; restart vecside with dims= set to the column's dimension", e.spec.Name, dims, err))
+			e.fail(fmt.Errorf("index %s: cannot make an index of %d dimensions: %w; restart vecside with dims= set to the column's dimension", e.spec.Name, dims, err))
 			return
 		}
 		*slot = made
@@ -171,15 +171,15 @@ func (e *core) insertLocked(slot *Index, skipped map[string]struct{}, x Index, r
 
 // Skip removes key from the index and counts it as skipped.
 func (e *Applier) Skip(key string) {
-	e.wmu.Lock()
-	defer e.wmu.Unlock()
-	e.changed()
-	toMain, toShadow := e.routes(key)
+	e.c.wmu.Lock()
+	defer e.c.wmu.Unlock()
+	e.c.changed()
+	toMain, toShadow := e.c.routes(key)
 	if toMain {
-		e.skipIn(e.index, e.skipped, key)
+		e.c.skipIn(e.c.index, e.c.skipped, key)
 	}
 	if toShadow {
-		e.skipIn(e.sync.index, e.sync.skipped, key)
+		e.c.skipIn(e.c.sync.index, e.c.sync.skipped, key)
 	}
 }
 
@@ -192,15 +192,15 @@ func (e *core) skipIn(x Index, skipped map[string]struct{}, key string) {
 
 // Delete forgets key.
 func (e *Applier) Delete(key string) {
-	e.wmu.Lock()
-	defer e.wmu.Unlock()
-	e.changed()
-	toMain, toShadow := e.routes(key)
+	e.c.wmu.Lock()
+	defer e.c.wmu.Unlock()
+	e.c.changed()
+	toMain, toShadow := e.c.routes(key)
 	if toMain {
-		deleteIn(e.index, e.skipped, key)
+		deleteIn(e.c.index, e.c.skipped, key)
 	}
 	if toShadow {
-		deleteIn(e.sync.index, e.sync.skipped, key)
+		deleteIn(e.c.sync.index, e.c.sync.skipped, key)
 	}
 }
 
@@ -216,17 +216,17 @@ func deleteIn(x Index, skipped map[string]struct{}, key string) {
 // to every index the change goes to; if not, the caller must read the row
 // and Upsert it.
 func (e *Applier) Move(from, to string) bool {
-	e.wmu.Lock()
-	defer e.wmu.Unlock()
-	e.changed()
-	e.routes(from)
-	toMain, toShadow := e.routes(to)
+	e.c.wmu.Lock()
+	defer e.c.wmu.Unlock()
+	e.c.changed()
+	e.c.routes(from)
+	toMain, toShadow := e.c.routes(to)
 	ok := true
 	if toMain {
-		ok = e.moveIn(e.index, e.skipped, from, to)
+		ok = e.c.moveIn(e.c.index, e.c.skipped, from, to)
 	}
 	if toShadow {
-		ok = e.moveIn(e.sync.index, e.sync.skipped, from, to) && ok
+		ok = e.c.moveIn(e.c.sync.index, e.c.sync.skipped, from, to) && ok
 	}
 	return ok
 }
@@ -269,13 +269,13 @@ func moveIn(x Index, skipped map[string]struct{}, from, to string) bool {
 // touched: its snapshot holds the key's current vector, and the copy
 // brings it if it has not yet.
 func (e *Applier) Known(key string) bool {
-	e.wmu.Lock()
-	defer e.wmu.Unlock()
+	e.c.wmu.Lock()
+	defer e.c.wmu.Unlock()
 	known := func(x Index, skipped map[string]struct{}) bool {
 		_, ok := skipped[key]
 		return ok || x != nil && x.Has(key)
 	}
-	if s := e.sync; s != nil {
+	if s := e.c.sync; s != nil {
 		if !known(s.index, s.skipped) && s.newer(key) {
 			return false
 		}
@@ -283,19 +283,19 @@ func (e *Applier) Known(key string) bool {
 			return true
 		}
 	}
-	return known(e.index, e.skipped)
+	return known(e.c.index, e.c.skipped)
 }
 
 // Truncate forgets every key.
 func (e *Applier) Truncate() {
-	e.wmu.Lock()
-	defer e.wmu.Unlock()
-	e.changed()
-	e.tx.forget()
-	toMain, toShadow := e.route()
-	if s := e.sync; s != nil {
+	e.c.wmu.Lock()
+	defer e.c.wmu.Unlock()
+	e.c.changed()
+	e.c.tx.forget()
+	toMain, toShadow := e.c.route()
+	if s := e.c.sync; s != nil {
 		if toShadow {
-			s.truncated = max(s.truncated, e.txLSN)
+			s.truncated = max(s.truncated, e.c.txLSN)
 			if s.index != nil {
 				s.index.Clear()
 			}
@@ -303,10 +303,10 @@ func (e *Applier) Truncate() {
 		}
 	}
 	if toMain {
-		if e.index != nil {
-			e.index.Clear()
+		if e.c.index != nil {
+			e.c.index.Clear()
 		}
-		clear(e.skipped)
+		clear(e.c.skipped)
 	}
 }
 
@@ -316,7 +316,7 @@ func (e *core) changed() { e.version.Add(1) }
 // SetApplied moves the applied LSN forward (never back) and wakes waiters.
 // The replication layer calls it at each commit, and with a keepalive's
 // WAL end when no transaction is open.
-func (e *Applier) SetApplied(lsn LSN) { e.advance(lsn) }
+func (e *Applier) SetApplied(lsn LSN) { e.c.advance(lsn) }
 
 // advance is SetApplied: it moves the clock, then records the xmins of
 // the reads the new position has reached.

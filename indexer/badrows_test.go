@@ -64,7 +64,7 @@ func TestBulkTransactionReleasesMemory(t *testing.T) {
 	for i := range keys {
 		keys[i] = key(t, strconv.Itoa(i))
 		e.Stream().Upsert(keys[i], []float32{float32(i), 1})
-		setXID(e.index, keys[i], 1)
+		setXID(e.c.index, keys[i], 1)
 	}
 	e.Stream().Commit(11)
 	before := liveHeap()
@@ -76,7 +76,7 @@ func TestBulkTransactionReleasesMemory(t *testing.T) {
 	}
 	e.Stream().Commit(21)
 	after := liveHeap()
-	if xid := xidOf(e.index, keys[rows-1]); xid != 2 {
+	if xid := xidOf(e.c.index, keys[rows-1]); xid != 2 {
 		t.Fatalf("the UPDATE's xid is %d, want 2", xid)
 	}
 	t.Logf("live heap %s MiB before the UPDATE of %d rows, %s MiB after", mib(before), rows, mib(after))

@@ -90,12 +90,12 @@ func (ix *Indexer) RunCheckpoints(ctx context.Context, p CheckpointPolicy) error
 			pause, err := e.Durable().Checkpoint(p.Dir, src)
 			if err != nil {
 				e.Durable().recordCheckpointFailure(err)
-				log.Error("checkpoint failed; will retry", "index", e.spec.Name, "err", err)
+				log.Error("checkpoint failed; will retry", "index", e.c.spec.Name, "err", err)
 				continue
 			}
 			last[e] = time.Now()
 			e.Durable().recordCheckpoint(pause, time.Since(began))
-			log.Debug("checkpoint written", "index", e.spec.Name, "changes", dirty, "lsn", e.Durable().Covered().String(),
+			log.Debug("checkpoint written", "index", e.c.spec.Name, "changes", dirty, "lsn", e.Durable().Covered().String(),
 				"pause", pause.String(), "took", time.Since(began).String())
 		}
 		if err := ix.recordIdle(p.Dir, idle); err != nil {
@@ -118,7 +118,7 @@ func (ix *Indexer) recordIdle(dir string, state IdleState) error {
 	for _, e := range ix.Entries() {
 		if lsn, version, ok := e.Durable().idlePosition(); ok {
 			updates = append(updates, moved{e, IdlePosition{Version: version, LSN: lsn}})
-			state[e.spec.Name] = IdlePosition{Version: version, LSN: lsn}
+			state[e.c.spec.Name] = IdlePosition{Version: version, LSN: lsn}
 		}
 	}
 	if len(updates) == 0 {

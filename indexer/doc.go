@@ -26,12 +26,14 @@
 // What they share (the serving state searches read, the apply lock and
 // the indexes it guards, the lifecycle) is the entry's core, which also
 // routes each change between the serving index and the one a copy
-// builds. The Entry itself holds what a caller asks of the index as a
+// builds. Each part holds the core as a field (c), not embedded, so that
+// a part's methods are the ones it declares and every reach into shared
+// state reads as one. The Entry itself holds what a caller asks of the index as a
 // whole: its definition and column types (Configure), its lifecycle,
 // Search and Status, and the Clock's Applied and WaitApplied, which it
 // embeds; it hands out the other parts by Stream, Copies and Durable.
-// replicate's Index interface asks for those three and the entry's own
-// few methods.
+// replicate asks for those three and the entry's own few methods through
+// interfaces of its own.
 //
 // # Kinds
 //

@@ -27,7 +27,7 @@ type Source struct {
 
 // CheckpointPath is where the entry's checkpoint lives in dir.
 func (e *Durability) CheckpointPath(dir string) string {
-	return filepath.Join(dir, e.spec.Name+".ckpt")
+	return filepath.Join(dir, e.c.spec.Name+".ckpt")
 }
 
 // Checkpoint writes the entry to its checkpoint file in dir, covering its
@@ -44,41 +44,41 @@ func (e *Durability) CheckpointPath(dir string) string {
 // a delete by key.
 func (e *Durability) Checkpoint(dir string, src Source) (pause time.Duration, err error) {
 	began := time.Now()
-	e.wmu.Lock()
-	if state, _ := e.State(); state != StateReady {
-		e.wmu.Unlock()
+	e.c.wmu.Lock()
+	if state := e.c.serving.Load().state; state != StateReady {
+		e.c.wmu.Unlock()
 		return 0, nil
 	}
 	write, release := func(io.Writer) error { return nil }, func() {}
 	var xids xidSnapshot
-	if e.index != nil {
-		write, release = e.index.Snapshot()
-		xids = takeXIDs(e.index)
+	if e.c.index != nil {
+		write, release = e.c.index.Snapshot()
+		xids = takeXIDs(e.c.index)
 	}
 	defer release()
-	skipped := make([]string, 0, len(e.skipped))
-	for k := range e.skipped {
+	skipped := make([]string, 0, len(e.c.skipped))
+	for k := range e.c.skipped {
 		skipped = append(skipped, k)
 	}
-	version := e.version.Load()
-	e.mu.Lock()
+	version := e.c.version.Load()
+	e.c.mu.Lock()
 	h := CheckpointHeader{
-		Index:      e.spec.Name,
-		Kind:       e.spec.Kind,
-		Params:     e.spec.String(),
-		Dims:       e.dims,
-		HasIndex:   e.index != nil,
-		Metric:     e.spec.Metric.String(),
-		KeyType:    uint8(e.keyType),
-		VectorType: uint8(e.vecType),
-		LSN:        e.clock.Applied(),
+		Index:      e.c.spec.Name,
+		Kind:       e.c.spec.Kind,
+		Params:     e.c.spec.String(),
+		Dims:       e.c.dims,
+		HasIndex:   e.c.index != nil,
+		Metric:     e.c.spec.Metric.String(),
+		KeyType:    uint8(e.c.keyType),
+		VectorType: uint8(e.c.vecType),
+		LSN:        e.c.clock.Applied(),
 		Version:    version,
 		SystemID:   src.SystemID,
 		Timeline:   src.Timeline,
 		Slot:       src.Slot,
 	}
-	e.mu.Unlock()
-	e.wmu.Unlock()
+	e.c.mu.Unlock()
+	e.c.wmu.Unlock()
 	pause = time.Since(began)
 	slices.Sort(skipped)
 	err = WriteCheckpoint(e.CheckpointPath(dir), h, func(w io.Writer) error {
@@ -97,34 +97,34 @@ func (e *Durability) Checkpoint(dir string, src Source) (pause time.Duration, er
 	return pause, nil
 }
 
-func (e *Durability) recordCheckpoint(pause, took time.Duration) { e.coverage.written(pause, took) }
+func (e *Durability) recordCheckpoint(pause, took time.Duration) { e.c.coverage.written(pause, took) }
 
 // recordCheckpointFailure counts a checkpoint that failed, for status and
 // metrics; the next one clears the error.
-func (e *Durability) recordCheckpointFailure(err error) { e.coverage.failed(err) }
+func (e *Durability) recordCheckpointFailure(err error) { e.c.coverage.failed(err) }
 
-func (e *Durability) setCovered(lsn LSN, version uint64) { e.coverage.advance(lsn, version) }
+func (e *Durability) setCovered(lsn LSN, version uint64) { e.c.coverage.advance(lsn, version) }
 
 // Covered is the LSN that the entry's durable state reflects; 0 if none.
 func (e *Durability) Covered() LSN {
-	lsn, _ := e.coverage.get()
+	lsn, _ := e.c.coverage.get()
 	return lsn
 }
 
 // Dirty reports how many changes have been applied since the last
 // checkpoint.
 func (e *Durability) Dirty() uint64 {
-	_, version := e.coverage.get()
-	return e.version.Load() - version
+	_, version := e.c.coverage.get()
+	return e.c.version.Load() - version
 }
 
 // idlePosition is the applied LSN if nothing has changed since the last
 // checkpoint and it has moved past what is covered (keepalives, or
 // transactions on other tables); ok is false otherwise.
 func (e *Durability) idlePosition() (lsn LSN, version uint64, ok bool) {
-	applied := e.clock.Applied()
-	covered, version := e.coverage.get()
-	if covered == 0 || e.version.Load() != version || applied <= covered {
+	applied := e.c.clock.Applied()
+	covered, version := e.c.coverage.get()
+	if covered == 0 || e.c.version.Load() != version || applied <= covered {
 		return 0, 0, false
 	}
 	return applied, version, true
@@ -203,8 +203,8 @@ func (e *Durability) LoadCheckpoint(dir string, src Source, state IdleState) (LS
 	var xids []keyXID
 	h, err := ReadCheckpoint(e.CheckpointPath(dir), func(h CheckpointHeader, body io.Reader) error {
 		switch {
-		case h.Params != e.spec.String():
-			return fmt.Errorf("written for index %q, now defined as %q", h.Params, e.spec.String())
+		case h.Params != e.c.spec.String():
+			return fmt.Errorf("written for index %q, now defined as %q", h.Params, e.c.spec.String())
 		case h.SystemID != src.SystemID || h.Timeline != src.Timeline || h.Slot != src.Slot:
 			return fmt.Errorf("written for system %d timeline %d slot %q, now following system %d timeline %d slot %q",
 				h.SystemID, h.Timeline, h.Slot, src.SystemID, src.Timeline, src.Slot)
@@ -220,7 +220,7 @@ func (e *Durability) LoadCheckpoint(dir string, src Source, state IdleState) (LS
 			}
 		}
 		if h.HasIndex {
-			loaded, err = loadIndex(e.spec, pgvalue.KeyType(h.KeyType), h.Dims, br)
+			loaded, err = loadIndex(e.c.spec, pgvalue.KeyType(h.KeyType), h.Dims, br)
 		}
 		return err
 	})
@@ -228,31 +228,31 @@ func (e *Durability) LoadCheckpoint(dir string, src Source, state IdleState) (LS
 		return 0, err
 	}
 	lsn := h.LSN
-	if idle, ok := state[e.spec.Name]; ok && idle.Version == h.Version && idle.LSN > lsn {
+	if idle, ok := state[e.c.spec.Name]; ok && idle.Version == h.Version && idle.LSN > lsn {
 		lsn = idle.LSN
 	}
 	for _, kx := range xids {
 		setXID(loaded, kx.key, kx.xid)
 	}
-	e.wmu.Lock()
-	dropped(e.index)
-	dropped(e.syncIndex())
-	e.tx.forget()
-	e.index, e.sync = loaded, nil
-	clear(e.skipped)
+	e.c.wmu.Lock()
+	dropped(e.c.index)
+	dropped(e.c.syncIndex())
+	e.c.tx.forget()
+	e.c.index, e.c.sync = loaded, nil
+	clear(e.c.skipped)
 	for _, k := range skipped {
-		e.skipped[k] = struct{}{}
+		e.c.skipped[k] = struct{}{}
 	}
-	e.version.Store(h.Version)
-	e.mu.Lock()
-	e.dims = h.Dims
-	e.keyType, e.vecType = pgvalue.KeyType(h.KeyType), pgvalue.VectorType(h.VectorType)
-	e.state, e.failure = StateReady, ""
-	e.mu.Unlock()
-	e.coverage.reset(lsn, h.Version)
-	e.publish()
-	e.wmu.Unlock()
-	e.advance(lsn)
+	e.c.version.Store(h.Version)
+	e.c.mu.Lock()
+	e.c.dims = h.Dims
+	e.c.keyType, e.c.vecType = pgvalue.KeyType(h.KeyType), pgvalue.VectorType(h.VectorType)
+	e.c.state, e.c.failure = StateReady, ""
+	e.c.mu.Unlock()
+	e.c.coverage.reset(lsn, h.Version)
+	e.c.publish()
+	e.c.wmu.Unlock()
+	e.c.advance(lsn)
 	return lsn, nil
 }
 

@@ -40,7 +40,7 @@ const (
 //
 // See the package doc for who takes which lock.
 type Entry struct {
-	*core
+	c *core
 	*Clock
 	stream  *Applier
 	copies  *Syncer
@@ -48,15 +48,15 @@ type Entry struct {
 }
 
 // Applier applies the stream's changes to an entry (apply.go, xid.go).
-type Applier struct{ *core }
+type Applier struct{ c *core }
 
 // Syncer runs an entry's table syncs: its first copy and its rebuilds
 // (sync.go).
-type Syncer struct{ *core }
+type Syncer struct{ c *core }
 
 // Durability writes an entry's checkpoints and loads them, and keeps
 // what they cover (durability.go).
-type Durability struct{ *core }
+type Durability struct{ c *core }
 
 // core is the state an entry's parts share, and the routing of a change
 // between the serving index and the one a copy builds, which every part
@@ -120,7 +120,7 @@ func newEntry(spec Spec) *Entry {
 		state:   StateBuilding,
 	}
 	c.publish()
-	return &Entry{core: c, Clock: c.clock, stream: &Applier{c}, copies: &Syncer{c}, durable: &Durability{c}}
+	return &Entry{c: c, Clock: c.clock, stream: &Applier{c}, copies: &Syncer{c}, durable: &Durability{c}}
 }
 
 // Stream is the entry's part that applies the stream.
@@ -144,45 +144,45 @@ func (e *core) publish() {
 }
 
 // Spec is the definition the entry was created from.
-func (e *Entry) Spec() Spec { return e.spec }
+func (e *Entry) Spec() Spec { return e.c.spec }
 
 // Configure records the types of the table's columns, learned from the
 // catalog or a Relation message. typmodDims is vector(n)'s n, 0 if the
 // column has none. A dimension that contradicts the one already fixed is
 // an error: the caller puts the entry into StateError.
 func (e *Entry) Configure(kt pgvalue.KeyType, vt pgvalue.VectorType, typmodDims int) error {
-	e.wmu.Lock()
-	defer e.wmu.Unlock()
-	e.mu.Lock()
-	if typmodDims > 0 && e.dims > 0 && typmodDims != e.dims {
-		e.mu.Unlock()
-		return fmt.Errorf("index %s: column %s is vector(%d), the index has %d dimensions", e.spec.Name, e.spec.Column, typmodDims, e.dims)
+	e.c.wmu.Lock()
+	defer e.c.wmu.Unlock()
+	e.c.mu.Lock()
+	if typmodDims > 0 && e.c.dims > 0 && typmodDims != e.c.dims {
+		e.c.mu.Unlock()
+		return fmt.Errorf("index %s: column %s is vector(%d), the index has %d dimensions", e.c.spec.Name, e.c.spec.Column, typmodDims, e.c.dims)
 	}
-	e.keyType, e.vecType = kt, vt
-	if e.dims == 0 && typmodDims > 0 {
-		e.dims = typmodDims
+	e.c.keyType, e.c.vecType = kt, vt
+	if e.c.dims == 0 && typmodDims > 0 {
+		e.c.dims = typmodDims
 	}
-	e.mu.Unlock()
-	e.publish()
+	e.c.mu.Unlock()
+	e.c.publish()
 	return nil
 }
 
 // KeyType is the key column's type, set by Configure.
-func (e *core) KeyType() pgvalue.KeyType { return e.serving.Load().keyType }
+func (e *Entry) KeyType() pgvalue.KeyType { return e.c.serving.Load().keyType }
 
 // VectorType is the vector column's type, set by Configure.
 func (e *Entry) VectorType() pgvalue.VectorType {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.vecType
+	e.c.mu.Lock()
+	defer e.c.mu.Unlock()
+	return e.c.vecType
 }
 
 // Dims is the dimension of the index, 0 while unknown.
-func (e *core) Dims() int { return e.serving.Load().dims }
+func (e *Entry) Dims() int { return e.c.serving.Load().dims }
 
 // Keys calls fn for every indexed key of the serving index.
 func (e *Entry) Keys(fn func(key string)) {
-	if x := e.serving.Load().index; x != nil {
+	if x := e.c.serving.Load().index; x != nil {
 		x.Each(fn)
 	}
 }
@@ -190,25 +190,27 @@ func (e *Entry) Keys(fn func(key string)) {
 // Vector returns a copy of key's stored vector, for the kinds that keep
 // one (store=float).
 func (e *Entry) Vector(key string) ([]float32, bool) {
-	if x := e.serving.Load().index; x != nil {
+	if x := e.c.serving.Load().index; x != nil {
 		return x.Vector(key)
 	}
 	return nil, false
 }
 
 // SetReady marks an entry filled without a copy (by Upsert) as serving.
-func (e *core) SetReady() {
-	e.mu.Lock()
-	if e.state == StateBuilding {
-		e.state = StateReady
+func (e *Entry) SetReady() {
+	e.c.mu.Lock()
+	if e.c.state == StateBuilding {
+		e.c.state = StateReady
 	}
-	e.mu.Unlock()
-	e.publish()
+	e.c.mu.Unlock()
+	e.c.publish()
 }
 
 // Fail puts the entry into StateError with a message saying what happened
 // and how to recover.
-func (e *core) Fail(err error) {
+func (e *Entry) Fail(err error) { e.c.fail(err) }
+
+func (e *core) fail(err error) {
 	e.mu.Lock()
 	e.state, e.failure = StateError, err.Error()
 	e.mu.Unlock()
@@ -216,8 +218,8 @@ func (e *core) Fail(err error) {
 }
 
 // State returns the lifecycle state and, in StateError, the reason.
-func (e *core) State() (State, string) {
-	s := e.serving.Load()
+func (e *Entry) State() (State, string) {
+	s := e.c.serving.Load()
 	return s.state, s.failure
 }
 
@@ -225,12 +227,12 @@ func (e *core) State() (State, string) {
 // It takes no lock: it reads the serving index, which each kind keeps
 // searchable while changes are applied (see the package doc).
 func (e *Entry) Search(ctx context.Context, q []float32, n int, opts SearchOptions) ([]Hit, error) {
-	s := e.serving.Load()
+	s := e.c.serving.Load()
 	switch s.state {
 	case StateBuilding:
-		return nil, fmt.Errorf("%w: index %s is still copying its table", ErrNotReady, e.spec.Name)
+		return nil, fmt.Errorf("%w: index %s is still copying its table", ErrNotReady, e.c.spec.Name)
 	case StateError:
-		return nil, fmt.Errorf("%w: index %s is in error: %s", ErrNotReady, e.spec.Name, s.failure)
+		return nil, fmt.Errorf("%w: index %s is in error: %s", ErrNotReady, e.c.spec.Name, s.failure)
 	}
 	if err := pgvalue.CheckFinite(q); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalidVector, err)
@@ -241,7 +243,7 @@ func (e *Entry) Search(ctx context.Context, q []float32, n int, opts SearchOptio
 		return nil, fmt.Errorf("%w: %v", ErrInvalidVector, err)
 	}
 	if s.dims > 0 && len(q) != s.dims {
-		return nil, fmt.Errorf("%w: query has %d dimensions, index %s has %d", ErrInvalidVector, len(q), e.spec.Name, s.dims)
+		return nil, fmt.Errorf("%w: query has %d dimensions, index %s has %d", ErrInvalidVector, len(q), e.c.spec.Name, s.dims)
 	}
 	if s.index == nil {
 		return nil, nil
@@ -249,7 +251,7 @@ func (e *Entry) Search(ctx context.Context, q []float32, n int, opts SearchOptio
 	hits, err := s.index.Search(ctx, q, kind.Query{K: wanted(n, opts), N: n, Allow: opts.Allow, Settings: opts.Settings})
 	// A quantized estimate of a cosine or L2 distance can fall a little
 	// below 0, where no distance is; exact ones are left bit for bit.
-	if e.spec.Metric != kernels.IP {
+	if e.c.spec.Metric != kernels.IP {
 		for i := range hits {
 			if !hits[i].Exact {
 				hits[i].Distance = max(hits[i].Distance, 0)
@@ -309,40 +311,40 @@ type Status struct {
 
 // Status reports the entry's current state.
 func (e *Entry) Status() Status {
-	applied := e.clock.Applied()
-	e.wmu.Lock()
-	skipped, rebuilding, copying := len(e.skipped), e.sync != nil && e.sync.rebuild, int64(-1)
-	if e.sync != nil {
-		copying = e.sync.copied
-		if !e.sync.rebuild {
-			skipped = len(e.sync.skipped)
+	applied := e.c.clock.Applied()
+	e.c.wmu.Lock()
+	skipped, rebuilding, copying := len(e.c.skipped), e.c.sync != nil && e.c.sync.rebuild, int64(-1)
+	if e.c.sync != nil {
+		copying = e.c.sync.copied
+		if !e.c.sync.rebuild {
+			skipped = len(e.c.sync.skipped)
 		}
 	}
-	e.wmu.Unlock()
-	sv := e.serving.Load()
-	e.mu.Lock()
-	defer e.mu.Unlock()
+	e.c.wmu.Unlock()
+	sv := e.c.serving.Load()
+	e.c.mu.Lock()
+	defer e.c.mu.Unlock()
 	s := Status{
-		Name:      e.spec.Name,
-		Table:     e.spec.Schema + "." + e.spec.Table,
-		Column:    e.spec.Column,
-		KeyColumn: e.spec.Key,
-		Kind:      e.spec.Kind,
-		Metric:    e.spec.Metric,
-		Dims:      e.dims,
+		Name:      e.c.spec.Name,
+		Table:     e.c.spec.Schema + "." + e.c.spec.Table,
+		Column:    e.c.spec.Column,
+		KeyColumn: e.c.spec.Key,
+		Kind:      e.c.spec.Kind,
+		Metric:    e.c.spec.Metric,
+		Dims:      e.c.dims,
 		Skipped:   skipped,
-		State:     e.state,
-		Error:     e.failure,
+		State:     e.c.state,
+		Error:     e.c.failure,
 		Applied:   applied,
-		KeyType:   e.keyType,
+		KeyType:   e.c.keyType,
 
-		CopiedRows:      e.copied,
+		CopiedRows:      e.c.copied,
 		Rebuilding:      rebuilding,
-		Rebuilds:        e.rebuilds,
-		RebuildFailures: e.rebuildFailures,
-		RebuildError:    e.rebuildError,
+		Rebuilds:        e.c.rebuilds,
+		RebuildFailures: e.c.rebuildFailures,
+		RebuildError:    e.c.rebuildError,
 	}
-	e.coverage.report(&s)
+	e.c.coverage.report(&s)
 	if copying >= 0 {
 		s.CopiedRows = copying
 	}

@@ -104,7 +104,7 @@ func (ix *Indexer) Search(ctx context.Context, name string, q []float32, k int, 
 		return Result{}, err
 	}
 	if opts.Oversample == 0 {
-		opts.Oversample = DefaultOversample(e.spec)
+		opts.Oversample = DefaultOversample(e.c.spec)
 	}
 	n, err := opts.Candidates(k)
 	if err != nil {
@@ -167,7 +167,7 @@ func waitForLSN(ctx context.Context, e *Entry, lsn LSN) error {
 		defer cancel()
 	}
 	if err := e.WaitApplied(wctx, lsn); err != nil {
-		return &LagError{Index: e.spec.Name, Applied: e.Applied(), Wanted: lsn}
+		return &LagError{Index: e.c.spec.Name, Applied: e.Applied(), Wanted: lsn}
 	}
 	return nil
 }

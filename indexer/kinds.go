@@ -80,15 +80,15 @@ func loadIndex(spec Spec, kt pgvalue.KeyType, dims int, r io.Reader) (Index, err
 // dimensions the entry's kind trains on before its copy: read them, then
 // BeginSync.
 func (e *Syncer) SampleSize(tableRows, dims int) int {
-	k, err := kindOf(e.spec)
+	k, err := kindOf(e.c.spec)
 	if err != nil || k.Sample == nil {
 		return 0
 	}
-	cfg, err := codedConfig(e.spec, k, e.KeyType(), max(dims, 1))
+	cfg, err := codedConfig(e.c.spec, k, e.c.serving.Load().keyType, max(dims, 1))
 	if err != nil {
 		return 0
 	}
-	return k.Sample(e.spec.Options, cfg, tableRows, max(dims, 1))
+	return k.Sample(e.c.spec.Options, cfg, tableRows, max(dims, 1))
 }
 
 // DefaultOversample is the candidate cap, in multiples of k, of a spec's

@@ -202,7 +202,7 @@ func TestEstimatesAreNotNegative(t *testing.T) {
 			e.Stream().Upsert(key(t, fmt.Sprint(i+1)), v)
 		}
 		e.SetReady()
-		if x, ok := e.serving.Load().index.(interface{ Flush() }); ok {
+		if x, ok := e.c.serving.Load().index.(interface{ Flush() }); ok {
 			x.Flush()
 		}
 		least := math.Inf(1)

@@ -155,7 +155,7 @@ func BenchmarkCheckpointLoad(b *testing.B) {
 			data, queries := dataset.Clustered{Seed: 3, Rows: rows, Queries: 1000, Dims: 128, Normalize: true}.Generate()
 			def := "e=t(v) key=id metric=cosine " + c.opts
 			_, e, _ := copiedIndexer(b, def, data)
-			if x, ok := e.serving.Load().index.(interface{ Flush() }); ok {
+			if x, ok := e.c.serving.Load().index.(interface{ Flush() }); ok {
 				x.Flush()
 			}
 			dir := b.TempDir()
@@ -188,7 +188,7 @@ func BenchmarkCheckpointLoad(b *testing.B) {
 				loads = append(loads, time.Since(t0).Seconds())
 				firsts = append(firsts, p99(loaded))
 				steadies = append(steadies, p99(loaded))
-				dropped(loaded.index)
+				dropped(loaded.c.index)
 			}
 			b.ReportMetric(median(loads), "load-s")
 			b.ReportMetric(median(firsts), "first1000-p99-ms")

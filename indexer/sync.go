@@ -53,13 +53,13 @@ func (e *Syncer) BeginSync(sample [][]float32, tableRows int) error {
 // the current index, which keeps following the stream, until EndSync swaps
 // the new one in. An entry that is not ready gets a first copy instead.
 func (e *Syncer) BeginRebuild(sample [][]float32, tableRows int) error {
-	state, _ := e.State()
+	state := e.c.serving.Load().state
 	return e.beginSync(sample, tableRows, state == StateReady)
 }
 
 func (e *Syncer) beginSync(sample [][]float32, tableRows int, rebuild bool) error {
 	var x Index
-	dims := e.Dims()
+	dims := e.c.serving.Load().dims
 	if dims == 0 {
 		// The first row that could be indexed fixes the dimension, as in
 		// the stream (see insertLocked).
@@ -75,35 +75,35 @@ func (e *Syncer) beginSync(sample [][]float32, tableRows int, rebuild bool) erro
 			}
 		}
 		var err error
-		if x, err = newIndex(e.spec, e.KeyType(), dims, good, tableRows); err != nil {
-			return fmt.Errorf("index %s: %w", e.spec.Name, err)
+		if x, err = newIndex(e.c.spec, e.c.serving.Load().keyType, dims, good, tableRows); err != nil {
+			return fmt.Errorf("index %s: %w", e.c.spec.Name, err)
 		}
 		if f, ok := x.(kind.StreamFollower); ok && rebuild {
 			f.FollowStream() // beside the serving index, the stream's changes go into it from now on
 		}
-		e.mu.Lock()
-		if e.dims == 0 {
-			e.dims = dims
+		e.c.mu.Lock()
+		if e.c.dims == 0 {
+			e.c.dims = dims
 		}
-		e.mu.Unlock()
+		e.c.mu.Unlock()
 	}
-	e.wmu.Lock()
-	defer e.wmu.Unlock()
-	dropped(e.syncIndex())
-	e.tx.forget()
-	e.sync = &syncState{index: x, skipped: map[string]struct{}{}, rebuild: rebuild, touched: map[string]LSN{}}
-	if !e.sync.rebuild {
+	e.c.wmu.Lock()
+	defer e.c.wmu.Unlock()
+	dropped(e.c.syncIndex())
+	e.c.tx.forget()
+	e.c.sync = &syncState{index: x, skipped: map[string]struct{}{}, rebuild: rebuild, touched: map[string]LSN{}}
+	if !e.c.sync.rebuild {
 		// A first copy (or one after an error) starts from nothing: what
 		// the entry held is of no use, and searches wait for the copy.
-		dropped(e.index)
-		e.index = nil
-		clear(e.skipped)
-		e.mu.Lock()
-		e.state, e.failure = StateBuilding, ""
-		e.mu.Unlock()
-		e.coverage.reset(0, 0)
-		e.version.Add(1)
-		e.publish()
+		dropped(e.c.index)
+		e.c.index = nil
+		clear(e.c.skipped)
+		e.c.mu.Lock()
+		e.c.state, e.c.failure = StateBuilding, ""
+		e.c.mu.Unlock()
+		e.c.coverage.reset(0, 0)
+		e.c.version.Add(1)
+		e.c.publish()
 	}
 	return nil
 }
@@ -112,14 +112,14 @@ func (e *Syncer) beginSync(sample [][]float32, tableRows int, rebuild bool) erro
 // applied to the new index since BeginSync that committed before it are
 // taken back: the copy holds them, in the state they had at the snapshot.
 func (e *Syncer) SetSyncPoint(point LSN) {
-	e.wmu.Lock()
-	defer e.wmu.Unlock()
-	s := e.sync
+	e.c.wmu.Lock()
+	defer e.c.wmu.Unlock()
+	s := e.c.sync
 	if s == nil {
 		return
 	}
 	s.point = point
-	e.tx.forget()
+	e.c.tx.forget()
 	for key, lsn := range s.touched {
 		if lsn < point {
 			deleteIn(s.index, s.skipped, key)
@@ -137,35 +137,35 @@ func (e *Syncer) SetSyncPoint(point LSN) {
 // taken, and, in a rebuild, admitted by a kind that would otherwise do
 // background work under the lock (see kind.Admitter).
 func (e *Syncer) CopyUpsert(key string, vec []float32, xmin uint32) {
-	e.wmu.Lock()
-	s := e.sync
+	e.c.wmu.Lock()
+	s := e.c.sync
 	var x Index
 	if s != nil {
 		x = s.index
 	}
-	e.wmu.Unlock()
+	e.c.wmu.Unlock()
 	var row Row
-	if x != nil && indexable(vec, e.Dims()) {
+	if x != nil && indexable(vec, e.c.serving.Load().dims) {
 		row = x.Prepare(vec)
 		if a, ok := x.(kind.Admitter); ok && s.rebuild {
 			row = a.Admit(row)
 		}
 	}
-	e.wmu.Lock()
-	defer e.wmu.Unlock()
-	if e.sync == nil || e.sync != s {
+	e.c.wmu.Lock()
+	defer e.c.wmu.Unlock()
+	if e.c.sync == nil || e.c.sync != s {
 		return // aborted or replaced meanwhile
 	}
 	s.copied++
 	if s.newer(key) || s.truncated != 0 {
 		return
 	}
-	e.changed()
-	if !indexable(vec, e.Dims()) {
-		e.skipIn(s.index, s.skipped, key)
+	e.c.changed()
+	if !indexable(vec, e.c.serving.Load().dims) {
+		e.c.skipIn(s.index, s.skipped, key)
 		return
 	}
-	e.insertLocked(&s.index, s.skipped, x, row, key, vec)
+	e.c.insertLocked(&s.index, s.skipped, x, row, key, vec)
 	if xmin != 0 {
 		setXID(s.index, key, xmin)
 	}
@@ -177,32 +177,32 @@ func (e *Syncer) CopyUpsert(key string, vec []float32, xmin uint32) {
 // the stream was behind it, and transactions that committed before it
 // are skipped from now on.
 func (e *Syncer) EndSync() {
-	e.wmu.Lock()
-	s := e.sync
+	e.c.wmu.Lock()
+	s := e.c.sync
 	if s == nil {
-		e.wmu.Unlock()
+		e.c.wmu.Unlock()
 		return
 	}
-	e.sync = nil
-	e.syncFrom = s.point
-	e.tx.forget()
-	if e.index != s.index {
-		dropped(e.index)
+	e.c.sync = nil
+	e.c.syncFrom = s.point
+	e.c.tx.forget()
+	if e.c.index != s.index {
+		dropped(e.c.index)
 	}
-	e.index, e.skipped = s.index, s.skipped
-	e.version.Add(1)
-	e.mu.Lock()
-	e.copied = s.copied
+	e.c.index, e.c.skipped = s.index, s.skipped
+	e.c.version.Add(1)
+	e.c.mu.Lock()
+	e.c.copied = s.copied
 	if s.rebuild {
-		e.rebuilds++
+		e.c.rebuilds++
 	}
-	if e.state != StateError {
-		e.state, e.failure = StateReady, ""
+	if e.c.state != StateError {
+		e.c.state, e.c.failure = StateReady, ""
 	}
-	e.mu.Unlock()
-	e.publish()
-	e.wmu.Unlock()
-	e.advance(s.point)
+	e.c.mu.Unlock()
+	e.c.publish()
+	e.c.wmu.Unlock()
+	e.c.advance(s.point)
 	if s.copied >= bigCopy {
 		// The copy's garbage (buffers, the training sample, a replaced
 		// index) is gone: give it back to the system now rather than over
@@ -220,30 +220,30 @@ const bigCopy = 100_000
 // failure shows in Status; a first copy leaves the entry building, for
 // the next try.
 func (e *Syncer) AbortSync(err error) {
-	e.wmu.Lock()
-	defer e.wmu.Unlock()
-	if e.sync != nil && e.sync.rebuild && err != nil {
-		e.mu.Lock()
-		e.rebuildFailures++
-		e.rebuildError = err.Error()
-		e.mu.Unlock()
+	e.c.wmu.Lock()
+	defer e.c.wmu.Unlock()
+	if e.c.sync != nil && e.c.sync.rebuild && err != nil {
+		e.c.mu.Lock()
+		e.c.rebuildFailures++
+		e.c.rebuildError = err.Error()
+		e.c.mu.Unlock()
 	}
-	dropped(e.syncIndex())
-	e.sync = nil
+	dropped(e.c.syncIndex())
+	e.c.sync = nil
 }
 
 // Syncing reports whether a copy is under way.
 func (e *Syncer) Syncing() bool {
-	e.wmu.Lock()
-	defer e.wmu.Unlock()
-	return e.sync != nil
+	e.c.wmu.Lock()
+	defer e.c.wmu.Unlock()
+	return e.c.sync != nil
 }
 
 // WantsRebuild reports whether the serving index asks to be built again
 // from the table (its structure has drifted from the data, see the kinds'
 // NeedsRebuild), and no copy is under way.
 func (e *Syncer) WantsRebuild() bool {
-	s := e.serving.Load()
+	s := e.c.serving.Load()
 	return s.state == StateReady && s.index != nil && !e.Syncing() && s.index.NeedsRebuild()
 }
 

@@ -349,9 +349,9 @@ func TestCopyAdmitsRows(t *testing.T) {
 		}
 	}
 	e.Stream().SetApplied(0x201)
-	e.wmu.Lock()
-	linked := e.sync.index.Stats().InsertLinked
-	e.wmu.Unlock()
+	e.c.wmu.Lock()
+	linked := e.c.sync.index.Stats().InsertLinked
+	e.c.wmu.Unlock()
 	e.Copies().EndSync()
 	if linked != 0 {
 		t.Errorf("the rebuild's inserts linked %d rows themselves under the apply lock, want none", linked)

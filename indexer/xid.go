@@ -144,27 +144,27 @@ type pendingRead struct {
 // BeginTx is Begin for a transaction of id xid (0: none known), whose
 // rows carry it once Commit is applied.
 func (e *Applier) BeginTx(final LSN, xid uint32) bool {
-	e.wmu.Lock()
-	e.tx.begin(xid)
-	e.wmu.Unlock()
+	e.c.wmu.Lock()
+	e.c.tx.begin(xid)
+	e.c.wmu.Unlock()
 	return e.Begin(final)
 }
 
 // Commit ends the transaction being applied: the rows it wrote carry its
 // xid from now on, and the applied position moves to end.
 func (e *Applier) Commit(end LSN) {
-	e.wmu.Lock()
-	if e.tx.xid != 0 {
-		toMain, toShadow := e.route()
-		for w := range e.tx.writes {
-			if toMain && w.x == e.index || toShadow && w.x == e.sync.index {
-				setXID(w.x, w.key, e.tx.xid)
+	e.c.wmu.Lock()
+	if e.c.tx.xid != 0 {
+		toMain, toShadow := e.c.route()
+		for w := range e.c.tx.writes {
+			if toMain && w.x == e.c.index || toShadow && w.x == e.c.sync.index {
+				setXID(w.x, w.key, e.c.tx.xid)
 			}
 		}
 	}
-	e.tx.begin(0)
-	e.wmu.Unlock()
-	e.advance(end)
+	e.c.tx.begin(0)
+	e.c.wmu.Unlock()
+	e.c.advance(end)
 }
 
 // setXID records xid on key's current row in x, if it has one.
@@ -194,20 +194,20 @@ func xidOf(x Index, key string) uint32 {
 // unchanged TOAST value): the row's vector is the transaction's too, if
 // the row's xid is known or the transaction wrote it earlier.
 func (e *Applier) Unchanged(key string) {
-	e.wmu.Lock()
-	defer e.wmu.Unlock()
-	toMain, toShadow := e.route()
-	e.tx.dropPending(key)
+	e.c.wmu.Lock()
+	defer e.c.wmu.Unlock()
+	toMain, toShadow := e.c.route()
+	e.c.tx.dropPending(key)
 	keep := func(x Index) {
-		if !e.tx.wroteBefore(x, key) && xidOf(x, key) != 0 {
-			e.tx.wrote(x, key)
+		if !e.c.tx.wroteBefore(x, key) && xidOf(x, key) != 0 {
+			e.c.tx.wrote(x, key)
 		}
 	}
 	if toMain {
-		keep(e.index)
+		keep(e.c.index)
 	}
 	if toShadow {
-		keep(e.sync.index)
+		keep(e.c.sync.index)
 	}
 }
 
@@ -218,15 +218,15 @@ func (e *Applier) Unchanged(key string) {
 // reached at with no change to the key meanwhile.
 func (e *Applier) UpsertRead(key string, vec []float32, xmin uint32, at LSN) {
 	e.Upsert(key, vec)
-	e.wmu.Lock()
-	defer e.wmu.Unlock()
+	e.c.wmu.Lock()
+	defer e.c.wmu.Unlock()
 	var targets []Index
-	for _, x := range []Index{e.index, e.syncIndex()} {
+	for _, x := range []Index{e.c.index, e.c.syncIndex()} {
 		if x != nil {
 			targets = append(targets, x)
 		}
 	}
-	e.tx.read(key, xmin, at, targets)
+	e.c.tx.read(key, xmin, at, targets)
 }
 
 // settle records the xmins of reads the applied position has reached.
@@ -239,10 +239,10 @@ func (e *core) settle(applied LSN) {
 // ForgetAllXIDs forgets the xid of every row: the replication layer
 // follows another system or timeline, whose xids mean other writes.
 func (e *Applier) ForgetAllXIDs() {
-	e.wmu.Lock()
-	defer e.wmu.Unlock()
-	e.tx.forget()
-	for _, x := range []Index{e.index, e.syncIndex()} {
+	e.c.wmu.Lock()
+	defer e.c.wmu.Unlock()
+	e.c.tx.forget()
+	for _, x := range []Index{e.c.index, e.c.syncIndex()} {
 		if x != nil {
 			keys := x.Keys()
 			for id := range keys.High() {

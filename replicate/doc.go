@@ -137,9 +137,9 @@
 //
 // # What it needs of an index
 //
-// The replicator drives each index through Index, an interface of its
-// own: the definition, column types and lifecycle, and the entry's parts
-// that apply the stream (Stream), copy the table (Copies) and checkpoint
-// it (Durable). Config.Entries takes the indexer's entries, which
-// provide it.
+// The replicator drives each index through interfaces of its own, none
+// of more than 12 methods: Index, the definition, column types and
+// lifecycle, whose parts apply the stream (Stream), copy the table
+// (Copies) and checkpoint it (Checkpoints). Config.Entries takes the
+// indexer's entries, which provide them (index.go).
 package replicate

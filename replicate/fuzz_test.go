@@ -165,7 +165,7 @@ func newFuzzHarness(t *testing.T, kt pgvalue.KeyType, vt pgvalue.VectorType, vec
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := tb.configure(e); err != nil {
+		if err := tb.configure(entry{e}); err != nil {
 			t.Fatal(err)
 		}
 		// The table was empty when it was copied.
@@ -174,7 +174,7 @@ func newFuzzHarness(t *testing.T, kt pgvalue.KeyType, vt pgvalue.VectorType, vec
 		}
 		e.Copies().SetSyncPoint(1)
 		e.Copies().EndSync()
-		tb.entries = append(tb.entries, e)
+		tb.entries = append(tb.entries, entry{e})
 	}
 	stats := &Stats{}
 	// A row whose vector is an unchanged TOAST value that the index lacks
@@ -310,7 +310,7 @@ func TestDecodeHalfvec(t *testing.T) {
 		held := 0
 		for _, e := range h.entries {
 			key, _ := decodeKey(pgvalue.KeyInt8, c.format, c.key)
-			got, ok := e.(*indexer.Entry).Vector(key)
+			got, ok := e.(entry).Vector(key)
 			if ok && !slices.Equal(got, want) {
 				t.Errorf("%c: index %s holds %v, want %v", c.format, e.Spec().Name, got, want)
 			}

@@ -155,8 +155,9 @@ func New(cfg Config) (*Replicator, error) {
 	}
 	r := &Replicator{cfg: cfg, log: cfg.Logger.With("subsystem", "replicate"), pending: map[Index]bool{}}
 	for _, e := range cfg.Entries {
-		r.indexes = append(r.indexes, e)
-		r.pending[e] = true
+		x := entry{e}
+		r.indexes = append(r.indexes, x)
+		r.pending[x] = true
 	}
 	return r, nil
 }

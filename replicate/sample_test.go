@@ -19,7 +19,7 @@ func TestSampleFollowsRowFilter(t *testing.T) {
 	}
 	tb := &table{schema: "public", name: "items", oid: oid, where: e.Spec().Where, vectors: map[string]*column{"v": {name: "v"}}}
 	r := &Replicator{cfg: Config{Source: h.dsn, ReceiveTimeout: time.Minute}, log: testLogger(t)}
-	samples, rows, err := r.sample(context.Background(), tb, []Index{e})
+	samples, rows, err := r.sample(context.Background(), tb, []Index{entry{e}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +53,7 @@ func TestSampleSizesGrownTable(t *testing.T) {
 	}
 	tb := &table{schema: "public", name: "items", oid: oid, vectors: map[string]*column{"v": {name: "v"}}}
 	r := &Replicator{cfg: Config{Source: h.dsn, ReceiveTimeout: time.Minute}, log: testLogger(t)}
-	_, rows, err := r.sample(context.Background(), tb, []Index{e})
+	_, rows, err := r.sample(context.Background(), tb, []Index{entry{e}})
 	if err != nil {
 		t.Fatal(err)
 	}
