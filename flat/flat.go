@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/vecside/vecside/indexer/kind"
 	"github.com/vecside/vecside/internal/store"
 	"github.com/vecside/vecside/kernels"
 )
@@ -389,11 +390,11 @@ func Load(in io.Reader, metric kernels.Metric, dims, keyWidth int) (*Index, erro
 }
 
 // Stats reports the index's size; its vectors count as codes.
-func (x *Index) Stats() store.Stats {
+func (x *Index) Stats() kind.Stats {
 	r := x.cur.Load()
 	codes := r.vecs.Bytes()
 	if r.norms != nil {
 		codes += r.norms.Bytes()
 	}
-	return store.Stats{Rows: x.Len(), CodeBytes: codes, KeyBytes: r.keys.Bytes(), Lists: []int{x.Len()}}
+	return kind.Stats{Rows: x.Len(), CodeBytes: codes, KeyBytes: r.keys.Bytes()}
 }

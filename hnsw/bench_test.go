@@ -104,8 +104,8 @@ func BenchmarkBuild(b *testing.B) {
 	b.ReportMetric(float64(len(bi.data))/bi.build.Seconds(), "rows/s")
 	b.ReportMetric(st.BytesPerRow(), "B/row")
 	b.ReportMetric(float64(bi.heap)/float64(st.Rows), "heapB/row")
-	b.ReportMetric(float64(st.Unreachable), "unreachable")
-	b.Logf("%d rows, m=%d ef_construction=%d store=%s: built in %.1fs; %+v", st.Rows, *benchM, *benchEfc, *benchStore, bi.build.Seconds(), st)
+	b.ReportMetric(float64(figure(b, st, unreachableRows)), "unreachable")
+	b.Logf("%d rows, m=%d ef_construction=%d store=%s: built in %.1fs; %s", st.Rows, *benchM, *benchEfc, *benchStore, bi.build.Seconds(), st.FigurePairs())
 }
 
 // BenchmarkSearch sweeps ef_search, one query at a time on one goroutine:

@@ -184,10 +184,11 @@
 // test ./replicate -run '^$' -bench LagUnderSearch/hnsw -benchtime 1x
 // -replicate.rows 20000) had the stream's lag p99 at 2.1, 3.6, 4.5 and
 // 7.5 s in that phase, and has it at 19, 21, 24, 29, 47, 58 and 365 ms
-// in seven runs (Stats.InsertLinked counts the rows writers link). Admit links
-// no row itself: a copy that linked beside the linkers took the processor
-// the scheduler keeps for the network (internal/procs), and the searches
-// served meanwhile waited for the network's poll. In the same benchmark's
+// in seven runs (the figure insert_linked_rows_total counts the rows
+// writers link). Admit links no row itself: a copy that linked beside the
+// linkers took the processor the scheduler keeps for the network
+// (internal/procs), and the searches served meanwhile waited for the
+// network's poll. In the same benchmark's
 // paced phase without writes, which the rebuild overlaps, their p99 was
 // 0.53 to 0.90 s (four runs) and is 14 to 31 ms (seven). For the same
 // reason the linkers of every index link in the process's slots
@@ -215,7 +216,8 @@
 // stops when the index is closed (Close, called by the indexer when it
 // drops or replaces the index) or cleared. After the build settles and
 // after every pass, the maintenance goroutine counts the live rows that a
-// walk of layer 0 from the entry point does not reach (Stats.Unreachable).
+// walk of layer 0 from the entry point does not reach (the figure
+// unreachable_rows).
 //
 // # Search (search.go)
 //

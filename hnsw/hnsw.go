@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/vecside/vecside/indexer/kind"
 	"github.com/vecside/vecside/internal/procs"
 	"github.com/vecside/vecside/internal/store"
 	"github.com/vecside/vecside/kernels"
@@ -414,17 +415,20 @@ func (x *Index) Clear() {
 // Close are linked by Insert itself.
 func (x *Index) Close() { x.cur.Load().closed.Store(true) }
 
-// Stats reports the index's size and shape.
-func (x *Index) Stats() store.Stats {
+// Stats reports the index's size and, as its figures (graphFigures), its
+// graph's.
+func (x *Index) Stats() kind.Stats {
 	r := x.cur.Load()
-	return store.Stats{
-		Rows:         x.Len(),
-		CodeBytes:    r.codes.bytes(),
-		KeyBytes:     r.keys.Bytes(),
-		GraphBytes:   r.g.bytes() + r.ring.bytes(),
-		Tombstones:   int(r.ntombs.Load()),
-		Unreachable:  int(r.unreachable.Load()),
-		InsertLinked: x.insertLinked.Load(),
+	return kind.Stats{
+		Rows:      x.Len(),
+		CodeBytes: r.codes.bytes(),
+		KeyBytes:  r.keys.Bytes(),
+		Figures: []kind.Reading{
+			{Figure: graphBytes, Value: float64(r.g.bytes() + r.ring.bytes())},
+			{Figure: unrepairedRows, Value: float64(r.ntombs.Load())},
+			{Figure: unreachableRows, Value: float64(r.unreachable.Load())},
+			{Figure: insertLinkedRows, Value: float64(x.insertLinked.Load())},
+		},
 	}
 }
 

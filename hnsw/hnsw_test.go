@@ -14,11 +14,22 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vecside/vecside/indexer/kind"
 	"github.com/vecside/vecside/internal/dataset"
 	"github.com/vecside/vecside/internal/procs"
 	"github.com/vecside/vecside/internal/store"
 	"github.com/vecside/vecside/kernels"
 )
+
+// figure is st's reading of the graph's figure f.
+func figure(t testing.TB, st kind.Stats, f *kind.Figure) int {
+	t.Helper()
+	v, ok := st.Value(f.Name)
+	if !ok {
+		t.Fatalf("Stats without the figure %s", f.Name)
+	}
+	return int(v)
+}
 
 func keyOf(i int) string { return string(binary.BigEndian.AppendUint64(nil, uint64(i))) }
 
@@ -116,8 +127,9 @@ func TestRecall(t *testing.T) {
 			last = rec
 		}
 		x.Repair() // counts the unreachable rows now
-		if st := x.Stats(); st.Rows != len(data) || st.Unreachable < 0 || st.Unreachable > len(data)/100 && c.m != kernels.IP {
-			t.Errorf("%s store=%s: %d rows, %d unreachable", c.m, c.kind, st.Rows, st.Unreachable)
+		st := x.Stats()
+		if unreachable := figure(t, st, unreachableRows); st.Rows != len(data) || unreachable < 0 || unreachable > len(data)/100 && c.m != kernels.IP {
+			t.Errorf("%s store=%s: %d rows, %d unreachable", c.m, c.kind, st.Rows, unreachable)
 		}
 	}
 }
@@ -235,9 +247,9 @@ func TestConcurrentChanges(t *testing.T) {
 	}
 	checkGraph(t, x)
 	st := x.Stats()
-	t.Logf("%+v", st)
-	if st.Tombstones != 0 || st.Unreachable > (keys-n)/50 {
-		t.Errorf("after repair: %d deleted rows wait, %d of %d unreachable", st.Tombstones, st.Unreachable, keys-n)
+	t.Logf("%d rows, %s", st.Rows, st.FigurePairs())
+	if waiting, unreachable := figure(t, st, unrepairedRows), figure(t, st, unreachableRows); waiting != 0 || unreachable > (keys-n)/50 {
+		t.Errorf("after repair: %d deleted rows wait, %d of %d unreachable", waiting, unreachable, keys-n)
 	}
 }
 
@@ -477,12 +489,12 @@ func TestChurn(t *testing.T) {
 	y.Flush()
 	rebuilt := recall(t, kernels.Cosine, data, queries, truth, searcher(t, y, k, 3*k, 0))
 	st := x.Stats()
-	t.Logf("recall %.4f with deleted rows still in the graph, %.4f repaired, %.4f fresh; churned %+v", unrepaired, churned, rebuilt, st)
+	t.Logf("recall %.4f with deleted rows still in the graph, %.4f repaired, %.4f fresh; churned %d rows, %s", unrepaired, churned, rebuilt, st.Rows, st.FigurePairs())
 	if churned < rebuilt-0.02 {
 		t.Errorf("recall after churn %.4f, fresh build %.4f", churned, rebuilt)
 	}
-	if st.Tombstones != 0 || st.Unreachable > len(live)/100 {
-		t.Errorf("after repair: %d deleted rows wait, %d unreachable", st.Tombstones, st.Unreachable)
+	if waiting, unreachable := figure(t, st, unrepairedRows), figure(t, st, unreachableRows); waiting != 0 || unreachable > len(live)/100 {
+		t.Errorf("after repair: %d deleted rows wait, %d unreachable", waiting, unreachable)
 	}
 	checkGraph(t, x)
 }
@@ -623,7 +635,7 @@ func TestAdmit(t *testing.T) {
 			}
 		}
 		x.Flush()
-		linked := x.Stats().InsertLinked
+		linked := figure(t, x.Stats(), insertLinkedRows)
 		x.Close()
 		switch {
 		case admit && linked != 0:

@@ -23,8 +23,25 @@ func init() {
 		Sample:   func(_ map[string]string, _ store.CodedConfig, n, dims int) int { return SampleFor(n, dims) },
 		Settings: []kind.Setting{{Name: "ef_search", Max: MaxEf}},
 		Sweep:    kind.Sweep{Setting: "ef_search", Low: 32, High: 128},
+		Figures:  graphFigures,
 	}, optionsConfig, New, Load, func(x *Index) kind.Index { return hnswKind{x} }))
 }
+
+// The graph's figures, which Stats reads: the memory of its neighbour
+// lists, the deleted rows a repair pass has yet to take out of them
+// (repair.go), the live rows a walk from the entry point missed when last
+// counted, and the rows the writers linked themselves (see Admit).
+var (
+	graphBytes = &kind.Figure{Name: "graph_bytes", Type: kind.Memory,
+		Help: "Memory of a graph index's neighbour lists and the rows waiting to be linked."}
+	unrepairedRows = &kind.Figure{Name: "deleted_rows_unrepaired", Type: kind.Gauge,
+		Help: "Rows deleted but still in a graph index, waiting for its repair pass."}
+	unreachableRows = &kind.Figure{Name: "unreachable_rows", Type: kind.Gauge,
+		Help: "Live rows of a graph index that a search from its entry point could not reach when last counted (-1: not counted yet)."}
+	insertLinkedRows = &kind.Figure{Name: "insert_linked_rows_total", Type: kind.Counter,
+		Help: "Rows of a graph index that its writers linked themselves, holding the apply lock, because its linkers had fallen behind."}
+	graphFigures = []*kind.Figure{graphBytes, unrepairedRows, unreachableRows, insertLinkedRows}
+)
 
 func optionsConfig(o map[string]string, cfg store.CodedConfig) (Config, error) {
 	c := Config{CodedConfig: cfg}

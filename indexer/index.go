@@ -12,7 +12,7 @@ type Row = kind.Row
 // Hit is one candidate: a key and its distance under the index's metric.
 type Hit = kind.Hit
 
-// Stats describe an index kind's size and shape (see store.Stats).
+// Stats describe an index kind's size and shape (see kind.Stats).
 type Stats = kind.Stats
 
 // dropped tells x (nil: nothing), which nothing will change any more, to

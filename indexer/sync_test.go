@@ -350,11 +350,11 @@ func TestCopyAdmitsRows(t *testing.T) {
 	}
 	e.Stream().SetApplied(0x201)
 	e.c.wmu.Lock()
-	linked := e.c.sync.index.Stats().InsertLinked
+	linked, _ := e.c.sync.index.Stats().Value("insert_linked_rows_total")
 	e.c.wmu.Unlock()
 	e.Copies().EndSync()
 	if linked != 0 {
-		t.Errorf("the rebuild's inserts linked %d rows themselves under the apply lock, want none", linked)
+		t.Errorf("the rebuild's inserts linked %g rows themselves under the apply lock, want none", linked)
 	}
 	if st := e.Status(); st.Rows != rows+rows/2 { // "first" is not in the copy: the table has lost it
 		t.Errorf("%d rows after the rebuild, want %d", st.Rows, rows+rows/2)

@@ -7,6 +7,7 @@ import (
 	"math"
 	"sync"
 
+	"github.com/vecside/vecside/indexer/kind"
 	"github.com/vecside/vecside/internal/ivflists"
 	"github.com/vecside/vecside/internal/store"
 )
@@ -177,5 +178,10 @@ func (x *Index) Search(ctx context.Context, q []float32, k, limit, fixed int, al
 	return x.Coded.Search(ctx, q, k, limit, ivflists.Probe{Order: p.lists, More: p.more}, allow)
 }
 
-// Stats reports the index's size and shape.
-func (x *Index) Stats() store.Stats { return x.Coded.Stats() }
+// Stats reports the index's size and, as its figures, the sizes of its
+// lists.
+func (x *Index) Stats() kind.Stats {
+	st := x.Coded.Stats()
+	st.Figures = listReadings(x.Lives())
+	return st
+}

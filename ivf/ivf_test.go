@@ -8,6 +8,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/vecside/vecside/indexer/kind"
 	"github.com/vecside/vecside/internal/dataset"
 	"github.com/vecside/vecside/internal/store"
 	"github.com/vecside/vecside/kernels"
@@ -145,10 +146,9 @@ func TestSplitsOversizedLists(t *testing.T) {
 	cfg := config(kernels.L2, 16, store.Float)
 	cfg.Lists, cfg.ListCap = 8, 2
 	x := build(t, cfg, append(big, small...))
-	s := x.Stats()
 	limit := int(math.Ceil(2 * 6600.0 / 8))
-	if slices.Max(s.Lists) > limit {
-		t.Fatalf("largest list %d, cap %d (%s)", slices.Max(s.Lists), limit, s.ListHistogram())
+	if largest, _ := x.Stats().Value("list_max"); largest > float64(limit) || int(largest) != slices.Max(x.Lives()) {
+		t.Fatalf("largest list %g, cap %d (lists %v)", largest, limit, x.Lives())
 	}
 }
 
@@ -325,5 +325,22 @@ func TestMarginsByDepth(t *testing.T) {
 	old := newIndex(x.Coded, x.cfg)
 	if old.trained != 20000 || old.learned != (margins{0.3, 0.3, 0.3}) {
 		t.Fatalf("one margin read as %v (trained for %d)", old.learned, old.trained)
+	}
+}
+
+// An index's figures are its lists and the sizes of the smallest, the
+// 50th, 90th and 99th percentiles, and the largest.
+func TestListReadings(t *testing.T) {
+	lives := make([]int, 200)
+	for i := range lives {
+		lives[i] = (i * 7919) % 200 // 0 to 199, out of order
+	}
+	st := kind.Stats{Figures: listReadings(lives)}
+	if got, want := st.FigurePairs(), "lists=200 list_min=0 list_p50=100 list_p90=180 list_p99=198 list_max=199"; got != want {
+		t.Errorf("%s, want %s", got, want)
+	}
+	st.Figures = listReadings(nil)
+	if got, want := st.FigurePairs(), "lists=0 list_min=0 list_p50=0 list_p90=0 list_p99=0 list_max=0"; got != want {
+		t.Errorf("no lists: %s, want %s", got, want)
 	}
 }

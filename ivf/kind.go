@@ -2,6 +2,7 @@ package ivf
 
 import (
 	"context"
+	"slices"
 
 	"github.com/vecside/vecside/indexer/kind"
 	"github.com/vecside/vecside/internal/ivflists"
@@ -22,7 +23,40 @@ func init() {
 		Sample:   func(_ map[string]string, _ store.CodedConfig, n, dims int) int { return SampleFor(n, dims) },
 		Settings: []kind.Setting{{Name: "probes", Max: MaxLists}},
 		Sweep:    kind.Sweep{Setting: "probes", Low: 4, High: 16},
+		Figures:  listFigures,
 	}, optionsConfig, New, Load, func(x *Index) kind.Index { return ivfKind{x} }))
+}
+
+// listFigures are an IVF index's figures: its lists, and the live rows
+// of its smallest list, of those at the 50th, 90th and 99th percentiles
+// of list sizes (listQuantiles), and of its largest. A list far above the
+// median is one the probes scan at a cost the others do not have, and
+// asks for a split (see ListCap).
+var listFigures = []*kind.Figure{
+	{Name: "lists", Help: "Lists of an IVF index.", Type: kind.Gauge},
+	{Name: "list_min", Help: "Live rows in an IVF index's smallest list.", Type: kind.Gauge},
+	{Name: "list_p50", Help: "Live rows in the median list of an IVF index, by size.", Type: kind.Gauge},
+	{Name: "list_p90", Help: "Live rows in the list at the 90th percentile of an IVF index's list sizes.", Type: kind.Gauge},
+	{Name: "list_p99", Help: "Live rows in the list at the 99th percentile of an IVF index's list sizes.", Type: kind.Gauge},
+	{Name: "list_max", Help: "Live rows in an IVF index's largest list.", Type: kind.Gauge},
+}
+
+// listQuantiles are where in the lists sorted by size listFigures[1:]
+// read theirs.
+var listQuantiles = []float64{0, 0.5, 0.9, 0.99, 1}
+
+// listReadings are listFigures' readings for lists holding lives rows.
+func listReadings(lives []int) []kind.Reading {
+	out := []kind.Reading{{Figure: listFigures[0], Value: float64(len(lives))}}
+	sorted := slices.Sorted(slices.Values(lives))
+	for i, q := range listQuantiles {
+		var n int
+		if len(sorted) > 0 {
+			n = sorted[min(len(sorted)-1, int(q*float64(len(sorted))))]
+		}
+		out = append(out, kind.Reading{Figure: listFigures[i+1], Value: float64(n)})
+	}
+	return out
 }
 
 func optionsConfig(o map[string]string, cfg store.CodedConfig) (Config, error) {

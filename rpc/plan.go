@@ -71,6 +71,9 @@ var statusColumns = []column{
 	// with the same two.
 	{name: "system_identifier", oid: pgtype.Int8OID, size: 8},
 	{name: "timeline", oid: pgtype.Int8OID, size: 8},
+	// The kind's own figures (kind.Figure), as name=value pairs in the
+	// order the kind declares them; NULL for a kind without any.
+	textColumn("figures"),
 }
 
 // nullIfEmpty is NULL for an empty string.
@@ -84,16 +87,16 @@ func nullIfEmpty(s string) any {
 func statusRow(s indexer.Status) []any {
 	failure := nullIfEmpty(s.Error)
 	x := s.IndexStats
-	listMax := 0
-	for _, n := range x.Lists {
-		listMax = max(listMax, n)
-	}
+	// lists and list_max came before the figures column: they show the
+	// figures of those names (ivf's), 0 for a kind without.
+	lists, _ := x.Value("lists")
+	listMax, _ := x.Value("list_max")
 	slot := nullIfEmpty(s.SlotState)
 	return []any{s.Name, s.Table, s.Column, s.Kind, s.Metric.String(), int64(s.Dims),
 		int64(s.Rows), int64(s.Skipped), string(s.State), s.Applied, failure, int64(s.ZeroVectors),
 		s.KeyColumn, slot, s.LagBytes, s.Covered, s.CopiedRows,
-		x.Bytes(), x.BytesPerRow(), int64(len(x.Lists)), int64(listMax), s.Rebuilds, s.Rebuilding, nullIfEmpty(s.RebuildError),
-		nullIfZero(int64(s.SystemID)), nullIfZero(int64(s.Timeline))}
+		x.Bytes(), x.BytesPerRow(), int64(lists), int64(listMax), s.Rebuilds, s.Rebuilding, nullIfEmpty(s.RebuildError),
+		nullIfZero(int64(s.SystemID)), nullIfZero(int64(s.Timeline)), nullIfEmpty(x.FigurePairs())}
 }
 
 // nullIfZero is NULL for 0: not known yet.

@@ -90,10 +90,12 @@ func (b *bench) churn(ctx context.Context, def string) error {
 	}
 	time.Sleep(time.Second) // keep searching across the swap
 	// A graph repairs the lists that point at deleted rows in the
-	// background: wait (a minute at most) until what is left is below the
-	// share that starts a pass, and its unreachable rows are counted.
+	// background, and reports the rows waiting as its figure
+	// deleted_rows_unrepaired: wait (a minute at most) until they are
+	// below the share that starts a pass.
 	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-		if st := entry.Status().IndexStats; st.GraphBytes == 0 || float64(st.Tombstones) < 0.01*float64(st.Rows) {
+		st := entry.Status().IndexStats
+		if waiting, ok := st.Value("deleted_rows_unrepaired"); !ok || waiting < 0.01*float64(st.Rows) {
 			break
 		}
 	}
@@ -102,12 +104,12 @@ func (b *bench) churn(ctx context.Context, def string) error {
 	wg.Wait()
 	status := entry.Status()
 	st := status.IndexStats
-	shape := fmt.Sprintf("lists %d %s", len(st.Lists), st.ListHistogram())
-	if st.GraphBytes > 0 {
-		shape = fmt.Sprintf("repaired %.1fs later: %d deleted rows awaiting repair, %d unreachable", repaired.Seconds(), st.Tombstones, st.Unreachable)
+	figures := ""
+	if f := st.FigurePairs(); f != "" {
+		figures = fmt.Sprintf(", %.1fs later %s", repaired.Seconds(), f)
 	}
-	fmt.Fprintf(b.out, "churn %s: %d inserts + %d deletes applied in %.1fs under search load: %d queries, %d failed%s; %d rebuilds, %d rows, %s\n",
-		def, b.p.inserts, b.p.deletes, applied.Seconds(), queries.Load(), failures.Load(), errSuffix(firstErr), status.Rebuilds, st.Rows, shape)
+	fmt.Fprintf(b.out, "churn %s: %d inserts + %d deletes applied in %.1fs under search load: %d queries, %d failed%s; %d rebuilds, %d rows%s\n",
+		def, b.p.inserts, b.p.deletes, applied.Seconds(), queries.Load(), failures.Load(), errSuffix(firstErr), status.Rebuilds, st.Rows, figures)
 
 	var live []int
 	for id := range b.rows + b.p.inserts {

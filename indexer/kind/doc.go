@@ -6,6 +6,13 @@
 // ef_search=) that SET, SHOW and knn's options accept, how many rows it
 // trains on, how it is made and loaded, and what a benchmark sweeps.
 //
+// Every index reports its rows and the bytes it holds (Stats); what else
+// a kind has to show about its indexes (a graph's unrepaired deletes, an
+// inverted file's list sizes) are figures (Figure) declared in its
+// descriptor, each with its name, help text and type, from which the
+// sidecar's metrics, vecside_status()'s figures column and the bench's
+// reports show every kind's own numbers without naming any.
+//
 // A kind lives in a package of its own (flat, ivf, hnsw) that imports
 // this one and calls Register from its init. Nothing here imports a kind,
 // and the indexer imports each built-in kind for that side effect only

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -46,6 +47,10 @@ type Kind struct {
 	Settings []Setting
 	// Sweep is what a benchmark varies to trade recall for speed.
 	Sweep Sweep
+	// Figures are the numbers its indexes report about themselves beside
+	// rows and bytes (see Figure). A name may be shared by kinds that
+	// give it the same help and type.
+	Figures []*Figure
 }
 
 // Setting is a per-query integer setting of a kind, from SET
@@ -123,7 +128,8 @@ type Index interface {
 	// function that writes it (for Kind.Load); release must be called
 	// once done.
 	Snapshot() (write func(io.Writer) error, release func())
-	// Stats reports size and shape, for vecside_status() and metrics.
+	// Stats reports size and shape, with a reading of each of the kind's
+	// figures, for vecside_status(), metrics and the bench.
 	Stats() Stats
 	// NeedsRebuild reports whether the structure has drifted from the
 	// data (lists trained for far fewer rows, a mean taken over too few),
@@ -141,9 +147,6 @@ type Row any
 
 // Hit is one candidate: a key and its distance under the index's metric.
 type Hit = store.Hit
-
-// Stats describe an index's size and shape (see store.Stats).
-type Stats = store.Stats
 
 // Admitter is implemented by kinds whose Insert may do a backlog's work
 // (hnsw links waiting rows when too many wait): Admit waits, before the
@@ -168,7 +171,9 @@ var registry struct {
 
 // Register adds k to the kinds the indexer knows. It panics, as a
 // broken build would, on a kind without a name, New or Load, a name
-// registered twice, or a setting that another kind bounds differently.
+// registered twice, a setting that another kind bounds differently, or
+// a figure named against Figure's rules, declared twice, or declared by
+// another kind with another help or type.
 func Register(k Kind) {
 	if k.Name == "" || k.New == nil || k.Load == nil {
 		panic(fmt.Sprintf("kind: %q registered without a name, New or Load", k.Name))
@@ -181,6 +186,17 @@ func Register(k Kind) {
 	for _, s := range k.Settings {
 		if other, ok := setting(s.Name); ok && other != s {
 			panic(fmt.Sprintf("kind: %s's setting %s bounded at %d, another kind's at %d", k.Name, s.Name, s.Max, other.Max))
+		}
+	}
+	for i, f := range k.Figures {
+		if err := checkFigure(f); err != nil {
+			panic(fmt.Sprintf("kind: %s's figure %q: %v", k.Name, f.Name, err))
+		}
+		if slices.ContainsFunc(k.Figures[:i], func(g *Figure) bool { return g.Name == f.Name }) {
+			panic(fmt.Sprintf("kind: %s declares figure %s twice", k.Name, f.Name))
+		}
+		if other, ok := figure(f.Name); ok && *other != *f {
+			panic(fmt.Sprintf("kind: %s's figure %s differs from another kind's in help or type", k.Name, f.Name))
 		}
 	}
 	if registry.kinds == nil {
@@ -226,6 +242,53 @@ func setting(name string) (Setting, bool) {
 		}
 	}
 	return Setting{}, false
+}
+
+// figureName is what Figure.Name may be.
+var figureName = regexp.MustCompile(`^[a-z][a-z0-9_]*$`)
+
+// checkFigure refuses a figure that breaks Figure's rules.
+func checkFigure(f *Figure) error {
+	switch {
+	case !figureName.MatchString(f.Name):
+		return errors.New("want lower-case letters, digits and underscores, from a letter")
+	case f.Help == "":
+		return errors.New("no help text")
+	case f.Type > Memory:
+		return fmt.Errorf("unknown type %d", f.Type)
+	case (f.Type == Counter) != strings.HasSuffix(f.Name, "_total"):
+		return errors.New("a counter's name, and only a counter's, ends in _total")
+	}
+	return nil
+}
+
+// figure is the figure called name that a registered kind declares; the
+// caller holds the registry's lock.
+func figure(name string) (*Figure, bool) {
+	for _, k := range registry.kinds {
+		for _, f := range k.Figures {
+			if f.Name == name {
+				return f, true
+			}
+		}
+	}
+	return nil, false
+}
+
+// Figures lists every kind's figures, one per name, sorted by name.
+func Figures() []*Figure {
+	registry.RLock()
+	defer registry.RUnlock()
+	var all []*Figure
+	for _, k := range registry.kinds {
+		for _, f := range k.Figures {
+			if !slices.ContainsFunc(all, func(g *Figure) bool { return g.Name == f.Name }) {
+				all = append(all, f)
+			}
+		}
+	}
+	slices.SortFunc(all, func(a, b *Figure) int { return strings.Compare(a.Name, b.Name) })
+	return all
 }
 
 // SettingNames lists every kind's per-query settings, sorted.

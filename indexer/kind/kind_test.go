@@ -33,12 +33,61 @@ func TestRegister(t *testing.T) {
 	if s, ok := LookupSetting("beam"); !ok || s.Max != 10 || !slices.Equal(SettingNames(), []string{"beam"}) {
 		t.Fatalf("LookupSetting(beam) = %v, %v; SettingNames %v", s, ok, SettingNames())
 	}
-	for name, k := range map[string]Kind{
+	refused(t, map[string]Kind{
 		"twice":       testKind("one"),
 		"conflicting": testKind("three", Setting{Name: "beam", Max: 20}),
 		"nameless":    testKind(""),
 		"without New": {Name: "four"},
-	} {
+	})
+}
+
+func TestRegisterFigures(t *testing.T) {
+	figured := func(name string, figures ...*Figure) Kind {
+		k := testKind(name)
+		k.Figures = figures
+		return k
+	}
+	waiting := &Figure{Name: "waiting_rows", Help: "Rows waiting.", Type: Gauge}
+	linked := &Figure{Name: "linked_total", Help: "Rows linked.", Type: Counter}
+	Register(figured("f1", waiting, linked))
+	Register(figured("f2", &Figure{Name: "waiting_rows", Help: "Rows waiting.", Type: Gauge})) // the same figure, shared
+	if got := Figures(); len(got) != 2 || got[0] != linked || *got[1] != *waiting {
+		t.Fatalf("Figures() = %v, want linked_total and waiting_rows once each", got)
+	}
+	refused(t, map[string]Kind{
+		"a bad name":           figured("g1", &Figure{Name: "Waiting", Help: "x", Type: Gauge}),
+		"no help":              figured("g2", &Figure{Name: "waiting", Type: Gauge}),
+		"a counter sans total": figured("g3", &Figure{Name: "linked", Help: "x", Type: Counter}),
+		"a gauge with total":   figured("g4", &Figure{Name: "linked_total", Help: "x", Type: Memory}),
+		"an unknown type":      figured("g5", &Figure{Name: "linked", Help: "x", Type: Memory + 1}),
+		"declared twice":       figured("g6", waiting, waiting),
+		"other help":           figured("g7", &Figure{Name: "waiting_rows", Help: "Other rows.", Type: Gauge}),
+		"other type":           figured("g8", &Figure{Name: "waiting_rows", Help: "Rows waiting.", Type: Memory}),
+	})
+}
+
+func TestStats(t *testing.T) {
+	graph := &Figure{Name: "graph_bytes", Help: "Memory of the graph.", Type: Memory}
+	waiting := &Figure{Name: "waiting_rows", Help: "Rows waiting.", Type: Gauge}
+	st := Stats{Rows: 4, CodeBytes: 10, FloatBytes: 20, KeyBytes: 30, Figures: []Reading{{graph, 40}, {waiting, -1}}}
+	if st.Bytes() != 100 || st.BytesPerRow() != 25 {
+		t.Errorf("Bytes %d, BytesPerRow %g: want the graph's memory counted, 100 and 25", st.Bytes(), st.BytesPerRow())
+	}
+	if v, ok := st.Value("waiting_rows"); !ok || v != -1 {
+		t.Errorf("Value(waiting_rows) = %g, %v", v, ok)
+	}
+	if _, ok := st.Value("lists"); ok {
+		t.Error("Value of a figure not reported")
+	}
+	if got := st.FigurePairs(); got != "graph_bytes=40 waiting_rows=-1" {
+		t.Errorf("FigurePairs() = %q", got)
+	}
+}
+
+// refused checks that Register panics on each of kinds.
+func refused(t *testing.T, kinds map[string]Kind) {
+	t.Helper()
+	for name, k := range kinds {
 		func() {
 			defer func() {
 				if recover() == nil {

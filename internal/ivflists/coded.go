@@ -11,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/vecside/vecside/indexer/kind"
 	"github.com/vecside/vecside/internal/store"
 	"github.com/vecside/vecside/kernels"
 )
@@ -620,10 +621,10 @@ func LoadCoded(in io.Reader, cfg store.CodedConfig) (*Coded, error) {
 	return x, nil
 }
 
-// store.Stats reports the rows' size and shape.
-func (x *Coded) Stats() store.Stats {
+// Stats reports the rows' size.
+func (x *Coded) Stats() kind.Stats {
 	codes, floats, keys := x.Bytes()
-	return store.Stats{Rows: x.Len(), CodeBytes: codes, FloatBytes: floats, KeyBytes: keys, Lists: x.Lives()}
+	return kind.Stats{Rows: x.Len(), CodeBytes: codes, FloatBytes: floats, KeyBytes: keys}
 }
 
 // Prepared is a row encoded for Insert, outside the writers' lock.

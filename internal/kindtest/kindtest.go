@@ -20,6 +20,7 @@ import (
 	"testing"
 
 	"github.com/vecside/vecside/indexer"
+	"github.com/vecside/vecside/indexer/kind"
 	"github.com/vecside/vecside/internal/pgvalue"
 	"github.com/vecside/vecside/kernels"
 )
@@ -47,6 +48,7 @@ func Run(t *testing.T, def string) {
 		t.Run(metric.String(), func(t *testing.T) {
 			f := &fixture{def: fmt.Sprintf("x=t(v) key=id metric=%s %s", metric, def), metric: metric, data: vectors(1, rows)}
 			t.Run("build", f.build)
+			t.Run("figures", f.figures)
 			t.Run("stream", f.stream)
 			t.Run("delete", f.delete)
 			t.Run("checkpoint", f.checkpoint)
@@ -206,6 +208,24 @@ func (f *fixture) build(t *testing.T) {
 		t.Fatalf("%d rows (the kind reports %d), want %d", st.Rows, st.IndexStats.Rows, rows)
 	}
 	f.checkRecall(t, ix, f.data, vectors(2, 20), indexer.DefaultSearchOptions(), every)
+}
+
+// figures: the index reports a reading of each figure its kind declares,
+// in that order, and of no other, which is what the metrics and
+// vecside_status() show of it.
+func (f *fixture) figures(t *testing.T) {
+	_, e := f.shared(t)
+	st := e.Status()
+	declared, _ := kind.Lookup(st.Kind)
+	got := st.IndexStats.Figures
+	if len(got) != len(declared.Figures) {
+		t.Fatalf("figures %q, want one of each the kind declares (%d)", st.IndexStats.FigurePairs(), len(declared.Figures))
+	}
+	for i, r := range got {
+		if *r.Figure != *declared.Figures[i] {
+			t.Errorf("figure %d is %+v, the kind declares %+v", i, *r.Figure, *declared.Figures[i])
+		}
+	}
 }
 
 // stream: inserts, updates and deletes applied by the stream are seen by

@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/vecside/vecside/indexer"
+	"github.com/vecside/vecside/indexer/kind"
 	"github.com/vecside/vecside/rpc"
 )
 
@@ -21,7 +22,7 @@ func newRegistry(sc *Sidecar) *prometheus.Registry {
 	reg.MustRegister(
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		collectors.NewGoCollector(),
-		&collector{sc: sc, rate: &rateWindow{}},
+		newCollector(sc),
 	)
 	return reg
 }
@@ -111,10 +112,6 @@ var indexGauges = []struct {
 	{newDesc("vecside_index_bytes", "Memory the index holds: codes, factors, second-pass codes or vectors, keys and their index, structure.", gauge, "index"), func(s indexer.Status) float64 { return float64(s.IndexStats.Bytes()) }},
 	{newDesc("vecside_index_code_bytes", "Memory of the codes and their factors (or the vectors, for the exact index).", gauge, "index"), func(s indexer.Status) float64 { return float64(s.IndexStats.CodeBytes) }},
 	{newDesc("vecside_index_key_bytes", "Memory of the keys, their index and the row locations.", gauge, "index"), func(s indexer.Status) float64 { return float64(s.IndexStats.KeyBytes) }},
-	{newDesc("vecside_index_graph_bytes", "Memory of a graph index's neighbour lists and the rows waiting to be linked.", gauge, "index"), func(s indexer.Status) float64 { return float64(s.IndexStats.GraphBytes) }},
-	{newDesc("vecside_index_deleted_rows_unrepaired", "Rows deleted but still in a graph index, waiting for its repair pass.", gauge, "index"), func(s indexer.Status) float64 { return float64(s.IndexStats.Tombstones) }},
-	{newDesc("vecside_index_unreachable_rows", "Live rows of a graph index that a search from its entry point could not reach when last counted (-1: not counted yet).", gauge, "index"), func(s indexer.Status) float64 { return float64(s.IndexStats.Unreachable) }},
-	{newDesc("vecside_index_insert_linked_rows_total", "Rows of a graph index that its writers linked themselves, holding the apply lock, because its linkers had fallen behind.", counter, "index"), func(s indexer.Status) float64 { return float64(s.IndexStats.InsertLinked) }},
 	{newDesc("vecside_index_rebuilds_total", "Indexes built again from the table and swapped in since start.", counter, "index"), func(s indexer.Status) float64 { return float64(s.Rebuilds) }},
 	{newDesc("vecside_index_rebuilding", "1 while a rebuild copies the table beside the serving index.", gauge, "index"), func(s indexer.Status) float64 { return b2f(s.Rebuilding) }},
 	{newDesc("vecside_index_rebuild_failures_total", "Rebuilds that failed; the serving index went on, and the rebuild is tried again later.", counter, "index"), func(s indexer.Status) float64 { return float64(s.RebuildFailures) }},
@@ -134,6 +131,23 @@ var (
 type collector struct {
 	sc   *Sidecar
 	rate *rateWindow
+	// figures are the series of the index kinds' own figures, by name:
+	// vecside_index_<name>, by index.
+	figures map[string]desc
+}
+
+// newCollector is a collector of sc's series and of the figures every
+// registered kind declares.
+func newCollector(sc *Sidecar) *collector {
+	c := &collector{sc: sc, rate: &rateWindow{}, figures: map[string]desc{}}
+	for _, f := range kind.Figures() {
+		typ := gauge
+		if f.Type == kind.Counter {
+			typ = counter
+		}
+		c.figures[f.Name] = newDesc("vecside_index_"+f.Name, f.Help, typ, "index")
+	}
+	return c
 }
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
@@ -142,6 +156,9 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	}
 	for _, g := range indexGauges {
 		ch <- g.Desc
+	}
+	for _, d := range c.figures {
+		ch <- d.Desc
 	}
 	ch <- mSearchDuration
 	ch <- mRequestDuration
@@ -184,6 +201,11 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		kinds[s.Name] = s.Kind
 		for _, g := range indexGauges {
 			g.send(ch, g.value(s), s.Name)
+		}
+		for _, r := range s.IndexStats.Figures {
+			if d, ok := c.figures[r.Name]; ok { // else its kind came after the collector
+				d.send(ch, r.Value, s.Name)
+			}
 		}
 		for _, state := range allIndexStates {
 			mIndexState.send(ch, b2f(s.State == state), s.Name, string(state))

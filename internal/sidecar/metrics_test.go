@@ -3,11 +3,13 @@ package sidecar
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"os"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -17,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/vecside/vecside/indexer"
+	"github.com/vecside/vecside/indexer/kind"
 	"github.com/vecside/vecside/internal/pgtest"
 )
 
@@ -162,6 +165,72 @@ func TestMetricsAndProbes(t *testing.T) {
 	}
 }
 
+// TestKindFigures: an index of every registered kind, on a running
+// sidecar, shows each figure its kind declares as a series of /metrics,
+// with the declared help and type, and in vecside_status()'s figures
+// column; and no other kind's.
+func TestKindFigures(t *testing.T) {
+	ctx := context.Background()
+	dsn := pgtest.Shared(t).NewDatabase(t)
+	db := pgtest.Connect(t, dsn)
+	if _, err := db.Exec(ctx, `CREATE TABLE items (id int PRIMARY KEY, v real[]);
+		INSERT INTO items SELECT g, ARRAY[random(), random(), random(), random()]::real[] FROM generate_series(1, 300) g`); err != nil {
+		t.Fatal(err)
+	}
+	var indexes []string
+	for _, k := range indexer.Kinds() {
+		indexes = append(indexes, fmt.Sprintf("items_%s=items(v) key=id metric=l2 kind=%s", k, k))
+	}
+	sc, err := Start(ctx, Config{Source: dsn, Name: "vecside", Listen: "127.0.0.1:0", MetricsListen: "127.0.0.1:0", Auth: "trust",
+		Indexes: indexes, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sc.Stop()
+	for _, k := range indexer.Kinds() {
+		waitFor(t, k+" to be ready", func() bool { return stateOf(sc, "items_"+k) == indexer.StateReady })
+	}
+	_, body := get(t, "http://"+sc.MetricsAddr.String()+"/metrics", "")
+	series := scrape(t, "http://"+sc.MetricsAddr.String())
+	side, err := pgx.Connect(ctx, "postgres://x@"+sc.Addr.String()+"/x?sslmode=disable")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer side.Close(ctx)
+	for _, name := range indexer.Kinds() {
+		declared, _ := kind.Lookup(name)
+		index := "items_" + name
+		for _, f := range kind.Figures() {
+			metric := "vecside_index_" + f.Name
+			_, shown := series[metric+`{index="`+index+`"}`]
+			if want := slices.Contains(declared.Figures, f); shown != want {
+				t.Errorf("%s: %s present %v, want %v", index, metric, shown, want)
+			}
+			typ := map[kind.FigureType]string{kind.Gauge: "gauge", kind.Counter: "counter", kind.Memory: "gauge"}[f.Type]
+			if header := fmt.Sprintf("# HELP %s %s\n# TYPE %s %s\n", metric, f.Help, metric, typ); !strings.Contains(body, header) {
+				t.Errorf("/metrics lacks %q", header)
+			}
+		}
+		var pairs *string // NULL for a kind without figures
+		if err := side.QueryRow(ctx, "SELECT figures FROM vecside_status() WHERE index_name = '"+index+"'").Scan(&pairs); err != nil {
+			t.Fatal(err)
+		}
+		var want, shown []string
+		for _, f := range declared.Figures {
+			want = append(want, f.Name)
+		}
+		if pairs != nil {
+			for _, p := range strings.Fields(*pairs) {
+				name, _, _ := strings.Cut(p, "=")
+				shown = append(shown, name)
+			}
+		}
+		if (pairs == nil) != (want == nil) || !slices.Equal(shown, want) {
+			t.Errorf("%s: vecside_status() shows the figures %v, want %v", index, shown, want)
+		}
+	}
+}
+
 func stateOf(sc *Sidecar, name string) indexer.State {
 	e, err := sc.Indexer.Get(name)
 	if err != nil {
@@ -272,7 +341,7 @@ func TestMetricsDocumented(t *testing.T) {
 		t.Fatal(err)
 	}
 	ch := make(chan *prometheus.Desc, 100)
-	go func() { (&collector{}).Describe(ch); close(ch) }()
+	go func() { newCollector(nil).Describe(ch); close(ch) }()
 	name := regexp.MustCompile(`fqName: "([^"]+)"`)
 	n := 0
 	for d := range ch {
