@@ -4,49 +4,19 @@
 
 package kernels
 
-// dotAVX2 returns the dot product of a[:n] and b[:n]; n > 0.
+// distF32 sets out[r] to the distance kind selects (kindL2Sq, kindAVX512)
+// between q[:dim] and row r of the row-major block, for r < rows; dim and
+// rows are > 0. With kindAVX512 it needs AVX-512F, else AVX2 and FMA.
 //
 //go:noescape
-func dotAVX2(a *float32, b *float32, n int) float32
+func distF32(q *float32, block *float32, dim int, rows int, out *float32, kind int)
 
-// dotBlockAVX2 sets out[r] to the dot product of q[:dim] and row r
-// of the row-major block, for r < rows; dim and rows are > 0.
+// distPairF32 returns the distance kind selects (kindL2Sq, kindAVX512)
+// between a[:n] and b[:n]; n > 0. With kindAVX512 it needs AVX-512F, else
+// AVX2 and FMA.
 //
 //go:noescape
-func dotBlockAVX2(q *float32, block *float32, dim int, rows int, out *float32)
-
-// l2SqAVX2 returns the squared L2 distance of a[:n] and b[:n]; n > 0.
-//
-//go:noescape
-func l2SqAVX2(a *float32, b *float32, n int) float32
-
-// l2SqBlockAVX2 sets out[r] to the squared L2 distance of q[:dim] and row r
-// of the row-major block, for r < rows; dim and rows are > 0.
-//
-//go:noescape
-func l2SqBlockAVX2(q *float32, block *float32, dim int, rows int, out *float32)
-
-// dotAVX512 returns the dot product of a[:n] and b[:n]; n > 0.
-//
-//go:noescape
-func dotAVX512(a *float32, b *float32, n int) float32
-
-// dotBlockAVX512 sets out[r] to the dot product of q[:dim] and row r
-// of the row-major block, for r < rows; dim and rows are > 0.
-//
-//go:noescape
-func dotBlockAVX512(q *float32, block *float32, dim int, rows int, out *float32)
-
-// l2SqAVX512 returns the squared L2 distance of a[:n] and b[:n]; n > 0.
-//
-//go:noescape
-func l2SqAVX512(a *float32, b *float32, n int) float32
-
-// l2SqBlockAVX512 sets out[r] to the squared L2 distance of q[:dim] and row r
-// of the row-major block, for r < rows; dim and rows are > 0.
-//
-//go:noescape
-func l2SqBlockAVX512(q *float32, block *float32, dim int, rows int, out *float32)
+func distPairF32(a *float32, b *float32, n int, kind int) float32
 
 // butterflyAVX2 sets a, b = a+b, a−b element-wise; n is a positive multiple of 8.
 //
@@ -75,8 +45,8 @@ func mulAVX512(x *float32, s *float32, n int)
 //go:noescape
 func fwht16AVX2(x *float32, n int)
 
-// quantizeAVX512 sets dst[i] = clamp(round-half-even(src[i]·inv), ±levels) for
-// n, a positive multiple of 16, elements and returns their sum.
-//
-//go:noescape
-func quantizeAVX512(dst *int8, src *float32, n int, inv float32, levels int32) int32
+// The bits of distF32's kind argument.
+const (
+	kindL2Sq   = 1 // the squared L2 distance, else the dot product
+	kindAVX512 = 2 // the AVX-512 loops, else those of AVX2 and FMA
+)

@@ -31,41 +31,32 @@ var (
 // int8_amd64.go, scan_amd64.go and prefetch_amd64.go (see doc.go).
 
 func pairF32(op f32Op, a, b []float32) float32 {
-	if len(a) > smallDim {
-		switch {
-		case f32Family.active == isaAVX512 && op == opDot:
-			return dotAVX512(&a[0], &b[0], len(a))
-		case f32Family.active == isaAVX512:
-			return l2SqAVX512(&a[0], &b[0], len(a))
-		case f32Family.active == isaAVX2 && op == opDot:
-			return dotAVX2(&a[0], &b[0], len(a))
-		case f32Family.active == isaAVX2:
-			return l2SqAVX2(&a[0], &b[0], len(a))
-		}
+	if len(a) > smallDim && f32Family.active != isaGo {
+		return distPairF32(&a[0], &b[0], len(a), f32Kind(op))
 	}
 	return pairGo(op, a, b)
 }
 
 // blockF32Impl runs one chunk; len(q) > 0 and len(out) > 0.
 func blockF32Impl(op f32Op, q, block, out []float32) {
-	d := len(q)
-	if d > smallDim {
-		switch {
-		case f32Family.active == isaAVX512 && op == opDot:
-			dotBlockAVX512(&q[0], &block[0], d, len(out), &out[0])
-			return
-		case f32Family.active == isaAVX512:
-			l2SqBlockAVX512(&q[0], &block[0], d, len(out), &out[0])
-			return
-		case f32Family.active == isaAVX2 && op == opDot:
-			dotBlockAVX2(&q[0], &block[0], d, len(out), &out[0])
-			return
-		case f32Family.active == isaAVX2:
-			l2SqBlockAVX2(&q[0], &block[0], d, len(out), &out[0])
-			return
-		}
+	if d := len(q); d > smallDim && f32Family.active != isaGo {
+		distF32(&q[0], &block[0], d, len(out), &out[0], f32Kind(op))
+		return
 	}
 	blockGo(op, q, block, out)
+}
+
+// f32Kind is the kind argument of distF32 for op and the active
+// implementation.
+func f32Kind(op f32Op) int {
+	kind := 0
+	if op == opL2Sq {
+		kind = kindL2Sq
+	}
+	if f32Family.active == isaAVX512 {
+		kind |= kindAVX512
+	}
+	return kind
 }
 
 // fwhtHead runs the first stages of an unscaled Walsh-Hadamard transform

@@ -37,3 +37,9 @@ func dotU2I8AVX2(a *byte, b *int8, chunks int) int32
 //
 //go:noescape
 func dotU2I8AVX512(a *byte, b *int8, chunks int) int32
+
+// quantizeAVX512 sets dst[i] = clamp(round-half-even(src[i]·inv), ±levels) for
+// n, a positive multiple of 16, elements and returns their sum.
+//
+//go:noescape
+func quantizeAVX512(dst *int8, src *float32, n int, inv float32, levels int32) int32

@@ -9,7 +9,8 @@ import (
 )
 
 const int8Header = `
-Byte dot products for quantized codes: unsigned codes times a signed query.
+Byte dot products for quantized codes: unsigned codes times a signed query;
+the quantization of a rotated float32 query to int8.
 
 Semantics. The result is sum a[i]*b[i] over unsigned a and signed b,
 computed exactly in int32 lanes and wrapping modulo 2^32 (never for
@@ -24,6 +25,11 @@ the tail), dotU8I8AVX512 any n > 0 (masked loads read nothing past the
 end); the U4 and U2 kernels take whole 32-byte chunks (64 or 128 codes,
 see packU4 and packU2 in int8.go), the Go caller handles a final short
 chunk.
+
+quantizeAVX512 takes n a positive multiple of 16; the product src[i]·inv is
+rounded to float32 first, as the Go version does, and VCVTPS2DQ rounds it
+under the default MXCSR mode, to nearest even; the sum of the results
+wraps like the dot products'.
 `
 
 func buildInt8(g gen) {
@@ -34,6 +40,8 @@ func buildInt8(g gen) {
 			g.packedDot(w, bits)
 		}
 	}
+	g.quantizeAVX512()
+	g.sumI32()
 }
 
 // vpdpbusd emits VPDPBUSD (AVX-512 VNNI), which avo v0.5.0 lacks: acc +=
@@ -66,7 +74,7 @@ func (g gen) dotU8I8AVX2() {
 	g.SUBQ(U8(32), n)
 	g.JNZ(LabelRef("loop"))
 	g.VPADDD(acc[1], acc[0], acc[0])
-	g.storeI32(avx2, acc[0])
+	g.retI32(avx2, acc[0])
 }
 
 func (g gen) dotU8I8AVX512() {
@@ -116,7 +124,7 @@ func (g gen) dotU8I8AVX512() {
 
 	g.Label("reduce")
 	g.VPADDD(acc[1], acc[0], acc[0])
-	g.storeI32(avx512, acc[0])
+	g.retI32(avx512, acc[0])
 }
 
 // packedDot emits dotU{bits}I8{width}(a *byte, b *int8, chunks int) int32,
@@ -142,7 +150,7 @@ func (g gen) packedDot(w width, bits int) {
 	g.ADDQ(U32(32*perByte), b)
 	g.DECQ(chunks)
 	g.JNZ(LabelRef("loop"))
-	g.storeI32(w, k.total())
+	g.retI32(w, k.total())
 }
 
 // chunkKernel is the width's part of a packed-code dot product: chunk adds
@@ -228,11 +236,57 @@ func (g gen) packedVNNI(bits int, mask reg.VecVirtual) chunkKernel {
 	return chunkKernel{chunk, total}
 }
 
-// storeI32 stores the sum of the int32 lanes of acc as the int32 result
-// and returns.
-func (g gen) storeI32(w width, acc reg.VecVirtual) {
-	sum := g.sumI32(w, acc)
+// sumI32 is the end of every kernel with an int32 result: it stores the
+// sum, modulo 2^32, of the int32 lanes of Y0 at the address in DI.
+const sumI32 routine = "sumI32"
+
+func (g gen) sumI32() {
+	g.static(sumI32, "Y0: the int32 lanes to add up; DI: where their sum goes.")
+	sum := g.sumLanes(reg.Y0, g.i32Lanes())
+	g.VMOVD(sum, Mem{Base: reg.RDI})
 	g.VZEROUPPER()
-	g.Store(sum, g.ReturnIndex(0))
 	g.RET()
+}
+
+// retI32 ends a kernel whose int32 result is the sum of the lanes of acc
+// (width w): acc, folded to 256 bits in Y0, goes to sumI32 with the
+// address of the result.
+func (g gen) retI32(w width, acc reg.VecVirtual) {
+	if w == avx512 {
+		g.foldHalves(acc, reg.Y0, g.i32Lanes())
+	} else {
+		g.VMOVDQU(acc, reg.Y0)
+	}
+	g.LEAQ(g.addr(g.ReturnIndex(0)), reg.RDI)
+	g.tailJump(sumI32, reg.Y0, reg.RDI)
+}
+
+// quantizeAVX512 sets dst[i] = clamp(round-half-even(src[i]·inv),
+// ±levels) for n elements and returns their sum.
+func (g gen) quantizeAVX512() {
+	g.text("quantizeAVX512", "func(dst *int8, src *float32, n int, inv float32, levels int32) int32",
+		"quantizeAVX512 sets dst[i] = clamp(round-half-even(src[i]·inv), ±levels) for",
+		"n, a positive multiple of 16, elements and returns their sum.")
+	dst, src, n := g.gp64("dst"), g.gp64("src"), g.gp64("n")
+	inv, hi, lo, sum := g.ZMM(), g.ZMM(), g.ZMM(), g.ZMM()
+	g.VBROADCASTSS(g.addr(g.Param("inv")), inv)
+	levels := g.GP32()
+	g.Load(g.Param("levels"), levels)
+	g.VPBROADCASTD(levels, hi)
+	g.zero(avx512, lo)
+	g.VPSUBD(hi, lo, lo)
+	g.zero(avx512, sum)
+	g.Label("loop")
+	v := g.ZMM()
+	g.VMULPS(Mem{Base: src}, inv, v)
+	g.VCVTPS2DQ(v, v)
+	g.VPMINSD(hi, v, v)
+	g.VPMAXSD(lo, v, v)
+	g.VPADDD(v, sum, sum)
+	g.VPMOVDB(v, Mem{Base: dst})
+	g.ADDQ(U8(64), src)
+	g.ADDQ(U8(16), dst)
+	g.SUBQ(U8(16), n)
+	g.JNZ(LabelRef("loop"))
+	g.retI32(avx512, sum)
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"github.com/mmcloughlin/avo/attr"
 	"github.com/mmcloughlin/avo/gotypes"
+	"github.com/mmcloughlin/avo/ir"
 	. "github.com/mmcloughlin/avo/operand"
 	"github.com/mmcloughlin/avo/reg"
 )
@@ -69,14 +70,19 @@ func (g gen) i32Lanes() laneOps {
 	return laneOps{g.VEXTRACTI64X4, g.VEXTRACTI128, g.VPSHUFD, g.VPADDD, g.VPADDD}
 }
 
+// foldHalves sets the YMM dst to the lane-by-lane sum of the two halves of
+// the ZMM z: what an AVX-512 kernel does before it hands its accumulator
+// to a reduction shared with AVX2.
+func (g gen) foldHalves(z reg.Vec, dst reg.Register, o laneOps) {
+	t := g.YMM()
+	o.extract256(U8(1), z.AsZ(), t)
+	o.add(t, z.AsY(), dst)
+}
+
 // sumLanes returns an X register whose lane 0 is the sum of the 32-bit
-// lanes of acc (width w), added in halves; acc is clobbered.
-func (g gen) sumLanes(w width, acc reg.VecVirtual, o laneOps) reg.Register {
+// lanes of the YMM acc, added in halves; acc is clobbered.
+func (g gen) sumLanes(acc reg.Vec, o laneOps) reg.Register {
 	y, x, t := acc.AsY(), acc.AsX(), g.XMM()
-	if w == avx512 {
-		o.extract256(U8(1), acc, t.AsY())
-		o.add(t.AsY(), y, y)
-	}
 	o.extract128(U8(1), y, t)
 	o.add(t, x, x)
 	o.shuffle(U8(0x4e), x, t)
@@ -84,14 +90,6 @@ func (g gen) sumLanes(w width, acc reg.VecVirtual, o laneOps) reg.Register {
 	o.shuffle(U8(0xb1), x, t)
 	o.last(t, x, x)
 	return x
-}
-
-// sumI32 returns a 32-bit register holding the sum, modulo 2^32, of the
-// int32 lanes of acc (width w); acc is clobbered.
-func (g gen) sumI32(w width, acc reg.VecVirtual) reg.GPVirtual {
-	sum := g.GP32()
-	g.VMOVD(g.sumLanes(w, acc, g.i32Lanes()), sum)
-	return sum
 }
 
 // addr is the memory operand of a parameter of the active function.
@@ -118,4 +116,36 @@ func (g gen) text(name, signature string, doc ...string) {
 	g.SignatureExpr(signature)
 	g.Pragma("noescape")
 	g.Doc(doc...)
+}
+
+// routine is a file-local assembly routine (·name<>) that the kernels of
+// one file share: a kernel ends with a jump to it, its arguments in
+// registers, as Go's internal/bytealg jumps to memeqbody<>. The kernel is
+// frameless, so the jump leaves its caller's return address on top of the
+// stack and the routine's RET returns from the kernel; a result goes
+// through a pointer register to the kernel's ret slot.
+type routine string
+
+// static starts the routine r; doc says which registers it takes.
+func (g gen) static(r routine, doc ...string) {
+	g.Function(string(r) + "<>")
+	g.Attributes(attr.NOSPLIT)
+	g.Comment(doc...)
+}
+
+// tailJump ends a kernel with a jump to r, which reads the registers args.
+// avo branches only to labels of the function, so the jump is a raw
+// instruction, its operand the symbol written as a label reference: it
+// ends the function (IsTerminal) and reads args, which keeps them live.
+func (g gen) tailJump(r routine, args ...reg.Register) {
+	in := make([]Op, len(args))
+	for i, a := range args {
+		in[i] = a
+	}
+	g.Instruction(&ir.Instruction{
+		Opcode:     "JMP",
+		Operands:   []Op{LabelRef("·" + string(r) + "<>(SB)")},
+		Inputs:     in,
+		IsTerminal: true,
+	})
 }
