@@ -18,25 +18,12 @@ func distF32(q *float32, block *float32, dim int, rows int, out *float32, kind i
 //go:noescape
 func distPairF32(a *float32, b *float32, n int, kind int) float32
 
-// butterflyAVX2 sets a, b = a+b, a−b element-wise; n is a positive multiple of 8.
+// rotateStep sets x, y = x+y, x−y element-wise, or with kindMul x *= y;
+// n is a positive multiple of 16 with kindAVX512 (which needs AVX-512F),
+// else of 8.
 //
 //go:noescape
-func butterflyAVX2(a *float32, b *float32, n int)
-
-// mulAVX2 sets x *= s element-wise; n is a positive multiple of 8.
-//
-//go:noescape
-func mulAVX2(x *float32, s *float32, n int)
-
-// butterflyAVX512 sets a, b = a+b, a−b element-wise; n is a positive multiple of 16.
-//
-//go:noescape
-func butterflyAVX512(a *float32, b *float32, n int)
-
-// mulAVX512 sets x *= s element-wise; n is a positive multiple of 16.
-//
-//go:noescape
-func mulAVX512(x *float32, s *float32, n int)
+func rotateStep(x *float32, y *float32, n int, kind int)
 
 // fwht16AVX2 runs the stages h = 1, 2, 4, 8 of an unscaled Walsh-Hadamard
 // transform of x[:n], 16 elements at a time; n is a positive multiple of 16.
@@ -45,8 +32,13 @@ func mulAVX512(x *float32, s *float32, n int)
 //go:noescape
 func fwht16AVX2(x *float32, n int)
 
-// The bits of distF32's kind argument.
+// The kind argument of distF32, dotPackedI8 and rotateStep: kindAVX512
+// selects their AVX-512 loops, else those of AVX2; the bits below it say
+// what they compute: for distF32 kindL2Sq, the squared L2 distance, else
+// the dot product; for dotPackedI8 the bits of a code, 4 or 2; for
+// rotateStep kindMul, the product, else the butterfly.
 const (
-	kindL2Sq   = 1 // the squared L2 distance, else the dot product
-	kindAVX512 = 2 // the AVX-512 loops, else those of AVX2 and FMA
+	kindAVX512 = 16
+	kindL2Sq   = 1
+	kindMul    = 1
 )

@@ -16,10 +16,10 @@
 // follow IEEE arithmetic (+Inf plus -Inf gives NaN in any order). Nothing is
 // written but the result.
 //
-// Element-wise kernels of the rotation (rotation.go): n is a positive multiple
-// of 8 (AVX2) or 16 (AVX-512); a and b (x and s) do not overlap. fwht16AVX2
-// takes n a positive multiple of 16; each output of its transform is one fused
-// multiply-add of ±1, exactly a+b or a−b.
+// The element-wise steps of the rotation (rotation.go), rotateStep: n is a
+// positive multiple of 8 (AVX2) or 16 (AVX-512); x and y do not overlap.
+// fwht16AVX2 takes n a positive multiple of 16; each output of its transform
+// is one fused multiply-add of ±1, exactly a+b or a−b.
 
 #include "textflag.h"
 
@@ -83,7 +83,7 @@ TEXT ·distPairF32(SB), NOSPLIT, $0-36
 // Requires: AVX, AVX2, AVX512F, FMA3
 TEXT ·distRows<>(SB), NOSPLIT, $0
 	// AX: q; DX: block; BX: dim; SI: rows; DI: out; R8: kind (see distF32).
-	TESTQ   $0x00000002, R8
+	TESTQ   $0x00000010, R8
 	JNZ     maskAVX512
 	MOVQ    BX, CX
 	ANDQ    $0x07, CX
@@ -108,7 +108,7 @@ nextrow:
 	VPXOR Y2, Y2, Y2
 	VPXOR Y3, Y3, Y3
 	VPXOR Y4, Y4, Y4
-	TESTQ $0x00000002, R8
+	TESTQ $0x00000010, R8
 	JNZ   AVX512
 	TESTQ $0x00000001, R8
 	JNZ   l2SqAVX2
@@ -302,14 +302,19 @@ sum:
 	VZEROUPPER
 	RET
 
-// func butterflyAVX2(a *float32, b *float32, n int)
-// Requires: AVX
-TEXT ·butterflyAVX2(SB), NOSPLIT, $0-24
-	MOVQ a+0(FP), AX
-	MOVQ b+8(FP), CX
-	MOVQ n+16(FP), DX
+// func rotateStep(x *float32, y *float32, n int, kind int)
+// Requires: AVX, AVX512F
+TEXT ·rotateStep(SB), NOSPLIT, $0-32
+	MOVQ  x+0(FP), AX
+	MOVQ  y+8(FP), CX
+	MOVQ  n+16(FP), DX
+	MOVQ  kind+24(FP), BX
+	TESTQ $0x00000010, BX
+	JNZ   AVX512
+	TESTQ $0x00000001, BX
+	JNZ   mulAVX2
 
-loop:
+butterflyAVX2loop:
 	VMOVUPS (AX), Y0
 	VMOVUPS (CX), Y1
 	VADDPS  Y1, Y0, Y2
@@ -319,36 +324,25 @@ loop:
 	ADDQ    $0x20, AX
 	ADDQ    $0x20, CX
 	SUBQ    $0x08, DX
-	JNZ     loop
-	VZEROUPPER
-	RET
+	JNZ     butterflyAVX2loop
+	JMP     done
 
-// func mulAVX2(x *float32, s *float32, n int)
-// Requires: AVX
-TEXT ·mulAVX2(SB), NOSPLIT, $0-24
-	MOVQ x+0(FP), AX
-	MOVQ s+8(FP), CX
-	MOVQ n+16(FP), DX
-
-loop:
+mulAVX2:
+mulAVX2loop:
 	VMOVUPS (AX), Y0
 	VMULPS  (CX), Y0, Y0
 	VMOVUPS Y0, (AX)
 	ADDQ    $0x20, AX
 	ADDQ    $0x20, CX
 	SUBQ    $0x08, DX
-	JNZ     loop
-	VZEROUPPER
-	RET
+	JNZ     mulAVX2loop
+	JMP     done
 
-// func butterflyAVX512(a *float32, b *float32, n int)
-// Requires: AVX, AVX512F
-TEXT ·butterflyAVX512(SB), NOSPLIT, $0-24
-	MOVQ a+0(FP), AX
-	MOVQ b+8(FP), CX
-	MOVQ n+16(FP), DX
+AVX512:
+	TESTQ $0x00000001, BX
+	JNZ   mulAVX512
 
-loop:
+butterflyAVX512loop:
 	VMOVUPS (AX), Z0
 	VMOVUPS (CX), Z1
 	VADDPS  Z1, Z0, Z2
@@ -358,25 +352,20 @@ loop:
 	ADDQ    $0x40, AX
 	ADDQ    $0x40, CX
 	SUBQ    $0x10, DX
-	JNZ     loop
-	VZEROUPPER
-	RET
+	JNZ     butterflyAVX512loop
+	JMP     done
 
-// func mulAVX512(x *float32, s *float32, n int)
-// Requires: AVX, AVX512F
-TEXT ·mulAVX512(SB), NOSPLIT, $0-24
-	MOVQ x+0(FP), AX
-	MOVQ s+8(FP), CX
-	MOVQ n+16(FP), DX
-
-loop:
+mulAVX512:
+mulAVX512loop:
 	VMOVUPS (AX), Z0
 	VMULPS  (CX), Z0, Z0
 	VMOVUPS Z0, (AX)
 	ADDQ    $0x40, AX
 	ADDQ    $0x40, CX
 	SUBQ    $0x10, DX
-	JNZ     loop
+	JNZ     mulAVX512loop
+
+done:
 	VZEROUPPER
 	RET
 

@@ -84,29 +84,27 @@ func quantize(dst []int8, src []float32, inv float32, levels int32) int32 {
 }
 
 // butterfly sets a, b = a+b, a−b element-wise (len(a) == len(b)).
-func butterfly(a, b []float32) {
-	elementwise(a, b, butterflyAVX512, butterflyAVX2, butterflyGo)
-}
+func butterfly(a, b []float32) { elementwise(a, b, 0, butterflyGo) }
 
 // mulInto sets x *= s element-wise (len(x) == len(s)).
-func mulInto(x, s []float32) { elementwise(x, s, mulAVX512, mulAVX2, mulGo) }
+func mulInto(x, s []float32) { elementwise(x, s, kindMul, mulGo) }
 
-// elementwise runs the active ISA's kernel over the longest head of whole
-// vectors, and the Go version over the rest.
-func elementwise(a, b []float32, avx512, avx2 func(*float32, *float32, int), tail func(a, b []float32)) {
+// elementwise runs rotateStep of kind over the longest head of whole
+// vectors of the active ISA, and the Go version over the rest.
+func elementwise(a, b []float32, kind int, tail func(a, b []float32)) {
 	head := 0
 	switch f32Family.active {
 	case isaAVX512:
 		if head = len(a) &^ 15; head > 0 {
-			avx512(&a[0], &b[0], head)
+			rotateStep(&a[0], &b[0], head, kind|kindAVX512)
 		}
 		if more := (len(a) - head) &^ 7; more > 0 && hasAVX2 {
-			avx2(&a[head], &b[head], more)
+			rotateStep(&a[head], &b[head], more, kind)
 			head += more
 		}
 	case isaAVX2:
 		if head = len(a) &^ 7; head > 0 {
-			avx2(&a[0], &b[0], head)
+			rotateStep(&a[0], &b[0], head, kind)
 		}
 	}
 	tail(a[head:], b[head:len(a)])
@@ -128,28 +126,24 @@ func dotU8I8Impl(a []byte, b []int8) int32 {
 	return dotU8I8Go(a, b)
 }
 
-func dotU4I8Impl(a []byte, b []int8) int32 {
-	return chunkedDot(a, b, u4Chunk, 2, dotU4I8AVX512, dotU4I8AVX2, dotU4I8Go)
-}
+func dotU4I8Impl(a []byte, b []int8) int32 { return chunkedDot(a, b, u4Chunk, 4, dotU4I8Go) }
 
-func dotU2I8Impl(a []byte, b []int8) int32 {
-	return chunkedDot(a, b, u2Chunk, 4, dotU2I8AVX512, dotU2I8AVX2, dotU2I8Go)
-}
+func dotU2I8Impl(a []byte, b []int8) int32 { return chunkedDot(a, b, u2Chunk, 2, dotU2I8Go) }
 
 // chunkedDot runs the active ISA's kernel over the whole chunks (of chunk
-// bytes) of codes packed perByte to a byte, and the Go version over the
+// bytes) of codes packed 8/bits to a byte, and the Go version over the
 // short tail.
-func chunkedDot(a []byte, b []int8, chunk, perByte int, avx512, avx2 func(*byte, *int8, int) int32, tail func([]byte, []int8) int32) int32 {
+func chunkedDot(a []byte, b []int8, chunk, bits int, tail func([]byte, []int8) int32) int32 {
 	chunks := len(a) / chunk
 	if chunks == 0 || intFamily.active == isaGo {
 		return tail(a, b)
 	}
-	kernel := avx2
+	kind := bits
 	if intFamily.active == isaAVX512 {
-		kernel = avx512
+		kind |= kindAVX512
 	}
 	head := chunks * chunk
-	return kernel(&a[0], &b[0], chunks) + tail(a[head:], b[perByte*head:])
+	return dotPackedI8(&a[0], &b[0], chunks, kind) + tail(a[head:], b[8/bits*head:])
 }
 
 // scanBlock sets out[v] to the table sum of vector v of a fast-scan block.

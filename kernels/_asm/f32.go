@@ -1,8 +1,6 @@
 package main
 
 import (
-	"fmt"
-
 	"github.com/mmcloughlin/avo/attr"
 	. "github.com/mmcloughlin/avo/operand"
 	"github.com/mmcloughlin/avo/reg"
@@ -23,10 +21,10 @@ rounding: within n*eps*sum|a_i*b_i|. NaN in any input gives NaN; infinities
 follow IEEE arithmetic (+Inf plus -Inf gives NaN in any order). Nothing is
 written but the result.
 
-Element-wise kernels of the rotation (rotation.go): n is a positive multiple
-of 8 (AVX2) or 16 (AVX-512); a and b (x and s) do not overlap. fwht16AVX2
-takes n a positive multiple of 16; each output of its transform is one fused
-multiply-add of ±1, exactly a+b or a−b.
+The element-wise steps of the rotation (rotation.go), rotateStep: n is a
+positive multiple of 8 (AVX2) or 16 (AVX-512); x and y do not overlap.
+fwht16AVX2 takes n a positive multiple of 16; each output of its transform
+is one fused multiply-add of ±1, exactly a+b or a−b.
 `
 
 func buildF32(g gen) {
@@ -35,10 +33,7 @@ func buildF32(g gen) {
 	g.distF32()
 	g.distPairF32()
 	g.distRows(tailmask)
-	for _, w := range []width{avx2, avx512} {
-		g.butterfly(w)
-		g.mul(w)
-	}
+	g.rotateStep()
 	g.fwht16AVX2(signs)
 }
 
@@ -58,21 +53,6 @@ var (
 		g.VFMADD231PS(b, b, acc)
 	}}
 )
-
-// The bits of distF32's kind argument, which f32Decls declares in package
-// kernels.
-const (
-	kindL2Sq   = 1 // the squared L2 distance, else the dot product
-	kindAVX512 = 2 // the AVX-512 loops, else those of AVX2 and FMA
-)
-
-var f32Decls = fmt.Sprintf(`
-// The bits of distF32's kind argument.
-const (
-	kindL2Sq   = %d // the squared L2 distance, else the dot product
-	kindAVX512 = %d // the AVX-512 loops, else those of AVX2 and FMA
-)
-`, kindL2Sq, kindAVX512)
 
 // tailMaskData declares eight all-ones lanes then eight zero lanes: the
 // eight lanes starting at lane 8-r select the first r elements.
@@ -166,12 +146,8 @@ func (g gen) distPairF32() {
 func (g gen) distRows(tailmask Mem) {
 	g.static(distRows, "AX: q; DX: block; BX: dim; SI: rows; DI: out; R8: kind (see distF32).")
 	q, p, dim, rows, out, kind := rowsQ, rowsBlock, rowsDim, rowsN, rowsOut, rowsKind
-	g.TESTQ(U32(kindAVX512), kind)
-	g.JNZ(LabelRef("maskAVX512"))
-	masks := map[width]reg.Register{avx2: g.tailMask(avx2, dim, tailmask)}
-	g.JMP(LabelRef("nextrow"))
-	g.Label("maskAVX512")
-	masks[avx512] = g.tailMask(avx512, dim, tailmask)
+	masks := map[width]reg.Register{}
+	g.eachWidth(kind, "mask", "nextrow", func(w width) { masks[w] = g.tailMask(w, dim, tailmask) })
 
 	g.Label("nextrow")
 	qi, n := g.GP64(), g.GP64()
@@ -183,24 +159,17 @@ func (g gen) distRows(tailmask Mem) {
 		acc[i] = g.ZMM()
 		g.VPXOR(acc[i].AsY(), acc[i].AsY(), acc[i].AsY())
 	}
-	g.TESTQ(U32(kindAVX512), kind)
-	g.JNZ(LabelRef("AVX512"))
-	for _, w := range []width{avx2, avx512} {
-		g.Label(w.name)
-		g.TESTQ(U32(kindL2Sq), kind)
-		g.JNZ(LabelRef("l2Sq" + w.name))
-		g.rowLoop(w, dotStep, qi, p, n, masks[w], acc)
-		g.JMP(LabelRef("reduce" + w.name))
-		g.Label("l2Sq" + w.name)
-		g.rowLoop(w, l2Step, qi, p, n, masks[w], acc)
-		g.Label("reduce" + w.name)
+	g.eachWidth(kind, "", "sum", func(w width) {
+		reduce := "reduce" + w.name
+		g.either(kind, kindL2Sq, "l2Sq"+w.name, reduce,
+			func() { g.rowLoop(w, dotStep, qi, p, n, masks[w], acc) },
+			func() { g.rowLoop(w, l2Step, qi, p, n, masks[w], acc) })
+		g.Label(reduce)
 		g.addPairwise(w, acc)
 		if w == avx512 {
 			g.foldHalves(acc[0], acc[0].AsY(), g.f32Lanes())
-		} else {
-			g.JMP(LabelRef("sum"))
 		}
-	}
+	})
 
 	g.Label("sum")
 	g.VMOVSS(g.sumLanes(acc[0], g.f32Lanes()), Mem{Base: out})
@@ -271,48 +240,51 @@ func (g gen) rowLoop(w width, s f32Step, q, p, n reg.Register, mask reg.Register
 	g.LEAQ(Mem{Base: p, Index: n, Scale: 4}, p)
 }
 
-// elementwise emits a kernel whose three parameters are two float32
-// pointers x and y and a length n, a positive multiple of the lanes: body
-// runs on each whole vector of x and y.
-func (g gen) elementwise(w width, name, signature, doc string, body func(x, y Mem)) {
-	g.text(name+w.name, signature, doc)
-	x, y, n := g.GP64(), g.GP64(), g.GP64()
-	g.Load(g.ParamIndex(0), x)
-	g.Load(g.ParamIndex(1), y)
-	g.Load(g.ParamIndex(2), n)
-	g.Label("loop")
-	body(Mem{Base: x}, Mem{Base: y})
-	g.ADDQ(U8(w.bytes), x)
-	g.ADDQ(U8(w.bytes), y)
-	g.SUBQ(U8(w.f32s()), n)
-	g.JNZ(LabelRef("loop"))
+// rotateStep emits the one kernel of the element-wise steps of the
+// rotation, the butterfly and the product, AVX2 and AVX-512: they share
+// all but their loops, which two branches a call pick.
+func (g gen) rotateStep() {
+	g.text("rotateStep", "func(x, y *float32, n, kind int)",
+		"rotateStep sets x, y = x+y, x−y element-wise, or with kindMul x *= y;",
+		"n is a positive multiple of 16 with kindAVX512 (which needs AVX-512F),",
+		"else of 8.")
+	x, y, n, kind := g.gp64("x"), g.gp64("y"), g.gp64("n"), g.gp64("kind")
+	g.eachWidth(kind, "", "done", func(w width) {
+		butterfly := func() {
+			g.elementLoop(w, "butterfly"+w.name+"loop", x, y, n, func(a, b Mem) {
+				u, v, s, d := g.vec(w), g.vec(w), g.vec(w), g.vec(w)
+				g.VMOVUPS(a, u)
+				g.VMOVUPS(b, v)
+				g.VADDPS(v, u, s)
+				g.VSUBPS(v, u, d)
+				g.VMOVUPS(s, a)
+				g.VMOVUPS(d, b)
+			})
+		}
+		mul := func() {
+			g.elementLoop(w, "mul"+w.name+"loop", x, y, n, func(x, s Mem) {
+				v := g.vec(w)
+				g.VMOVUPS(x, v)
+				g.VMULPS(s, v, v)
+				g.VMOVUPS(v, x)
+			})
+		}
+		g.either(kind, kindMul, "mul"+w.name, "done", butterfly, mul)
+	})
+	g.Label("done")
 	g.VZEROUPPER()
 	g.RET()
 }
 
-// butterfly emits a, b = a+b, a−b lane by lane.
-func (g gen) butterfly(w width) {
-	doc := fmt.Sprintf("butterfly%s sets a, b = a+b, a−b element-wise; n is a positive multiple of %d.", w.name, w.f32s())
-	g.elementwise(w, "butterfly", "func(a, b *float32, n int)", doc, func(a, b Mem) {
-		x, y, s, d := g.vec(w), g.vec(w), g.vec(w), g.vec(w)
-		g.VMOVUPS(a, x)
-		g.VMOVUPS(b, y)
-		g.VADDPS(y, x, s)
-		g.VSUBPS(y, x, d)
-		g.VMOVUPS(s, a)
-		g.VMOVUPS(d, b)
-	})
-}
-
-// mul emits x *= s lane by lane.
-func (g gen) mul(w width) {
-	doc := fmt.Sprintf("mul%s sets x *= s element-wise; n is a positive multiple of %d.", w.name, w.f32s())
-	g.elementwise(w, "mul", "func(x, s *float32, n int)", doc, func(x, s Mem) {
-		v := g.vec(w)
-		g.VMOVUPS(x, v)
-		g.VMULPS(s, v, v)
-		g.VMOVUPS(v, x)
-	})
+// elementLoop emits, at label, the loop of body over the n elements at x
+// and y, a whole vector of width w at a time.
+func (g gen) elementLoop(w width, label string, x, y, n reg.Register, body func(x, y Mem)) {
+	g.Label(label)
+	body(Mem{Base: x}, Mem{Base: y})
+	g.ADDQ(U8(w.bytes), x)
+	g.ADDQ(U8(w.bytes), y)
+	g.SUBQ(U8(w.f32s()), n)
+	g.JNZ(LabelRef(label))
 }
 
 // fwhtSignsData declares, per stage h = 1, 2, 4 of a Walsh-Hadamard

@@ -8,10 +8,13 @@
 // by hand.
 //
 // Where an AVX2 kernel and its AVX-512 twin share a loop structure, one Go
-// function emits both, parameterised by a width (width.go); each file's
-// exact semantics (rounding, NaN, length multiples, who handles the tail)
-// are stated once, in its header constant, which goes into the generated
-// file.
+// function emits both, parameterised by a width (width.go). What the
+// kernels would repeat is shared in the assembly too: a kernel of both
+// widths and several operations is one body whose kind argument picks the
+// loop (eachWidth, either), and kernels that end alike jump to one
+// file-local routine (routine, tailJump). Each file's exact semantics
+// (rounding, NaN, length multiples, who handles the tail) are stated
+// once, in its header constant, which goes into the generated file.
 package main
 
 import (
@@ -44,7 +47,7 @@ type file struct {
 }
 
 var files = []file{
-	{"f32", f32Header, f32Decls, buildF32},
+	{"f32", f32Header, kindDecls, buildF32},
 	{"int8", int8Header, "", buildInt8},
 	{"scan", scanHeader, "", buildScan},
 	{"prefetch", prefetchHeader, "", buildPrefetch},

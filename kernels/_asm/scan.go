@@ -111,8 +111,15 @@ func (g gen) scanStore() {
 
 // byteMask returns a register of width w with every byte set to m.
 func (g gen) byteMask(w width, m int) reg.VecVirtual {
-	r, v := g.GP32(), g.vec(w)
+	r := g.GP32()
 	g.MOVL(U32(m), r)
+	return g.broadcastByte(w, r)
+}
+
+// broadcastByte returns a register of width w with every byte set to the
+// low byte of the 32-bit register r.
+func (g gen) broadcastByte(w width, r reg.Register) reg.VecVirtual {
+	v := g.vec(w)
 	if w == avx512 {
 		g.VPBROADCASTB(r, v)
 	} else {

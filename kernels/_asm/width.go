@@ -1,6 +1,8 @@
 package main
 
 import (
+	"fmt"
+
 	"github.com/mmcloughlin/avo/attr"
 	"github.com/mmcloughlin/avo/gotypes"
 	"github.com/mmcloughlin/avo/ir"
@@ -19,6 +21,47 @@ var (
 	avx2   = width{"AVX2", 32}
 	avx512 = width{"AVX512", 64}
 )
+
+// A kernel whose loops of both widths share one body (distF32,
+// dotPackedI8, rotateStep) takes a kind argument: kindAVX512 selects the AVX-512
+// loops, else those of AVX2; the bits below it say what the kernel
+// computes. kindDecls declares them in package kernels.
+const (
+	kindAVX512 = 16
+	kindL2Sq   = 1 // distF32: the squared L2 distance, else the dot product
+	kindMul    = 1 // rotateStep: the product, else the butterfly
+)
+
+var kindDecls = fmt.Sprintf(`
+// The kind argument of distF32, dotPackedI8 and rotateStep: kindAVX512
+// selects their AVX-512 loops, else those of AVX2; the bits below it say
+// what they compute: for distF32 kindL2Sq, the squared L2 distance, else
+// the dot product; for dotPackedI8 the bits of a code, 4 or 2; for
+// rotateStep kindMul, the product, else the butterfly.
+const (
+	kindAVX512 = %d
+	kindL2Sq   = %d
+	kindMul    = %d
+)
+`, kindAVX512, kindL2Sq, kindMul)
+
+// either emits clear and set behind a branch on bit of kind, set at the
+// label name; both go on at the label next, which the caller places.
+func (g gen) either(kind reg.Register, bit int, name, next string, clear, set func()) {
+	g.TESTQ(U32(bit), kind)
+	g.JNZ(LabelRef(name))
+	clear()
+	g.JMP(LabelRef(next))
+	g.Label(name)
+	set()
+}
+
+// eachWidth emits body for AVX2 and for AVX-512, which kind's kindAVX512
+// bit picks, the latter at the label name+"AVX512"; both go on at the
+// label next, which the caller places.
+func (g gen) eachWidth(kind reg.Register, name, next string, body func(w width)) {
+	g.either(kind, kindAVX512, name+avx512.name, next, func() { body(avx2) }, func() { body(avx512) })
+}
 
 // f32s is the number of float32 lanes of a register.
 func (w width) f32s() int { return w.bytes / 4 }
