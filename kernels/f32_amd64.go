@@ -25,6 +25,12 @@ func distPairF32(a *float32, b *float32, n int, kind int) float32
 //go:noescape
 func rotateStep(x *float32, y *float32, n int, kind int)
 
+// scaleF32 sets x *= s element-wise; n is a positive multiple of 16 with
+// kindAVX512 (which needs AVX-512F), else of 8.
+//
+//go:noescape
+func scaleF32(x *float32, n int, s float32, kind int)
+
 // fwht16AVX2 runs the stages h = 1, 2, 4, 8 of an unscaled Walsh-Hadamard
 // transform of x[:n], 16 elements at a time; n is a positive multiple of 16.
 // Needs AVX2 and FMA.
@@ -32,11 +38,12 @@ func rotateStep(x *float32, y *float32, n int, kind int)
 //go:noescape
 func fwht16AVX2(x *float32, n int)
 
-// The kind argument of distF32, dotPackedI8 and rotateStep: kindAVX512
-// selects their AVX-512 loops, else those of AVX2; the bits below it say
-// what they compute: for distF32 kindL2Sq, the squared L2 distance, else
-// the dot product; for dotPackedI8 the bits of a code, 4 or 2; for
-// rotateStep kindMul, the product, else the butterfly.
+// The kind argument of distF32, dotPackedI8 and the rotation's steps
+// (rotateStep, scaleF32): kindAVX512 selects their AVX-512 loops, else
+// those of AVX2; the bits below it say what they compute: for distF32
+// kindL2Sq, the squared L2 distance, else the dot product; for dotPackedI8
+// the bits of a code, 4 or 2; for rotateStep kindMul, the product, else
+// the butterfly.
 const (
 	kindAVX512 = 16
 	kindL2Sq   = 1

@@ -16,8 +16,9 @@
 // follow IEEE arithmetic (+Inf plus -Inf gives NaN in any order). Nothing is
 // written but the result.
 //
-// The element-wise steps of the rotation (rotation.go), rotateStep: n is a
-// positive multiple of 8 (AVX2) or 16 (AVX-512); x and y do not overlap.
+// The element-wise steps of the rotation (rotation.go), rotateStep and
+// scaleF32: n is a positive multiple of 8 (AVX2) or 16 (AVX-512); x and y
+// do not overlap; each product is the float32 one of Go.
 // fwht16AVX2 takes n a positive multiple of 16; each output of its transform
 // is one fused multiply-add of ±1, exactly a+b or a−b.
 
@@ -364,6 +365,38 @@ mulAVX512loop:
 	ADDQ    $0x40, CX
 	SUBQ    $0x10, DX
 	JNZ     mulAVX512loop
+
+done:
+	VZEROUPPER
+	RET
+
+// func scaleF32(x *float32, n int, s float32, kind int)
+// Requires: AVX, AVX512F
+TEXT ·scaleF32(SB), NOSPLIT, $0-32
+	MOVQ         x+0(FP), AX
+	MOVQ         n+8(FP), CX
+	MOVQ         kind+24(FP), DX
+	TESTQ        $0x00000010, DX
+	JNZ          AVX512
+	VBROADCASTSS s+16(FP), Y0
+
+loopAVX2:
+	VMULPS  (AX), Y0, Y1
+	VMOVUPS Y1, (AX)
+	ADDQ    $0x20, AX
+	SUBQ    $0x08, CX
+	JNZ     loopAVX2
+	JMP     done
+
+AVX512:
+	VBROADCASTSS s+16(FP), Z0
+
+loopAVX512:
+	VMULPS  (AX), Z0, Z1
+	VMOVUPS Z1, (AX)
+	ADDQ    $0x40, AX
+	SUBQ    $0x10, CX
+	JNZ     loopAVX512
 
 done:
 	VZEROUPPER

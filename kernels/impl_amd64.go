@@ -84,30 +84,43 @@ func quantize(dst []int8, src []float32, inv float32, levels int32) int32 {
 }
 
 // butterfly sets a, b = a+b, a−b element-wise (len(a) == len(b)).
-func butterfly(a, b []float32) { elementwise(a, b, 0, butterflyGo) }
+func butterfly(a, b []float32) {
+	head := vectorHead(len(a), func(i, n, kind int) { rotateStep(&a[i], &b[i], n, kind) })
+	butterflyGo(a[head:], b[head:len(a)])
+}
 
 // mulInto sets x *= s element-wise (len(x) == len(s)).
-func mulInto(x, s []float32) { elementwise(x, s, kindMul, mulGo) }
+func mulInto(x, s []float32) {
+	head := vectorHead(len(x), func(i, n, kind int) { rotateStep(&x[i], &s[i], n, kind|kindMul) })
+	mulGo(x[head:], s[head:len(x)])
+}
 
-// elementwise runs rotateStep of kind over the longest head of whole
-// vectors of the active ISA, and the Go version over the rest.
-func elementwise(a, b []float32, kind int, tail func(a, b []float32)) {
+// scaleInto sets x *= s element-wise.
+func scaleInto(x []float32, s float32) {
+	head := vectorHead(len(x), func(i, n, kind int) { scaleF32(&x[i], n, s, kind) })
+	scaleGo(x[head:], s)
+}
+
+// vectorHead runs kernel(i, n, kind) over the longest head of a length l
+// in whole vectors of the active ISA, of the kind of their width, and
+// returns the head's length; the Go version does the rest.
+func vectorHead(l int, kernel func(i, n, kind int)) int {
 	head := 0
 	switch f32Family.active {
 	case isaAVX512:
-		if head = len(a) &^ 15; head > 0 {
-			rotateStep(&a[0], &b[0], head, kind|kindAVX512)
+		if head = l &^ 15; head > 0 {
+			kernel(0, head, kindAVX512)
 		}
-		if more := (len(a) - head) &^ 7; more > 0 && hasAVX2 {
-			rotateStep(&a[head], &b[head], more, kind)
+		if more := (l - head) &^ 7; more > 0 && hasAVX2 {
+			kernel(head, more, 0)
 			head += more
 		}
 	case isaAVX2:
-		if head = len(a) &^ 7; head > 0 {
-			rotateStep(&a[0], &b[0], head, kind)
+		if head = l &^ 7; head > 0 {
+			kernel(0, head, 0)
 		}
 	}
-	tail(a[head:], b[head:len(a)])
+	return head
 }
 
 func dotU8I8Impl(a []byte, b []int8) int32 {

@@ -21,8 +21,9 @@ rounding: within n*eps*sum|a_i*b_i|. NaN in any input gives NaN; infinities
 follow IEEE arithmetic (+Inf plus -Inf gives NaN in any order). Nothing is
 written but the result.
 
-The element-wise steps of the rotation (rotation.go), rotateStep: n is a
-positive multiple of 8 (AVX2) or 16 (AVX-512); x and y do not overlap.
+The element-wise steps of the rotation (rotation.go), rotateStep and
+scaleF32: n is a positive multiple of 8 (AVX2) or 16 (AVX-512); x and y
+do not overlap; each product is the float32 one of Go.
 fwht16AVX2 takes n a positive multiple of 16; each output of its transform
 is one fused multiply-add of ±1, exactly a+b or a−b.
 `
@@ -34,6 +35,7 @@ func buildF32(g gen) {
 	g.distPairF32()
 	g.distRows(tailmask)
 	g.rotateStep()
+	g.scale()
 	g.fwht16AVX2(signs)
 }
 
@@ -270,6 +272,28 @@ func (g gen) rotateStep() {
 			})
 		}
 		g.either(kind, kindMul, "mul"+w.name, "done", butterfly, mul)
+	})
+	g.Label("done")
+	g.VZEROUPPER()
+	g.RET()
+}
+
+// scale emits x *= s for the float32 s: the last step of every fast
+// Walsh-Hadamard transform, a pass over the whole vector.
+func (g gen) scale() {
+	g.text("scaleF32", "func(x *float32, n int, s float32, kind int)",
+		"scaleF32 sets x *= s element-wise; n is a positive multiple of 16 with",
+		"kindAVX512 (which needs AVX-512F), else of 8.")
+	x, n, kind := g.gp64("x"), g.gp64("n"), g.gp64("kind")
+	g.eachWidth(kind, "", "done", func(w width) {
+		s, v := g.vec(w), g.vec(w)
+		g.VBROADCASTSS(g.addr(g.Param("s")), s)
+		g.Label("loop" + w.name)
+		g.VMULPS(Mem{Base: x}, s, v)
+		g.VMOVUPS(v, Mem{Base: x})
+		g.ADDQ(U8(w.bytes), x)
+		g.SUBQ(U8(w.f32s()), n)
+		g.JNZ(LabelRef("loop" + w.name))
 	})
 	g.Label("done")
 	g.VZEROUPPER()
