@@ -200,8 +200,8 @@ func (g gen) addPairwise(w width, acc []reg.VecVirtual) {
 
 // rowLoop emits the loop of step s at width w over the n elements at q
 // (the query) and p (the row), into the four accumulators acc, and leaves
-// p just past the row; q and n are clobbered. It ends at the label
-// reduce<width>.
+// p just past the row; q and n are clobbered. Its tail jumps to the label
+// reduce<width> when no element is left.
 func (g gen) rowLoop(w width, s f32Step, q, p, n reg.Register, mask reg.Register, acc []reg.VecVirtual) {
 	label := func(l string) string { return s.name + w.name + l }
 	lanes := w.f32s()

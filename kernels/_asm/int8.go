@@ -213,27 +213,34 @@ func (g gen) packedAVX2(mask reg.VecVirtual, bits, a, b, chunks reg.Register) re
 // h are 2h·bits in the low half and (2h+1)·bits in the high half: 4-bit
 // codes make one pair, 2-bit codes two.
 func (g gen) packedVNNI(mask reg.VecVirtual, bits reg.GPPhysical, a, b, chunks reg.Register) reg.VecVirtual {
+	// times sets n to k·bits, for k < 4.
+	times := func(k int, n reg.Register) {
+		switch k {
+		case 0:
+			g.XORL(n, n)
+		case 1:
+			g.MOVL(bits.As32(), n)
+		default:
+			g.LEAL(Mem{Base: bits, Index: bits, Scale: uint8(k - 1)}, n)
+		}
+	}
 	shifts := []reg.VecVirtual{g.ZMM(), g.ZMM()}
-	// shift sets shifts[h] to the counts lo and hi, computed into n by set.
-	shift := func(h int, lo, hi func(n reg.Register)) {
-		n, t := g.GP32(), g.YMM()
-		lo(n)
+	setShifts := func(h int) {
+		n, hi := g.GP32(), g.YMM()
+		times(2*h, n)
 		g.VPBROADCASTW(n, shifts[h].AsY())
-		hi(n)
-		g.VPBROADCASTW(n, t)
-		g.VINSERTI64X4(U8(1), t, shifts[h], shifts[h])
+		times(2*h+1, n)
+		g.VPBROADCASTW(n, hi)
+		g.VINSERTI64X4(U8(1), hi, shifts[h], shifts[h])
 	}
-	scaled := func(k uint8) func(n reg.Register) {
-		return func(n reg.Register) { g.LEAL(Mem{Base: bits, Index: bits, Scale: k}, n) }
-	}
-	shift(0, func(n reg.Register) { g.XORL(n, n) }, func(n reg.Register) { g.MOVL(bits.As32(), n) })
+	setShifts(0)
 	acc := g.zeros(avx512, 2)
 	g.CMPQ(bits, U8(2))
 	g.JE(LabelRef("pair2AVX512"))
 	for _, n := range []int{4, 2} {
 		if n == 2 {
 			g.Label("pair2AVX512")
-			shift(1, scaled(1), scaled(2))
+			setShifts(1)
 		}
 		g.packedLoop(fmt.Sprintf("loop%dAVX512", n), n, a, b, chunks, func() {
 			codes := g.ZMM()

@@ -23,9 +23,9 @@ var (
 )
 
 // A kernel whose loops of both widths share one body (distF32,
-// dotPackedI8, rotateStep, scaleF32) takes a kind argument: kindAVX512 selects the AVX-512
-// loops, else those of AVX2; the bits below it say what the kernel
-// computes. kindDecls declares them in package kernels.
+// dotPackedI8, rotateStep, scaleF32) takes a kind argument: kindAVX512
+// selects the AVX-512 loops, else those of AVX2; the bits below it say
+// what the kernel computes. kindDecls declares them in package kernels.
 const (
 	kindAVX512 = 16
 	kindL2Sq   = 1 // distF32: the squared L2 distance, else the dot product
