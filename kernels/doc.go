@@ -153,8 +153,15 @@
 // underscore, so that this one does not depend on avo. The generated files
 // are never edited by hand. Where an AVX2 kernel and its AVX-512 twin
 // share a loop structure, one Go function there emits both, parameterised
-// by the vector width. Each generated file's header states the kernels'
-// exact semantics: rounding, NaN, length multiples, who handles the tail.
+// by the vector width, and the assembly shares what they would repeat:
+// the float32 distances (distF32, distPairF32), the packed-code dot
+// products (dotPackedI8) and the rotation steps (rotateStep, scaleF32)
+// are one body each, whose kind argument picks the loop of each width and
+// operation with a branch or two that go the same way every time; the
+// byte kernels end with a jump to one int32 lane sum, and both fast scans
+// to one store, as Go's internal/bytealg jumps to memeqbody. Each generated file's
+// header states the kernels' exact semantics: rounding, NaN, length
+// multiples, who handles the tail.
 // After changing the generator, run
 //
 //	go generate ./kernels

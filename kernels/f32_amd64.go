@@ -4,69 +4,32 @@
 
 package kernels
 
-// dotAVX2 returns the dot product of a[:n] and b[:n]; n > 0.
+// distF32 sets out[r] to the distance kind selects (kindL2Sq, kindAVX512)
+// between q[:dim] and row r of the row-major block, for r < rows; dim and
+// rows are > 0. With kindAVX512 it needs AVX-512F, else AVX2 and FMA.
 //
 //go:noescape
-func dotAVX2(a *float32, b *float32, n int) float32
+func distF32(q *float32, block *float32, dim int, rows int, out *float32, kind int)
 
-// dotBlockAVX2 sets out[r] to the dot product of q[:dim] and row r
-// of the row-major block, for r < rows; dim and rows are > 0.
+// distPairF32 returns the distance kind selects (kindL2Sq, kindAVX512)
+// between a[:n] and b[:n]; n > 0. With kindAVX512 it needs AVX-512F, else
+// AVX2 and FMA.
 //
 //go:noescape
-func dotBlockAVX2(q *float32, block *float32, dim int, rows int, out *float32)
+func distPairF32(a *float32, b *float32, n int, kind int) float32
 
-// l2SqAVX2 returns the squared L2 distance of a[:n] and b[:n]; n > 0.
+// rotateStep sets x, y = x+y, x−y element-wise, or with kindMul x *= y;
+// n is a positive multiple of 16 with kindAVX512 (which needs AVX-512F),
+// else of 8.
 //
 //go:noescape
-func l2SqAVX2(a *float32, b *float32, n int) float32
+func rotateStep(x *float32, y *float32, n int, kind int)
 
-// l2SqBlockAVX2 sets out[r] to the squared L2 distance of q[:dim] and row r
-// of the row-major block, for r < rows; dim and rows are > 0.
+// scaleF32 sets x *= s element-wise; n is a positive multiple of 16 with
+// kindAVX512 (which needs AVX-512F), else of 8.
 //
 //go:noescape
-func l2SqBlockAVX2(q *float32, block *float32, dim int, rows int, out *float32)
-
-// dotAVX512 returns the dot product of a[:n] and b[:n]; n > 0.
-//
-//go:noescape
-func dotAVX512(a *float32, b *float32, n int) float32
-
-// dotBlockAVX512 sets out[r] to the dot product of q[:dim] and row r
-// of the row-major block, for r < rows; dim and rows are > 0.
-//
-//go:noescape
-func dotBlockAVX512(q *float32, block *float32, dim int, rows int, out *float32)
-
-// l2SqAVX512 returns the squared L2 distance of a[:n] and b[:n]; n > 0.
-//
-//go:noescape
-func l2SqAVX512(a *float32, b *float32, n int) float32
-
-// l2SqBlockAVX512 sets out[r] to the squared L2 distance of q[:dim] and row r
-// of the row-major block, for r < rows; dim and rows are > 0.
-//
-//go:noescape
-func l2SqBlockAVX512(q *float32, block *float32, dim int, rows int, out *float32)
-
-// butterflyAVX2 sets a, b = a+b, a−b element-wise; n is a positive multiple of 8.
-//
-//go:noescape
-func butterflyAVX2(a *float32, b *float32, n int)
-
-// mulAVX2 sets x *= s element-wise; n is a positive multiple of 8.
-//
-//go:noescape
-func mulAVX2(x *float32, s *float32, n int)
-
-// butterflyAVX512 sets a, b = a+b, a−b element-wise; n is a positive multiple of 16.
-//
-//go:noescape
-func butterflyAVX512(a *float32, b *float32, n int)
-
-// mulAVX512 sets x *= s element-wise; n is a positive multiple of 16.
-//
-//go:noescape
-func mulAVX512(x *float32, s *float32, n int)
+func scaleF32(x *float32, n int, s float32, kind int)
 
 // fwht16AVX2 runs the stages h = 1, 2, 4, 8 of an unscaled Walsh-Hadamard
 // transform of x[:n], 16 elements at a time; n is a positive multiple of 16.
@@ -75,8 +38,14 @@ func mulAVX512(x *float32, s *float32, n int)
 //go:noescape
 func fwht16AVX2(x *float32, n int)
 
-// quantizeAVX512 sets dst[i] = clamp(round-half-even(src[i]·inv), ±levels) for
-// n, a positive multiple of 16, elements and returns their sum.
-//
-//go:noescape
-func quantizeAVX512(dst *int8, src *float32, n int, inv float32, levels int32) int32
+// The kind argument of distF32, dotPackedI8 and the rotation's steps
+// (rotateStep, scaleF32): kindAVX512 selects their AVX-512 loops, else
+// those of AVX2; the bits below it say what they compute: for distF32
+// kindL2Sq, the squared L2 distance, else the dot product; for dotPackedI8
+// the bits of a code, 4 or 2; for rotateStep kindMul, the product, else
+// the butterfly.
+const (
+	kindAVX512 = 16
+	kindL2Sq   = 1
+	kindMul    = 1
+)

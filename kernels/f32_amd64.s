@@ -4,7 +4,7 @@
 
 // Float32 kernels: dot product and squared L2 distance, for one pair and for
 // one query against rows of a row-major block; the element-wise steps of the
-// rotation; the quantization of a rotated query to int8.
+// rotation.
 //
 // Semantics of the distances. Lengths (n, dim) and rows are > 0; any length is
 // accepted: the last n mod 8 (AVX2) or n mod 16 (AVX-512) elements are read
@@ -16,14 +16,11 @@
 // follow IEEE arithmetic (+Inf plus -Inf gives NaN in any order). Nothing is
 // written but the result.
 //
-// Element-wise kernels of the rotation (rotation.go): n is a positive multiple
-// of 8 (AVX2) or 16 (AVX-512); a and b (x and s) do not overlap. fwht16AVX2
-// takes n a positive multiple of 16; each output of its transform is one fused
-// multiply-add of ±1, exactly a+b or a−b.
-//
-// quantizeAVX512 takes n a positive multiple of 16; the product src[i]·inv is
-// rounded to float32 first, as the Go version does, and VCVTPS2DQ rounds it
-// under the default MXCSR mode, to nearest even.
+// The element-wise steps of the rotation (rotation.go), rotateStep and
+// scaleF32: n is a positive multiple of 8 (AVX2) or 16 (AVX-512); x and y
+// do not overlap; each product is the float32 one of Go.
+// fwht16AVX2 takes n a positive multiple of 16; each output of its transform
+// is one fused multiply-add of ±1, exactly a+b or a−b.
 
 #include "textflag.h"
 
@@ -63,610 +60,262 @@ DATA fwhtsigns<>+88(SB)/4, $0xbf800000
 DATA fwhtsigns<>+92(SB)/4, $0xbf800000
 GLOBL fwhtsigns<>(SB), RODATA|NOPTR, $96
 
-// func dotAVX2(a *float32, b *float32, n int) float32
-// Requires: AVX, AVX2, FMA3, SSE
-TEXT ·dotAVX2(SB), NOSPLIT, $0-28
-	MOVQ    a+0(FP), AX
-	MOVQ    b+8(FP), CX
-	MOVQ    n+16(FP), DX
-	MOVQ    DX, BX
-	ANDQ    $0x07, BX
-	SHLQ    $0x02, BX
-	LEAQ    tailmask<>+32(SB), SI
-	SUBQ    BX, SI
-	VMOVDQU (SI), Y0
-	VPXOR   Y1, Y1, Y1
-	VPXOR   Y2, Y2, Y2
-	VPXOR   Y3, Y3, Y3
-	VPXOR   Y4, Y4, Y4
-	CMPQ    DX, $0x20
-	JB      step
+// func distF32(q *float32, block *float32, dim int, rows int, out *float32, kind int)
+TEXT ·distF32(SB), NOSPLIT, $0-48
+	MOVQ q+0(FP), AX
+	MOVQ block+8(FP), DX
+	MOVQ dim+16(FP), BX
+	MOVQ rows+24(FP), SI
+	MOVQ out+32(FP), DI
+	MOVQ kind+40(FP), R8
+	JMP  ·distRows<>(SB)
 
-loop:
-	VMOVUPS     (CX), Y5
-	VFMADD231PS (AX), Y5, Y1
-	VMOVUPS     32(CX), Y5
-	VFMADD231PS 32(AX), Y5, Y2
-	VMOVUPS     64(CX), Y5
-	VFMADD231PS 64(AX), Y5, Y3
-	VMOVUPS     96(CX), Y5
-	VFMADD231PS 96(AX), Y5, Y4
-	ADDQ        $0x00000080, CX
-	ADDQ        $0x00000080, AX
-	SUBQ        $0x20, DX
-	CMPQ        DX, $0x20
-	JAE         loop
+// func distPairF32(a *float32, b *float32, n int, kind int) float32
+TEXT ·distPairF32(SB), NOSPLIT, $0-36
+	MOVQ a+0(FP), AX
+	MOVQ b+8(FP), DX
+	MOVQ n+16(FP), BX
+	MOVQ kind+24(FP), R8
+	MOVQ $0x00000001, SI
+	LEAQ ret+32(FP), DI
+	JMP  ·distRows<>(SB)
 
-step:
-	CMPQ        DX, $0x08
-	JB          tail
-	VMOVUPS     (CX), Y5
-	VFMADD231PS (AX), Y5, Y1
-	ADDQ        $0x20, CX
-	ADDQ        $0x20, AX
-	SUBQ        $0x08, DX
-	JMP         step
+// func distRows<>()
+// Requires: AVX, AVX2, AVX512F, FMA3
+TEXT ·distRows<>(SB), NOSPLIT, $0
+	// AX: q; DX: block; BX: dim; SI: rows; DI: out; R8: kind (see distF32).
+	TESTQ   $0x00000010, R8
+	JNZ     maskAVX512
+	MOVQ    BX, CX
+	ANDQ    $0x07, CX
+	SHLQ    $0x02, CX
+	LEAQ    tailmask<>+32(SB), R9
+	SUBQ    CX, R9
+	VMOVDQU (R9), Y0
+	JMP     nextrow
 
-tail:
-	TESTQ       DX, DX
-	JZ          reduce
-	VMASKMOVPS  (CX), Y0, Y5
-	VMASKMOVPS  (AX), Y0, Y0
-	VFMADD231PS Y0, Y5, Y2
-	LEAQ        (CX)(DX*4), CX
-
-reduce:
-	VADDPS       Y2, Y1, Y1
-	VADDPS       Y4, Y3, Y3
-	VADDPS       Y3, Y1, Y1
-	VEXTRACTF128 $0x01, Y1, X0
-	VADDPS       X0, X1, X1
-	VPERMILPS    $0x4e, X1, X0
-	VADDPS       X0, X1, X1
-	VPERMILPS    $0xb1, X1, X0
-	VADDSS       X0, X1, X1
-	VZEROUPPER
-	MOVSS        X1, ret+24(FP)
-	RET
-
-// func dotBlockAVX2(q *float32, block *float32, dim int, rows int, out *float32)
-// Requires: AVX, AVX2, FMA3
-TEXT ·dotBlockAVX2(SB), NOSPLIT, $0-40
-	MOVQ    q+0(FP), AX
-	MOVQ    block+8(FP), CX
-	MOVQ    dim+16(FP), DX
-	MOVQ    rows+24(FP), BX
-	MOVQ    out+32(FP), SI
-	MOVQ    DX, DI
-	ANDQ    $0x07, DI
-	SHLQ    $0x02, DI
-	LEAQ    tailmask<>+32(SB), R8
-	SUBQ    DI, R8
-	VMOVDQU (R8), Y0
+maskAVX512:
+	MOVQ  BX, CX
+	ANDQ  $0x0f, CX
+	MOVL  $0x00000001, R9
+	SHLL  CL, R9
+	DECL  R9
+	KMOVW R9, K1
 
 nextrow:
-	MOVQ  AX, DI
-	MOVQ  DX, R8
+	MOVQ  AX, CX
+	MOVQ  BX, R9
 	VPXOR Y1, Y1, Y1
 	VPXOR Y2, Y2, Y2
 	VPXOR Y3, Y3, Y3
 	VPXOR Y4, Y4, Y4
-	CMPQ  R8, $0x20
-	JB    step
+	TESTQ $0x00000010, R8
+	JNZ   AVX512
+	TESTQ $0x00000001, R8
+	JNZ   l2SqAVX2
+	CMPQ  R9, $0x20
+	JB    dotAVX2step
 
-loop:
-	VMOVUPS     (CX), Y5
-	VFMADD231PS (DI), Y5, Y1
-	VMOVUPS     32(CX), Y5
-	VFMADD231PS 32(DI), Y5, Y2
-	VMOVUPS     64(CX), Y5
-	VFMADD231PS 64(DI), Y5, Y3
-	VMOVUPS     96(CX), Y5
-	VFMADD231PS 96(DI), Y5, Y4
+dotAVX2loop:
+	VMOVUPS     (DX), Y5
+	VFMADD231PS (CX), Y5, Y1
+	VMOVUPS     32(DX), Y5
+	VFMADD231PS 32(CX), Y5, Y2
+	VMOVUPS     64(DX), Y5
+	VFMADD231PS 64(CX), Y5, Y3
+	VMOVUPS     96(DX), Y5
+	VFMADD231PS 96(CX), Y5, Y4
+	ADDQ        $0x00000080, DX
 	ADDQ        $0x00000080, CX
-	ADDQ        $0x00000080, DI
-	SUBQ        $0x20, R8
-	CMPQ        R8, $0x20
-	JAE         loop
+	SUBQ        $0x20, R9
+	CMPQ        R9, $0x20
+	JAE         dotAVX2loop
 
-step:
-	CMPQ        R8, $0x08
-	JB          tail
-	VMOVUPS     (CX), Y5
-	VFMADD231PS (DI), Y5, Y1
+dotAVX2step:
+	CMPQ        R9, $0x08
+	JB          dotAVX2tail
+	VMOVUPS     (DX), Y5
+	VFMADD231PS (CX), Y5, Y1
+	ADDQ        $0x20, DX
 	ADDQ        $0x20, CX
-	ADDQ        $0x20, DI
-	SUBQ        $0x08, R8
-	JMP         step
+	SUBQ        $0x08, R9
+	JMP         dotAVX2step
 
-tail:
-	TESTQ       R8, R8
-	JZ          reduce
-	VMASKMOVPS  (CX), Y0, Y5
-	VMASKMOVPS  (DI), Y0, Y6
+dotAVX2tail:
+	TESTQ       R9, R9
+	JZ          reduceAVX2
+	VMASKMOVPS  (DX), Y0, Y5
+	VMASKMOVPS  (CX), Y0, Y6
 	VFMADD231PS Y6, Y5, Y2
-	LEAQ        (CX)(R8*4), CX
+	LEAQ        (DX)(R9*4), DX
+	JMP         reduceAVX2
 
-reduce:
-	VADDPS       Y2, Y1, Y1
-	VADDPS       Y4, Y3, Y3
-	VADDPS       Y3, Y1, Y1
-	VEXTRACTF128 $0x01, Y1, X2
-	VADDPS       X2, X1, X1
-	VPERMILPS    $0x4e, X1, X2
-	VADDPS       X2, X1, X1
-	VPERMILPS    $0xb1, X1, X2
-	VADDSS       X2, X1, X1
-	VMOVSS       X1, (SI)
-	ADDQ         $0x04, SI
-	DECQ         BX
-	JNZ          nextrow
-	VZEROUPPER
-	RET
+l2SqAVX2:
+	CMPQ R9, $0x20
+	JB   l2SqAVX2step
 
-// func l2SqAVX2(a *float32, b *float32, n int) float32
-// Requires: AVX, AVX2, FMA3, SSE
-TEXT ·l2SqAVX2(SB), NOSPLIT, $0-28
-	MOVQ    a+0(FP), AX
-	MOVQ    b+8(FP), CX
-	MOVQ    n+16(FP), DX
-	MOVQ    DX, BX
-	ANDQ    $0x07, BX
-	SHLQ    $0x02, BX
-	LEAQ    tailmask<>+32(SB), SI
-	SUBQ    BX, SI
-	VMOVDQU (SI), Y0
-	VPXOR   Y1, Y1, Y1
-	VPXOR   Y2, Y2, Y2
-	VPXOR   Y3, Y3, Y3
-	VPXOR   Y4, Y4, Y4
-	CMPQ    DX, $0x20
-	JB      step
-
-loop:
-	VMOVUPS     (CX), Y5
-	VSUBPS      (AX), Y5, Y5
+l2SqAVX2loop:
+	VMOVUPS     (DX), Y5
+	VSUBPS      (CX), Y5, Y5
 	VFMADD231PS Y5, Y5, Y1
-	VMOVUPS     32(CX), Y5
-	VSUBPS      32(AX), Y5, Y5
+	VMOVUPS     32(DX), Y5
+	VSUBPS      32(CX), Y5, Y5
 	VFMADD231PS Y5, Y5, Y2
-	VMOVUPS     64(CX), Y5
-	VSUBPS      64(AX), Y5, Y5
+	VMOVUPS     64(DX), Y5
+	VSUBPS      64(CX), Y5, Y5
 	VFMADD231PS Y5, Y5, Y3
-	VMOVUPS     96(CX), Y5
-	VSUBPS      96(AX), Y5, Y5
+	VMOVUPS     96(DX), Y5
+	VSUBPS      96(CX), Y5, Y5
 	VFMADD231PS Y5, Y5, Y4
+	ADDQ        $0x00000080, DX
 	ADDQ        $0x00000080, CX
-	ADDQ        $0x00000080, AX
-	SUBQ        $0x20, DX
-	CMPQ        DX, $0x20
-	JAE         loop
+	SUBQ        $0x20, R9
+	CMPQ        R9, $0x20
+	JAE         l2SqAVX2loop
 
-step:
-	CMPQ        DX, $0x08
-	JB          tail
-	VMOVUPS     (CX), Y5
-	VSUBPS      (AX), Y5, Y5
+l2SqAVX2step:
+	CMPQ        R9, $0x08
+	JB          l2SqAVX2tail
+	VMOVUPS     (DX), Y5
+	VSUBPS      (CX), Y5, Y5
 	VFMADD231PS Y5, Y5, Y1
+	ADDQ        $0x20, DX
 	ADDQ        $0x20, CX
-	ADDQ        $0x20, AX
-	SUBQ        $0x08, DX
-	JMP         step
+	SUBQ        $0x08, R9
+	JMP         l2SqAVX2step
 
-tail:
-	TESTQ       DX, DX
-	JZ          reduce
-	VMASKMOVPS  (CX), Y0, Y5
-	VMASKMOVPS  (AX), Y0, Y0
-	VSUBPS      Y0, Y5, Y5
-	VFMADD231PS Y5, Y5, Y2
-	LEAQ        (CX)(DX*4), CX
-
-reduce:
-	VADDPS       Y2, Y1, Y1
-	VADDPS       Y4, Y3, Y3
-	VADDPS       Y3, Y1, Y1
-	VEXTRACTF128 $0x01, Y1, X0
-	VADDPS       X0, X1, X1
-	VPERMILPS    $0x4e, X1, X0
-	VADDPS       X0, X1, X1
-	VPERMILPS    $0xb1, X1, X0
-	VADDSS       X0, X1, X1
-	VZEROUPPER
-	MOVSS        X1, ret+24(FP)
-	RET
-
-// func l2SqBlockAVX2(q *float32, block *float32, dim int, rows int, out *float32)
-// Requires: AVX, AVX2, FMA3
-TEXT ·l2SqBlockAVX2(SB), NOSPLIT, $0-40
-	MOVQ    q+0(FP), AX
-	MOVQ    block+8(FP), CX
-	MOVQ    dim+16(FP), DX
-	MOVQ    rows+24(FP), BX
-	MOVQ    out+32(FP), SI
-	MOVQ    DX, DI
-	ANDQ    $0x07, DI
-	SHLQ    $0x02, DI
-	LEAQ    tailmask<>+32(SB), R8
-	SUBQ    DI, R8
-	VMOVDQU (R8), Y0
-
-nextrow:
-	MOVQ  AX, DI
-	MOVQ  DX, R8
-	VPXOR Y1, Y1, Y1
-	VPXOR Y2, Y2, Y2
-	VPXOR Y3, Y3, Y3
-	VPXOR Y4, Y4, Y4
-	CMPQ  R8, $0x20
-	JB    step
-
-loop:
-	VMOVUPS     (CX), Y5
-	VSUBPS      (DI), Y5, Y5
-	VFMADD231PS Y5, Y5, Y1
-	VMOVUPS     32(CX), Y5
-	VSUBPS      32(DI), Y5, Y5
-	VFMADD231PS Y5, Y5, Y2
-	VMOVUPS     64(CX), Y5
-	VSUBPS      64(DI), Y5, Y5
-	VFMADD231PS Y5, Y5, Y3
-	VMOVUPS     96(CX), Y5
-	VSUBPS      96(DI), Y5, Y5
-	VFMADD231PS Y5, Y5, Y4
-	ADDQ        $0x00000080, CX
-	ADDQ        $0x00000080, DI
-	SUBQ        $0x20, R8
-	CMPQ        R8, $0x20
-	JAE         loop
-
-step:
-	CMPQ        R8, $0x08
-	JB          tail
-	VMOVUPS     (CX), Y5
-	VSUBPS      (DI), Y5, Y5
-	VFMADD231PS Y5, Y5, Y1
-	ADDQ        $0x20, CX
-	ADDQ        $0x20, DI
-	SUBQ        $0x08, R8
-	JMP         step
-
-tail:
-	TESTQ       R8, R8
-	JZ          reduce
-	VMASKMOVPS  (CX), Y0, Y5
-	VMASKMOVPS  (DI), Y0, Y6
+l2SqAVX2tail:
+	TESTQ       R9, R9
+	JZ          reduceAVX2
+	VMASKMOVPS  (DX), Y0, Y5
+	VMASKMOVPS  (CX), Y0, Y6
 	VSUBPS      Y6, Y5, Y5
 	VFMADD231PS Y5, Y5, Y2
-	LEAQ        (CX)(R8*4), CX
+	LEAQ        (DX)(R9*4), DX
 
-reduce:
-	VADDPS       Y2, Y1, Y1
-	VADDPS       Y4, Y3, Y3
-	VADDPS       Y3, Y1, Y1
+reduceAVX2:
+	VADDPS Y2, Y1, Y1
+	VADDPS Y4, Y3, Y3
+	VADDPS Y3, Y1, Y1
+	JMP    sum
+
+AVX512:
+	TESTQ $0x00000001, R8
+	JNZ   l2SqAVX512
+	CMPQ  R9, $0x40
+	JB    dotAVX512step
+
+dotAVX512loop:
+	VMOVUPS     (DX), Z5
+	VFMADD231PS (CX), Z5, Z1
+	VMOVUPS     64(DX), Z5
+	VFMADD231PS 64(CX), Z5, Z2
+	VMOVUPS     128(DX), Z5
+	VFMADD231PS 128(CX), Z5, Z3
+	VMOVUPS     192(DX), Z5
+	VFMADD231PS 192(CX), Z5, Z4
+	ADDQ        $0x00000100, DX
+	ADDQ        $0x00000100, CX
+	SUBQ        $0x40, R9
+	CMPQ        R9, $0x40
+	JAE         dotAVX512loop
+
+dotAVX512step:
+	CMPQ        R9, $0x10
+	JB          dotAVX512tail
+	VMOVUPS     (DX), Z5
+	VFMADD231PS (CX), Z5, Z1
+	ADDQ        $0x40, DX
+	ADDQ        $0x40, CX
+	SUBQ        $0x10, R9
+	JMP         dotAVX512step
+
+dotAVX512tail:
+	TESTQ       R9, R9
+	JZ          reduceAVX512
+	VMOVUPS.Z   (DX), K1, Z5
+	VMOVUPS.Z   (CX), K1, Z6
+	VFMADD231PS Z6, Z5, Z2
+	LEAQ        (DX)(R9*4), DX
+	JMP         reduceAVX512
+
+l2SqAVX512:
+	CMPQ R9, $0x40
+	JB   l2SqAVX512step
+
+l2SqAVX512loop:
+	VMOVUPS     (DX), Z5
+	VSUBPS      (CX), Z5, Z5
+	VFMADD231PS Z5, Z5, Z1
+	VMOVUPS     64(DX), Z5
+	VSUBPS      64(CX), Z5, Z5
+	VFMADD231PS Z5, Z5, Z2
+	VMOVUPS     128(DX), Z5
+	VSUBPS      128(CX), Z5, Z5
+	VFMADD231PS Z5, Z5, Z3
+	VMOVUPS     192(DX), Z5
+	VSUBPS      192(CX), Z5, Z5
+	VFMADD231PS Z5, Z5, Z4
+	ADDQ        $0x00000100, DX
+	ADDQ        $0x00000100, CX
+	SUBQ        $0x40, R9
+	CMPQ        R9, $0x40
+	JAE         l2SqAVX512loop
+
+l2SqAVX512step:
+	CMPQ        R9, $0x10
+	JB          l2SqAVX512tail
+	VMOVUPS     (DX), Z5
+	VSUBPS      (CX), Z5, Z5
+	VFMADD231PS Z5, Z5, Z1
+	ADDQ        $0x40, DX
+	ADDQ        $0x40, CX
+	SUBQ        $0x10, R9
+	JMP         l2SqAVX512step
+
+l2SqAVX512tail:
+	TESTQ       R9, R9
+	JZ          reduceAVX512
+	VMOVUPS.Z   (DX), K1, Z5
+	VMOVUPS.Z   (CX), K1, Z6
+	VSUBPS      Z6, Z5, Z5
+	VFMADD231PS Z5, Z5, Z2
+	LEAQ        (DX)(R9*4), DX
+
+reduceAVX512:
+	VADDPS        Z2, Z1, Z1
+	VADDPS        Z4, Z3, Z3
+	VADDPS        Z3, Z1, Z1
+	VEXTRACTF64X4 $0x01, Z1, Y2
+	VADDPS        Y2, Y1, Y1
+
+sum:
 	VEXTRACTF128 $0x01, Y1, X2
 	VADDPS       X2, X1, X1
 	VPERMILPS    $0x4e, X1, X2
 	VADDPS       X2, X1, X1
 	VPERMILPS    $0xb1, X1, X2
 	VADDSS       X2, X1, X1
-	VMOVSS       X1, (SI)
-	ADDQ         $0x04, SI
-	DECQ         BX
+	VMOVSS       X1, (DI)
+	ADDQ         $0x04, DI
+	DECQ         SI
 	JNZ          nextrow
 	VZEROUPPER
 	RET
 
-// func dotAVX512(a *float32, b *float32, n int) float32
-// Requires: AVX, AVX512F, SSE
-TEXT ·dotAVX512(SB), NOSPLIT, $0-28
-	MOVQ   a+0(FP), AX
-	MOVQ   b+8(FP), DX
-	MOVQ   n+16(FP), BX
-	MOVQ   BX, CX
-	ANDQ   $0x0f, CX
-	MOVL   $0x00000001, SI
-	SHLL   CL, SI
-	DECL   SI
-	KMOVW  SI, K1
-	VPXORD Z0, Z0, Z0
-	VPXORD Z1, Z1, Z1
-	VPXORD Z2, Z2, Z2
-	VPXORD Z3, Z3, Z3
-	CMPQ   BX, $0x40
-	JB     step
-
-loop:
-	VMOVUPS     (DX), Z4
-	VFMADD231PS (AX), Z4, Z0
-	VMOVUPS     64(DX), Z4
-	VFMADD231PS 64(AX), Z4, Z1
-	VMOVUPS     128(DX), Z4
-	VFMADD231PS 128(AX), Z4, Z2
-	VMOVUPS     192(DX), Z4
-	VFMADD231PS 192(AX), Z4, Z3
-	ADDQ        $0x00000100, DX
-	ADDQ        $0x00000100, AX
-	SUBQ        $0x40, BX
-	CMPQ        BX, $0x40
-	JAE         loop
-
-step:
-	CMPQ        BX, $0x10
-	JB          tail
-	VMOVUPS     (DX), Z4
-	VFMADD231PS (AX), Z4, Z0
-	ADDQ        $0x40, DX
-	ADDQ        $0x40, AX
-	SUBQ        $0x10, BX
-	JMP         step
-
-tail:
-	TESTQ       BX, BX
-	JZ          reduce
-	VMOVUPS.Z   (DX), K1, Z4
-	VMOVUPS.Z   (AX), K1, Z5
-	VFMADD231PS Z5, Z4, Z1
-	LEAQ        (DX)(BX*4), DX
-
-reduce:
-	VADDPS        Z1, Z0, Z0
-	VADDPS        Z3, Z2, Z2
-	VADDPS        Z2, Z0, Z0
-	VEXTRACTF64X4 $0x01, Z0, Y1
-	VADDPS        Y1, Y0, Y0
-	VEXTRACTF128  $0x01, Y0, X1
-	VADDPS        X1, X0, X0
-	VPERMILPS     $0x4e, X0, X1
-	VADDPS        X1, X0, X0
-	VPERMILPS     $0xb1, X0, X1
-	VADDSS        X1, X0, X0
-	VZEROUPPER
-	MOVSS         X0, ret+24(FP)
-	RET
-
-// func dotBlockAVX512(q *float32, block *float32, dim int, rows int, out *float32)
+// func rotateStep(x *float32, y *float32, n int, kind int)
 // Requires: AVX, AVX512F
-TEXT ·dotBlockAVX512(SB), NOSPLIT, $0-40
-	MOVQ  q+0(FP), AX
-	MOVQ  block+8(FP), DX
-	MOVQ  dim+16(FP), BX
-	MOVQ  rows+24(FP), SI
-	MOVQ  out+32(FP), DI
-	MOVQ  BX, CX
-	ANDQ  $0x0f, CX
-	MOVL  $0x00000001, R8
-	SHLL  CL, R8
-	DECL  R8
-	KMOVW R8, K1
+TEXT ·rotateStep(SB), NOSPLIT, $0-32
+	MOVQ  x+0(FP), AX
+	MOVQ  y+8(FP), CX
+	MOVQ  n+16(FP), DX
+	MOVQ  kind+24(FP), BX
+	TESTQ $0x00000010, BX
+	JNZ   AVX512
+	TESTQ $0x00000001, BX
+	JNZ   mulAVX2
 
-nextrow:
-	MOVQ   AX, CX
-	MOVQ   BX, R8
-	VPXORD Z0, Z0, Z0
-	VPXORD Z1, Z1, Z1
-	VPXORD Z2, Z2, Z2
-	VPXORD Z3, Z3, Z3
-	CMPQ   R8, $0x40
-	JB     step
-
-loop:
-	VMOVUPS     (DX), Z4
-	VFMADD231PS (CX), Z4, Z0
-	VMOVUPS     64(DX), Z4
-	VFMADD231PS 64(CX), Z4, Z1
-	VMOVUPS     128(DX), Z4
-	VFMADD231PS 128(CX), Z4, Z2
-	VMOVUPS     192(DX), Z4
-	VFMADD231PS 192(CX), Z4, Z3
-	ADDQ        $0x00000100, DX
-	ADDQ        $0x00000100, CX
-	SUBQ        $0x40, R8
-	CMPQ        R8, $0x40
-	JAE         loop
-
-step:
-	CMPQ        R8, $0x10
-	JB          tail
-	VMOVUPS     (DX), Z4
-	VFMADD231PS (CX), Z4, Z0
-	ADDQ        $0x40, DX
-	ADDQ        $0x40, CX
-	SUBQ        $0x10, R8
-	JMP         step
-
-tail:
-	TESTQ       R8, R8
-	JZ          reduce
-	VMOVUPS.Z   (DX), K1, Z4
-	VMOVUPS.Z   (CX), K1, Z5
-	VFMADD231PS Z5, Z4, Z1
-	LEAQ        (DX)(R8*4), DX
-
-reduce:
-	VADDPS        Z1, Z0, Z0
-	VADDPS        Z3, Z2, Z2
-	VADDPS        Z2, Z0, Z0
-	VEXTRACTF64X4 $0x01, Z0, Y4
-	VADDPS        Y4, Y0, Y0
-	VEXTRACTF128  $0x01, Y0, X4
-	VADDPS        X4, X0, X0
-	VPERMILPS     $0x4e, X0, X4
-	VADDPS        X4, X0, X0
-	VPERMILPS     $0xb1, X0, X4
-	VADDSS        X4, X0, X0
-	VMOVSS        X0, (DI)
-	ADDQ          $0x04, DI
-	DECQ          SI
-	JNZ           nextrow
-	VZEROUPPER
-	RET
-
-// func l2SqAVX512(a *float32, b *float32, n int) float32
-// Requires: AVX, AVX512F, SSE
-TEXT ·l2SqAVX512(SB), NOSPLIT, $0-28
-	MOVQ   a+0(FP), AX
-	MOVQ   b+8(FP), DX
-	MOVQ   n+16(FP), BX
-	MOVQ   BX, CX
-	ANDQ   $0x0f, CX
-	MOVL   $0x00000001, SI
-	SHLL   CL, SI
-	DECL   SI
-	KMOVW  SI, K1
-	VPXORD Z0, Z0, Z0
-	VPXORD Z1, Z1, Z1
-	VPXORD Z2, Z2, Z2
-	VPXORD Z3, Z3, Z3
-	CMPQ   BX, $0x40
-	JB     step
-
-loop:
-	VMOVUPS     (DX), Z4
-	VSUBPS      (AX), Z4, Z4
-	VFMADD231PS Z4, Z4, Z0
-	VMOVUPS     64(DX), Z4
-	VSUBPS      64(AX), Z4, Z4
-	VFMADD231PS Z4, Z4, Z1
-	VMOVUPS     128(DX), Z4
-	VSUBPS      128(AX), Z4, Z4
-	VFMADD231PS Z4, Z4, Z2
-	VMOVUPS     192(DX), Z4
-	VSUBPS      192(AX), Z4, Z4
-	VFMADD231PS Z4, Z4, Z3
-	ADDQ        $0x00000100, DX
-	ADDQ        $0x00000100, AX
-	SUBQ        $0x40, BX
-	CMPQ        BX, $0x40
-	JAE         loop
-
-step:
-	CMPQ        BX, $0x10
-	JB          tail
-	VMOVUPS     (DX), Z4
-	VSUBPS      (AX), Z4, Z4
-	VFMADD231PS Z4, Z4, Z0
-	ADDQ        $0x40, DX
-	ADDQ        $0x40, AX
-	SUBQ        $0x10, BX
-	JMP         step
-
-tail:
-	TESTQ       BX, BX
-	JZ          reduce
-	VMOVUPS.Z   (DX), K1, Z4
-	VMOVUPS.Z   (AX), K1, Z5
-	VSUBPS      Z5, Z4, Z4
-	VFMADD231PS Z4, Z4, Z1
-	LEAQ        (DX)(BX*4), DX
-
-reduce:
-	VADDPS        Z1, Z0, Z0
-	VADDPS        Z3, Z2, Z2
-	VADDPS        Z2, Z0, Z0
-	VEXTRACTF64X4 $0x01, Z0, Y1
-	VADDPS        Y1, Y0, Y0
-	VEXTRACTF128  $0x01, Y0, X1
-	VADDPS        X1, X0, X0
-	VPERMILPS     $0x4e, X0, X1
-	VADDPS        X1, X0, X0
-	VPERMILPS     $0xb1, X0, X1
-	VADDSS        X1, X0, X0
-	VZEROUPPER
-	MOVSS         X0, ret+24(FP)
-	RET
-
-// func l2SqBlockAVX512(q *float32, block *float32, dim int, rows int, out *float32)
-// Requires: AVX, AVX512F
-TEXT ·l2SqBlockAVX512(SB), NOSPLIT, $0-40
-	MOVQ  q+0(FP), AX
-	MOVQ  block+8(FP), DX
-	MOVQ  dim+16(FP), BX
-	MOVQ  rows+24(FP), SI
-	MOVQ  out+32(FP), DI
-	MOVQ  BX, CX
-	ANDQ  $0x0f, CX
-	MOVL  $0x00000001, R8
-	SHLL  CL, R8
-	DECL  R8
-	KMOVW R8, K1
-
-nextrow:
-	MOVQ   AX, CX
-	MOVQ   BX, R8
-	VPXORD Z0, Z0, Z0
-	VPXORD Z1, Z1, Z1
-	VPXORD Z2, Z2, Z2
-	VPXORD Z3, Z3, Z3
-	CMPQ   R8, $0x40
-	JB     step
-
-loop:
-	VMOVUPS     (DX), Z4
-	VSUBPS      (CX), Z4, Z4
-	VFMADD231PS Z4, Z4, Z0
-	VMOVUPS     64(DX), Z4
-	VSUBPS      64(CX), Z4, Z4
-	VFMADD231PS Z4, Z4, Z1
-	VMOVUPS     128(DX), Z4
-	VSUBPS      128(CX), Z4, Z4
-	VFMADD231PS Z4, Z4, Z2
-	VMOVUPS     192(DX), Z4
-	VSUBPS      192(CX), Z4, Z4
-	VFMADD231PS Z4, Z4, Z3
-	ADDQ        $0x00000100, DX
-	ADDQ        $0x00000100, CX
-	SUBQ        $0x40, R8
-	CMPQ        R8, $0x40
-	JAE         loop
-
-step:
-	CMPQ        R8, $0x10
-	JB          tail
-	VMOVUPS     (DX), Z4
-	VSUBPS      (CX), Z4, Z4
-	VFMADD231PS Z4, Z4, Z0
-	ADDQ        $0x40, DX
-	ADDQ        $0x40, CX
-	SUBQ        $0x10, R8
-	JMP         step
-
-tail:
-	TESTQ       R8, R8
-	JZ          reduce
-	VMOVUPS.Z   (DX), K1, Z4
-	VMOVUPS.Z   (CX), K1, Z5
-	VSUBPS      Z5, Z4, Z4
-	VFMADD231PS Z4, Z4, Z1
-	LEAQ        (DX)(R8*4), DX
-
-reduce:
-	VADDPS        Z1, Z0, Z0
-	VADDPS        Z3, Z2, Z2
-	VADDPS        Z2, Z0, Z0
-	VEXTRACTF64X4 $0x01, Z0, Y4
-	VADDPS        Y4, Y0, Y0
-	VEXTRACTF128  $0x01, Y0, X4
-	VADDPS        X4, X0, X0
-	VPERMILPS     $0x4e, X0, X4
-	VADDPS        X4, X0, X0
-	VPERMILPS     $0xb1, X0, X4
-	VADDSS        X4, X0, X0
-	VMOVSS        X0, (DI)
-	ADDQ          $0x04, DI
-	DECQ          SI
-	JNZ           nextrow
-	VZEROUPPER
-	RET
-
-// func butterflyAVX2(a *float32, b *float32, n int)
-// Requires: AVX
-TEXT ·butterflyAVX2(SB), NOSPLIT, $0-24
-	MOVQ a+0(FP), AX
-	MOVQ b+8(FP), CX
-	MOVQ n+16(FP), DX
-
-loop:
+butterflyAVX2loop:
 	VMOVUPS (AX), Y0
 	VMOVUPS (CX), Y1
 	VADDPS  Y1, Y0, Y2
@@ -676,36 +325,25 @@ loop:
 	ADDQ    $0x20, AX
 	ADDQ    $0x20, CX
 	SUBQ    $0x08, DX
-	JNZ     loop
-	VZEROUPPER
-	RET
+	JNZ     butterflyAVX2loop
+	JMP     done
 
-// func mulAVX2(x *float32, s *float32, n int)
-// Requires: AVX
-TEXT ·mulAVX2(SB), NOSPLIT, $0-24
-	MOVQ x+0(FP), AX
-	MOVQ s+8(FP), CX
-	MOVQ n+16(FP), DX
-
-loop:
+mulAVX2:
+mulAVX2loop:
 	VMOVUPS (AX), Y0
 	VMULPS  (CX), Y0, Y0
 	VMOVUPS Y0, (AX)
 	ADDQ    $0x20, AX
 	ADDQ    $0x20, CX
 	SUBQ    $0x08, DX
-	JNZ     loop
-	VZEROUPPER
-	RET
+	JNZ     mulAVX2loop
+	JMP     done
 
-// func butterflyAVX512(a *float32, b *float32, n int)
-// Requires: AVX, AVX512F
-TEXT ·butterflyAVX512(SB), NOSPLIT, $0-24
-	MOVQ a+0(FP), AX
-	MOVQ b+8(FP), CX
-	MOVQ n+16(FP), DX
+AVX512:
+	TESTQ $0x00000001, BX
+	JNZ   mulAVX512
 
-loop:
+butterflyAVX512loop:
 	VMOVUPS (AX), Z0
 	VMOVUPS (CX), Z1
 	VADDPS  Z1, Z0, Z2
@@ -715,25 +353,52 @@ loop:
 	ADDQ    $0x40, AX
 	ADDQ    $0x40, CX
 	SUBQ    $0x10, DX
-	JNZ     loop
-	VZEROUPPER
-	RET
+	JNZ     butterflyAVX512loop
+	JMP     done
 
-// func mulAVX512(x *float32, s *float32, n int)
-// Requires: AVX, AVX512F
-TEXT ·mulAVX512(SB), NOSPLIT, $0-24
-	MOVQ x+0(FP), AX
-	MOVQ s+8(FP), CX
-	MOVQ n+16(FP), DX
-
-loop:
+mulAVX512:
+mulAVX512loop:
 	VMOVUPS (AX), Z0
 	VMULPS  (CX), Z0, Z0
 	VMOVUPS Z0, (AX)
 	ADDQ    $0x40, AX
 	ADDQ    $0x40, CX
 	SUBQ    $0x10, DX
-	JNZ     loop
+	JNZ     mulAVX512loop
+
+done:
+	VZEROUPPER
+	RET
+
+// func scaleF32(x *float32, n int, s float32, kind int)
+// Requires: AVX, AVX512F
+TEXT ·scaleF32(SB), NOSPLIT, $0-32
+	MOVQ         x+0(FP), AX
+	MOVQ         n+8(FP), CX
+	MOVQ         kind+24(FP), DX
+	TESTQ        $0x00000010, DX
+	JNZ          AVX512
+	VBROADCASTSS s+16(FP), Y0
+
+loopAVX2:
+	VMULPS  (AX), Y0, Y1
+	VMOVUPS Y1, (AX)
+	ADDQ    $0x20, AX
+	SUBQ    $0x08, CX
+	JNZ     loopAVX2
+	JMP     done
+
+AVX512:
+	VBROADCASTSS s+16(FP), Z0
+
+loopAVX512:
+	VMULPS  (AX), Z0, Z1
+	VMOVUPS Z1, (AX)
+	ADDQ    $0x40, AX
+	SUBQ    $0x10, CX
+	JNZ     loopAVX512
+
+done:
 	VZEROUPPER
 	RET
 
@@ -769,41 +434,4 @@ loop:
 	SUBQ        $0x10, CX
 	JNZ         loop
 	VZEROUPPER
-	RET
-
-// func quantizeAVX512(dst *int8, src *float32, n int, inv float32, levels int32) int32
-// Requires: AVX, AVX2, AVX512F
-TEXT ·quantizeAVX512(SB), NOSPLIT, $0-36
-	MOVQ         dst+0(FP), AX
-	MOVQ         src+8(FP), CX
-	MOVQ         n+16(FP), DX
-	VBROADCASTSS inv+24(FP), Z0
-	MOVL         levels+28(FP), BX
-	VPBROADCASTD BX, Z1
-	VPXORD       Z2, Z2, Z2
-	VPSUBD       Z1, Z2, Z2
-	VPXORD       Z3, Z3, Z3
-
-loop:
-	VMULPS        (CX), Z0, Z4
-	VCVTPS2DQ     Z4, Z4
-	VPMINSD       Z1, Z4, Z4
-	VPMAXSD       Z2, Z4, Z4
-	VPADDD        Z4, Z3, Z3
-	VPMOVDB       Z4, (AX)
-	ADDQ          $0x40, CX
-	ADDQ          $0x10, AX
-	SUBQ          $0x10, DX
-	JNZ           loop
-	VEXTRACTI64X4 $0x01, Z3, Y0
-	VPADDD        Y0, Y3, Y3
-	VEXTRACTI128  $0x01, Y3, X0
-	VPADDD        X0, X3, X3
-	VPSHUFD       $0x4e, X3, X0
-	VPADDD        X0, X3, X3
-	VPSHUFD       $0xb1, X3, X0
-	VPADDD        X0, X3, X3
-	VMOVD         X3, AX
-	VZEROUPPER
-	MOVL          AX, ret+32(FP)
 	RET

@@ -31,41 +31,32 @@ var (
 // int8_amd64.go, scan_amd64.go and prefetch_amd64.go (see doc.go).
 
 func pairF32(op f32Op, a, b []float32) float32 {
-	if len(a) > smallDim {
-		switch {
-		case f32Family.active == isaAVX512 && op == opDot:
-			return dotAVX512(&a[0], &b[0], len(a))
-		case f32Family.active == isaAVX512:
-			return l2SqAVX512(&a[0], &b[0], len(a))
-		case f32Family.active == isaAVX2 && op == opDot:
-			return dotAVX2(&a[0], &b[0], len(a))
-		case f32Family.active == isaAVX2:
-			return l2SqAVX2(&a[0], &b[0], len(a))
-		}
+	if len(a) > smallDim && f32Family.active != isaGo {
+		return distPairF32(&a[0], &b[0], len(a), f32Kind(op))
 	}
 	return pairGo(op, a, b)
 }
 
 // blockF32Impl runs one chunk; len(q) > 0 and len(out) > 0.
 func blockF32Impl(op f32Op, q, block, out []float32) {
-	d := len(q)
-	if d > smallDim {
-		switch {
-		case f32Family.active == isaAVX512 && op == opDot:
-			dotBlockAVX512(&q[0], &block[0], d, len(out), &out[0])
-			return
-		case f32Family.active == isaAVX512:
-			l2SqBlockAVX512(&q[0], &block[0], d, len(out), &out[0])
-			return
-		case f32Family.active == isaAVX2 && op == opDot:
-			dotBlockAVX2(&q[0], &block[0], d, len(out), &out[0])
-			return
-		case f32Family.active == isaAVX2:
-			l2SqBlockAVX2(&q[0], &block[0], d, len(out), &out[0])
-			return
-		}
+	if d := len(q); d > smallDim && f32Family.active != isaGo {
+		distF32(&q[0], &block[0], d, len(out), &out[0], f32Kind(op))
+		return
 	}
 	blockGo(op, q, block, out)
+}
+
+// f32Kind is the kind argument of distF32 for op and the active
+// implementation.
+func f32Kind(op f32Op) int {
+	kind := 0
+	if op == opL2Sq {
+		kind = kindL2Sq
+	}
+	if f32Family.active == isaAVX512 {
+		kind |= kindAVX512
+	}
+	return kind
 }
 
 // fwhtHead runs the first stages of an unscaled Walsh-Hadamard transform
@@ -94,31 +85,42 @@ func quantize(dst []int8, src []float32, inv float32, levels int32) int32 {
 
 // butterfly sets a, b = a+b, a−b element-wise (len(a) == len(b)).
 func butterfly(a, b []float32) {
-	elementwise(a, b, butterflyAVX512, butterflyAVX2, butterflyGo)
+	head := vectorHead(len(a), func(i, n, kind int) { rotateStep(&a[i], &b[i], n, kind) })
+	butterflyGo(a[head:], b[head:len(a)])
 }
 
 // mulInto sets x *= s element-wise (len(x) == len(s)).
-func mulInto(x, s []float32) { elementwise(x, s, mulAVX512, mulAVX2, mulGo) }
+func mulInto(x, s []float32) {
+	head := vectorHead(len(x), func(i, n, kind int) { rotateStep(&x[i], &s[i], n, kind|kindMul) })
+	mulGo(x[head:], s[head:len(x)])
+}
 
-// elementwise runs the active ISA's kernel over the longest head of whole
-// vectors, and the Go version over the rest.
-func elementwise(a, b []float32, avx512, avx2 func(*float32, *float32, int), tail func(a, b []float32)) {
+// scaleInto sets x *= s element-wise.
+func scaleInto(x []float32, s float32) {
+	head := vectorHead(len(x), func(i, n, kind int) { scaleF32(&x[i], n, s, kind) })
+	scaleGo(x[head:], s)
+}
+
+// vectorHead runs kernel(i, n, kind) over the longest head of a length l
+// in whole vectors of the active ISA, of the kind of their width, and
+// returns the head's length; the Go version does the rest.
+func vectorHead(l int, kernel func(i, n, kind int)) int {
 	head := 0
 	switch f32Family.active {
 	case isaAVX512:
-		if head = len(a) &^ 15; head > 0 {
-			avx512(&a[0], &b[0], head)
+		if head = l &^ 15; head > 0 {
+			kernel(0, head, kindAVX512)
 		}
-		if more := (len(a) - head) &^ 7; more > 0 && hasAVX2 {
-			avx2(&a[head], &b[head], more)
+		if more := (l - head) &^ 7; more > 0 && hasAVX2 {
+			kernel(head, more, 0)
 			head += more
 		}
 	case isaAVX2:
-		if head = len(a) &^ 7; head > 0 {
-			avx2(&a[0], &b[0], head)
+		if head = l &^ 7; head > 0 {
+			kernel(0, head, 0)
 		}
 	}
-	tail(a[head:], b[head:len(a)])
+	return head
 }
 
 func dotU8I8Impl(a []byte, b []int8) int32 {
@@ -137,28 +139,24 @@ func dotU8I8Impl(a []byte, b []int8) int32 {
 	return dotU8I8Go(a, b)
 }
 
-func dotU4I8Impl(a []byte, b []int8) int32 {
-	return chunkedDot(a, b, u4Chunk, 2, dotU4I8AVX512, dotU4I8AVX2, dotU4I8Go)
-}
+func dotU4I8Impl(a []byte, b []int8) int32 { return chunkedDot(a, b, u4Chunk, 4, dotU4I8Go) }
 
-func dotU2I8Impl(a []byte, b []int8) int32 {
-	return chunkedDot(a, b, u2Chunk, 4, dotU2I8AVX512, dotU2I8AVX2, dotU2I8Go)
-}
+func dotU2I8Impl(a []byte, b []int8) int32 { return chunkedDot(a, b, u2Chunk, 2, dotU2I8Go) }
 
 // chunkedDot runs the active ISA's kernel over the whole chunks (of chunk
-// bytes) of codes packed perByte to a byte, and the Go version over the
+// bytes) of codes packed 8/bits to a byte, and the Go version over the
 // short tail.
-func chunkedDot(a []byte, b []int8, chunk, perByte int, avx512, avx2 func(*byte, *int8, int) int32, tail func([]byte, []int8) int32) int32 {
+func chunkedDot(a []byte, b []int8, chunk, bits int, tail func([]byte, []int8) int32) int32 {
 	chunks := len(a) / chunk
 	if chunks == 0 || intFamily.active == isaGo {
 		return tail(a, b)
 	}
-	kernel := avx2
+	kind := bits
 	if intFamily.active == isaAVX512 {
-		kernel = avx512
+		kind |= kindAVX512
 	}
 	head := chunks * chunk
-	return kernel(&a[0], &b[0], chunks) + tail(a[head:], b[perByte*head:])
+	return dotPackedI8(&a[0], &b[0], chunks, kind) + tail(a[head:], b[8/bits*head:])
 }
 
 // scanBlock sets out[v] to the table sum of vector v of a fast-scan block.

@@ -35,3 +35,5 @@ func quantize(dst []int8, src []float32, inv float32, levels int32) int32 {
 }
 
 func mulInto(x, s []float32) { mulGo(x, s) }
+
+func scaleInto(x []float32, s float32) { scaleGo(x, s) }

@@ -2,7 +2,8 @@
 
 //go:build amd64 && gc && !noasm
 
-// Byte dot products for quantized codes: unsigned codes times a signed query.
+// Byte dot products for quantized codes: unsigned codes times a signed query;
+// the quantization of a rotated float32 query to int8.
 //
 // Semantics. The result is sum a[i]*b[i] over unsigned a and signed b,
 // computed exactly in int32 lanes and wrapping modulo 2^32 (never for
@@ -14,9 +15,13 @@
 // VNNI, as are the unpacked 4- and 2-bit codes.
 // Lengths: dotU8I8AVX2 takes a positive multiple of 32 (the Go caller adds
 // the tail), dotU8I8AVX512 any n > 0 (masked loads read nothing past the
-// end); the U4 and U2 kernels take whole 32-byte chunks (64 or 128 codes,
-// see packU4 and packU2 in int8.go), the Go caller handles a final short
-// chunk.
+// end); dotPackedI8 takes whole 32-byte chunks of 4- or 2-bit codes (64 or
+// 128 codes, see packU4 and packU2 in int8.go), the Go caller handles a
+// final short chunk.
+//
+// quantizeAVX512 takes n a positive multiple of 16; the product src[i]·inv is
+// rounded to float32 first, as the Go version does, and VCVTPS2DQ rounds it
+// under the default MXCSR mode, to nearest even.
 
 #include "textflag.h"
 
@@ -30,32 +35,25 @@ TEXT ·dotU8I8AVX2(SB), NOSPLIT, $0-28
 	VPXOR Y1, Y1, Y1
 
 loop:
-	VPMOVZXBW    (AX), Y2
-	VPMOVSXBW    (CX), Y3
-	VPMADDWD     Y3, Y2, Y2
-	VPADDD       Y2, Y0, Y0
-	VPMOVZXBW    16(AX), Y2
-	VPMOVSXBW    16(CX), Y3
-	VPMADDWD     Y3, Y2, Y2
-	VPADDD       Y2, Y1, Y1
-	ADDQ         $0x20, AX
-	ADDQ         $0x20, CX
-	SUBQ         $0x20, DX
-	JNZ          loop
-	VPADDD       Y1, Y0, Y0
-	VEXTRACTI128 $0x01, Y0, X1
-	VPADDD       X1, X0, X0
-	VPSHUFD      $0x4e, X0, X1
-	VPADDD       X1, X0, X0
-	VPSHUFD      $0xb1, X0, X1
-	VPADDD       X1, X0, X0
-	VMOVD        X0, AX
-	VZEROUPPER
-	MOVL         AX, ret+24(FP)
-	RET
+	VPMOVZXBW (AX), Y2
+	VPMOVSXBW (CX), Y3
+	VPMADDWD  Y3, Y2, Y2
+	VPADDD    Y2, Y0, Y0
+	VPMOVZXBW 16(AX), Y2
+	VPMOVSXBW 16(CX), Y3
+	VPMADDWD  Y3, Y2, Y2
+	VPADDD    Y2, Y1, Y1
+	ADDQ      $0x20, AX
+	ADDQ      $0x20, CX
+	SUBQ      $0x20, DX
+	JNZ       loop
+	VPADDD    Y1, Y0, Y0
+	VMOVDQU   Y0, Y0
+	LEAQ      ret+24(FP), DI
+	JMP       ·sumI32<>(SB)
 
 // func dotU8I8AVX512(a *byte, b *int8, n int) int32
-// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512_VNNI
+// Requires: AVX2, AVX512BW, AVX512F, AVX512_VNNI
 TEXT ·dotU8I8AVX512(SB), NOSPLIT, $0-28
 	MOVQ   a+0(FP), AX
 	MOVQ   b+8(FP), DX
@@ -100,181 +98,166 @@ reduce:
 	VPADDD        Z1, Z0, Z0
 	VEXTRACTI64X4 $0x01, Z0, Y1
 	VPADDD        Y1, Y0, Y0
-	VEXTRACTI128  $0x01, Y0, X1
-	VPADDD        X1, X0, X0
-	VPSHUFD       $0x4e, X0, X1
-	VPADDD        X1, X0, X0
-	VPSHUFD       $0xb1, X0, X1
-	VPADDD        X1, X0, X0
-	VMOVD         X0, AX
-	VZEROUPPER
-	MOVL          AX, ret+24(FP)
-	RET
+	LEAQ          ret+24(FP), DI
+	JMP           ·sumI32<>(SB)
 
-// func dotU4I8AVX2(a *byte, b *int8, chunks int) int32
-// Requires: AVX, AVX2
-TEXT ·dotU4I8AVX2(SB), NOSPLIT, $0-28
+// func dotPackedI8(a *byte, b *int8, chunks int, kind int) int32
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512_VNNI
+TEXT ·dotPackedI8(SB), NOSPLIT, $0-36
 	MOVQ         a+0(FP), AX
-	MOVQ         b+8(FP), CX
-	MOVQ         chunks+16(FP), DX
-	MOVL         $0x0000000f, BX
-	VMOVD        BX, X0
+	MOVQ         b+8(FP), DX
+	MOVQ         chunks+16(FP), BX
+	MOVQ         kind+24(FP), SI
+	MOVQ         SI, CX
+	ANDQ         $0x0f, CX
+	MOVL         $0x00000001, DI
+	SHLL         CL, DI
+	DECL         DI
+	TESTQ        $0x00000010, SI
+	JNZ          AVX512
+	VMOVD        DI, X0
 	VPBROADCASTB X0, Y0
 	VPXOR        Y2, Y2, Y2
-	MOVL         $0x00000001, BX
-	VMOVD        BX, X1
+	MOVL         $0x00000001, SI
+	VMOVD        SI, X1
 	VPBROADCASTW X1, Y1
+	CMPQ         CX, $0x02
+	JE           loop2AVX2
 
-loop:
-	VMOVDQU      (AX), Y3
-	VPAND        Y0, Y3, Y4
-	VPMADDUBSW   (CX), Y4, Y4
-	VPSRLW       $0x04, Y3, Y3
-	VPAND        Y0, Y3, Y3
-	VPMADDUBSW   32(CX), Y3, Y3
-	VPADDW       Y3, Y4, Y4
-	VPMADDWD     Y1, Y4, Y4
-	VPADDD       Y4, Y2, Y2
-	ADDQ         $0x20, AX
-	ADDQ         $0x00000040, CX
-	DECQ         DX
-	JNZ          loop
-	VEXTRACTI128 $0x01, Y2, X0
-	VPADDD       X0, X2, X2
-	VPSHUFD      $0x4e, X2, X0
-	VPADDD       X0, X2, X2
-	VPSHUFD      $0xb1, X2, X0
-	VPADDD       X0, X2, X2
-	VMOVD        X2, AX
-	VZEROUPPER
-	MOVL         AX, ret+24(FP)
-	RET
+loop4AVX2:
+	VMOVDQU    (AX), Y3
+	VPAND      Y0, Y3, Y4
+	VPMADDUBSW (DX), Y4, Y4
+	VPSRLW     $0x04, Y3, Y3
+	VPAND      Y0, Y3, Y3
+	VPMADDUBSW 32(DX), Y3, Y3
+	VPADDW     Y3, Y4, Y4
+	VPMADDWD   Y1, Y4, Y4
+	VPADDD     Y4, Y2, Y2
+	ADDQ       $0x20, AX
+	ADDQ       $0x00000040, DX
+	DECQ       BX
+	JNZ        loop4AVX2
+	JMP        sumAVX2
 
-// func dotU4I8AVX512(a *byte, b *int8, chunks int) int32
-// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512_VNNI
-TEXT ·dotU4I8AVX512(SB), NOSPLIT, $0-28
-	MOVQ         a+0(FP), AX
-	MOVQ         b+8(FP), CX
-	MOVQ         chunks+16(FP), DX
-	MOVL         $0x0000000f, BX
-	VPBROADCASTB BX, Z0
-	VPXORD       Z1, Z1, Z1
-	MOVL         $0x00000004, BX
-	VPBROADCASTW BX, Y2
+loop2AVX2:
+	VMOVDQU    (AX), Y3
+	VPAND      Y0, Y3, Y4
+	VPMADDUBSW (DX), Y4, Y4
+	VPSRLW     $0x02, Y3, Y5
+	VPAND      Y0, Y5, Y5
+	VPMADDUBSW 32(DX), Y5, Y5
+	VPADDW     Y5, Y4, Y4
+	VPSRLW     $0x04, Y3, Y5
+	VPAND      Y0, Y5, Y5
+	VPMADDUBSW 64(DX), Y5, Y5
+	VPADDW     Y5, Y4, Y4
+	VPSRLW     $0x06, Y3, Y3
+	VPAND      Y0, Y3, Y3
+	VPMADDUBSW 96(DX), Y3, Y3
+	VPADDW     Y3, Y4, Y4
+	VPMADDWD   Y1, Y4, Y4
+	VPADDD     Y4, Y2, Y2
+	ADDQ       $0x20, AX
+	ADDQ       $0x00000080, DX
+	DECQ       BX
+	JNZ        loop2AVX2
+
+sumAVX2:
+	VMOVDQU Y2, Y0
+	JMP     sum
+
+AVX512:
+	VPBROADCASTB DI, Z0
+	XORL         SI, SI
+	VPBROADCASTW SI, Y1
+	MOVL         CX, SI
+	VPBROADCASTW SI, Y2
 	VINSERTI64X4 $0x01, Y2, Z1, Z1
 	VPXORD       Z3, Z3, Z3
+	VPXORD       Z4, Z4, Z4
+	CMPQ         CX, $0x02
+	JE           pair2AVX512
 
-loop:
+loop4AVX512:
 	VBROADCASTI64X4 (AX), Z2
 	VPSRLVW         Z1, Z2, Z2
 	VPANDQ          Z0, Z2, Z2
-	VPDPBUSD        (CX), Z2, Z3
+	VPDPBUSD        (DX), Z2, Z3
 	ADDQ            $0x20, AX
-	ADDQ            $0x00000040, CX
-	DECQ            DX
-	JNZ             loop
-	VEXTRACTI64X4   $0x01, Z3, Y0
-	VPADDD          Y0, Y3, Y3
-	VEXTRACTI128    $0x01, Y3, X0
-	VPADDD          X0, X3, X3
-	VPSHUFD         $0x4e, X3, X0
-	VPADDD          X0, X3, X3
-	VPSHUFD         $0xb1, X3, X0
-	VPADDD          X0, X3, X3
-	VMOVD           X3, AX
-	VZEROUPPER
-	MOVL            AX, ret+24(FP)
-	RET
+	ADDQ            $0x00000040, DX
+	DECQ            BX
+	JNZ             loop4AVX512
+	JMP             sumAVX512
 
-// func dotU2I8AVX2(a *byte, b *int8, chunks int) int32
-// Requires: AVX, AVX2
-TEXT ·dotU2I8AVX2(SB), NOSPLIT, $0-28
-	MOVQ         a+0(FP), AX
-	MOVQ         b+8(FP), CX
-	MOVQ         chunks+16(FP), DX
-	MOVL         $0x00000003, BX
-	VMOVD        BX, X0
-	VPBROADCASTB X0, Y0
-	VPXOR        Y2, Y2, Y2
-	MOVL         $0x00000001, BX
-	VMOVD        BX, X1
-	VPBROADCASTW X1, Y1
-
-loop:
-	VMOVDQU      (AX), Y3
-	VPAND        Y0, Y3, Y4
-	VPMADDUBSW   (CX), Y4, Y4
-	VPSRLW       $0x02, Y3, Y5
-	VPAND        Y0, Y5, Y5
-	VPMADDUBSW   32(CX), Y5, Y5
-	VPADDW       Y5, Y4, Y4
-	VPSRLW       $0x04, Y3, Y5
-	VPAND        Y0, Y5, Y5
-	VPMADDUBSW   64(CX), Y5, Y5
-	VPADDW       Y5, Y4, Y4
-	VPSRLW       $0x06, Y3, Y3
-	VPAND        Y0, Y3, Y3
-	VPMADDUBSW   96(CX), Y3, Y3
-	VPADDW       Y3, Y4, Y4
-	VPMADDWD     Y1, Y4, Y4
-	VPADDD       Y4, Y2, Y2
-	ADDQ         $0x20, AX
-	ADDQ         $0x00000080, CX
-	DECQ         DX
-	JNZ          loop
-	VEXTRACTI128 $0x01, Y2, X0
-	VPADDD       X0, X2, X2
-	VPSHUFD      $0x4e, X2, X0
-	VPADDD       X0, X2, X2
-	VPSHUFD      $0xb1, X2, X0
-	VPADDD       X0, X2, X2
-	VMOVD        X2, AX
-	VZEROUPPER
-	MOVL         AX, ret+24(FP)
-	RET
-
-// func dotU2I8AVX512(a *byte, b *int8, chunks int) int32
-// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512_VNNI
-TEXT ·dotU2I8AVX512(SB), NOSPLIT, $0-28
-	MOVQ         a+0(FP), AX
-	MOVQ         b+8(FP), CX
-	MOVQ         chunks+16(FP), DX
-	MOVL         $0x00000003, BX
-	VPBROADCASTB BX, Z0
-	VPXORD       Z1, Z1, Z1
-	MOVL         $0x00000002, BX
-	VPBROADCASTW BX, Y2
-	VINSERTI64X4 $0x01, Y2, Z1, Z1
-	MOVL         $0x00000004, BX
-	VPBROADCASTW BX, Y2
-	MOVL         $0x00000006, BX
-	VPBROADCASTW BX, Y5
+pair2AVX512:
+	LEAL         (CX)(CX*1), SI
+	VPBROADCASTW SI, Y2
+	LEAL         (CX)(CX*2), SI
+	VPBROADCASTW SI, Y5
 	VINSERTI64X4 $0x01, Y5, Z2, Z2
-	VPXORD       Z3, Z3, Z3
-	VPXORD       Z4, Z4, Z4
 
-loop:
+loop2AVX512:
 	VBROADCASTI64X4 (AX), Z5
 	VPSRLVW         Z1, Z5, Z6
 	VPANDQ          Z0, Z6, Z6
-	VPDPBUSD        (CX), Z6, Z3
+	VPDPBUSD        (DX), Z6, Z3
 	VPSRLVW         Z2, Z5, Z5
 	VPANDQ          Z0, Z5, Z5
-	VPDPBUSD        64(CX), Z5, Z4
+	VPDPBUSD        64(DX), Z5, Z4
 	ADDQ            $0x20, AX
-	ADDQ            $0x00000080, CX
-	DECQ            DX
-	JNZ             loop
-	VPADDD          Z4, Z3, Z3
-	VEXTRACTI64X4   $0x01, Z3, Y0
-	VPADDD          Y0, Y3, Y3
-	VEXTRACTI128    $0x01, Y3, X0
-	VPADDD          X0, X3, X3
-	VPSHUFD         $0x4e, X3, X0
-	VPADDD          X0, X3, X3
-	VPSHUFD         $0xb1, X3, X0
-	VPADDD          X0, X3, X3
-	VMOVD           X3, AX
+	ADDQ            $0x00000080, DX
+	DECQ            BX
+	JNZ             loop2AVX512
+
+sumAVX512:
+	VPADDD        Z4, Z3, Z3
+	VEXTRACTI64X4 $0x01, Z3, Y0
+	VPADDD        Y0, Y3, Y0
+
+sum:
+	LEAQ ret+32(FP), DI
+	JMP  ·sumI32<>(SB)
+
+// func quantizeAVX512(dst *int8, src *float32, n int, inv float32, levels int32) int32
+// Requires: AVX2, AVX512F
+TEXT ·quantizeAVX512(SB), NOSPLIT, $0-36
+	MOVQ         dst+0(FP), AX
+	MOVQ         src+8(FP), CX
+	MOVQ         n+16(FP), DX
+	VBROADCASTSS inv+24(FP), Z0
+	MOVL         levels+28(FP), BX
+	VPBROADCASTD BX, Z1
+	VPXORD       Z2, Z2, Z2
+	VPSUBD       Z1, Z2, Z2
+	VPXORD       Z3, Z3, Z3
+
+loop:
+	VMULPS        (CX), Z0, Z4
+	VCVTPS2DQ     Z4, Z4
+	VPMINSD       Z1, Z4, Z4
+	VPMAXSD       Z2, Z4, Z4
+	VPADDD        Z4, Z3, Z3
+	VPMOVDB       Z4, (AX)
+	ADDQ          $0x40, CX
+	ADDQ          $0x10, AX
+	SUBQ          $0x10, DX
+	JNZ           loop
+	VEXTRACTI64X4 $0x01, Z3, Y0
+	VPADDD        Y0, Y3, Y0
+	LEAQ          ret+32(FP), DI
+	JMP           ·sumI32<>(SB)
+
+// func sumI32<>()
+// Requires: AVX, AVX2
+TEXT ·sumI32<>(SB), NOSPLIT, $0
+	// Y0: the int32 lanes to add up; DI: where their sum goes.
+	VEXTRACTI128 $0x01, Y0, X1
+	VPADDD       X1, X0, X0
+	VPSHUFD      $0x4e, X0, X1
+	VPADDD       X1, X0, X0
+	VPSHUFD      $0xb1, X0, X1
+	VPADDD       X1, X0, X0
+	VMOVD        X0, (DI)
 	VZEROUPPER
-	MOVL            AX, ret+24(FP)
 	RET

@@ -88,6 +88,12 @@ func mulGo(x, s []float32) {
 	}
 }
 
+func scaleGo(x []float32, s float32) {
+	for i := range x {
+		x[i] *= s
+	}
+}
+
 func butterflyGo(a, b []float32) {
 	b = b[:len(a)]
 	for j := range a {
@@ -107,10 +113,7 @@ func fwht(x []float32) {
 			butterfly(x[i:i+h], x[i+h:i+2*h])
 		}
 	}
-	s := float32(1 / math.Sqrt(float64(n)))
-	for i := range x {
-		x[i] *= s
-	}
+	scaleInto(x, float32(1/math.Sqrt(float64(n))))
 }
 
 // fwhtHeadGo runs the stages h = 1, 2, 4 of fwht as one pass of 8-point

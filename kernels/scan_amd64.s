@@ -27,12 +27,12 @@ TEXT ·fastScanAVX2(SB), NOSPLIT, $0-32
 	MOVQ         codes+0(FP), AX
 	MOVQ         lut+8(FP), CX
 	MOVQ         cols+16(FP), DX
-	MOVQ         out+24(FP), BX
-	MOVL         $0x0000000f, SI
-	VMOVD        SI, X0
+	MOVQ         out+24(FP), DI
+	MOVL         $0x0000000f, BX
+	VMOVD        BX, X0
 	VPBROADCASTB X0, Y0
-	VPXOR        Y1, Y1, Y1
 	VPXOR        Y2, Y2, Y2
+	VPXOR        Y1, Y1, Y1
 	SHRQ         $0x01, DX
 
 loop:
@@ -52,40 +52,37 @@ loop:
 	VPSHUFB Y5, Y9, Y9
 	VPSHUFB Y4, Y8, Y8
 	VPSHUFB Y6, Y10, Y10
-	VPADDW  Y7, Y1, Y1
-	VPSRLW  $0x08, Y7, Y7
 	VPADDW  Y7, Y2, Y2
-	VPADDW  Y9, Y1, Y1
-	VPSRLW  $0x08, Y9, Y9
+	VPSRLW  $0x08, Y7, Y7
+	VPADDW  Y7, Y1, Y1
 	VPADDW  Y9, Y2, Y2
-	VPADDW  Y8, Y1, Y1
-	VPSRLW  $0x08, Y8, Y8
+	VPSRLW  $0x08, Y9, Y9
+	VPADDW  Y9, Y1, Y1
 	VPADDW  Y8, Y2, Y2
-	VPADDW  Y10, Y1, Y1
-	VPSRLW  $0x08, Y10, Y10
+	VPSRLW  $0x08, Y8, Y8
+	VPADDW  Y8, Y1, Y1
 	VPADDW  Y10, Y2, Y2
+	VPSRLW  $0x08, Y10, Y10
+	VPADDW  Y10, Y1, Y1
 	ADDQ    $0x00000040, AX
 	ADDQ    $0x00000080, CX
 	DECQ    DX
 	JNZ     loop
-	VPSLLW  $0x08, Y2, Y0
-	VPSUBW  Y0, Y1, Y1
-	VMOVDQU Y1, (BX)
-	VMOVDQU Y2, 32(BX)
-	VZEROUPPER
-	RET
+	VMOVDQU Y2, Y0
+	VMOVDQU Y1, Y1
+	JMP     ·scanStore<>(SB)
 
 // func fastScanAVX512(codes *byte, lut *byte, cols int, out *[32]uint16)
-// Requires: AVX, AVX2, AVX512BW, AVX512F
+// Requires: AVX2, AVX512BW, AVX512F
 TEXT ·fastScanAVX512(SB), NOSPLIT, $0-32
 	MOVQ         codes+0(FP), AX
 	MOVQ         lut+8(FP), CX
 	MOVQ         cols+16(FP), DX
-	MOVQ         out+24(FP), BX
-	MOVL         $0x0000000f, SI
-	VPBROADCASTB SI, Z0
-	VPXORD       Z1, Z1, Z1
+	MOVQ         out+24(FP), DI
+	MOVL         $0x0000000f, BX
+	VPBROADCASTB BX, Z0
 	VPXORD       Z2, Z2, Z2
+	VPXORD       Z1, Z1, Z1
 	SHRQ         $0x02, DX
 
 loop:
@@ -105,29 +102,35 @@ loop:
 	VPSHUFB       Z5, Z9, Z9
 	VPSHUFB       Z4, Z8, Z8
 	VPSHUFB       Z6, Z10, Z10
-	VPADDW        Z7, Z1, Z1
-	VPSRLW        $0x08, Z7, Z7
 	VPADDW        Z7, Z2, Z2
-	VPADDW        Z9, Z1, Z1
-	VPSRLW        $0x08, Z9, Z9
+	VPSRLW        $0x08, Z7, Z7
+	VPADDW        Z7, Z1, Z1
 	VPADDW        Z9, Z2, Z2
-	VPADDW        Z8, Z1, Z1
-	VPSRLW        $0x08, Z8, Z8
+	VPSRLW        $0x08, Z9, Z9
+	VPADDW        Z9, Z1, Z1
 	VPADDW        Z8, Z2, Z2
-	VPADDW        Z10, Z1, Z1
-	VPSRLW        $0x08, Z10, Z10
+	VPSRLW        $0x08, Z8, Z8
+	VPADDW        Z8, Z1, Z1
 	VPADDW        Z10, Z2, Z2
+	VPSRLW        $0x08, Z10, Z10
+	VPADDW        Z10, Z1, Z1
 	ADDQ          $0x00000080, AX
 	ADDQ          $0x00000100, CX
 	DECQ          DX
 	JNZ           loop
-	VEXTRACTI64X4 $0x01, Z1, Y0
-	VPADDW        Y0, Y1, Y1
 	VEXTRACTI64X4 $0x01, Z2, Y0
-	VPADDW        Y0, Y2, Y2
-	VPSLLW        $0x08, Y2, Y0
-	VPSUBW        Y0, Y1, Y1
-	VMOVDQU       Y1, (BX)
-	VMOVDQU       Y2, 32(BX)
+	VPADDW        Y0, Y2, Y0
+	VEXTRACTI64X4 $0x01, Z1, Y2
+	VPADDW        Y2, Y1, Y1
+	JMP           ·scanStore<>(SB)
+
+// func scanStore<>()
+// Requires: AVX, AVX2
+TEXT ·scanStore<>(SB), NOSPLIT, $0
+	// Y0: A; Y1: B (see above); DI: out.
+	VPSLLW  $0x08, Y1, Y2
+	VPSUBW  Y2, Y0, Y0
+	VMOVDQU Y0, (DI)
+	VMOVDQU Y1, 32(DI)
 	VZEROUPPER
 	RET

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"fmt"
-
 	"github.com/mmcloughlin/avo/attr"
 	. "github.com/mmcloughlin/avo/operand"
 	"github.com/mmcloughlin/avo/reg"
@@ -11,7 +9,7 @@ import (
 const f32Header = `
 Float32 kernels: dot product and squared L2 distance, for one pair and for
 one query against rows of a row-major block; the element-wise steps of the
-rotation; the quantization of a rotated query to int8.
+rotation.
 
 Semantics of the distances. Lengths (n, dim) and rows are > 0; any length is
 accepted: the last n mod 8 (AVX2) or n mod 16 (AVX-512) elements are read
@@ -23,46 +21,36 @@ rounding: within n*eps*sum|a_i*b_i|. NaN in any input gives NaN; infinities
 follow IEEE arithmetic (+Inf plus -Inf gives NaN in any order). Nothing is
 written but the result.
 
-Element-wise kernels of the rotation (rotation.go): n is a positive multiple
-of 8 (AVX2) or 16 (AVX-512); a and b (x and s) do not overlap. fwht16AVX2
-takes n a positive multiple of 16; each output of its transform is one fused
-multiply-add of ±1, exactly a+b or a−b.
-
-quantizeAVX512 takes n a positive multiple of 16; the product src[i]·inv is
-rounded to float32 first, as the Go version does, and VCVTPS2DQ rounds it
-under the default MXCSR mode, to nearest even.
+The element-wise steps of the rotation (rotation.go), rotateStep and
+scaleF32: n is a positive multiple of 8 (AVX2) or 16 (AVX-512); x and y
+do not overlap; each product is the float32 one of Go.
+fwht16AVX2 takes n a positive multiple of 16; each output of its transform
+is one fused multiply-add of ±1, exactly a+b or a−b.
 `
 
 func buildF32(g gen) {
 	tailmask := g.tailMaskData()
 	signs := g.fwhtSignsData()
-	for _, w := range []width{avx2, avx512} {
-		for _, s := range []f32Step{dotStep, l2Step} {
-			g.pairF32(w, s, tailmask)
-			g.blockF32(w, s, tailmask)
-		}
-	}
-	for _, w := range []width{avx2, avx512} {
-		g.butterfly(w)
-		g.mul(w)
-	}
+	g.distF32()
+	g.distPairF32()
+	g.distRows(tailmask)
+	g.rotateStep()
+	g.scale()
 	g.fwht16AVX2(signs)
-	g.quantizeAVX512()
 }
 
 // f32Step adds f(q, b) to acc lane by lane; q is memory or a register, b is
 // clobbered.
 type f32Step struct {
 	name string
-	doc  string // what the kernels return
-	emit func(g gen, q Op, b, acc reg.VecVirtual)
+	emit func(g gen, q Op, b, acc reg.Register)
 }
 
 var (
-	dotStep = f32Step{"dot", "dot product", func(g gen, q Op, b, acc reg.VecVirtual) {
+	dotStep = f32Step{"dot", func(g gen, q Op, b, acc reg.Register) {
 		g.VFMADD231PS(q, b, acc)
 	}}
-	l2Step = f32Step{"l2Sq", "squared L2 distance", func(g gen, q Op, b, acc reg.VecVirtual) {
+	l2Step = f32Step{"l2Sq", func(g gen, q Op, b, acc reg.Register) {
 		g.VSUBPS(q, b, b)
 		g.VFMADD231PS(b, b, acc)
 	}}
@@ -85,7 +73,7 @@ func (g gen) tailMaskData() Mem {
 
 // tailMask returns the mask of the first n mod lanes elements: a vector
 // register for AVX2's VMASKMOVPS, an opmask register for AVX-512.
-func (g gen) tailMask(w width, n reg.GPVirtual, tailmask Mem) reg.Register {
+func (g gen) tailMask(w width, n reg.Register, tailmask Mem) reg.Register {
 	if w == avx512 {
 		g.MOVQ(n, reg.RCX)
 		g.ANDQ(U8(w.f32s()-1), reg.RCX)
@@ -118,86 +106,75 @@ func (g gen) loadMasked(w width, m Mem, mask reg.Register, dst reg.VecVirtual) {
 	}
 }
 
-// rowF32 returns an X register whose lane 0 is the sum of s over the n
-// elements at q (the query) and p (the row), and leaves p just past the
-// row; q and n are clobbered.
-func (g gen) rowF32(w width, s f32Step, q, p, n reg.GPVirtual, mask reg.Register) reg.Register {
-	const unroll = 4
-	lanes := w.f32s()
-	acc := g.zeros(w, unroll)
-	g.CMPQ(n, U8(unroll*lanes))
-	g.JB(LabelRef("step"))
+// distRows is the one body of the float32 distances, dot product and
+// squared L2, AVX2 and AVX-512, of a pair (one row, distPairF32) and of a
+// block (distF32). Their loops differ in the step and the width (rowLoop);
+// everything else is shared: the row loop, the pairwise sum of the
+// accumulators and the sum of their lanes, which AVX-512 reaches after
+// folding its 512 bits to 256. Two branches on kind a row, taken the same
+// way for every row, select the loop.
+const distRows routine = "distRows"
 
-	g.Label("loop")
-	for i := range acc {
-		b := g.vec(w)
-		g.VMOVUPS(at(p, i*w.bytes), b)
-		s.emit(g, at(q, i*w.bytes), b, acc[i])
+// The registers distRows takes: distF32's arguments.
+var (
+	rowsQ, rowsBlock, rowsDim = reg.RAX, reg.RDX, reg.RBX
+	rowsN, rowsOut, rowsKind  = reg.RSI, reg.RDI, reg.R8
+)
+
+func (g gen) distF32() {
+	g.text("distF32", "func(q, block *float32, dim, rows int, out *float32, kind int)",
+		"distF32 sets out[r] to the distance kind selects (kindL2Sq, kindAVX512)",
+		"between q[:dim] and row r of the row-major block, for r < rows; dim and",
+		"rows are > 0. With kindAVX512 it needs AVX-512F, else AVX2 and FMA.")
+	for i, r := range []reg.Register{rowsQ, rowsBlock, rowsDim, rowsN, rowsOut, rowsKind} {
+		g.Load(g.ParamIndex(i), r)
 	}
-	g.ADDQ(U32(unroll*w.bytes), p)
-	g.ADDQ(U32(unroll*w.bytes), q)
-	g.SUBQ(U8(unroll*lanes), n)
-	g.CMPQ(n, U8(unroll*lanes))
-	g.JAE(LabelRef("loop"))
-
-	g.Label("step")
-	g.CMPQ(n, U8(lanes))
-	g.JB(LabelRef("tail"))
-	b := g.vec(w)
-	g.VMOVUPS(Mem{Base: p}, b)
-	s.emit(g, Mem{Base: q}, b, acc[0])
-	g.ADDQ(U8(w.bytes), p)
-	g.ADDQ(U8(w.bytes), q)
-	g.SUBQ(U8(lanes), n)
-	g.JMP(LabelRef("step"))
-
-	g.Label("tail")
-	g.TESTQ(n, n)
-	g.JZ(LabelRef("reduce"))
-	b, qv := g.vec(w), g.vec(w)
-	g.loadMasked(w, Mem{Base: p}, mask, b)
-	g.loadMasked(w, Mem{Base: q}, mask, qv)
-	s.emit(g, qv, b, acc[1])
-	g.LEAQ(Mem{Base: p, Index: n, Scale: 4}, p)
-
-	g.Label("reduce")
-	g.VADDPS(acc[1], acc[0], acc[0])
-	g.VADDPS(acc[3], acc[2], acc[2])
-	g.VADDPS(acc[2], acc[0], acc[0])
-	return g.sumLanes(w, acc[0], g.f32Lanes())
+	g.tailJump(distRows, rowsQ, rowsBlock, rowsDim, rowsN, rowsOut, rowsKind)
 }
 
-func (g gen) pairF32(w width, s f32Step, tailmask Mem) {
-	name := s.name + w.name
-	g.text(name, "func(a, b *float32, n int) float32",
-		name+" returns the "+s.doc+" of a[:n] and b[:n]; n > 0.")
-	a := g.gp64("a")
-	b := g.gp64("b")
-	n := g.gp64("n")
-	mask := g.tailMask(w, n, tailmask)
-	sum := g.rowF32(w, s, a, b, n, mask)
-	g.VZEROUPPER()
-	g.Store(sum, g.ReturnIndex(0))
-	g.RET()
+func (g gen) distPairF32() {
+	g.text("distPairF32", "func(a, b *float32, n, kind int) float32",
+		"distPairF32 returns the distance kind selects (kindL2Sq, kindAVX512)",
+		"between a[:n] and b[:n]; n > 0. With kindAVX512 it needs AVX-512F, else",
+		"AVX2 and FMA.")
+	for i, r := range []reg.Register{rowsQ, rowsBlock, rowsDim, rowsKind} {
+		g.Load(g.ParamIndex(i), r)
+	}
+	g.MOVQ(U32(1), rowsN)
+	g.LEAQ(g.addr(g.ReturnIndex(0)), rowsOut)
+	g.tailJump(distRows, rowsQ, rowsBlock, rowsDim, rowsN, rowsOut, rowsKind)
 }
 
-func (g gen) blockF32(w width, s f32Step, tailmask Mem) {
-	name := s.name + "Block" + w.name
-	g.text(name, "func(q, block *float32, dim, rows int, out *float32)",
-		name+" sets out[r] to the "+s.doc+" of q[:dim] and row r",
-		"of the row-major block, for r < rows; dim and rows are > 0.")
-	q := g.gp64("q")
-	p := g.gp64("block")
-	dim := g.gp64("dim")
-	rows := g.gp64("rows")
-	out := g.gp64("out")
-	mask := g.tailMask(w, dim, tailmask)
+func (g gen) distRows(tailmask Mem) {
+	g.static(distRows, "AX: q; DX: block; BX: dim; SI: rows; DI: out; R8: kind (see distF32).")
+	q, p, dim, rows, out, kind := rowsQ, rowsBlock, rowsDim, rowsN, rowsOut, rowsKind
+	masks := map[width]reg.Register{}
+	g.eachWidth(kind, "mask", "nextrow", func(w width) { masks[w] = g.tailMask(w, dim, tailmask) })
+
 	g.Label("nextrow")
 	qi, n := g.GP64(), g.GP64()
 	g.MOVQ(q, qi)
 	g.MOVQ(dim, n)
-	sum := g.rowF32(w, s, qi, p, n, mask)
-	g.VMOVSS(sum, Mem{Base: out})
+	// VEX-encoded zeroing clears all 512 bits, for either width.
+	acc := make([]reg.VecVirtual, 4)
+	for i := range acc {
+		acc[i] = g.ZMM()
+		g.VPXOR(acc[i].AsY(), acc[i].AsY(), acc[i].AsY())
+	}
+	g.eachWidth(kind, "", "sum", func(w width) {
+		reduce := "reduce" + w.name
+		g.either(kind, kindL2Sq, "l2Sq"+w.name, reduce,
+			func() { g.rowLoop(w, dotStep, qi, p, n, masks[w], acc) },
+			func() { g.rowLoop(w, l2Step, qi, p, n, masks[w], acc) })
+		g.Label(reduce)
+		g.addPairwise(w, acc)
+		if w == avx512 {
+			g.foldHalves(acc[0], acc[0].AsY(), g.f32Lanes())
+		}
+	})
+
+	g.Label("sum")
+	g.VMOVSS(g.sumLanes(acc[0], g.f32Lanes()), Mem{Base: out})
 	g.ADDQ(U8(4), out)
 	g.DECQ(rows)
 	g.JNZ(LabelRef("nextrow"))
@@ -205,48 +182,133 @@ func (g gen) blockF32(w width, s f32Step, tailmask Mem) {
 	g.RET()
 }
 
-// elementwise emits a kernel whose three parameters are two float32
-// pointers x and y and a length n, a positive multiple of the lanes: body
-// runs on each whole vector of x and y.
-func (g gen) elementwise(w width, name, signature, doc string, body func(x, y Mem)) {
-	g.text(name+w.name, signature, doc)
-	x, y, n := g.GP64(), g.GP64(), g.GP64()
-	g.Load(g.ParamIndex(0), x)
-	g.Load(g.ParamIndex(1), y)
-	g.Load(g.ParamIndex(2), n)
-	g.Label("loop")
-	body(Mem{Base: x}, Mem{Base: y})
-	g.ADDQ(U8(w.bytes), x)
-	g.ADDQ(U8(w.bytes), y)
-	g.SUBQ(U8(w.f32s()), n)
-	g.JNZ(LabelRef("loop"))
+// in returns r as a register of width w.
+func in(w width, r reg.Vec) reg.Register {
+	if w == avx512 {
+		return r.AsZ()
+	}
+	return r.AsY()
+}
+
+// addPairwise sets acc[0] to (acc[0]+acc[1]) + (acc[2]+acc[3]) at width w.
+func (g gen) addPairwise(w width, acc []reg.VecVirtual) {
+	a0, a1, a2, a3 := in(w, acc[0]), in(w, acc[1]), in(w, acc[2]), in(w, acc[3])
+	g.VADDPS(a1, a0, a0)
+	g.VADDPS(a3, a2, a2)
+	g.VADDPS(a2, a0, a0)
+}
+
+// rowLoop emits the loop of step s at width w over the n elements at q
+// (the query) and p (the row), into the four accumulators acc, and leaves
+// p just past the row; q and n are clobbered. Its tail jumps to the label
+// reduce<width> when no element is left.
+func (g gen) rowLoop(w width, s f32Step, q, p, n reg.Register, mask reg.Register, acc []reg.VecVirtual) {
+	label := func(l string) string { return s.name + w.name + l }
+	lanes := w.f32s()
+	unroll := len(acc)
+	g.CMPQ(n, U8(unroll*lanes))
+	g.JB(LabelRef(label("step")))
+
+	g.Label(label("loop"))
+	for i := range acc {
+		b := g.vec(w)
+		g.VMOVUPS(at(p, i*w.bytes), b)
+		s.emit(g, at(q, i*w.bytes), b, in(w, acc[i]))
+	}
+	g.ADDQ(U32(unroll*w.bytes), p)
+	g.ADDQ(U32(unroll*w.bytes), q)
+	g.SUBQ(U8(unroll*lanes), n)
+	g.CMPQ(n, U8(unroll*lanes))
+	g.JAE(LabelRef(label("loop")))
+
+	g.Label(label("step"))
+	g.CMPQ(n, U8(lanes))
+	g.JB(LabelRef(label("tail")))
+	b := g.vec(w)
+	g.VMOVUPS(Mem{Base: p}, b)
+	s.emit(g, Mem{Base: q}, b, in(w, acc[0]))
+	g.ADDQ(U8(w.bytes), p)
+	g.ADDQ(U8(w.bytes), q)
+	g.SUBQ(U8(lanes), n)
+	g.JMP(LabelRef(label("step")))
+
+	g.Label(label("tail"))
+	g.TESTQ(n, n)
+	g.JZ(LabelRef("reduce" + w.name))
+	b, qv := g.vec(w), g.vec(w)
+	g.loadMasked(w, Mem{Base: p}, mask, b)
+	g.loadMasked(w, Mem{Base: q}, mask, qv)
+	s.emit(g, qv, b, in(w, acc[1]))
+	g.LEAQ(Mem{Base: p, Index: n, Scale: 4}, p)
+}
+
+// rotateStep emits the one kernel of the element-wise steps of the
+// rotation, the butterfly and the product, AVX2 and AVX-512: they share
+// all but their loops, which two branches a call pick.
+func (g gen) rotateStep() {
+	g.text("rotateStep", "func(x, y *float32, n, kind int)",
+		"rotateStep sets x, y = x+y, x−y element-wise, or with kindMul x *= y;",
+		"n is a positive multiple of 16 with kindAVX512 (which needs AVX-512F),",
+		"else of 8.")
+	x, y, n, kind := g.gp64("x"), g.gp64("y"), g.gp64("n"), g.gp64("kind")
+	g.eachWidth(kind, "", "done", func(w width) {
+		butterfly := func() {
+			g.elementLoop(w, "butterfly"+w.name+"loop", x, y, n, func(a, b Mem) {
+				u, v, s, d := g.vec(w), g.vec(w), g.vec(w), g.vec(w)
+				g.VMOVUPS(a, u)
+				g.VMOVUPS(b, v)
+				g.VADDPS(v, u, s)
+				g.VSUBPS(v, u, d)
+				g.VMOVUPS(s, a)
+				g.VMOVUPS(d, b)
+			})
+		}
+		mul := func() {
+			g.elementLoop(w, "mul"+w.name+"loop", x, y, n, func(x, s Mem) {
+				v := g.vec(w)
+				g.VMOVUPS(x, v)
+				g.VMULPS(s, v, v)
+				g.VMOVUPS(v, x)
+			})
+		}
+		g.either(kind, kindMul, "mul"+w.name, "done", butterfly, mul)
+	})
+	g.Label("done")
 	g.VZEROUPPER()
 	g.RET()
 }
 
-// butterfly emits a, b = a+b, a−b lane by lane.
-func (g gen) butterfly(w width) {
-	doc := fmt.Sprintf("butterfly%s sets a, b = a+b, a−b element-wise; n is a positive multiple of %d.", w.name, w.f32s())
-	g.elementwise(w, "butterfly", "func(a, b *float32, n int)", doc, func(a, b Mem) {
-		x, y, s, d := g.vec(w), g.vec(w), g.vec(w), g.vec(w)
-		g.VMOVUPS(a, x)
-		g.VMOVUPS(b, y)
-		g.VADDPS(y, x, s)
-		g.VSUBPS(y, x, d)
-		g.VMOVUPS(s, a)
-		g.VMOVUPS(d, b)
+// scale emits x *= s for the float32 s: the last step of every fast
+// Walsh-Hadamard transform, a pass over the whole vector.
+func (g gen) scale() {
+	g.text("scaleF32", "func(x *float32, n int, s float32, kind int)",
+		"scaleF32 sets x *= s element-wise; n is a positive multiple of 16 with",
+		"kindAVX512 (which needs AVX-512F), else of 8.")
+	x, n, kind := g.gp64("x"), g.gp64("n"), g.gp64("kind")
+	g.eachWidth(kind, "", "done", func(w width) {
+		s, v := g.vec(w), g.vec(w)
+		g.VBROADCASTSS(g.addr(g.Param("s")), s)
+		g.Label("loop" + w.name)
+		g.VMULPS(Mem{Base: x}, s, v)
+		g.VMOVUPS(v, Mem{Base: x})
+		g.ADDQ(U8(w.bytes), x)
+		g.SUBQ(U8(w.f32s()), n)
+		g.JNZ(LabelRef("loop" + w.name))
 	})
+	g.Label("done")
+	g.VZEROUPPER()
+	g.RET()
 }
 
-// mul emits x *= s lane by lane.
-func (g gen) mul(w width) {
-	doc := fmt.Sprintf("mul%s sets x *= s element-wise; n is a positive multiple of %d.", w.name, w.f32s())
-	g.elementwise(w, "mul", "func(x, s *float32, n int)", doc, func(x, s Mem) {
-		v := g.vec(w)
-		g.VMOVUPS(x, v)
-		g.VMULPS(s, v, v)
-		g.VMOVUPS(v, x)
-	})
+// elementLoop emits, at label, the loop of body over the n elements at x
+// and y, a whole vector of width w at a time.
+func (g gen) elementLoop(w width, label string, x, y, n reg.Register, body func(x, y Mem)) {
+	g.Label(label)
+	body(Mem{Base: x}, Mem{Base: y})
+	g.ADDQ(U8(w.bytes), x)
+	g.ADDQ(U8(w.bytes), y)
+	g.SUBQ(U8(w.f32s()), n)
+	g.JNZ(LabelRef(label))
 }
 
 // fwhtSignsData declares, per stage h = 1, 2, 4 of a Walsh-Hadamard
@@ -308,38 +370,5 @@ func (g gen) fwht16AVX2(signs Mem) {
 	g.SUBQ(U8(16), n)
 	g.JNZ(LabelRef("loop"))
 	g.VZEROUPPER()
-	g.RET()
-}
-
-// quantizeAVX512 sets dst[i] = clamp(round-half-even(src[i]·inv),
-// ±levels) for n elements and returns their sum.
-func (g gen) quantizeAVX512() {
-	g.text("quantizeAVX512", "func(dst *int8, src *float32, n int, inv float32, levels int32) int32",
-		"quantizeAVX512 sets dst[i] = clamp(round-half-even(src[i]·inv), ±levels) for",
-		"n, a positive multiple of 16, elements and returns their sum.")
-	dst, src, n := g.gp64("dst"), g.gp64("src"), g.gp64("n")
-	inv, hi, lo, sum := g.ZMM(), g.ZMM(), g.ZMM(), g.ZMM()
-	g.VBROADCASTSS(g.addr(g.Param("inv")), inv)
-	levels := g.GP32()
-	g.Load(g.Param("levels"), levels)
-	g.VPBROADCASTD(levels, hi)
-	g.zero(avx512, lo)
-	g.VPSUBD(hi, lo, lo)
-	g.zero(avx512, sum)
-	g.Label("loop")
-	v := g.ZMM()
-	g.VMULPS(Mem{Base: src}, inv, v)
-	g.VCVTPS2DQ(v, v)
-	g.VPMINSD(hi, v, v)
-	g.VPMAXSD(lo, v, v)
-	g.VPADDD(v, sum, sum)
-	g.VPMOVDB(v, Mem{Base: dst})
-	g.ADDQ(U8(64), src)
-	g.ADDQ(U8(16), dst)
-	g.SUBQ(U8(16), n)
-	g.JNZ(LabelRef("loop"))
-	total := g.sumI32(avx512, sum)
-	g.VZEROUPPER()
-	g.Store(total, g.ReturnIndex(0))
 	g.RET()
 }

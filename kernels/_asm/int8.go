@@ -9,7 +9,8 @@ import (
 )
 
 const int8Header = `
-Byte dot products for quantized codes: unsigned codes times a signed query.
+Byte dot products for quantized codes: unsigned codes times a signed query;
+the quantization of a rotated float32 query to int8.
 
 Semantics. The result is sum a[i]*b[i] over unsigned a and signed b,
 computed exactly in int32 lanes and wrapping modulo 2^32 (never for
@@ -21,19 +22,21 @@ s8, four products into int32 with no intermediate saturation) on AVX-512
 VNNI, as are the unpacked 4- and 2-bit codes.
 Lengths: dotU8I8AVX2 takes a positive multiple of 32 (the Go caller adds
 the tail), dotU8I8AVX512 any n > 0 (masked loads read nothing past the
-end); the U4 and U2 kernels take whole 32-byte chunks (64 or 128 codes,
-see packU4 and packU2 in int8.go), the Go caller handles a final short
-chunk.
+end); dotPackedI8 takes whole 32-byte chunks of 4- or 2-bit codes (64 or
+128 codes, see packU4 and packU2 in int8.go), the Go caller handles a
+final short chunk.
+
+quantizeAVX512 takes n a positive multiple of 16; the product src[i]·inv is
+rounded to float32 first, as the Go version does, and VCVTPS2DQ rounds it
+under the default MXCSR mode, to nearest even.
 `
 
 func buildInt8(g gen) {
 	g.dotU8I8AVX2()
 	g.dotU8I8AVX512()
-	for _, bits := range []int{4, 2} {
-		for _, w := range []width{avx2, avx512} {
-			g.packedDot(w, bits)
-		}
-	}
+	g.dotPackedI8()
+	g.quantizeAVX512()
+	g.sumI32()
 }
 
 // vpdpbusd emits VPDPBUSD (AVX-512 VNNI), which avo v0.5.0 lacks: acc +=
@@ -66,7 +69,7 @@ func (g gen) dotU8I8AVX2() {
 	g.SUBQ(U8(32), n)
 	g.JNZ(LabelRef("loop"))
 	g.VPADDD(acc[1], acc[0], acc[0])
-	g.storeI32(avx2, acc[0])
+	g.retI32(avx2, acc[0])
 }
 
 func (g gen) dotU8I8AVX512() {
@@ -116,123 +119,209 @@ func (g gen) dotU8I8AVX512() {
 
 	g.Label("reduce")
 	g.VPADDD(acc[1], acc[0], acc[0])
-	g.storeI32(avx512, acc[0])
+	g.retI32(avx512, acc[0])
 }
 
-// packedDot emits dotU{bits}I8{width}(a *byte, b *int8, chunks int) int32,
-// the dot product of chunks 32-byte chunks of codes packed 8/bits to a byte
-// (packU4, packU2 in int8.go) with a query of 32·8/bits bytes a chunk.
-func (g gen) packedDot(w width, bits int) {
-	perByte := 8 / bits
-	name := fmt.Sprintf("dotU%dI8%s", bits, w.name)
-	g.text(name, "func(a *byte, b *int8, chunks int) int32",
-		fmt.Sprintf("%s returns the dot product of chunks 32-byte chunks of %d-bit codes", name, bits),
-		fmt.Sprintf("with the %d·chunks bytes of the query.", 32*perByte))
-	a, b, chunks := g.gp64("a"), g.gp64("b"), g.gp64("chunks")
-	mask := g.byteMask(w, 1<<bits-1)
-	var k chunkKernel
-	if w == avx512 {
-		k = g.packedVNNI(bits, mask)
-	} else {
-		k = g.packedAVX2(bits, mask)
-	}
-	g.Label("loop")
-	k.chunk(a, b)
+// dotPackedI8 emits the one kernel of the dot products of packed 4- and
+// 2-bit codes, AVX2 and AVX-512: the code mask comes from the bits in
+// kind, and so does, with AVX-512, the shift count that the two code
+// widths share; only the loops differ between 4 and 2 bits, and one branch
+// a call picks one.
+func (g gen) dotPackedI8() {
+	g.text("dotPackedI8", "func(a *byte, b *int8, chunks, kind int) int32",
+		"dotPackedI8 returns the dot product of chunks 32-byte chunks of codes of",
+		"kind&^kindAVX512 bits, 4 or 2 (packed by packU4 or packU2), with the",
+		"256/bits·chunks bytes of the query. With kindAVX512 it needs AVX-512",
+		"VNNI, else AVX2.")
+	a, b, chunks, kind := g.gp64("a"), g.gp64("b"), g.gp64("chunks"), g.gp64("kind")
+	bits, m := reg.RCX, g.GP32()
+	g.MOVQ(kind, bits)
+	g.ANDQ(U8(kindAVX512-1), bits)
+	g.MOVL(U32(1), m)
+	g.SHLL(reg.CL, m)
+	g.DECL(m)
+	g.eachWidth(kind, "", "sum", func(w width) {
+		mask := g.broadcastByte(w, m)
+		if w == avx512 {
+			g.toY0(w, g.packedVNNI(mask, bits, a, b, chunks))
+		} else {
+			g.toY0(w, g.packedAVX2(mask, bits, a, b, chunks))
+		}
+	})
+	g.Label("sum")
+	g.jumpSumI32()
+}
+
+// packedLoop emits the loop, at label, over the chunks of codes of bits
+// bits at a with the query at b: chunk adds the products of one.
+func (g gen) packedLoop(label string, bits int, a, b, chunks reg.Register, chunk func()) {
+	g.Label(label)
+	chunk()
 	g.ADDQ(U8(32), a)
-	g.ADDQ(U32(32*perByte), b)
+	g.ADDQ(U32(32*8/bits), b)
 	g.DECQ(chunks)
-	g.JNZ(LabelRef("loop"))
-	g.storeI32(w, k.total())
+	g.JNZ(LabelRef(label))
 }
 
-// chunkKernel is the width's part of a packed-code dot product: chunk adds
-// the products of the 32-byte chunk at a with the query at b into the
-// accumulators, total adds those up.
-type chunkKernel struct {
-	chunk func(a, b reg.GPVirtual)
-	total func() reg.VecVirtual
-}
-
-// packedAVX2 is the AVX2 part: each quarter (or half) of the codes,
-// shifted down and masked, is multiplied with VPMADDUBSW, the int16 pair sums added up in
-// int16 and widened to int32 by a VPMADDWD with ones.
-func (g gen) packedAVX2(bits int, mask reg.VecVirtual) chunkKernel {
+// packedAVX2 emits the AVX2 part and returns its accumulator: each quarter
+// (or half) of the codes, shifted down and masked, is multiplied with
+// VPMADDUBSW, the int16 pair sums added up in int16 and widened to int32
+// by a VPMADDWD with ones.
+func (g gen) packedAVX2(mask reg.VecVirtual, bits, a, b, chunks reg.Register) reg.VecVirtual {
 	ones, acc := g.YMM(), g.zeros(avx2, 1)[0]
 	one := g.GP32()
 	g.MOVL(U32(1), one)
 	g.VMOVD(one, ones.AsX())
 	g.VPBROADCASTW(ones.AsX(), ones)
-	chunk := func(a, b reg.GPVirtual) {
-		codes := g.YMM()
-		g.VMOVDQU(Mem{Base: a}, codes)
-		var sum reg.VecVirtual
-		for i := 0; i < 8/bits; i++ {
-			t := g.YMM()
-			if i == 0 {
-				g.VPAND(mask, codes, t)
-			} else {
-				g.VPSRLW(U8(bits*i), codes, t)
-				g.VPAND(mask, t, t)
+	g.CMPQ(bits, U8(2))
+	g.JE(LabelRef("loop2AVX2"))
+	for _, n := range []int{4, 2} {
+		g.packedLoop(fmt.Sprintf("loop%dAVX2", n), n, a, b, chunks, func() {
+			codes := g.YMM()
+			g.VMOVDQU(Mem{Base: a}, codes)
+			var sum reg.VecVirtual
+			for i := 0; i < 8/n; i++ {
+				t := g.YMM()
+				if i == 0 {
+					g.VPAND(mask, codes, t)
+				} else {
+					g.VPSRLW(U8(n*i), codes, t)
+					g.VPAND(mask, t, t)
+				}
+				g.VPMADDUBSW(at(b, 32*i), t, t) // code 32i+j × b[32i+j], in pairs
+				if i == 0 {
+					sum = t
+				} else {
+					g.VPADDW(t, sum, sum)
+				}
 			}
-			g.VPMADDUBSW(at(b, 32*i), t, t) // code 32i+j × b[32i+j], in pairs
-			if i == 0 {
-				sum = t
-			} else {
-				g.VPADDW(t, sum, sum)
-			}
+			g.VPMADDWD(ones, sum, sum)
+			g.VPADDD(sum, acc, acc)
+		})
+		if n == 4 {
+			g.JMP(LabelRef("sumAVX2"))
 		}
-		g.VPMADDWD(ones, sum, sum)
-		g.VPADDD(sum, acc, acc)
 	}
-	return chunkKernel{chunk, func() reg.VecVirtual { return acc }}
+	g.Label("sumAVX2")
+	return acc
 }
 
-// packedVNNI is the AVX-512 VNNI part: the chunk is copied to both halves
-// of a ZMM and VPSRLVW shifts each half by its own count, so that one register holds two
-// quarters (or halves) of the codes in query order, fed to VPDPBUSD.
-func (g gen) packedVNNI(bits int, mask reg.VecVirtual) chunkKernel {
-	pairs := 8 / bits / 2
-	shifts := make([]reg.VecVirtual, pairs)
-	for h := range shifts {
-		// Word shift counts: 2h·bits in the low half, (2h+1)·bits in the
-		// high half.
-		shifts[h] = g.ZMM()
-		hi, n := g.YMM(), g.GP32()
-		if h == 0 {
-			g.zero(avx512, shifts[h])
-		} else {
-			g.MOVL(U32(2*h*bits), n)
-			g.VPBROADCASTW(n, shifts[h].AsY())
+// packedVNNI emits the AVX-512 VNNI part and returns its accumulator: the
+// chunk is copied to both halves of a ZMM and VPSRLVW shifts each half by
+// its own count, so that one register holds two quarters (or halves) of
+// the codes in query order, fed to VPDPBUSD. The word shift counts of pair
+// h are 2h·bits in the low half and (2h+1)·bits in the high half: 4-bit
+// codes make one pair, 2-bit codes two.
+func (g gen) packedVNNI(mask reg.VecVirtual, bits reg.GPPhysical, a, b, chunks reg.Register) reg.VecVirtual {
+	// times sets n to k·bits, for k < 4.
+	times := func(k int, n reg.Register) {
+		switch k {
+		case 0:
+			g.XORL(n, n)
+		case 1:
+			g.MOVL(bits.As32(), n)
+		default:
+			g.LEAL(Mem{Base: bits, Index: bits, Scale: uint8(k - 1)}, n)
 		}
-		g.MOVL(U32((2*h+1)*bits), n)
+	}
+	shifts := []reg.VecVirtual{g.ZMM(), g.ZMM()}
+	setShifts := func(h int) {
+		n, hi := g.GP32(), g.YMM()
+		times(2*h, n)
+		g.VPBROADCASTW(n, shifts[h].AsY())
+		times(2*h+1, n)
 		g.VPBROADCASTW(n, hi)
 		g.VINSERTI64X4(U8(1), hi, shifts[h], shifts[h])
 	}
-	acc := g.zeros(avx512, pairs)
-	chunk := func(a, b reg.GPVirtual) {
-		codes := g.ZMM()
-		g.VBROADCASTI64X4(Mem{Base: a}, codes)
-		for h := range shifts {
-			t := g.ZMM()
-			g.VPSRLVW(shifts[h], codes, t)
-			g.VPANDQ(mask, t, t)
-			g.vpdpbusd(at(b, 64*h), t, acc[h])
+	setShifts(0)
+	acc := g.zeros(avx512, 2)
+	g.CMPQ(bits, U8(2))
+	g.JE(LabelRef("pair2AVX512"))
+	for _, n := range []int{4, 2} {
+		if n == 2 {
+			g.Label("pair2AVX512")
+			setShifts(1)
+		}
+		g.packedLoop(fmt.Sprintf("loop%dAVX512", n), n, a, b, chunks, func() {
+			codes := g.ZMM()
+			g.VBROADCASTI64X4(Mem{Base: a}, codes)
+			for h := range 8 / n / 2 {
+				t := g.ZMM()
+				g.VPSRLVW(shifts[h], codes, t)
+				g.VPANDQ(mask, t, t)
+				g.vpdpbusd(at(b, 64*h), t, acc[h])
+			}
+		})
+		if n == 4 {
+			g.JMP(LabelRef("sumAVX512"))
 		}
 	}
-	total := func() reg.VecVirtual {
-		for _, r := range acc[1:] {
-			g.VPADDD(r, acc[0], acc[0])
-		}
-		return acc[0]
-	}
-	return chunkKernel{chunk, total}
+	g.Label("sumAVX512")
+	g.VPADDD(acc[1], acc[0], acc[0])
+	return acc[0]
 }
 
-// storeI32 stores the sum of the int32 lanes of acc as the int32 result
-// and returns.
-func (g gen) storeI32(w width, acc reg.VecVirtual) {
-	sum := g.sumI32(w, acc)
+// sumI32 is the end of every kernel with an int32 result: it stores the
+// sum, modulo 2^32, of the int32 lanes of Y0 at the address in DI.
+const sumI32 routine = "sumI32"
+
+func (g gen) sumI32() {
+	g.static(sumI32, "Y0: the int32 lanes to add up; DI: where their sum goes.")
+	sum := g.sumLanes(reg.Y0, g.i32Lanes())
+	g.VMOVD(sum, Mem{Base: reg.RDI})
 	g.VZEROUPPER()
-	g.Store(sum, g.ReturnIndex(0))
 	g.RET()
+}
+
+// retI32 ends a kernel whose int32 result is the sum of the lanes of acc
+// (width w).
+func (g gen) retI32(w width, acc reg.VecVirtual) {
+	g.toY0(w, acc)
+	g.jumpSumI32()
+}
+
+// toY0 sets Y0 to acc (width w), folded to 256 bits.
+func (g gen) toY0(w width, acc reg.VecVirtual) {
+	if w == avx512 {
+		g.foldHalves(acc, reg.Y0, g.i32Lanes())
+	} else {
+		g.VMOVDQU(acc, reg.Y0)
+	}
+}
+
+// jumpSumI32 ends a kernel with a jump to sumI32, which stores the sum of
+// the lanes of Y0 as the kernel's int32 result.
+func (g gen) jumpSumI32() {
+	g.LEAQ(g.addr(g.ReturnIndex(0)), reg.RDI)
+	g.tailJump(sumI32, reg.Y0, reg.RDI)
+}
+
+// quantizeAVX512 sets dst[i] = clamp(round-half-even(src[i]·inv),
+// ±levels) for n elements and returns their sum.
+func (g gen) quantizeAVX512() {
+	g.text("quantizeAVX512", "func(dst *int8, src *float32, n int, inv float32, levels int32) int32",
+		"quantizeAVX512 sets dst[i] = clamp(round-half-even(src[i]·inv), ±levels) for",
+		"n, a positive multiple of 16, elements and returns their sum.")
+	dst, src, n := g.gp64("dst"), g.gp64("src"), g.gp64("n")
+	inv, hi, lo, sum := g.ZMM(), g.ZMM(), g.ZMM(), g.ZMM()
+	g.VBROADCASTSS(g.addr(g.Param("inv")), inv)
+	levels := g.GP32()
+	g.Load(g.Param("levels"), levels)
+	g.VPBROADCASTD(levels, hi)
+	g.zero(avx512, lo)
+	g.VPSUBD(hi, lo, lo)
+	g.zero(avx512, sum)
+	g.Label("loop")
+	v := g.ZMM()
+	g.VMULPS(Mem{Base: src}, inv, v)
+	g.VCVTPS2DQ(v, v)
+	g.VPMINSD(hi, v, v)
+	g.VPMAXSD(lo, v, v)
+	g.VPADDD(v, sum, sum)
+	g.VPMOVDB(v, Mem{Base: dst})
+	g.ADDQ(U8(64), src)
+	g.ADDQ(U8(16), dst)
+	g.SUBQ(U8(16), n)
+	g.JNZ(LabelRef("loop"))
+	g.retI32(avx512, sum)
 }

@@ -8,22 +8,27 @@
 // by hand.
 //
 // Where an AVX2 kernel and its AVX-512 twin share a loop structure, one Go
-// function emits both, parameterised by a width (width.go); each file's
-// exact semantics (rounding, NaN, length multiples, who handles the tail)
-// are stated once, in its header constant, which goes into the generated
-// file.
+// function emits both, parameterised by a width (width.go). What the
+// kernels would repeat is shared in the assembly too: a kernel of both
+// widths and several operations is one body whose kind argument picks the
+// loop (eachWidth, either), and kernels that end alike jump to one
+// file-local routine (routine, tailJump). Each file's exact semantics
+// (rounding, NaN, length multiples, who handles the tail) are stated
+// once, in its header constant, which goes into the generated file.
 package main
 
 import (
 	"bytes"
 	"flag"
 	"fmt"
+	"go/format"
 	"os"
 	"path/filepath"
 	"strings"
 
 	"github.com/mmcloughlin/avo/build"
 	"github.com/mmcloughlin/avo/buildtags"
+	"github.com/mmcloughlin/avo/ir"
 	"github.com/mmcloughlin/avo/pass"
 	"github.com/mmcloughlin/avo/printer"
 )
@@ -37,14 +42,15 @@ var constraint = buildtags.Opt("amd64", "gc", buildtags.Not("noasm"))
 type file struct {
 	name   string // base name: name_amd64.s and name_amd64.go
 	header string // the semantics, written at the top of the assembly
+	decls  string // Go declarations besides the functions', if any
 	build  func(g gen)
 }
 
 var files = []file{
-	{"f32", f32Header, buildF32},
-	{"int8", int8Header, buildInt8},
-	{"scan", scanHeader, buildScan},
-	{"prefetch", prefetchHeader, buildPrefetch},
+	{"f32", f32Header, kindDecls, buildF32},
+	{"int8", int8Header, "", buildInt8},
+	{"scan", scanHeader, "", buildScan},
+	{"prefetch", prefetchHeader, "", buildPrefetch},
 }
 
 // gen emits the instructions of one file.
@@ -67,15 +73,15 @@ func generate(f file, dir string) error {
 	g := gen{build.NewContext()}
 	g.Constraints(constraint)
 	f.build(g)
-	ir, err := g.Result()
+	prog, err := g.Result()
 	if err != nil {
 		return err
 	}
-	if err := pass.Compile.Execute(ir); err != nil {
+	if err := pass.Compile.Execute(prog); err != nil {
 		return err
 	}
 	cfg := printer.Config{Name: "avo from kernels/_asm", Pkg: "kernels"}
-	asm, err := printer.NewGoAsm(cfg).Print(ir)
+	asm, err := printer.NewGoAsm(cfg).Print(prog)
 	if err != nil {
 		return err
 	}
@@ -85,8 +91,11 @@ func generate(f file, dir string) error {
 		return fmt.Errorf("no #include in the generated assembly")
 	}
 	asm = bytes.Replace(asm, include, append(comment(f.header), include...), 1)
-	stubs, err := printer.NewStubs(cfg).Print(ir)
+	stubs, err := printer.NewStubs(cfg).Print(declared(prog))
 	if err != nil {
+		return err
+	}
+	if stubs, err = format.Source(append(stubs, f.decls...)); err != nil {
 		return err
 	}
 	base := filepath.Join(dir, f.name+"_amd64")
@@ -94,6 +103,18 @@ func generate(f file, dir string) error {
 		return err
 	}
 	return os.WriteFile(base+".go", stubs, 0o644)
+}
+
+// declared returns the part of f that Go code calls: f without the
+// file-local routines (static(), width.go), which have no Go declaration.
+func declared(f *ir.File) *ir.File {
+	d := &ir.File{Constraints: f.Constraints, Includes: f.Includes}
+	for _, s := range f.Sections {
+		if fn, ok := s.(*ir.Function); !ok || !strings.HasSuffix(fn.Name, "<>") {
+			d.Sections = append(d.Sections, s)
+		}
+	}
+	return d
 }
 
 // comment turns text into a block of // lines, preceded by a blank line.

@@ -30,6 +30,7 @@ func buildScan(g gen) {
 	for _, w := range []width{avx2, avx512} {
 		g.fastScan(w)
 	}
+	g.scanStore()
 }
 
 // fastScan emits fastScan{width}: two code registers (2 columns with AVX2,
@@ -40,7 +41,8 @@ func (g gen) fastScan(w width) {
 	g.text(name, "func(codes, lut *byte, cols int, out *[32]uint16)",
 		name+" sets out to the table sums of the 32 vectors of a fast-scan block",
 		"over cols columns, a positive multiple of 8 and at most 128.")
-	codes, lut, cols, out := g.gp64("codes"), g.gp64("lut"), g.gp64("cols"), g.gp64("out")
+	codes, lut, cols := g.gp64("codes"), g.gp64("lut"), g.gp64("cols")
+	g.Load(g.Param("out"), reg.RDI) // for scanStore
 	mask := g.byteMask(w, 0x0f)
 	acc := g.zeros(w, 2)   // A and B above
 	perReg := w.bytes / 32 // columns in one register
@@ -78,25 +80,46 @@ func (g gen) fastScan(w width) {
 	g.DECQ(cols)
 	g.JNZ(LabelRef("loop"))
 
-	a, b, t := acc[0].AsY(), acc[1].AsY(), g.YMM()
-	if w == avx512 {
-		for _, r := range acc {
+	// A and B, folded to 256 bits with AVX-512, go to scanStore in Y0, Y1.
+	sums := []reg.Register{reg.Y0, reg.Y1}
+	for i, r := range acc {
+		if w == avx512 {
+			t := g.YMM()
 			g.VEXTRACTI64X4(U8(1), r, t)
-			g.VPADDW(t, r.AsY(), r.AsY())
+			g.VPADDW(t, r.AsY(), sums[i])
+		} else {
+			g.VMOVDQU(r, sums[i])
 		}
 	}
-	g.VPSLLW(U8(8), b, t)
-	g.VPSUBW(t, a, a)
-	g.VMOVDQU(a, Mem{Base: out})
-	g.VMOVDQU(b, at(out, 32))
+	g.tailJump(scanStore, reg.Y0, reg.Y1, reg.RDI)
+}
+
+// scanStore is the end of both fast-scan kernels: it stores the even-byte
+// sums A - (B << 8) and the odd-byte sums B at out.
+const scanStore routine = "scanStore"
+
+func (g gen) scanStore() {
+	g.static(scanStore, "Y0: A; Y1: B (see above); DI: out.")
+	t := g.YMM()
+	g.VPSLLW(U8(8), reg.Y1, t)
+	g.VPSUBW(t, reg.Y0, reg.Y0)
+	g.VMOVDQU(reg.Y0, Mem{Base: reg.RDI})
+	g.VMOVDQU(reg.Y1, at(reg.RDI, 32))
 	g.VZEROUPPER()
 	g.RET()
 }
 
 // byteMask returns a register of width w with every byte set to m.
 func (g gen) byteMask(w width, m int) reg.VecVirtual {
-	r, v := g.GP32(), g.vec(w)
+	r := g.GP32()
 	g.MOVL(U32(m), r)
+	return g.broadcastByte(w, r)
+}
+
+// broadcastByte returns a register of width w with every byte set to the
+// low byte of the 32-bit register r.
+func (g gen) broadcastByte(w width, r reg.Register) reg.VecVirtual {
+	v := g.vec(w)
 	if w == avx512 {
 		g.VPBROADCASTB(r, v)
 	} else {

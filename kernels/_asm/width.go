@@ -1,8 +1,11 @@
 package main
 
 import (
+	"fmt"
+
 	"github.com/mmcloughlin/avo/attr"
 	"github.com/mmcloughlin/avo/gotypes"
+	"github.com/mmcloughlin/avo/ir"
 	. "github.com/mmcloughlin/avo/operand"
 	"github.com/mmcloughlin/avo/reg"
 )
@@ -18,6 +21,48 @@ var (
 	avx2   = width{"AVX2", 32}
 	avx512 = width{"AVX512", 64}
 )
+
+// A kernel whose loops of both widths share one body (distF32,
+// dotPackedI8, rotateStep, scaleF32) takes a kind argument: kindAVX512
+// selects the AVX-512 loops, else those of AVX2; the bits below it say
+// what the kernel computes. kindDecls declares them in package kernels.
+const (
+	kindAVX512 = 16
+	kindL2Sq   = 1 // distF32: the squared L2 distance, else the dot product
+	kindMul    = 1 // rotateStep: the product, else the butterfly
+)
+
+var kindDecls = fmt.Sprintf(`
+// The kind argument of distF32, dotPackedI8 and the rotation's steps
+// (rotateStep, scaleF32): kindAVX512 selects their AVX-512 loops, else
+// those of AVX2; the bits below it say what they compute: for distF32
+// kindL2Sq, the squared L2 distance, else the dot product; for dotPackedI8
+// the bits of a code, 4 or 2; for rotateStep kindMul, the product, else
+// the butterfly.
+const (
+	kindAVX512 = %d
+	kindL2Sq   = %d
+	kindMul    = %d
+)
+`, kindAVX512, kindL2Sq, kindMul)
+
+// either emits clear and set behind a branch on bit of kind, set at the
+// label name; both go on at the label next, which the caller places.
+func (g gen) either(kind reg.Register, bit int, name, next string, clear, set func()) {
+	g.TESTQ(U32(bit), kind)
+	g.JNZ(LabelRef(name))
+	clear()
+	g.JMP(LabelRef(next))
+	g.Label(name)
+	set()
+}
+
+// eachWidth emits body for AVX2 and for AVX-512, which kind's kindAVX512
+// bit picks, the latter at the label name+"AVX512"; both go on at the
+// label next, which the caller places.
+func (g gen) eachWidth(kind reg.Register, name, next string, body func(w width)) {
+	g.either(kind, kindAVX512, name+avx512.name, next, func() { body(avx2) }, func() { body(avx512) })
+}
 
 // f32s is the number of float32 lanes of a register.
 func (w width) f32s() int { return w.bytes / 4 }
@@ -69,14 +114,19 @@ func (g gen) i32Lanes() laneOps {
 	return laneOps{g.VEXTRACTI64X4, g.VEXTRACTI128, g.VPSHUFD, g.VPADDD, g.VPADDD}
 }
 
+// foldHalves sets the YMM dst to the lane-by-lane sum of the two halves of
+// the ZMM z: what an AVX-512 kernel does before it hands its accumulator
+// to a reduction shared with AVX2.
+func (g gen) foldHalves(z reg.Vec, dst reg.Register, o laneOps) {
+	t := g.YMM()
+	o.extract256(U8(1), z.AsZ(), t)
+	o.add(t, z.AsY(), dst)
+}
+
 // sumLanes returns an X register whose lane 0 is the sum of the 32-bit
-// lanes of acc (width w), added in halves; acc is clobbered.
-func (g gen) sumLanes(w width, acc reg.VecVirtual, o laneOps) reg.Register {
+// lanes of the YMM acc, added in halves; acc is clobbered.
+func (g gen) sumLanes(acc reg.Vec, o laneOps) reg.Register {
 	y, x, t := acc.AsY(), acc.AsX(), g.XMM()
-	if w == avx512 {
-		o.extract256(U8(1), acc, t.AsY())
-		o.add(t.AsY(), y, y)
-	}
 	o.extract128(U8(1), y, t)
 	o.add(t, x, x)
 	o.shuffle(U8(0x4e), x, t)
@@ -84,14 +134,6 @@ func (g gen) sumLanes(w width, acc reg.VecVirtual, o laneOps) reg.Register {
 	o.shuffle(U8(0xb1), x, t)
 	o.last(t, x, x)
 	return x
-}
-
-// sumI32 returns a 32-bit register holding the sum, modulo 2^32, of the
-// int32 lanes of acc (width w); acc is clobbered.
-func (g gen) sumI32(w width, acc reg.VecVirtual) reg.GPVirtual {
-	sum := g.GP32()
-	g.VMOVD(g.sumLanes(w, acc, g.i32Lanes()), sum)
-	return sum
 }
 
 // addr is the memory operand of a parameter of the active function.
@@ -118,4 +160,36 @@ func (g gen) text(name, signature string, doc ...string) {
 	g.SignatureExpr(signature)
 	g.Pragma("noescape")
 	g.Doc(doc...)
+}
+
+// routine is a file-local assembly routine (·name<>) that the kernels of
+// one file share: a kernel ends with a jump to it, its arguments in
+// registers, as Go's internal/bytealg jumps to memeqbody<>. The kernel is
+// frameless, so the jump leaves its caller's return address on top of the
+// stack and the routine's RET returns from the kernel; a result goes
+// through a pointer register to the kernel's ret slot.
+type routine string
+
+// static starts the routine r; doc says which registers it takes.
+func (g gen) static(r routine, doc ...string) {
+	g.Function(string(r) + "<>")
+	g.Attributes(attr.NOSPLIT)
+	g.Comment(doc...)
+}
+
+// tailJump ends a kernel with a jump to r, which reads the registers args.
+// avo branches only to labels of the function, so the jump is a raw
+// instruction, its operand the symbol written as a label reference: it
+// ends the function (IsTerminal) and reads args, which keeps them live.
+func (g gen) tailJump(r routine, args ...reg.Register) {
+	in := make([]Op, len(args))
+	for i, a := range args {
+		in[i] = a
+	}
+	g.Instruction(&ir.Instruction{
+		Opcode:     "JMP",
+		Operands:   []Op{LabelRef("·" + string(r) + "<>(SB)")},
+		Inputs:     in,
+		IsTerminal: true,
+	})
 }
