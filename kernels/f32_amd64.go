@@ -4,19 +4,32 @@
 
 package kernels
 
+// dotAVX2 returns the dot product of a[:n] and b[:n]; n > 0. Needs AVX2 and FMA.
+//
+//go:noescape
+func dotAVX2(a *float32, b *float32, n int) float32
+
+// l2SqAVX2 returns the squared L2 distance of a[:n] and b[:n]; n > 0. Needs AVX2 and FMA.
+//
+//go:noescape
+func l2SqAVX2(a *float32, b *float32, n int) float32
+
+// dotAVX512 returns the dot product of a[:n] and b[:n]; n > 0. Needs AVX-512F.
+//
+//go:noescape
+func dotAVX512(a *float32, b *float32, n int) float32
+
+// l2SqAVX512 returns the squared L2 distance of a[:n] and b[:n]; n > 0. Needs AVX-512F.
+//
+//go:noescape
+func l2SqAVX512(a *float32, b *float32, n int) float32
+
 // distF32 sets out[r] to the distance kind selects (kindL2Sq, kindAVX512)
 // between q[:dim] and row r of the row-major block, for r < rows; dim and
 // rows are > 0. With kindAVX512 it needs AVX-512F, else AVX2 and FMA.
 //
 //go:noescape
 func distF32(q *float32, block *float32, dim int, rows int, out *float32, kind int)
-
-// distPairF32 returns the distance kind selects (kindL2Sq, kindAVX512)
-// between a[:n] and b[:n]; n > 0. With kindAVX512 it needs AVX-512F, else
-// AVX2 and FMA.
-//
-//go:noescape
-func distPairF32(a *float32, b *float32, n int, kind int) float32
 
 // rotateStep sets x, y = x+y, x−y element-wise, or with kindMul x *= y;
 // n is a positive multiple of 16 with kindAVX512 (which needs AVX-512F),
@@ -38,12 +51,11 @@ func scaleF32(x *float32, n int, s float32, kind int)
 //go:noescape
 func fwht16AVX2(x *float32, n int)
 
-// The kind argument of distF32, dotPackedI8 and the rotation's steps
-// (rotateStep, scaleF32): kindAVX512 selects their AVX-512 loops, else
-// those of AVX2; the bits below it say what they compute: for distF32
-// kindL2Sq, the squared L2 distance, else the dot product; for dotPackedI8
-// the bits of a code, 4 or 2; for rotateStep kindMul, the product, else
-// the butterfly.
+// The kind argument of distF32 and the rotation's steps (rotateStep,
+// scaleF32): kindAVX512 selects their AVX-512 loops, else those of AVX2;
+// the bits below it say what they compute: for distF32 kindL2Sq, the
+// squared L2 distance, else the dot product; for rotateStep kindMul, the
+// product, else the butterfly.
 const (
 	kindAVX512 = 16
 	kindL2Sq   = 1

@@ -24,15 +24,23 @@
 
 #include "textflag.h"
 
-DATA tailmask<>+0(SB)/8, $0xffffffffffffffff
-DATA tailmask<>+8(SB)/8, $0xffffffffffffffff
-DATA tailmask<>+16(SB)/8, $0xffffffffffffffff
-DATA tailmask<>+24(SB)/8, $0xffffffffffffffff
-DATA tailmask<>+32(SB)/8, $0x0000000000000000
-DATA tailmask<>+40(SB)/8, $0x0000000000000000
-DATA tailmask<>+48(SB)/8, $0x0000000000000000
-DATA tailmask<>+56(SB)/8, $0x0000000000000000
-GLOBL tailmask<>(SB), RODATA|NOPTR, $64
+DATA laneindex<>+0(SB)/4, $0x00000000
+DATA laneindex<>+4(SB)/4, $0x00000001
+DATA laneindex<>+8(SB)/4, $0x00000002
+DATA laneindex<>+12(SB)/4, $0x00000003
+DATA laneindex<>+16(SB)/4, $0x00000004
+DATA laneindex<>+20(SB)/4, $0x00000005
+DATA laneindex<>+24(SB)/4, $0x00000006
+DATA laneindex<>+28(SB)/4, $0x00000007
+DATA laneindex<>+32(SB)/4, $0x00000008
+DATA laneindex<>+36(SB)/4, $0x00000009
+DATA laneindex<>+40(SB)/4, $0x0000000a
+DATA laneindex<>+44(SB)/4, $0x0000000b
+DATA laneindex<>+48(SB)/4, $0x0000000c
+DATA laneindex<>+52(SB)/4, $0x0000000d
+DATA laneindex<>+56(SB)/4, $0x0000000e
+DATA laneindex<>+60(SB)/4, $0x0000000f
+GLOBL laneindex<>(SB), RODATA|NOPTR, $64
 
 DATA fwhtsigns<>+0(SB)/4, $0x3f800000
 DATA fwhtsigns<>+4(SB)/4, $0xbf800000
@@ -60,73 +68,383 @@ DATA fwhtsigns<>+88(SB)/4, $0xbf800000
 DATA fwhtsigns<>+92(SB)/4, $0xbf800000
 GLOBL fwhtsigns<>(SB), RODATA|NOPTR, $96
 
-// func distF32(q *float32, block *float32, dim int, rows int, out *float32, kind int)
-TEXT ·distF32(SB), NOSPLIT, $0-48
-	MOVQ q+0(FP), AX
-	MOVQ block+8(FP), DX
-	MOVQ dim+16(FP), BX
-	MOVQ rows+24(FP), SI
-	MOVQ out+32(FP), DI
-	MOVQ kind+40(FP), R8
-	JMP  ·distRows<>(SB)
-
-// func distPairF32(a *float32, b *float32, n int, kind int) float32
-TEXT ·distPairF32(SB), NOSPLIT, $0-36
-	MOVQ a+0(FP), AX
-	MOVQ b+8(FP), DX
-	MOVQ n+16(FP), BX
-	MOVQ kind+24(FP), R8
-	MOVQ $0x00000001, SI
-	LEAQ ret+32(FP), DI
-	JMP  ·distRows<>(SB)
-
-// func distRows<>()
-// Requires: AVX, AVX2, AVX512F, FMA3
-TEXT ·distRows<>(SB), NOSPLIT, $0
-	// AX: q; DX: block; BX: dim; SI: rows; DI: out; R8: kind (see distF32).
-	TESTQ   $0x00000010, R8
-	JNZ     maskAVX512
-	MOVQ    BX, CX
-	ANDQ    $0x07, CX
-	SHLQ    $0x02, CX
-	LEAQ    tailmask<>+32(SB), R9
-	SUBQ    CX, R9
-	VMOVDQU (R9), Y0
-	JMP     nextrow
-
-maskAVX512:
-	MOVQ  BX, CX
-	ANDQ  $0x0f, CX
-	MOVL  $0x00000001, R9
-	SHLL  CL, R9
-	DECL  R9
-	KMOVW R9, K1
-
-nextrow:
-	MOVQ  AX, CX
-	MOVQ  BX, R9
+// func dotAVX2(a *float32, b *float32, n int) float32
+// Requires: AVX, AVX2, FMA3
+TEXT ·dotAVX2(SB), NOSPLIT, $0-28
+	MOVQ  a+0(FP), AX
+	MOVQ  b+8(FP), CX
+	MOVQ  n+16(FP), DX
+	CMPQ  DX, $0x20
+	JAE   dotAVX2first
+	VPXOR Y0, Y0, Y0
 	VPXOR Y1, Y1, Y1
 	VPXOR Y2, Y2, Y2
 	VPXOR Y3, Y3, Y3
+	JMP   dotAVX2step
+
+dotAVX2first:
+	VMOVUPS (CX), Y0
+	VMULPS  (AX), Y0, Y0
+	VMOVUPS 32(CX), Y1
+	VMULPS  32(AX), Y1, Y1
+	VMOVUPS 64(CX), Y2
+	VMULPS  64(AX), Y2, Y2
+	VMOVUPS 96(CX), Y3
+	VMULPS  96(AX), Y3, Y3
+	ADDQ    $0x00000080, CX
+	ADDQ    $0x00000080, AX
+	SUBQ    $0x20, DX
+	CMPQ    DX, $0x20
+	JB      dotAVX2step
+
+dotAVX2loop:
+	VMOVUPS     (CX), Y4
+	VFMADD231PS (AX), Y4, Y0
+	VMOVUPS     32(CX), Y4
+	VFMADD231PS 32(AX), Y4, Y1
+	VMOVUPS     64(CX), Y4
+	VFMADD231PS 64(AX), Y4, Y2
+	VMOVUPS     96(CX), Y4
+	VFMADD231PS 96(AX), Y4, Y3
+	ADDQ        $0x00000080, CX
+	ADDQ        $0x00000080, AX
+	SUBQ        $0x20, DX
+	CMPQ        DX, $0x20
+	JAE         dotAVX2loop
+
+dotAVX2step:
+	CMPQ        DX, $0x08
+	JB          dotAVX2tail
+	VMOVUPS     (CX), Y4
+	VFMADD231PS (AX), Y4, Y0
+	ADDQ        $0x20, CX
+	ADDQ        $0x20, AX
+	SUBQ        $0x08, DX
+	JMP         dotAVX2step
+
+dotAVX2tail:
+	TESTQ        DX, DX
+	JZ           dotAVX2reduce
+	VMOVD        DX, X4
+	VPBROADCASTD X4, Y4
+	VPCMPGTD     laneindex<>+0(SB), Y4, Y4
+	VMASKMOVPS   (CX), Y4, Y5
+	VMASKMOVPS   (AX), Y4, Y4
+	VFMADD231PS  Y4, Y5, Y1
+	LEAQ         (CX)(DX*4), CX
+
+dotAVX2reduce:
+	VADDPS Y1, Y0, Y0
+	VADDPS Y3, Y2, Y2
+	VADDPS Y2, Y0, Y0
+	LEAQ   ret+24(FP), DI
+	JMP    ·sumF32<>(SB)
+
+// func l2SqAVX2(a *float32, b *float32, n int) float32
+// Requires: AVX, AVX2, FMA3
+TEXT ·l2SqAVX2(SB), NOSPLIT, $0-28
+	MOVQ  a+0(FP), AX
+	MOVQ  b+8(FP), CX
+	MOVQ  n+16(FP), DX
+	CMPQ  DX, $0x20
+	JAE   l2SqAVX2first
+	VPXOR Y0, Y0, Y0
+	VPXOR Y1, Y1, Y1
+	VPXOR Y2, Y2, Y2
+	VPXOR Y3, Y3, Y3
+	JMP   l2SqAVX2step
+
+l2SqAVX2first:
+	VMOVUPS (CX), Y0
+	VSUBPS  (AX), Y0, Y0
+	VMULPS  Y0, Y0, Y0
+	VMOVUPS 32(CX), Y1
+	VSUBPS  32(AX), Y1, Y1
+	VMULPS  Y1, Y1, Y1
+	VMOVUPS 64(CX), Y2
+	VSUBPS  64(AX), Y2, Y2
+	VMULPS  Y2, Y2, Y2
+	VMOVUPS 96(CX), Y3
+	VSUBPS  96(AX), Y3, Y3
+	VMULPS  Y3, Y3, Y3
+	ADDQ    $0x00000080, CX
+	ADDQ    $0x00000080, AX
+	SUBQ    $0x20, DX
+	CMPQ    DX, $0x20
+	JB      l2SqAVX2step
+
+l2SqAVX2loop:
+	VMOVUPS     (CX), Y4
+	VSUBPS      (AX), Y4, Y4
+	VFMADD231PS Y4, Y4, Y0
+	VMOVUPS     32(CX), Y4
+	VSUBPS      32(AX), Y4, Y4
+	VFMADD231PS Y4, Y4, Y1
+	VMOVUPS     64(CX), Y4
+	VSUBPS      64(AX), Y4, Y4
+	VFMADD231PS Y4, Y4, Y2
+	VMOVUPS     96(CX), Y4
+	VSUBPS      96(AX), Y4, Y4
+	VFMADD231PS Y4, Y4, Y3
+	ADDQ        $0x00000080, CX
+	ADDQ        $0x00000080, AX
+	SUBQ        $0x20, DX
+	CMPQ        DX, $0x20
+	JAE         l2SqAVX2loop
+
+l2SqAVX2step:
+	CMPQ        DX, $0x08
+	JB          l2SqAVX2tail
+	VMOVUPS     (CX), Y4
+	VSUBPS      (AX), Y4, Y4
+	VFMADD231PS Y4, Y4, Y0
+	ADDQ        $0x20, CX
+	ADDQ        $0x20, AX
+	SUBQ        $0x08, DX
+	JMP         l2SqAVX2step
+
+l2SqAVX2tail:
+	TESTQ        DX, DX
+	JZ           l2SqAVX2reduce
+	VMOVD        DX, X4
+	VPBROADCASTD X4, Y4
+	VPCMPGTD     laneindex<>+0(SB), Y4, Y4
+	VMASKMOVPS   (CX), Y4, Y5
+	VMASKMOVPS   (AX), Y4, Y4
+	VSUBPS       Y4, Y5, Y5
+	VFMADD231PS  Y5, Y5, Y1
+	LEAQ         (CX)(DX*4), CX
+
+l2SqAVX2reduce:
+	VADDPS Y1, Y0, Y0
+	VADDPS Y3, Y2, Y2
+	VADDPS Y2, Y0, Y0
+	LEAQ   ret+24(FP), DI
+	JMP    ·sumF32<>(SB)
+
+// func dotAVX512(a *float32, b *float32, n int) float32
+// Requires: AVX512F
+TEXT ·dotAVX512(SB), NOSPLIT, $0-28
+	MOVQ   a+0(FP), AX
+	MOVQ   b+8(FP), CX
+	MOVQ   n+16(FP), DX
+	CMPQ   DX, $0x40
+	JAE    dotAVX512first
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	JMP    dotAVX512step
+
+dotAVX512first:
+	VMOVUPS (CX), Z0
+	VMULPS  (AX), Z0, Z0
+	VMOVUPS 64(CX), Z1
+	VMULPS  64(AX), Z1, Z1
+	VMOVUPS 128(CX), Z2
+	VMULPS  128(AX), Z2, Z2
+	VMOVUPS 192(CX), Z3
+	VMULPS  192(AX), Z3, Z3
+	ADDQ    $0x00000100, CX
+	ADDQ    $0x00000100, AX
+	SUBQ    $0x40, DX
+	CMPQ    DX, $0x40
+	JB      dotAVX512step
+
+dotAVX512loop:
+	VMOVUPS     (CX), Z4
+	VFMADD231PS (AX), Z4, Z0
+	VMOVUPS     64(CX), Z4
+	VFMADD231PS 64(AX), Z4, Z1
+	VMOVUPS     128(CX), Z4
+	VFMADD231PS 128(AX), Z4, Z2
+	VMOVUPS     192(CX), Z4
+	VFMADD231PS 192(AX), Z4, Z3
+	ADDQ        $0x00000100, CX
+	ADDQ        $0x00000100, AX
+	SUBQ        $0x40, DX
+	CMPQ        DX, $0x40
+	JAE         dotAVX512loop
+
+dotAVX512step:
+	CMPQ        DX, $0x10
+	JB          dotAVX512tail
+	VMOVUPS     (CX), Z4
+	VFMADD231PS (AX), Z4, Z0
+	ADDQ        $0x40, CX
+	ADDQ        $0x40, AX
+	SUBQ        $0x10, DX
+	JMP         dotAVX512step
+
+dotAVX512tail:
+	TESTQ        DX, DX
+	JZ           dotAVX512reduce
+	VPBROADCASTD DX, Z4
+	VPCMPGTD     laneindex<>+0(SB), Z4, K1
+	VMOVUPS.Z    (CX), K1, Z4
+	VMOVUPS.Z    (AX), K1, Z5
+	VFMADD231PS  Z5, Z4, Z1
+	LEAQ         (CX)(DX*4), CX
+
+dotAVX512reduce:
+	VADDPS Z1, Z0, Z0
+	VADDPS Z3, Z2, Z2
+	VADDPS Z2, Z0, Z0
+	LEAQ   ret+24(FP), DI
+	JMP    ·foldF32<>(SB)
+
+// func l2SqAVX512(a *float32, b *float32, n int) float32
+// Requires: AVX512F
+TEXT ·l2SqAVX512(SB), NOSPLIT, $0-28
+	MOVQ   a+0(FP), AX
+	MOVQ   b+8(FP), CX
+	MOVQ   n+16(FP), DX
+	CMPQ   DX, $0x40
+	JAE    l2SqAVX512first
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	JMP    l2SqAVX512step
+
+l2SqAVX512first:
+	VMOVUPS (CX), Z0
+	VSUBPS  (AX), Z0, Z0
+	VMULPS  Z0, Z0, Z0
+	VMOVUPS 64(CX), Z1
+	VSUBPS  64(AX), Z1, Z1
+	VMULPS  Z1, Z1, Z1
+	VMOVUPS 128(CX), Z2
+	VSUBPS  128(AX), Z2, Z2
+	VMULPS  Z2, Z2, Z2
+	VMOVUPS 192(CX), Z3
+	VSUBPS  192(AX), Z3, Z3
+	VMULPS  Z3, Z3, Z3
+	ADDQ    $0x00000100, CX
+	ADDQ    $0x00000100, AX
+	SUBQ    $0x40, DX
+	CMPQ    DX, $0x40
+	JB      l2SqAVX512step
+
+l2SqAVX512loop:
+	VMOVUPS     (CX), Z4
+	VSUBPS      (AX), Z4, Z4
+	VFMADD231PS Z4, Z4, Z0
+	VMOVUPS     64(CX), Z4
+	VSUBPS      64(AX), Z4, Z4
+	VFMADD231PS Z4, Z4, Z1
+	VMOVUPS     128(CX), Z4
+	VSUBPS      128(AX), Z4, Z4
+	VFMADD231PS Z4, Z4, Z2
+	VMOVUPS     192(CX), Z4
+	VSUBPS      192(AX), Z4, Z4
+	VFMADD231PS Z4, Z4, Z3
+	ADDQ        $0x00000100, CX
+	ADDQ        $0x00000100, AX
+	SUBQ        $0x40, DX
+	CMPQ        DX, $0x40
+	JAE         l2SqAVX512loop
+
+l2SqAVX512step:
+	CMPQ        DX, $0x10
+	JB          l2SqAVX512tail
+	VMOVUPS     (CX), Z4
+	VSUBPS      (AX), Z4, Z4
+	VFMADD231PS Z4, Z4, Z0
+	ADDQ        $0x40, CX
+	ADDQ        $0x40, AX
+	SUBQ        $0x10, DX
+	JMP         l2SqAVX512step
+
+l2SqAVX512tail:
+	TESTQ        DX, DX
+	JZ           l2SqAVX512reduce
+	VPBROADCASTD DX, Z4
+	VPCMPGTD     laneindex<>+0(SB), Z4, K1
+	VMOVUPS.Z    (CX), K1, Z4
+	VMOVUPS.Z    (AX), K1, Z5
+	VSUBPS       Z5, Z4, Z4
+	VFMADD231PS  Z4, Z4, Z1
+	LEAQ         (CX)(DX*4), CX
+
+l2SqAVX512reduce:
+	VADDPS Z1, Z0, Z0
+	VADDPS Z3, Z2, Z2
+	VADDPS Z2, Z0, Z0
+	LEAQ   ret+24(FP), DI
+	JMP    ·foldF32<>(SB)
+
+// func foldF32<>()
+// Requires: AVX, AVX512F
+TEXT ·foldF32<>(SB), NOSPLIT, $0
+	// Z0: the float32 lanes to add up; DI: where their sum goes.
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VADDPS        Y1, Y0, Y0
+	JMP           ·sumF32<>(SB)
+
+// func sumF32<>()
+// Requires: AVX
+TEXT ·sumF32<>(SB), NOSPLIT, $0
+	// Y0: the float32 lanes to add up; DI: where their sum goes.
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0x4e, X0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (DI)
+	VZEROUPPER
+	RET
+
+// func distF32(q *float32, block *float32, dim int, rows int, out *float32, kind int)
+// Requires: AVX, AVX2, AVX512F, FMA3
+TEXT ·distF32(SB), NOSPLIT, $0-48
+	MOVQ         q+0(FP), AX
+	MOVQ         block+8(FP), CX
+	MOVQ         dim+16(FP), DX
+	MOVQ         rows+24(FP), BX
+	MOVQ         out+32(FP), SI
+	MOVQ         kind+40(FP), DI
+	TESTQ        $0x00000010, DI
+	JNZ          maskAVX512
+	MOVQ         DX, R8
+	ANDQ         $0x07, R8
+	VMOVD        R8, X0
+	VPBROADCASTD X0, Y0
+	VPCMPGTD     laneindex<>+0(SB), Y0, Y0
+	JMP          nextrow
+
+maskAVX512:
+	MOVQ         DX, R8
+	ANDQ         $0x0f, R8
+	VPBROADCASTD R8, Z1
+	VPCMPGTD     laneindex<>+0(SB), Z1, K1
+
+nextrow:
+	MOVQ  AX, R8
+	MOVQ  DX, R9
+	VPXOR Y2, Y2, Y2
+	VPXOR Y3, Y3, Y3
 	VPXOR Y4, Y4, Y4
-	TESTQ $0x00000010, R8
+	VPXOR Y5, Y5, Y5
+	TESTQ $0x00000010, DI
 	JNZ   AVX512
-	TESTQ $0x00000001, R8
+	TESTQ $0x00000001, DI
 	JNZ   l2SqAVX2
 	CMPQ  R9, $0x20
 	JB    dotAVX2step
 
 dotAVX2loop:
-	VMOVUPS     (DX), Y5
-	VFMADD231PS (CX), Y5, Y1
-	VMOVUPS     32(DX), Y5
-	VFMADD231PS 32(CX), Y5, Y2
-	VMOVUPS     64(DX), Y5
-	VFMADD231PS 64(CX), Y5, Y3
-	VMOVUPS     96(DX), Y5
-	VFMADD231PS 96(CX), Y5, Y4
-	ADDQ        $0x00000080, DX
+	VMOVUPS     (CX), Y1
+	VFMADD231PS (R8), Y1, Y2
+	VMOVUPS     32(CX), Y1
+	VFMADD231PS 32(R8), Y1, Y3
+	VMOVUPS     64(CX), Y1
+	VFMADD231PS 64(R8), Y1, Y4
+	VMOVUPS     96(CX), Y1
+	VFMADD231PS 96(R8), Y1, Y5
 	ADDQ        $0x00000080, CX
+	ADDQ        $0x00000080, R8
 	SUBQ        $0x20, R9
 	CMPQ        R9, $0x20
 	JAE         dotAVX2loop
@@ -134,20 +452,20 @@ dotAVX2loop:
 dotAVX2step:
 	CMPQ        R9, $0x08
 	JB          dotAVX2tail
-	VMOVUPS     (DX), Y5
-	VFMADD231PS (CX), Y5, Y1
-	ADDQ        $0x20, DX
+	VMOVUPS     (CX), Y1
+	VFMADD231PS (R8), Y1, Y2
 	ADDQ        $0x20, CX
+	ADDQ        $0x20, R8
 	SUBQ        $0x08, R9
 	JMP         dotAVX2step
 
 dotAVX2tail:
 	TESTQ       R9, R9
 	JZ          reduceAVX2
-	VMASKMOVPS  (DX), Y0, Y5
-	VMASKMOVPS  (CX), Y0, Y6
-	VFMADD231PS Y6, Y5, Y2
-	LEAQ        (DX)(R9*4), DX
+	VMASKMOVPS  (CX), Y0, Y1
+	VMASKMOVPS  (R8), Y0, Y6
+	VFMADD231PS Y6, Y1, Y3
+	LEAQ        (CX)(R9*4), CX
 	JMP         reduceAVX2
 
 l2SqAVX2:
@@ -155,20 +473,20 @@ l2SqAVX2:
 	JB   l2SqAVX2step
 
 l2SqAVX2loop:
-	VMOVUPS     (DX), Y5
-	VSUBPS      (CX), Y5, Y5
-	VFMADD231PS Y5, Y5, Y1
-	VMOVUPS     32(DX), Y5
-	VSUBPS      32(CX), Y5, Y5
-	VFMADD231PS Y5, Y5, Y2
-	VMOVUPS     64(DX), Y5
-	VSUBPS      64(CX), Y5, Y5
-	VFMADD231PS Y5, Y5, Y3
-	VMOVUPS     96(DX), Y5
-	VSUBPS      96(CX), Y5, Y5
-	VFMADD231PS Y5, Y5, Y4
-	ADDQ        $0x00000080, DX
+	VMOVUPS     (CX), Y1
+	VSUBPS      (R8), Y1, Y1
+	VFMADD231PS Y1, Y1, Y2
+	VMOVUPS     32(CX), Y1
+	VSUBPS      32(R8), Y1, Y1
+	VFMADD231PS Y1, Y1, Y3
+	VMOVUPS     64(CX), Y1
+	VSUBPS      64(R8), Y1, Y1
+	VFMADD231PS Y1, Y1, Y4
+	VMOVUPS     96(CX), Y1
+	VSUBPS      96(R8), Y1, Y1
+	VFMADD231PS Y1, Y1, Y5
 	ADDQ        $0x00000080, CX
+	ADDQ        $0x00000080, R8
 	SUBQ        $0x20, R9
 	CMPQ        R9, $0x20
 	JAE         l2SqAVX2loop
@@ -176,46 +494,46 @@ l2SqAVX2loop:
 l2SqAVX2step:
 	CMPQ        R9, $0x08
 	JB          l2SqAVX2tail
-	VMOVUPS     (DX), Y5
-	VSUBPS      (CX), Y5, Y5
-	VFMADD231PS Y5, Y5, Y1
-	ADDQ        $0x20, DX
+	VMOVUPS     (CX), Y1
+	VSUBPS      (R8), Y1, Y1
+	VFMADD231PS Y1, Y1, Y2
 	ADDQ        $0x20, CX
+	ADDQ        $0x20, R8
 	SUBQ        $0x08, R9
 	JMP         l2SqAVX2step
 
 l2SqAVX2tail:
 	TESTQ       R9, R9
 	JZ          reduceAVX2
-	VMASKMOVPS  (DX), Y0, Y5
-	VMASKMOVPS  (CX), Y0, Y6
-	VSUBPS      Y6, Y5, Y5
-	VFMADD231PS Y5, Y5, Y2
-	LEAQ        (DX)(R9*4), DX
+	VMASKMOVPS  (CX), Y0, Y1
+	VMASKMOVPS  (R8), Y0, Y6
+	VSUBPS      Y6, Y1, Y1
+	VFMADD231PS Y1, Y1, Y3
+	LEAQ        (CX)(R9*4), CX
 
 reduceAVX2:
-	VADDPS Y2, Y1, Y1
-	VADDPS Y4, Y3, Y3
-	VADDPS Y3, Y1, Y1
+	VADDPS Y3, Y2, Y2
+	VADDPS Y5, Y4, Y4
+	VADDPS Y4, Y2, Y2
 	JMP    sum
 
 AVX512:
-	TESTQ $0x00000001, R8
+	TESTQ $0x00000001, DI
 	JNZ   l2SqAVX512
 	CMPQ  R9, $0x40
 	JB    dotAVX512step
 
 dotAVX512loop:
-	VMOVUPS     (DX), Z5
-	VFMADD231PS (CX), Z5, Z1
-	VMOVUPS     64(DX), Z5
-	VFMADD231PS 64(CX), Z5, Z2
-	VMOVUPS     128(DX), Z5
-	VFMADD231PS 128(CX), Z5, Z3
-	VMOVUPS     192(DX), Z5
-	VFMADD231PS 192(CX), Z5, Z4
-	ADDQ        $0x00000100, DX
+	VMOVUPS     (CX), Z1
+	VFMADD231PS (R8), Z1, Z2
+	VMOVUPS     64(CX), Z1
+	VFMADD231PS 64(R8), Z1, Z3
+	VMOVUPS     128(CX), Z1
+	VFMADD231PS 128(R8), Z1, Z4
+	VMOVUPS     192(CX), Z1
+	VFMADD231PS 192(R8), Z1, Z5
 	ADDQ        $0x00000100, CX
+	ADDQ        $0x00000100, R8
 	SUBQ        $0x40, R9
 	CMPQ        R9, $0x40
 	JAE         dotAVX512loop
@@ -223,20 +541,20 @@ dotAVX512loop:
 dotAVX512step:
 	CMPQ        R9, $0x10
 	JB          dotAVX512tail
-	VMOVUPS     (DX), Z5
-	VFMADD231PS (CX), Z5, Z1
-	ADDQ        $0x40, DX
+	VMOVUPS     (CX), Z1
+	VFMADD231PS (R8), Z1, Z2
 	ADDQ        $0x40, CX
+	ADDQ        $0x40, R8
 	SUBQ        $0x10, R9
 	JMP         dotAVX512step
 
 dotAVX512tail:
 	TESTQ       R9, R9
 	JZ          reduceAVX512
-	VMOVUPS.Z   (DX), K1, Z5
-	VMOVUPS.Z   (CX), K1, Z6
-	VFMADD231PS Z6, Z5, Z2
-	LEAQ        (DX)(R9*4), DX
+	VMOVUPS.Z   (CX), K1, Z1
+	VMOVUPS.Z   (R8), K1, Z6
+	VFMADD231PS Z6, Z1, Z3
+	LEAQ        (CX)(R9*4), CX
 	JMP         reduceAVX512
 
 l2SqAVX512:
@@ -244,20 +562,20 @@ l2SqAVX512:
 	JB   l2SqAVX512step
 
 l2SqAVX512loop:
-	VMOVUPS     (DX), Z5
-	VSUBPS      (CX), Z5, Z5
-	VFMADD231PS Z5, Z5, Z1
-	VMOVUPS     64(DX), Z5
-	VSUBPS      64(CX), Z5, Z5
-	VFMADD231PS Z5, Z5, Z2
-	VMOVUPS     128(DX), Z5
-	VSUBPS      128(CX), Z5, Z5
-	VFMADD231PS Z5, Z5, Z3
-	VMOVUPS     192(DX), Z5
-	VSUBPS      192(CX), Z5, Z5
-	VFMADD231PS Z5, Z5, Z4
-	ADDQ        $0x00000100, DX
+	VMOVUPS     (CX), Z1
+	VSUBPS      (R8), Z1, Z1
+	VFMADD231PS Z1, Z1, Z2
+	VMOVUPS     64(CX), Z1
+	VSUBPS      64(R8), Z1, Z1
+	VFMADD231PS Z1, Z1, Z3
+	VMOVUPS     128(CX), Z1
+	VSUBPS      128(R8), Z1, Z1
+	VFMADD231PS Z1, Z1, Z4
+	VMOVUPS     192(CX), Z1
+	VSUBPS      192(R8), Z1, Z1
+	VFMADD231PS Z1, Z1, Z5
 	ADDQ        $0x00000100, CX
+	ADDQ        $0x00000100, R8
 	SUBQ        $0x40, R9
 	CMPQ        R9, $0x40
 	JAE         l2SqAVX512loop
@@ -265,40 +583,40 @@ l2SqAVX512loop:
 l2SqAVX512step:
 	CMPQ        R9, $0x10
 	JB          l2SqAVX512tail
-	VMOVUPS     (DX), Z5
-	VSUBPS      (CX), Z5, Z5
-	VFMADD231PS Z5, Z5, Z1
-	ADDQ        $0x40, DX
+	VMOVUPS     (CX), Z1
+	VSUBPS      (R8), Z1, Z1
+	VFMADD231PS Z1, Z1, Z2
 	ADDQ        $0x40, CX
+	ADDQ        $0x40, R8
 	SUBQ        $0x10, R9
 	JMP         l2SqAVX512step
 
 l2SqAVX512tail:
 	TESTQ       R9, R9
 	JZ          reduceAVX512
-	VMOVUPS.Z   (DX), K1, Z5
-	VMOVUPS.Z   (CX), K1, Z6
-	VSUBPS      Z6, Z5, Z5
-	VFMADD231PS Z5, Z5, Z2
-	LEAQ        (DX)(R9*4), DX
+	VMOVUPS.Z   (CX), K1, Z1
+	VMOVUPS.Z   (R8), K1, Z6
+	VSUBPS      Z6, Z1, Z1
+	VFMADD231PS Z1, Z1, Z3
+	LEAQ        (CX)(R9*4), CX
 
 reduceAVX512:
-	VADDPS        Z2, Z1, Z1
-	VADDPS        Z4, Z3, Z3
-	VADDPS        Z3, Z1, Z1
-	VEXTRACTF64X4 $0x01, Z1, Y2
-	VADDPS        Y2, Y1, Y1
+	VADDPS        Z3, Z2, Z2
+	VADDPS        Z5, Z4, Z4
+	VADDPS        Z4, Z2, Z2
+	VEXTRACTF64X4 $0x01, Z2, Y1
+	VADDPS        Y1, Y2, Y2
 
 sum:
-	VEXTRACTF128 $0x01, Y1, X2
-	VADDPS       X2, X1, X1
-	VPERMILPS    $0x4e, X1, X2
-	VADDPS       X2, X1, X1
-	VPERMILPS    $0xb1, X1, X2
-	VADDSS       X2, X1, X1
-	VMOVSS       X1, (DI)
-	ADDQ         $0x04, DI
-	DECQ         SI
+	VEXTRACTF128 $0x01, Y2, X1
+	VADDPS       X1, X2, X2
+	VPERMILPS    $0x4e, X2, X1
+	VADDPS       X1, X2, X2
+	VPERMILPS    $0xb1, X2, X1
+	VADDSS       X1, X2, X2
+	VMOVSS       X2, (SI)
+	ADDQ         $0x04, SI
+	DECQ         BX
 	JNZ          nextrow
 	VZEROUPPER
 	RET

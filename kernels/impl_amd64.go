@@ -31,8 +31,17 @@ var (
 // int8_amd64.go, scan_amd64.go and prefetch_amd64.go (see doc.go).
 
 func pairF32(op f32Op, a, b []float32) float32 {
-	if len(a) > smallDim && f32Family.active != isaGo {
-		return distPairF32(&a[0], &b[0], len(a), f32Kind(op))
+	if len(a) > smallDim {
+		switch {
+		case f32Family.active == isaAVX512 && op == opDot:
+			return dotAVX512(&a[0], &b[0], len(a))
+		case f32Family.active == isaAVX512:
+			return l2SqAVX512(&a[0], &b[0], len(a))
+		case f32Family.active == isaAVX2 && op == opDot:
+			return dotAVX2(&a[0], &b[0], len(a))
+		case f32Family.active == isaAVX2:
+			return l2SqAVX2(&a[0], &b[0], len(a))
+		}
 	}
 	return pairGo(op, a, b)
 }
@@ -139,24 +148,31 @@ func dotU8I8Impl(a []byte, b []int8) int32 {
 	return dotU8I8Go(a, b)
 }
 
-func dotU4I8Impl(a []byte, b []int8) int32 { return chunkedDot(a, b, u4Chunk, 4, dotU4I8Go) }
+func dotU4I8Impl(a []byte, b []int8) int32 {
+	return chunkedDot(a, b, u4Chunk, 2, dotU4I8AVX512, dotU4I8AVX2, dotU4I8Go)
+}
 
-func dotU2I8Impl(a []byte, b []int8) int32 { return chunkedDot(a, b, u2Chunk, 2, dotU2I8Go) }
+func dotU2I8Impl(a []byte, b []int8) int32 {
+	return chunkedDot(a, b, u2Chunk, 4, dotU2I8AVX512, dotU2I8AVX2, dotU2I8Go)
+}
 
 // chunkedDot runs the active ISA's kernel over the whole chunks (of chunk
-// bytes) of codes packed 8/bits to a byte, and the Go version over the
-// short tail.
-func chunkedDot(a []byte, b []int8, chunk, bits int, tail func([]byte, []int8) int32) int32 {
+// bytes) of codes packed perByte to a byte, and the Go version over the
+// short tail, if any.
+func chunkedDot(a []byte, b []int8, chunk, perByte int, avx512, avx2 func(*byte, *int8, int) int32, tail func([]byte, []int8) int32) int32 {
 	chunks := len(a) / chunk
 	if chunks == 0 || intFamily.active == isaGo {
 		return tail(a, b)
 	}
-	kind := bits
+	kernel := avx2
 	if intFamily.active == isaAVX512 {
-		kind |= kindAVX512
+		kernel = avx512
 	}
-	head := chunks * chunk
-	return dotPackedI8(&a[0], &b[0], chunks, kind) + tail(a[head:], b[8/bits*head:])
+	sum := kernel(&a[0], &b[0], chunks)
+	if head := chunks * chunk; head < len(a) {
+		sum += tail(a[head:], b[perByte*head:])
+	}
+	return sum
 }
 
 // scanBlock sets out[v] to the table sum of vector v of a fast-scan block.

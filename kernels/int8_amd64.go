@@ -14,13 +14,33 @@ func dotU8I8AVX2(a *byte, b *int8, n int) int32
 //go:noescape
 func dotU8I8AVX512(a *byte, b *int8, n int) int32
 
-// dotPackedI8 returns the dot product of chunks 32-byte chunks of codes of
-// kind&^kindAVX512 bits, 4 or 2 (packed by packU4 or packU2), with the
-// 256/bits·chunks bytes of the query. With kindAVX512 it needs AVX-512
-// VNNI, else AVX2.
+// dotU4I8AVX2 returns the dot product of chunks 32-byte chunks of 4-bit
+// codes (packed by packU4) with the 64·chunks bytes of the query.
+// Needs AVX2.
 //
 //go:noescape
-func dotPackedI8(a *byte, b *int8, chunks int, kind int) int32
+func dotU4I8AVX2(a *byte, b *int8, chunks int) int32
+
+// dotU2I8AVX2 returns the dot product of chunks 32-byte chunks of 2-bit
+// codes (packed by packU2) with the 128·chunks bytes of the query.
+// Needs AVX2.
+//
+//go:noescape
+func dotU2I8AVX2(a *byte, b *int8, chunks int) int32
+
+// dotU4I8AVX512 returns the dot product of chunks 32-byte chunks of 4-bit
+// codes (packed by packU4) with the 64·chunks bytes of the query.
+// Needs AVX-512 VNNI.
+//
+//go:noescape
+func dotU4I8AVX512(a *byte, b *int8, chunks int) int32
+
+// dotU2I8AVX512 returns the dot product of chunks 32-byte chunks of 2-bit
+// codes (packed by packU2) with the 128·chunks bytes of the query.
+// Needs AVX-512 VNNI.
+//
+//go:noescape
+func dotU2I8AVX512(a *byte, b *int8, chunks int) int32
 
 // quantizeAVX512 sets dst[i] = clamp(round-half-even(src[i]·inv), ±levels) for
 // n, a positive multiple of 16, elements and returns their sum.

@@ -15,7 +15,7 @@
 // VNNI, as are the unpacked 4- and 2-bit codes.
 // Lengths: dotU8I8AVX2 takes a positive multiple of 32 (the Go caller adds
 // the tail), dotU8I8AVX512 any n > 0 (masked loads read nothing past the
-// end); dotPackedI8 takes whole 32-byte chunks of 4- or 2-bit codes (64 or
+// end); dotU4I8* and dotU2I8* take whole 32-byte chunks of codes (64 or
 // 128 codes, see packU4 and packU2 in int8.go), the Go caller handles a
 // final short chunk.
 //
@@ -101,123 +101,137 @@ reduce:
 	LEAQ          ret+24(FP), DI
 	JMP           ·sumI32<>(SB)
 
-// func dotPackedI8(a *byte, b *int8, chunks int, kind int) int32
-// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512_VNNI
-TEXT ·dotPackedI8(SB), NOSPLIT, $0-36
+DATA codemask<>+0(SB)/1, $0x0f
+DATA codemask<>+1(SB)/1, $0x03
+GLOBL codemask<>(SB), RODATA|NOPTR, $2
+
+// func dotU4I8AVX2(a *byte, b *int8, chunks int) int32
+// Requires: AVX, AVX2
+TEXT ·dotU4I8AVX2(SB), NOSPLIT, $0-28
 	MOVQ         a+0(FP), AX
-	MOVQ         b+8(FP), DX
-	MOVQ         chunks+16(FP), BX
-	MOVQ         kind+24(FP), SI
-	MOVQ         SI, CX
-	ANDQ         $0x0f, CX
-	MOVL         $0x00000001, DI
-	SHLL         CL, DI
-	DECL         DI
-	TESTQ        $0x00000010, SI
-	JNZ          AVX512
-	VMOVD        DI, X0
-	VPBROADCASTB X0, Y0
-	VPXOR        Y2, Y2, Y2
-	MOVL         $0x00000001, SI
-	VMOVD        SI, X1
-	VPBROADCASTW X1, Y1
-	CMPQ         CX, $0x02
-	JE           loop2AVX2
+	MOVQ         b+8(FP), CX
+	MOVQ         chunks+16(FP), DX
+	VPXOR        Y0, Y0, Y0
+	VPBROADCASTB codemask<>+0(SB), Y1
+	VPCMPEQW     Y2, Y2, Y2
+	VPSRLW       $0x0f, Y2, Y2
 
-loop4AVX2:
+dotU4I8AVX2loop:
 	VMOVDQU    (AX), Y3
-	VPAND      Y0, Y3, Y4
-	VPMADDUBSW (DX), Y4, Y4
+	VPAND      Y1, Y3, Y4
+	VPMADDUBSW (CX), Y4, Y4
 	VPSRLW     $0x04, Y3, Y3
-	VPAND      Y0, Y3, Y3
-	VPMADDUBSW 32(DX), Y3, Y3
+	VPAND      Y1, Y3, Y3
+	VPMADDUBSW 32(CX), Y3, Y3
 	VPADDW     Y3, Y4, Y4
-	VPMADDWD   Y1, Y4, Y4
-	VPADDD     Y4, Y2, Y2
+	VPMADDWD   Y2, Y4, Y4
+	VPADDD     Y4, Y0, Y0
 	ADDQ       $0x20, AX
-	ADDQ       $0x00000040, DX
-	DECQ       BX
-	JNZ        loop4AVX2
-	JMP        sumAVX2
+	ADDQ       $0x00000040, CX
+	DECQ       DX
+	JNZ        dotU4I8AVX2loop
+	LEAQ       ret+24(FP), DI
+	JMP        ·sumI32<>(SB)
 
-loop2AVX2:
+// func dotU2I8AVX2(a *byte, b *int8, chunks int) int32
+// Requires: AVX, AVX2
+TEXT ·dotU2I8AVX2(SB), NOSPLIT, $0-28
+	MOVQ         a+0(FP), AX
+	MOVQ         b+8(FP), CX
+	MOVQ         chunks+16(FP), DX
+	VPXOR        Y0, Y0, Y0
+	VPBROADCASTB codemask<>+1(SB), Y1
+	VPCMPEQW     Y2, Y2, Y2
+	VPSRLW       $0x0f, Y2, Y2
+
+dotU2I8AVX2loop:
 	VMOVDQU    (AX), Y3
-	VPAND      Y0, Y3, Y4
-	VPMADDUBSW (DX), Y4, Y4
+	VPAND      Y1, Y3, Y4
+	VPMADDUBSW (CX), Y4, Y4
 	VPSRLW     $0x02, Y3, Y5
-	VPAND      Y0, Y5, Y5
-	VPMADDUBSW 32(DX), Y5, Y5
+	VPAND      Y1, Y5, Y5
+	VPMADDUBSW 32(CX), Y5, Y5
 	VPADDW     Y5, Y4, Y4
 	VPSRLW     $0x04, Y3, Y5
-	VPAND      Y0, Y5, Y5
-	VPMADDUBSW 64(DX), Y5, Y5
+	VPAND      Y1, Y5, Y5
+	VPMADDUBSW 64(CX), Y5, Y5
 	VPADDW     Y5, Y4, Y4
 	VPSRLW     $0x06, Y3, Y3
-	VPAND      Y0, Y3, Y3
-	VPMADDUBSW 96(DX), Y3, Y3
+	VPAND      Y1, Y3, Y3
+	VPMADDUBSW 96(CX), Y3, Y3
 	VPADDW     Y3, Y4, Y4
-	VPMADDWD   Y1, Y4, Y4
-	VPADDD     Y4, Y2, Y2
+	VPMADDWD   Y2, Y4, Y4
+	VPADDD     Y4, Y0, Y0
 	ADDQ       $0x20, AX
-	ADDQ       $0x00000080, DX
-	DECQ       BX
-	JNZ        loop2AVX2
+	ADDQ       $0x00000080, CX
+	DECQ       DX
+	JNZ        dotU2I8AVX2loop
+	LEAQ       ret+24(FP), DI
+	JMP        ·sumI32<>(SB)
 
-sumAVX2:
-	VMOVDQU Y2, Y0
-	JMP     sum
-
-AVX512:
-	VPBROADCASTB DI, Z0
-	XORL         SI, SI
-	VPBROADCASTW SI, Y1
-	MOVL         CX, SI
-	VPBROADCASTW SI, Y2
+// func dotU4I8AVX512(a *byte, b *int8, chunks int) int32
+// Requires: AVX2, AVX512BW, AVX512F, AVX512VL, AVX512_VNNI
+TEXT ·dotU4I8AVX512(SB), NOSPLIT, $0-28
+	MOVQ         a+0(FP), AX
+	MOVQ         b+8(FP), CX
+	MOVQ         chunks+16(FP), DX
+	VPBROADCASTB codemask<>+0(SB), Z0
+	VPXORD       Z1, Z1, Z1
+	MOVL         $0x00000004, BX
+	VPBROADCASTW BX, Y2
 	VINSERTI64X4 $0x01, Y2, Z1, Z1
 	VPXORD       Z3, Z3, Z3
-	VPXORD       Z4, Z4, Z4
-	CMPQ         CX, $0x02
-	JE           pair2AVX512
 
-loop4AVX512:
+dotU4I8AVX512loop:
 	VBROADCASTI64X4 (AX), Z2
 	VPSRLVW         Z1, Z2, Z2
 	VPANDQ          Z0, Z2, Z2
-	VPDPBUSD        (DX), Z2, Z3
+	VPDPBUSD        (CX), Z2, Z3
 	ADDQ            $0x20, AX
-	ADDQ            $0x00000040, DX
-	DECQ            BX
-	JNZ             loop4AVX512
-	JMP             sumAVX512
+	ADDQ            $0x00000040, CX
+	DECQ            DX
+	JNZ             dotU4I8AVX512loop
+	VEXTRACTI64X4   $0x01, Z3, Y0
+	VPADDD          Y0, Y3, Y0
+	LEAQ            ret+24(FP), DI
+	JMP             ·sumI32<>(SB)
 
-pair2AVX512:
-	LEAL         (CX)(CX*1), SI
-	VPBROADCASTW SI, Y2
-	LEAL         (CX)(CX*2), SI
-	VPBROADCASTW SI, Y5
+// func dotU2I8AVX512(a *byte, b *int8, chunks int) int32
+// Requires: AVX2, AVX512BW, AVX512F, AVX512VL, AVX512_VNNI
+TEXT ·dotU2I8AVX512(SB), NOSPLIT, $0-28
+	MOVQ         a+0(FP), AX
+	MOVQ         b+8(FP), CX
+	MOVQ         chunks+16(FP), DX
+	VPBROADCASTB codemask<>+1(SB), Z0
+	VPXORD       Z1, Z1, Z1
+	MOVL         $0x00000002, BX
+	VPBROADCASTW BX, Y2
+	VINSERTI64X4 $0x01, Y2, Z1, Z1
+	MOVL         $0x00000004, BX
+	VPBROADCASTW BX, Y2
+	MOVL         $0x00000006, BX
+	VPBROADCASTW BX, Y5
 	VINSERTI64X4 $0x01, Y5, Z2, Z2
+	VPXORD       Z3, Z3, Z3
+	VPXORD       Z4, Z4, Z4
 
-loop2AVX512:
+dotU2I8AVX512loop:
 	VBROADCASTI64X4 (AX), Z5
 	VPSRLVW         Z1, Z5, Z6
 	VPANDQ          Z0, Z6, Z6
-	VPDPBUSD        (DX), Z6, Z3
+	VPDPBUSD        (CX), Z6, Z3
 	VPSRLVW         Z2, Z5, Z5
 	VPANDQ          Z0, Z5, Z5
-	VPDPBUSD        64(DX), Z5, Z4
+	VPDPBUSD        64(CX), Z5, Z4
 	ADDQ            $0x20, AX
-	ADDQ            $0x00000080, DX
-	DECQ            BX
-	JNZ             loop2AVX512
-
-sumAVX512:
-	VPADDD        Z4, Z3, Z3
-	VEXTRACTI64X4 $0x01, Z3, Y0
-	VPADDD        Y0, Y3, Y0
-
-sum:
-	LEAQ ret+32(FP), DI
-	JMP  ·sumI32<>(SB)
+	ADDQ            $0x00000080, CX
+	DECQ            DX
+	JNZ             dotU2I8AVX512loop
+	VPADDD          Z4, Z3, Z3
+	VEXTRACTI64X4   $0x01, Z3, Y0
+	VPADDD          Y0, Y3, Y0
+	LEAQ            ret+24(FP), DI
+	JMP             ·sumI32<>(SB)
 
 // func quantizeAVX512(dst *int8, src *float32, n int, inv float32, levels int32) int32
 // Requires: AVX2, AVX512F

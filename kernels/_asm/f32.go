@@ -29,70 +29,74 @@ is one fused multiply-add of ±1, exactly a+b or a−b.
 `
 
 func buildF32(g gen) {
-	tailmask := g.tailMaskData()
+	lanes := g.laneIndexData()
 	signs := g.fwhtSignsData()
-	g.distF32()
-	g.distPairF32()
-	g.distRows(tailmask)
+	for _, w := range []width{avx2, avx512} {
+		for _, s := range []f32Step{dotStep, l2Step} {
+			g.pairF32(w, s, lanes)
+		}
+	}
+	g.foldF32()
+	g.sumF32()
+	g.distF32(lanes)
 	g.rotateStep()
 	g.scale()
 	g.fwht16AVX2(signs)
 }
 
-// f32Step adds f(q, b) to acc lane by lane; q is memory or a register, b is
-// clobbered.
+// f32Step adds f(q, b) to acc lane by lane, or sets acc to it; q is memory
+// or a register, b is clobbered.
 type f32Step struct {
 	name string
-	emit func(g gen, q Op, b, acc reg.Register)
+	doc  string // what the kernel sums f up to
+	emit func(g gen, q Op, b, acc reg.Register, set bool)
 }
 
 var (
-	dotStep = f32Step{"dot", func(g gen, q Op, b, acc reg.Register) {
-		g.VFMADD231PS(q, b, acc)
+	dotStep = f32Step{"dot", "dot product", func(g gen, q Op, b, acc reg.Register, set bool) {
+		g.mulAdd(q, b, acc, set)
 	}}
-	l2Step = f32Step{"l2Sq", func(g gen, q Op, b, acc reg.Register) {
+	l2Step = f32Step{"l2Sq", "squared L2 distance", func(g gen, q Op, b, acc reg.Register, set bool) {
 		g.VSUBPS(q, b, b)
-		g.VFMADD231PS(b, b, acc)
+		g.mulAdd(b, b, acc, set)
 	}}
 )
 
-// tailMaskData declares eight all-ones lanes then eight zero lanes: the
-// eight lanes starting at lane 8-r select the first r elements.
-func (g gen) tailMaskData() Mem {
-	m := g.StaticGlobal("tailmask")
+// mulAdd adds x·y to acc, or with set sets acc to x·y: the same bits, one
+// rounding either way.
+func (g gen) mulAdd(x Op, y, acc reg.Register, set bool) {
+	if set {
+		g.VMULPS(x, y, acc)
+	} else {
+		g.VFMADD231PS(x, y, acc)
+	}
+}
+
+// laneIndexData declares the int32 lane indexes 0 to 15, which a tail's
+// element count is compared with.
+func (g gen) laneIndexData() Mem {
+	m := g.StaticGlobal("laneindex")
 	g.DataAttributes(attr.RODATA | attr.NOPTR)
-	for i := 0; i < 8; i++ {
-		v := U64(0)
-		if i < 4 {
-			v = U64(^uint64(0))
-		}
-		g.AddDatum(8*i, v)
+	for i := 0; i < 16; i++ {
+		g.AddDatum(4*i, U32(i))
 	}
 	return m
 }
 
-// tailMask returns the mask of the first n mod lanes elements: a vector
-// register for AVX2's VMASKMOVPS, an opmask register for AVX-512.
-func (g gen) tailMask(w width, n reg.Register, tailmask Mem) reg.Register {
+// tailMask returns the mask of the first r elements, r < lanes: a vector
+// register for AVX2's VMASKMOVPS, an opmask register for AVX-512; lanes
+// is laneIndexData.
+func (g gen) tailMask(w width, r reg.GPVirtual, lanes Mem) reg.Register {
 	if w == avx512 {
-		g.MOVQ(n, reg.RCX)
-		g.ANDQ(U8(w.f32s()-1), reg.RCX)
-		bits := g.GP32()
-		g.MOVL(U32(1), bits)
-		g.SHLL(reg.CL, bits)
-		g.DECL(bits)
-		k := g.K()
-		g.KMOVW(bits, k)
+		v, k := g.ZMM(), g.K()
+		g.VPBROADCASTD(r.As32(), v)
+		g.VPCMPGTD(lanes, v, k)
 		return k
 	}
-	r, p := g.GP64(), g.GP64()
-	g.MOVQ(n, r)
-	g.ANDQ(U8(w.f32s()-1), r)
-	g.SHLQ(U8(2), r)
-	g.LEAQ(tailmask.Offset(32), p)
-	g.SUBQ(r, p)
 	m := g.YMM()
-	g.VMOVDQU(Mem{Base: p}, m)
+	g.VMOVD(r.As32(), m.AsX())
+	g.VPBROADCASTD(m.AsX(), m)
+	g.VPCMPGTD(lanes, m, m)
 	return m
 }
 
@@ -106,50 +110,95 @@ func (g gen) loadMasked(w width, m Mem, mask reg.Register, dst reg.VecVirtual) {
 	}
 }
 
-// distRows is the one body of the float32 distances, dot product and
-// squared L2, AVX2 and AVX-512, of a pair (one row, distPairF32) and of a
-// block (distF32). Their loops differ in the step and the width (rowLoop);
-// everything else is shared: the row loop, the pairwise sum of the
-// accumulators and the sum of their lanes, which AVX-512 reaches after
-// folding its 512 bits to 256. Two branches on kind a row, taken the same
-// way for every row, select the loop.
-const distRows routine = "distRows"
+// pairF32 emits the kernel of step s at width w for one pair of vectors:
+// a body of its own, with no branch but its loop's, so that a call on a
+// short vector costs little more than its loop. The first four vectors
+// set the accumulators rather than add to zeroed ones; the tail's mask is
+// computed only where there is a tail. The sum of the accumulators'
+// lanes, which the dot product and L2 share, is a routine jumped to:
+// sumF32, through foldF32 for AVX-512.
+func (g gen) pairF32(w width, s f32Step, lanes Mem) {
+	name, needs := s.name+w.name, "AVX2 and FMA"
+	if w == avx512 {
+		needs = "AVX-512F"
+	}
+	g.text(name, "func(a, b *float32, n int) float32",
+		name+" returns the "+s.doc+" of a[:n] and b[:n]; n > 0. Needs "+needs+".")
+	q, p, n := g.gp64("a"), g.gp64("b"), g.gp64("n")
+	label := func(l string) string { return name + l }
+	acc := make([]reg.VecVirtual, 4)
+	for i := range acc {
+		acc[i] = g.vec(w)
+	}
+	block := len(acc) * w.f32s()
+	g.CMPQ(n, U8(block))
+	g.JAE(LabelRef(label("first")))
+	for _, r := range acc {
+		g.zero(w, r)
+	}
+	g.JMP(LabelRef(label("step")))
 
-// The registers distRows takes: distF32's arguments.
-var (
-	rowsQ, rowsBlock, rowsDim = reg.RAX, reg.RDX, reg.RBX
-	rowsN, rowsOut, rowsKind  = reg.RSI, reg.RDI, reg.R8
-)
+	g.Label(label("first"))
+	for i, r := range acc {
+		b := g.vec(w)
+		g.VMOVUPS(at(p, i*w.bytes), b)
+		s.emit(g, at(q, i*w.bytes), b, r, true)
+	}
+	g.ADDQ(U32(len(acc)*w.bytes), p)
+	g.ADDQ(U32(len(acc)*w.bytes), q)
+	g.SUBQ(U8(block), n)
+	tail := func() reg.Register { return g.tailMask(w, n, lanes) }
+	g.rowLoop(w, s, q, p, n, tail, acc, label("reduce"))
 
-func (g gen) distF32() {
+	g.Label(label("reduce"))
+	sum := sumF32
+	if w == avx512 {
+		g.addPairwise(w, acc, reg.Z0)
+		sum = foldF32
+	} else {
+		g.addPairwise(w, acc, reg.Y0)
+	}
+	g.LEAQ(g.addr(g.ReturnIndex(0)), reg.RDI)
+	g.tailJump(sum, reg.Z0, reg.RDI)
+}
+
+// foldF32 and sumF32 end the pair kernels: sumF32 stores the float32 sum
+// of the lanes of Y0 at the address in DI; foldF32 adds the halves of Z0
+// into Y0 first.
+const foldF32, sumF32 routine = "foldF32", "sumF32"
+
+func (g gen) foldF32() {
+	g.static(foldF32, "Z0: the float32 lanes to add up; DI: where their sum goes.")
+	g.foldHalves(reg.Z0, reg.Y0, g.f32Lanes())
+	g.tailJump(sumF32, reg.Y0, reg.RDI)
+}
+
+func (g gen) sumF32() {
+	g.static(sumF32, "Y0: the float32 lanes to add up; DI: where their sum goes.")
+	g.VMOVSS(g.sumLanes(reg.Y0, g.f32Lanes()), Mem{Base: reg.RDI})
+	g.VZEROUPPER()
+	g.RET()
+}
+
+// distF32 is the one kernel of the block distances, dot product and
+// squared L2, AVX2 and AVX-512: they share the row loop, the pairwise sum
+// of the accumulators and the sum of their lanes, which AVX-512 reaches
+// after folding its 512 bits to 256. Two branches on kind a row, taken the
+// same way for every row, select the loop; a block of rows amortises them.
+func (g gen) distF32(lanes Mem) {
 	g.text("distF32", "func(q, block *float32, dim, rows int, out *float32, kind int)",
 		"distF32 sets out[r] to the distance kind selects (kindL2Sq, kindAVX512)",
 		"between q[:dim] and row r of the row-major block, for r < rows; dim and",
 		"rows are > 0. With kindAVX512 it needs AVX-512F, else AVX2 and FMA.")
-	for i, r := range []reg.Register{rowsQ, rowsBlock, rowsDim, rowsN, rowsOut, rowsKind} {
-		g.Load(g.ParamIndex(i), r)
-	}
-	g.tailJump(distRows, rowsQ, rowsBlock, rowsDim, rowsN, rowsOut, rowsKind)
-}
-
-func (g gen) distPairF32() {
-	g.text("distPairF32", "func(a, b *float32, n, kind int) float32",
-		"distPairF32 returns the distance kind selects (kindL2Sq, kindAVX512)",
-		"between a[:n] and b[:n]; n > 0. With kindAVX512 it needs AVX-512F, else",
-		"AVX2 and FMA.")
-	for i, r := range []reg.Register{rowsQ, rowsBlock, rowsDim, rowsKind} {
-		g.Load(g.ParamIndex(i), r)
-	}
-	g.MOVQ(U32(1), rowsN)
-	g.LEAQ(g.addr(g.ReturnIndex(0)), rowsOut)
-	g.tailJump(distRows, rowsQ, rowsBlock, rowsDim, rowsN, rowsOut, rowsKind)
-}
-
-func (g gen) distRows(tailmask Mem) {
-	g.static(distRows, "AX: q; DX: block; BX: dim; SI: rows; DI: out; R8: kind (see distF32).")
-	q, p, dim, rows, out, kind := rowsQ, rowsBlock, rowsDim, rowsN, rowsOut, rowsKind
+	q, p, dim := g.gp64("q"), g.gp64("block"), g.gp64("dim")
+	rows, out, kind := g.gp64("rows"), g.gp64("out"), g.gp64("kind")
 	masks := map[width]reg.Register{}
-	g.eachWidth(kind, "mask", "nextrow", func(w width) { masks[w] = g.tailMask(w, dim, tailmask) })
+	g.eachWidth(kind, "mask", "nextrow", func(w width) {
+		r := g.GP64()
+		g.MOVQ(dim, r)
+		g.ANDQ(U8(w.f32s()-1), r)
+		masks[w] = g.tailMask(w, r, lanes)
+	})
 
 	g.Label("nextrow")
 	qi, n := g.GP64(), g.GP64()
@@ -163,11 +212,12 @@ func (g gen) distRows(tailmask Mem) {
 	}
 	g.eachWidth(kind, "", "sum", func(w width) {
 		reduce := "reduce" + w.name
+		mask := func() reg.Register { return masks[w] }
 		g.either(kind, kindL2Sq, "l2Sq"+w.name, reduce,
-			func() { g.rowLoop(w, dotStep, qi, p, n, masks[w], acc) },
-			func() { g.rowLoop(w, l2Step, qi, p, n, masks[w], acc) })
+			func() { g.rowLoop(w, dotStep, qi, p, n, mask, acc, reduce) },
+			func() { g.rowLoop(w, l2Step, qi, p, n, mask, acc, reduce) })
 		g.Label(reduce)
-		g.addPairwise(w, acc)
+		g.addPairwise(w, acc, in(w, acc[0]))
 		if w == avx512 {
 			g.foldHalves(acc[0], acc[0].AsY(), g.f32Lanes())
 		}
@@ -190,19 +240,21 @@ func in(w width, r reg.Vec) reg.Register {
 	return r.AsY()
 }
 
-// addPairwise sets acc[0] to (acc[0]+acc[1]) + (acc[2]+acc[3]) at width w.
-func (g gen) addPairwise(w width, acc []reg.VecVirtual) {
+// addPairwise sets dst, of width w, to (acc[0]+acc[1]) + (acc[2]+acc[3]);
+// acc is clobbered.
+func (g gen) addPairwise(w width, acc []reg.VecVirtual, dst reg.Register) {
 	a0, a1, a2, a3 := in(w, acc[0]), in(w, acc[1]), in(w, acc[2]), in(w, acc[3])
 	g.VADDPS(a1, a0, a0)
 	g.VADDPS(a3, a2, a2)
-	g.VADDPS(a2, a0, a0)
+	g.VADDPS(a2, a0, dst)
 }
 
 // rowLoop emits the loop of step s at width w over the n elements at q
-// (the query) and p (the row), into the four accumulators acc, and leaves
-// p just past the row; q and n are clobbered. Its tail jumps to the label
-// reduce<width> when no element is left.
-func (g gen) rowLoop(w width, s f32Step, q, p, n reg.Register, mask reg.Register, acc []reg.VecVirtual) {
+// (the query) and p (the row), adding to the four accumulators acc, and
+// leaves p just past the row; q and n are clobbered. Its tail, where
+// fewer than a vector's elements are left, loads them under mask(), and
+// jumps to the label reduce when none is.
+func (g gen) rowLoop(w width, s f32Step, q, p, n reg.Register, mask func() reg.Register, acc []reg.VecVirtual, reduce string) {
 	label := func(l string) string { return s.name + w.name + l }
 	lanes := w.f32s()
 	unroll := len(acc)
@@ -213,7 +265,7 @@ func (g gen) rowLoop(w width, s f32Step, q, p, n reg.Register, mask reg.Register
 	for i := range acc {
 		b := g.vec(w)
 		g.VMOVUPS(at(p, i*w.bytes), b)
-		s.emit(g, at(q, i*w.bytes), b, in(w, acc[i]))
+		s.emit(g, at(q, i*w.bytes), b, in(w, acc[i]), false)
 	}
 	g.ADDQ(U32(unroll*w.bytes), p)
 	g.ADDQ(U32(unroll*w.bytes), q)
@@ -226,7 +278,7 @@ func (g gen) rowLoop(w width, s f32Step, q, p, n reg.Register, mask reg.Register
 	g.JB(LabelRef(label("tail")))
 	b := g.vec(w)
 	g.VMOVUPS(Mem{Base: p}, b)
-	s.emit(g, Mem{Base: q}, b, in(w, acc[0]))
+	s.emit(g, Mem{Base: q}, b, in(w, acc[0]), false)
 	g.ADDQ(U8(w.bytes), p)
 	g.ADDQ(U8(w.bytes), q)
 	g.SUBQ(U8(lanes), n)
@@ -234,11 +286,12 @@ func (g gen) rowLoop(w width, s f32Step, q, p, n reg.Register, mask reg.Register
 
 	g.Label(label("tail"))
 	g.TESTQ(n, n)
-	g.JZ(LabelRef("reduce" + w.name))
+	g.JZ(LabelRef(reduce))
+	m := mask()
 	b, qv := g.vec(w), g.vec(w)
-	g.loadMasked(w, Mem{Base: p}, mask, b)
-	g.loadMasked(w, Mem{Base: q}, mask, qv)
-	s.emit(g, qv, b, in(w, acc[1]))
+	g.loadMasked(w, Mem{Base: p}, m, b)
+	g.loadMasked(w, Mem{Base: q}, m, qv)
+	s.emit(g, qv, b, in(w, acc[1]), false)
 	g.LEAQ(Mem{Base: p, Index: n, Scale: 4}, p)
 }
 

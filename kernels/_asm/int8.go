@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 
+	"github.com/mmcloughlin/avo/attr"
 	"github.com/mmcloughlin/avo/ir"
 	. "github.com/mmcloughlin/avo/operand"
 	"github.com/mmcloughlin/avo/reg"
@@ -22,7 +23,7 @@ s8, four products into int32 with no intermediate saturation) on AVX-512
 VNNI, as are the unpacked 4- and 2-bit codes.
 Lengths: dotU8I8AVX2 takes a positive multiple of 32 (the Go caller adds
 the tail), dotU8I8AVX512 any n > 0 (masked loads read nothing past the
-end); dotPackedI8 takes whole 32-byte chunks of 4- or 2-bit codes (64 or
+end); dotU4I8* and dotU2I8* take whole 32-byte chunks of codes (64 or
 128 codes, see packU4 and packU2 in int8.go), the Go caller handles a
 final short chunk.
 
@@ -34,7 +35,12 @@ under the default MXCSR mode, to nearest even.
 func buildInt8(g gen) {
 	g.dotU8I8AVX2()
 	g.dotU8I8AVX512()
-	g.dotPackedI8()
+	masks := g.codeMaskData()
+	for _, w := range []width{avx2, avx512} {
+		for _, bits := range []int{4, 2} {
+			g.packedI8(w, bits, masks)
+		}
+	}
 	g.quantizeAVX512()
 	g.sumI32()
 }
@@ -122,34 +128,38 @@ func (g gen) dotU8I8AVX512() {
 	g.retI32(avx512, acc[0])
 }
 
-// dotPackedI8 emits the one kernel of the dot products of packed 4- and
-// 2-bit codes, AVX2 and AVX-512: the code mask comes from the bits in
-// kind, and so does, with AVX-512, the shift count that the two code
-// widths share; only the loops differ between 4 and 2 bits, and one branch
-// a call picks one.
-func (g gen) dotPackedI8() {
-	g.text("dotPackedI8", "func(a *byte, b *int8, chunks, kind int) int32",
-		"dotPackedI8 returns the dot product of chunks 32-byte chunks of codes of",
-		"kind&^kindAVX512 bits, 4 or 2 (packed by packU4 or packU2), with the",
-		"256/bits·chunks bytes of the query. With kindAVX512 it needs AVX-512",
-		"VNNI, else AVX2.")
-	a, b, chunks, kind := g.gp64("a"), g.gp64("b"), g.gp64("chunks"), g.gp64("kind")
-	bits, m := reg.RCX, g.GP32()
-	g.MOVQ(kind, bits)
-	g.ANDQ(U8(kindAVX512-1), bits)
-	g.MOVL(U32(1), m)
-	g.SHLL(reg.CL, m)
-	g.DECL(m)
-	g.eachWidth(kind, "", "sum", func(w width) {
-		mask := g.broadcastByte(w, m)
-		if w == avx512 {
-			g.toY0(w, g.packedVNNI(mask, bits, a, b, chunks))
-		} else {
-			g.toY0(w, g.packedAVX2(mask, bits, a, b, chunks))
-		}
-	})
-	g.Label("sum")
+// packedI8 emits the dot product of packed codes of bits bits (4 or 2) at
+// width w: a body of its own, with no branch but its loop's, from the one
+// template of each width (packedAVX2, packedVNNI); it ends with a jump to
+// sumI32.
+func (g gen) packedI8(w width, bits int, masks map[int]Mem) {
+	name, needs := fmt.Sprintf("dotU%dI8%s", bits, w.name), "AVX2"
+	if w == avx512 {
+		needs = "AVX-512 VNNI"
+	}
+	packer := map[int]string{4: "packU4", 2: "packU2"}[bits]
+	g.text(name, "func(a *byte, b *int8, chunks int) int32",
+		fmt.Sprintf("%s returns the dot product of chunks 32-byte chunks of %d-bit", name, bits),
+		fmt.Sprintf("codes (packed by %s) with the %d·chunks bytes of the query.", packer, 256/bits),
+		"Needs "+needs+".")
+	a, b, chunks := g.gp64("a"), g.gp64("b"), g.gp64("chunks")
+	loop := name + "loop"
+	if w == avx512 {
+		g.toY0(w, g.packedVNNI(masks[bits], bits, loop, a, b, chunks))
+	} else {
+		g.packedAVX2(masks[bits], bits, loop, a, b, chunks)
+	}
 	g.jumpSumI32()
+}
+
+// codeMaskData declares the byte masks of a code's bits, 0x0f and 0x03,
+// and returns them by the code's width in bits.
+func (g gen) codeMaskData() map[int]Mem {
+	m := g.StaticGlobal("codemask")
+	g.DataAttributes(attr.RODATA | attr.NOPTR)
+	g.AddDatum(0, U8(0x0f))
+	g.AddDatum(1, U8(0x03))
+	return map[int]Mem{4: m, 2: m.Offset(1)}
 }
 
 // packedLoop emits the loop, at label, over the chunks of codes of bits
@@ -163,101 +173,82 @@ func (g gen) packedLoop(label string, bits int, a, b, chunks reg.Register, chunk
 	g.JNZ(LabelRef(label))
 }
 
-// packedAVX2 emits the AVX2 part and returns its accumulator: each quarter
+// packedAVX2 emits the AVX2 loop, which adds up into Y0: each quarter
 // (or half) of the codes, shifted down and masked, is multiplied with
 // VPMADDUBSW, the int16 pair sums added up in int16 and widened to int32
 // by a VPMADDWD with ones.
-func (g gen) packedAVX2(mask reg.VecVirtual, bits, a, b, chunks reg.Register) reg.VecVirtual {
-	ones, acc := g.YMM(), g.zeros(avx2, 1)[0]
-	one := g.GP32()
-	g.MOVL(U32(1), one)
-	g.VMOVD(one, ones.AsX())
-	g.VPBROADCASTW(ones.AsX(), ones)
-	g.CMPQ(bits, U8(2))
-	g.JE(LabelRef("loop2AVX2"))
-	for _, n := range []int{4, 2} {
-		g.packedLoop(fmt.Sprintf("loop%dAVX2", n), n, a, b, chunks, func() {
-			codes := g.YMM()
-			g.VMOVDQU(Mem{Base: a}, codes)
-			var sum reg.VecVirtual
-			for i := 0; i < 8/n; i++ {
-				t := g.YMM()
-				if i == 0 {
-					g.VPAND(mask, codes, t)
-				} else {
-					g.VPSRLW(U8(n*i), codes, t)
-					g.VPAND(mask, t, t)
-				}
-				g.VPMADDUBSW(at(b, 32*i), t, t) // code 32i+j × b[32i+j], in pairs
-				if i == 0 {
-					sum = t
-				} else {
-					g.VPADDW(t, sum, sum)
-				}
+func (g gen) packedAVX2(codeMask Mem, bits int, label string, a, b, chunks reg.Register) {
+	acc, mask, ones := reg.Y0, g.YMM(), g.YMM()
+	g.VPXOR(acc, acc, acc)
+	g.VPBROADCASTB(codeMask, mask)
+	g.VPCMPEQW(ones, ones, ones)
+	g.VPSRLW(U8(15), ones, ones)
+	g.packedLoop(label, bits, a, b, chunks, func() {
+		codes := g.YMM()
+		g.VMOVDQU(Mem{Base: a}, codes)
+		var sum reg.VecVirtual
+		for i := 0; i < 8/bits; i++ {
+			t := g.YMM()
+			if i == 0 {
+				g.VPAND(mask, codes, t)
+			} else {
+				g.VPSRLW(U8(bits*i), codes, t)
+				g.VPAND(mask, t, t)
 			}
-			g.VPMADDWD(ones, sum, sum)
-			g.VPADDD(sum, acc, acc)
-		})
-		if n == 4 {
-			g.JMP(LabelRef("sumAVX2"))
+			g.VPMADDUBSW(at(b, 32*i), t, t) // code 32i+j × b[32i+j], in pairs
+			if i == 0 {
+				sum = t
+			} else {
+				g.VPADDW(t, sum, sum)
+			}
 		}
-	}
-	g.Label("sumAVX2")
-	return acc
+		g.VPMADDWD(ones, sum, sum)
+		g.VPADDD(sum, acc, acc)
+	})
 }
 
-// packedVNNI emits the AVX-512 VNNI part and returns its accumulator: the
+// packedVNNI emits the AVX-512 VNNI loop and returns its accumulator: the
 // chunk is copied to both halves of a ZMM and VPSRLVW shifts each half by
 // its own count, so that one register holds two quarters (or halves) of
 // the codes in query order, fed to VPDPBUSD. The word shift counts of pair
 // h are 2h·bits in the low half and (2h+1)·bits in the high half: 4-bit
 // codes make one pair, 2-bit codes two.
-func (g gen) packedVNNI(mask reg.VecVirtual, bits reg.GPPhysical, a, b, chunks reg.Register) reg.VecVirtual {
-	// times sets n to k·bits, for k < 4.
-	times := func(k int, n reg.Register) {
-		switch k {
-		case 0:
-			g.XORL(n, n)
-		case 1:
-			g.MOVL(bits.As32(), n)
-		default:
-			g.LEAL(Mem{Base: bits, Index: bits, Scale: uint8(k - 1)}, n)
-		}
+func (g gen) packedVNNI(codeMask Mem, bits int, label string, a, b, chunks reg.Register) reg.VecVirtual {
+	mask := g.ZMM()
+	g.VPBROADCASTB(codeMask, mask)
+	pairs := 8 / bits / 2
+	// broadcast sets every word of the YMM v to count.
+	broadcast := func(count int, v reg.Register) {
+		n := g.GP32()
+		g.MOVL(U32(count), n)
+		g.VPBROADCASTW(n, v)
 	}
-	shifts := []reg.VecVirtual{g.ZMM(), g.ZMM()}
-	setShifts := func(h int) {
-		n, hi := g.GP32(), g.YMM()
-		times(2*h, n)
-		g.VPBROADCASTW(n, shifts[h].AsY())
-		times(2*h+1, n)
-		g.VPBROADCASTW(n, hi)
+	shifts := make([]reg.VecVirtual, pairs)
+	for h := range shifts {
+		shifts[h] = g.ZMM()
+		if h == 0 {
+			g.zero(avx512, shifts[h])
+		} else {
+			broadcast(2*h*bits, shifts[h].AsY()) // zeroes the high half
+		}
+		hi := g.YMM()
+		broadcast((2*h+1)*bits, hi)
 		g.VINSERTI64X4(U8(1), hi, shifts[h], shifts[h])
 	}
-	setShifts(0)
-	acc := g.zeros(avx512, 2)
-	g.CMPQ(bits, U8(2))
-	g.JE(LabelRef("pair2AVX512"))
-	for _, n := range []int{4, 2} {
-		if n == 2 {
-			g.Label("pair2AVX512")
-			setShifts(1)
+	acc := g.zeros(avx512, pairs)
+	g.packedLoop(label, bits, a, b, chunks, func() {
+		codes := g.ZMM()
+		g.VBROADCASTI64X4(Mem{Base: a}, codes)
+		for h := range pairs {
+			t := g.ZMM()
+			g.VPSRLVW(shifts[h], codes, t)
+			g.VPANDQ(mask, t, t)
+			g.vpdpbusd(at(b, 64*h), t, acc[h])
 		}
-		g.packedLoop(fmt.Sprintf("loop%dAVX512", n), n, a, b, chunks, func() {
-			codes := g.ZMM()
-			g.VBROADCASTI64X4(Mem{Base: a}, codes)
-			for h := range 8 / n / 2 {
-				t := g.ZMM()
-				g.VPSRLVW(shifts[h], codes, t)
-				g.VPANDQ(mask, t, t)
-				g.vpdpbusd(at(b, 64*h), t, acc[h])
-			}
-		})
-		if n == 4 {
-			g.JMP(LabelRef("sumAVX512"))
-		}
+	})
+	for _, r := range acc[1:] {
+		g.VPADDD(r, acc[0], acc[0])
 	}
-	g.Label("sumAVX512")
-	g.VPADDD(acc[1], acc[0], acc[0])
 	return acc[0]
 }
 

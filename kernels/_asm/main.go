@@ -9,10 +9,12 @@
 //
 // Where an AVX2 kernel and its AVX-512 twin share a loop structure, one Go
 // function emits both, parameterised by a width (width.go). What the
-// kernels would repeat is shared in the assembly too: a kernel of both
-// widths and several operations is one body whose kind argument picks the
-// loop (eachWidth, either), and kernels that end alike jump to one
-// file-local routine (routine, tailJump). Each file's exact semantics
+// kernels would repeat is shared in the assembly too: kernels that end
+// alike jump to one file-local routine (routine, tailJump), and a kernel
+// of both widths and several operations whose calls are long enough to
+// hide a branch is one body whose kind argument picks the loop
+// (eachWidth, either); those a search calls once per vector (pairF32,
+// packedI8) have a body each. Each file's exact semantics
 // (rounding, NaN, length multiples, who handles the tail) are stated
 // once, in its header constant, which goes into the generated file.
 package main

@@ -23,9 +23,9 @@ var (
 )
 
 // A kernel whose loops of both widths share one body (distF32,
-// dotPackedI8, rotateStep, scaleF32) takes a kind argument: kindAVX512
-// selects the AVX-512 loops, else those of AVX2; the bits below it say
-// what the kernel computes. kindDecls declares them in package kernels.
+// rotateStep, scaleF32) takes a kind argument: kindAVX512 selects the
+// AVX-512 loops, else those of AVX2; the bits below it say what the kernel
+// computes. kindDecls declares them in package kernels.
 const (
 	kindAVX512 = 16
 	kindL2Sq   = 1 // distF32: the squared L2 distance, else the dot product
@@ -33,12 +33,11 @@ const (
 )
 
 var kindDecls = fmt.Sprintf(`
-// The kind argument of distF32, dotPackedI8 and the rotation's steps
-// (rotateStep, scaleF32): kindAVX512 selects their AVX-512 loops, else
-// those of AVX2; the bits below it say what they compute: for distF32
-// kindL2Sq, the squared L2 distance, else the dot product; for dotPackedI8
-// the bits of a code, 4 or 2; for rotateStep kindMul, the product, else
-// the butterfly.
+// The kind argument of distF32 and the rotation's steps (rotateStep,
+// scaleF32): kindAVX512 selects their AVX-512 loops, else those of AVX2;
+// the bits below it say what they compute: for distF32 kindL2Sq, the
+// squared L2 distance, else the dot product; for rotateStep kindMul, the
+// product, else the butterfly.
 const (
 	kindAVX512 = %d
 	kindL2Sq   = %d
