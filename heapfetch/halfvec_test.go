@@ -98,7 +98,7 @@ const (
 // halfvecIndexes are the indexes' names and options: every kind, and a
 // float32 store, whose exact distances give the xid fast path.
 var halfvecIndexes, halfvecMetrics = [][2]string{
-	{"flat", "kind=flat"}, {"ivf", "kind=ivf"}, {"hnsw", "kind=hnsw"}, {"float", "kind=flat store=float"},
+	{"flat", "kind=flat"}, {"ivf", "kind=ivf recall=0.99"}, {"hnsw", "kind=hnsw recall=0.99"}, {"float", "kind=flat store=float"},
 }, []string{"l2", "cosine"}
 
 // halfvecData is the rows, as halves, and the queries, as they come.

@@ -18,7 +18,8 @@ import (
 //	version    uint16   checkpointVersion
 //	headerLen  uint32
 //	header     JSON of CheckpointHeader
-//	body       the skipped keys, the rows' xids (from version 3), and
+//	body       the skipped keys, the rows' xids (from version 3), the
+//	           recall calibration (from version 4, see calibrated) and
 //	           the index kind's own format, to the end less 12 bytes
 //	bodyLen    uint64   length of body
 //	crc        uint32   CRC-32C of everything before it
@@ -30,7 +31,7 @@ import (
 // body, so a torn or corrupt file is refused, never half-loaded.
 const (
 	checkpointMagic   = "VECSIDE\x00"
-	checkpointVersion = 3
+	checkpointVersion = 4
 	// oldestCheckpoint is the oldest format this build reads: version 2
 	// has no xids, and loads with none known.
 	oldestCheckpoint = 2

@@ -51,9 +51,11 @@ func (e *Durability) Checkpoint(dir string, src Source) (pause time.Duration, er
 	}
 	write, release := func(io.Writer) error { return nil }, func() {}
 	var xids xidSnapshot
+	calibration := snapshotCalibration(nil)
 	if e.c.index != nil {
 		write, release = e.c.index.Snapshot()
 		xids = takeXIDs(e.c.index)
+		calibration = snapshotCalibration(e.c.index)
 	}
 	defer release()
 	skipped := make([]string, 0, len(e.c.skipped))
@@ -87,6 +89,11 @@ func (e *Durability) Checkpoint(dir string, src Source) (pause time.Duration, er
 		}
 		if err := writeXIDs(w, xids); err != nil {
 			return err
+		}
+		if h.HasIndex {
+			if err := calibration(w); err != nil {
+				return err
+			}
 		}
 		return write(w)
 	})
@@ -209,7 +216,9 @@ func (e *Durability) LoadCheckpoint(dir string, src Source, state IdleState) (LS
 			return fmt.Errorf("written for system %d timeline %d slot %q, now following system %d timeline %d slot %q",
 				h.SystemID, h.Timeline, h.Slot, src.SystemID, src.Timeline, src.Slot)
 		}
-		br := bufio.NewReader(body)
+		// As large as a BodyReader's buffer, so that the kinds' readers
+		// read through it rather than ahead of each other.
+		br := bufio.NewReaderSize(body, store.BodyBuffer)
 		var err error
 		if skipped, err = readKeys(br); err != nil {
 			return err
@@ -220,7 +229,7 @@ func (e *Durability) LoadCheckpoint(dir string, src Source, state IdleState) (LS
 			}
 		}
 		if h.HasIndex {
-			loaded, err = loadIndex(e.c.spec, pgvalue.KeyType(h.KeyType), h.Dims, br)
+			loaded, err = loadIndex(e.c.spec, pgvalue.KeyType(h.KeyType), h.Dims, br, h.Format)
 		}
 		return err
 	})
@@ -239,6 +248,9 @@ func (e *Durability) LoadCheckpoint(dir string, src Source, state IdleState) (LS
 	dropped(e.c.syncIndex())
 	e.c.tx.forget()
 	e.c.index, e.c.sync = loaded, nil
+	if c, ok := loaded.(*calibrated); ok {
+		c.live.Store(true)
+	}
 	clear(e.c.skipped)
 	for _, k := range skipped {
 		e.c.skipped[k] = struct{}{}

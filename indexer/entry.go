@@ -248,7 +248,12 @@ func (e *Entry) Search(ctx context.Context, q []float32, n int, opts SearchOptio
 	if s.index == nil {
 		return nil, nil
 	}
-	hits, err := s.index.Search(ctx, q, kind.Query{K: wanted(n, opts), N: n, Allow: opts.Allow, Settings: opts.Settings})
+	settings := opts.Settings
+	c, calibrated := s.index.(*calibrated)
+	if calibrated {
+		settings = c.settings(settings, opts.Recall)
+	}
+	hits, err := s.index.Search(ctx, q, kind.Query{K: wanted(n, opts), N: n, Allow: opts.Allow, Settings: settings})
 	// A quantized estimate of a cosine or L2 distance can fall a little
 	// below 0, where no distance is; exact ones are left bit for bit.
 	if e.c.spec.Metric != kernels.IP {
@@ -257,6 +262,10 @@ func (e *Entry) Search(ctx context.Context, q []float32, n int, opts SearchOptio
 				hits[i].Distance = max(hits[i].Distance, 0)
 			}
 		}
+	}
+	// A filtered search's nearest candidate says little of the queries.
+	if calibrated && opts.Allow == nil {
+		c.observe(hits)
 	}
 	return hits, err
 }
@@ -285,7 +294,8 @@ type Status struct {
 	// on); RebuildError is the last one's error.
 	RebuildFailures int64
 	RebuildError    string
-	IndexStats      Stats  // the kind's size and shape
+	IndexStats      Stats // the kind's size and shape
+	Recall          RecallStatus
 	SlotState       string // the shared slot's wal_status, see SourceHealth
 	// SystemID and Timeline are the source's, from IDENTIFY_SYSTEM on the
 	// replication connection (0 until it has connected).
@@ -352,6 +362,7 @@ func (e *Entry) Status() Status {
 		s.Rows = sv.index.Len()
 		s.ZeroVectors = sv.index.ZeroVectors()
 		s.IndexStats = sv.index.Stats()
+		s.Recall = recallOf(sv.index)
 	}
 	return s
 }

@@ -1,10 +1,11 @@
 package indexer
 
 import (
+	"bufio"
 	"fmt"
-	"io"
 	"math"
 
+	"github.com/vecside/vecside/indexer/calibrate"
 	"github.com/vecside/vecside/indexer/kind"
 	"github.com/vecside/vecside/internal/pgvalue"
 	"github.com/vecside/vecside/internal/store"
@@ -60,11 +61,17 @@ func newIndex(spec Spec, kt pgvalue.KeyType, dims int, sample [][]float32, table
 	if err != nil {
 		return nil, err
 	}
-	return k.New(spec.Options, cfg, sample, tableRows)
+	x, err := k.New(spec.Options, cfg, sample, tableRows)
+	if err != nil {
+		return nil, err
+	}
+	// The index is empty: its calibration sees every row from the first.
+	return calibrating(spec, k, x, func() *calibrate.Set { return calibrate.New(spec.Metric, dims, sample, codecSeed) }), nil
 }
 
-// loadIndex reads a checkpoint body of spec's kind.
-func loadIndex(spec Spec, kt pgvalue.KeyType, dims int, r io.Reader) (Index, error) {
+// loadIndex reads a checkpoint body of spec's kind, in checkpoint format
+// format: from format 4, the calibration comes first (see calibrated).
+func loadIndex(spec Spec, kt pgvalue.KeyType, dims int, r *bufio.Reader, format uint16) (Index, error) {
 	k, err := kindOf(spec)
 	if err != nil {
 		return nil, err
@@ -73,7 +80,26 @@ func loadIndex(spec Spec, kt pgvalue.KeyType, dims int, r io.Reader) (Index, err
 	if err != nil {
 		return nil, err
 	}
-	return k.Load(spec.Options, cfg, r)
+	var set *calibrate.Set
+	if format >= 4 {
+		// r is the checkpoint's reader, which a BodyReader of the same
+		// buffer size reads through without buffering ahead of the kind.
+		if set, err = calibrate.Load(store.NewBodyReader(r), spec.Metric, dims); err != nil {
+			return nil, fmt.Errorf("recall calibration: %w", err)
+		}
+	}
+	x, err := k.Load(spec.Options, cfg, r)
+	if err != nil {
+		return nil, err
+	}
+	return calibrating(spec, k, x, func() *calibrate.Set {
+		if set == nil {
+			// An older checkpoint has none, and one cannot start from rows
+			// it has not seen: the next rebuild calibrates the index.
+			return calibrate.Unknown(spec.Metric, dims)
+		}
+		return set
+	}), nil
 }
 
 // SampleSize is how many rows of a table of about tableRows rows of dims

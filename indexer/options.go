@@ -128,6 +128,10 @@ type SearchOptions struct {
 	// ef_search= for hnsw: see each kind's registration); a missing one,
 	// or 0, is the index's default. Set them with Set, which copies.
 	Settings kind.Settings
+	// Recall is the recall@10 the search aims for where it leaves the
+	// kind's tuning setting unset (see calibrated); 0 takes the index's
+	// target (recall= in its spec, else kind.DefaultRecall).
+	Recall float64
 	// Timeout bounds the whole request, including waiting for MinLSN.
 	Timeout time.Duration
 	// MinLSN, if set, makes the search wait until the index has applied
@@ -205,6 +209,18 @@ var searchOptions = map[string]searchOption{
 		}
 		return fmt.Sprintf("%d/%d", int64(o.XIDSource.SystemID), o.XIDSource.Timeline)
 	}},
+	"recall": {func(o *SearchOptions, v string) error {
+		if v == "0" {
+			o.Recall = 0
+			return nil
+		}
+		r, err := kind.ParseRecall("recall", v)
+		if err != nil {
+			return fmt.Errorf("recall=%s: want a recall@10 target from 0.5 to 0.999 (0: the index's own)", v)
+		}
+		o.Recall = r
+		return nil
+	}, func(o SearchOptions) string { return strconv.FormatFloat(o.Recall, 'g', -1, 64) }},
 	"timeout": {func(o *SearchOptions, v string) error {
 		d, err := time.ParseDuration(v)
 		if err != nil || d <= 0 {

@@ -179,9 +179,18 @@ func (e *Syncer) CopyUpsert(key string, vec []float32, xmin uint32) {
 func (e *Syncer) EndSync() {
 	e.c.wmu.Lock()
 	s := e.c.sync
+	e.c.wmu.Unlock()
 	if s == nil {
-		e.c.wmu.Unlock()
 		return
+	}
+	// Calibrated before it serves, while the stream goes on into it.
+	if c, ok := s.index.(*calibrated); ok {
+		c.calibrate()
+	}
+	e.c.wmu.Lock()
+	if e.c.sync != s {
+		e.c.wmu.Unlock()
+		return // aborted or replaced meanwhile
 	}
 	e.c.sync = nil
 	e.c.syncFrom = s.point

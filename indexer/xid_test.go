@@ -161,40 +161,55 @@ func TestXIDSource(t *testing.T) {
 	}
 }
 
-// TestCheckpointFormat2Loads: a checkpoint of the format before xids
-// loads, with none known.
-func TestCheckpointFormat2Loads(t *testing.T) {
-	dir := t.TempDir()
-	e := newTestEntry(t, "e=t(v) key=id metric=l2")
-	e.Stream().Upsert(key(t, "1"), []float32{1, 0}) // no xid: its section is one zero byte
-	e.SetReady()
-	if _, err := e.Durable().Checkpoint(dir, testSource); err != nil {
-		t.Fatal(err)
-	}
-	// Rewrite it as format 2: drop the xid section's count, which follows
-	// the skipped keys' count (one zero byte too), then fix the trailer.
-	path := e.Durable().CheckpointPath(dir)
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	body := 14 + int(binary.LittleEndian.Uint32(b[10:]))
-	if b[body] != 0 || b[body+1] != 0 {
-		t.Fatalf("body starts % x, want two zero counts", b[body:body+2])
-	}
-	old := append(append([]byte{}, b[:body+1]...), b[body+2:len(b)-trailerLen]...)
-	binary.LittleEndian.PutUint16(old[8:], 2)
-	old = binary.LittleEndian.AppendUint64(old, uint64(len(old)-body))
-	old = binary.LittleEndian.AppendUint32(old, crc32.Checksum(old, castagnoli))
-	if err := os.WriteFile(path, old, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	loaded := newTestEntry(t, "e=t(v) key=id metric=l2")
-	if _, err := loaded.Durable().LoadCheckpoint(dir, testSource, nil); err != nil {
-		t.Fatal(err)
-	}
-	if got := xids(t, loaded); len(got) != 1 || got[key(t, "1")] != 0 {
-		t.Fatalf("loaded %v, want key 1 without xid", got)
+// TestOlderCheckpointsLoad: checkpoints of the formats before xids (2)
+// and before the recall calibration (3) load, with no xids known and no
+// calibration.
+func TestOlderCheckpointsLoad(t *testing.T) {
+	var old []byte
+	var path, dir string
+	for _, format := range []uint16{3, 2} {
+		dir = t.TempDir()
+		e := newTestEntry(t, "e=t(v) key=id metric=l2")
+		e.Stream().Upsert(key(t, "1"), []float32{1, 0}) // no xid: its section is one zero byte
+		e.SetReady()
+		if _, err := e.Durable().Checkpoint(dir, testSource); err != nil {
+			t.Fatal(err)
+		}
+		// Rewrite it in the older format: drop the calibration's section
+		// (one zero byte: a flat index has none), which follows the
+		// skipped keys' count and the xid section's count (one zero byte
+		// each), and for format 2 the xid count too; then fix the
+		// trailer.
+		path = e.Durable().CheckpointPath(dir)
+		b4, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body := 14 + int(binary.LittleEndian.Uint32(b4[10:]))
+		if b4[body] != 0 || b4[body+1] != 0 || b4[body+2] != 0 {
+			t.Fatalf("body starts % x, want two zero counts and no calibration", b4[body:body+3])
+		}
+		keep := body + 2
+		if format == 2 {
+			keep--
+		}
+		old = append(append([]byte{}, b4[:keep]...), b4[body+3:len(b4)-trailerLen]...)
+		binary.LittleEndian.PutUint16(old[8:], format)
+		old = binary.LittleEndian.AppendUint64(old, uint64(len(old)-body))
+		old = binary.LittleEndian.AppendUint32(old, crc32.Checksum(old, castagnoli))
+		if err := os.WriteFile(path, old, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		loaded := newTestEntry(t, "e=t(v) key=id metric=l2")
+		if _, err := loaded.Durable().LoadCheckpoint(dir, testSource, nil); err != nil {
+			t.Fatalf("format %d: %v", format, err)
+		}
+		if got := xids(t, loaded); len(got) != 1 || got[key(t, "1")] != 0 {
+			t.Fatalf("format %d: loaded %v, want key 1 without xid", format, got)
+		}
+		if st := loaded.Status().Recall; st.Setting != "" {
+			t.Fatalf("format %d: loaded a calibration %+v", format, st)
+		}
 	}
 	binary.LittleEndian.PutUint16(old[8:], 9)
 	if err := os.WriteFile(path, old, 0o600); err != nil {

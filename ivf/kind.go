@@ -23,6 +23,7 @@ func init() {
 		Sample:   func(_ map[string]string, _ store.CodedConfig, n, dims int) int { return SampleFor(n, dims) },
 		Settings: []kind.Setting{{Name: "probes", Max: MaxLists}},
 		Sweep:    kind.Sweep{Setting: "probes", Low: 4, High: 16},
+		Tuning:   kind.Tuning{Setting: "probes", From: 1},
 		Figures:  listFigures,
 	}, optionsConfig, New, Load, func(x *Index) kind.Index { return ivfKind{x} }))
 }

@@ -74,6 +74,14 @@ var statusColumns = []column{
 	// The kind's own figures (kind.Figure), as name=value pairs in the
 	// order the kind declares them; NULL for a kind without any.
 	textColumn("figures"),
+	// The recall calibration (indexer.RecallStatus), for the kinds that
+	// tune a setting: the index's target, and, once calibrated, the setting its searches get (such as
+	// ef_search=27), the recall@10 measured there, and the offset of the
+	// queries it was read for; NULL before.
+	{name: "recall_target", oid: pgtype.Float8OID, size: 8},
+	textColumn("recall_setting"),
+	{name: "recall_estimate", oid: pgtype.Float8OID, size: 8},
+	{name: "query_offset", oid: pgtype.Float8OID, size: 8},
 }
 
 // nullIfEmpty is NULL for an empty string.
@@ -92,11 +100,20 @@ func statusRow(s indexer.Status) []any {
 	lists, _ := x.Value("lists")
 	listMax, _ := x.Value("list_max")
 	slot := nullIfEmpty(s.SlotState)
+	r := s.Recall
+	var target, setting, estimate, offset any
+	if r.Target > 0 {
+		target = r.Target
+	}
+	if r.Setting != "" {
+		setting, estimate, offset = fmt.Sprintf("%s=%d", r.Setting, r.Value), r.Estimate, r.Offset
+	}
 	return []any{s.Name, s.Table, s.Column, s.Kind, s.Metric.String(), int64(s.Dims),
 		int64(s.Rows), int64(s.Skipped), string(s.State), s.Applied, failure, int64(s.ZeroVectors),
 		s.KeyColumn, slot, s.LagBytes, s.Covered, s.CopiedRows,
 		x.Bytes(), x.BytesPerRow(), int64(lists), int64(listMax), s.Rebuilds, s.Rebuilding, nullIfEmpty(s.RebuildError),
-		nullIfZero(int64(s.SystemID)), nullIfZero(int64(s.Timeline)), nullIfEmpty(x.FigurePairs())}
+		nullIfZero(int64(s.SystemID)), nullIfZero(int64(s.Timeline)), nullIfEmpty(x.FigurePairs()),
+		target, setting, estimate, offset}
 }
 
 // nullIfZero is NULL for 0: not known yet.

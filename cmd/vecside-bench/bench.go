@@ -376,7 +376,11 @@ type bench struct {
 	// (--process), whose CPU time is measured; 0 when the sidecars run
 	// in-process.
 	sidecarPID int
-	db         *pgx.Conn
+	// tuned and estimate are the recall calibration of the vecside
+	// setting being measured (see readCalibration).
+	tuned    string
+	estimate *float64
+	db       *pgx.Conn
 	// vectorColumn: the scratch table's column is pgvector's vector,
 	// else real[] (--column-type).
 	vectorColumn bool
@@ -814,6 +818,7 @@ func (b *bench) point(system, index, mode string, params map[string]float64, rec
 		P50: ms(t.p50), P95: ms(t.p95), P99: ms(t.p99), QPS: t.qps, Concurrency: concurrency, CandidatesMean: cands, PostgresCPU: t.pgCPU}
 	if system == "vecside" {
 		p.SidecarCPU = t.sidecarCPU
+		p.Tuned, p.RecallEstimate = b.tuned, b.estimate
 	}
 	b.report.Points = append(b.report.Points, p)
 	b.say("  %s %s %s %s c=%d: recall %.4f, %.0f q/s, p50 %.3f ms, p99 %.3f ms",

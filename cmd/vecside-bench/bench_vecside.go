@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -182,6 +183,9 @@ func (b *bench) measureVecside(ctx context.Context, t *vecsideTarget, opts strin
 	if tm.err != nil {
 		return tm.err
 	}
+	if err := b.readCalibration(ctx, t, params, recall); err != nil {
+		return err
+	}
 	if b.p.paths[pathSidecar] {
 		b.point("vecside", t.def, benchreport.SidecarOnly, params, recall, &cands, 1, tm)
 		if b.p.clients > 1 {
@@ -207,6 +211,35 @@ func (b *bench) measureVecside(ctx context.Context, t *vecsideTarget, opts strin
 		}
 	}
 	return b.measureVecsidePaths(ctx, t, opts, params, &cands)
+}
+
+// readCalibration reads the index's recall calibration after a recall
+// pass, for the points of a setting that left it the tuning (see
+// benchreport.Point.Tuned): the estimate is read for the offset of the
+// queries just run.
+func (b *bench) readCalibration(ctx context.Context, t *vecsideTarget, params map[string]float64, measured float64) error {
+	b.tuned, b.estimate = "", nil
+	type calibration struct {
+		Name     string   `db:"index_name"`
+		Setting  *string  `db:"recall_setting"`
+		Estimate *float64 `db:"recall_estimate"`
+	}
+	rows, _ := t.conns[0].Query(ctx, "SELECT index_name, recall_setting, recall_estimate FROM vecside_status()")
+	all, err := pgx.CollectRows(rows, pgx.RowToStructByName[calibration])
+	if err != nil {
+		return err
+	}
+	i := slices.IndexFunc(all, func(c calibration) bool { return c.Name == t.name && c.Setting != nil })
+	if i < 0 {
+		return nil // not calibrated, or a kind without a setting to tune
+	}
+	c := all[i]
+	if name, _, _ := strings.Cut(*c.Setting, "="); params[name] != 0 {
+		return nil
+	}
+	b.tuned, b.estimate = *c.Setting, c.Estimate
+	b.say("  calibrated: %s, recall@10 estimated %.4f, measured %.4f", *c.Setting, *c.Estimate, measured)
+	return nil
 }
 
 // concurrencies are 1 and --clients.

@@ -4,7 +4,9 @@
 // kind= takes, the build options each accepts and their validation, the
 // store a kind keeps by default, the per-query settings (probes=,
 // ef_search=) that SET, SHOW and knn's options accept, how many rows it
-// trains on, how it is made and loaded, and what a benchmark sweeps.
+// trains on, how it is made and loaded, what a benchmark sweeps, and
+// which setting the indexer tunes to meet a recall target (Tuning, see
+// indexer/calibrate).
 //
 // Every index reports its rows and the bytes it holds (Stats); what else
 // a kind has to show about its indexes (a graph's unrepaired deletes, an

@@ -47,6 +47,10 @@ type Kind struct {
 	Settings []Setting
 	// Sweep is what a benchmark varies to trade recall for speed.
 	Sweep Sweep
+	// Tuning is the setting the indexer tunes to meet a recall target
+	// (see indexer/calibrate); the zero Tuning: none, and a target
+	// changes nothing.
+	Tuning Tuning
 	// Figures are the numbers its indexes report about themselves beside
 	// rows and bytes (see Figure). A name may be shared by kinds that
 	// give it the same help and type.
@@ -66,6 +70,13 @@ type Setting struct {
 type Sweep struct {
 	Setting   string
 	Low, High int
+}
+
+// Tuning names one of the kind's Settings that buys recall with time as
+// it grows, and the least value worth trying.
+type Tuning struct {
+	Setting string
+	From    int
 }
 
 // Settings holds per-query settings by name; a missing one is 0. A
@@ -171,7 +182,8 @@ var registry struct {
 
 // Register adds k to the kinds the indexer knows. It panics, as a
 // broken build would, on a kind without a name, New or Load, a name
-// registered twice, a setting that another kind bounds differently, or
+// registered twice, a tuning of a setting it does not declare, a setting
+// that another kind bounds differently, or
 // a figure named against Figure's rules, declared twice, or declared by
 // another kind with another help or type.
 func Register(k Kind) {
@@ -182,6 +194,9 @@ func Register(k Kind) {
 	defer registry.Unlock()
 	if _, dup := registry.kinds[k.Name]; dup {
 		panic(fmt.Sprintf("kind: %q registered twice", k.Name))
+	}
+	if t := k.Tuning; t.Setting != "" && !slices.ContainsFunc(k.Settings, func(s Setting) bool { return s.Name == t.Setting }) {
+		panic(fmt.Sprintf("kind: %s tunes %s, which is none of its settings", k.Name, t.Setting))
 	}
 	for _, s := range k.Settings {
 		if other, ok := setting(s.Name); ok && other != s {
@@ -310,18 +325,47 @@ func SettingNames() []string {
 // Validate refuses options k does not take and values it does not accept.
 func (k Kind) Validate(o map[string]string) error {
 	for key, v := range o {
-		if key != "store" && key != "bits" && !slices.Contains(k.Options, key) {
-			known := append([]string{"store", "bits"}, k.Options...)
+		if !slices.Contains(common, key) && !slices.Contains(k.Options, key) {
+			known := append(slices.Clone(common), k.Options...)
 			return Invalid("unknown option %s=%s for kind=%s (known: %s)", key, v, k.Name, strings.Join(known, ", "))
 		}
 	}
 	if _, err := k.StoreOf(o); err != nil {
 		return err
 	}
+	if _, err := TargetRecall(o); err != nil {
+		return err
+	}
 	if k.Check == nil {
 		return nil
 	}
 	return k.Check(o)
+}
+
+// common are the build options every kind takes.
+var common = []string{"store", "bits", "recall"}
+
+// DefaultRecall is the recall@10 an index's searches aim for unless
+// recall= says otherwise.
+const DefaultRecall = 0.95
+
+// TargetRecall is the recall@10 an index made with options o aims for:
+// recall=, else DefaultRecall.
+func TargetRecall(o map[string]string) (float64, error) {
+	v, ok := o["recall"]
+	if !ok {
+		return DefaultRecall, nil
+	}
+	return ParseRecall("recall", v)
+}
+
+// ParseRecall reads a recall target, from 0.5 to 0.999.
+func ParseRecall(key, v string) (float64, error) {
+	r, err := strconv.ParseFloat(v, 64)
+	if err != nil || !(r >= 0.5 && r <= 0.999) {
+		return 0, Invalid("%s=%s: want a recall@10 target from 0.5 to 0.999", key, v)
+	}
+	return r, nil
 }
 
 // StoreOf is what an index of k made with options o keeps per row:

@@ -111,9 +111,9 @@ func TestValidate(t *testing.T) {
 		}
 	}
 	for want, o := range map[string]map[string]string{
-		"unknown option depth=3 for kind=v (known: store, bits, width)": {"depth": "3"},
-		"width=1: want an integer from 2 to 8":                          {"width": "1"},
-		"bits=4 contradicts store=ext8":                                 {"store": "ext8", "bits": "4"},
+		"unknown option depth=3 for kind=v (known: store, bits, recall, width)": {"depth": "3"},
+		"width=1: want an integer from 2 to 8":                                  {"width": "1"},
+		"bits=4 contradicts store=ext8":                                         {"store": "ext8", "bits": "4"},
 	} {
 		if err := k.Validate(o); !errors.Is(err, ErrInvalidArgument) || !strings.Contains(err.Error(), want) {
 			t.Errorf("%v: got %v, want ErrInvalidArgument with %q", o, err, want)

@@ -166,6 +166,13 @@ type Point struct {
 	// own (the bench's --process) and only for vecside's points; nil
 	// otherwise.
 	SidecarCPU *float64 `json:"sidecar_cpu_ms,omitempty"`
+	// Tuned and RecallEstimate are, for a vecside point that left the
+	// index's tuning setting to its recall calibration, the setting its
+	// searches got (such as "ef_search=27") and the recall@10 the
+	// calibration estimated there, from vecside_status() after the recall
+	// pass.
+	Tuned          string   `json:"tuned,omitempty"`
+	RecallEstimate *float64 `json:"recall_estimate,omitempty"`
 }
 
 // WriteLoad is one index under steady writes while clients search.

@@ -48,8 +48,8 @@ func newFixture(t *testing.T, rows int) *fixture {
 	mustExec(t, f.db, fmt.Sprintf(`CREATE TABLE items (id bigint PRIMARY KEY, tenant int, embedding real[]);
 		INSERT INTO items SELECT g, g %% 10, (SELECT array_agg(random()::real * 2 - 1) FROM generate_series(1, %d) WHERE g > 0)
 		FROM generate_series(1, %d) g`, dims, rows))
-	f.sc, f.side = startSidecar(t, f.dsn, "items_l2=public.items(embedding) key=id metric=l2 kind=hnsw",
-		"items_cosine=public.items(embedding) key=id metric=cosine kind=hnsw")
+	f.sc, f.side = startSidecar(t, f.dsn, "items_l2=public.items(embedding) key=id metric=l2 kind=hnsw recall=0.99",
+		"items_cosine=public.items(embedding) key=id metric=cosine kind=hnsw recall=0.99")
 	f.waitApplied(t)
 	f.p, f.via = startProxy(t, f.dsn, f.side)
 	waitIndexed(t, f.p, "items", "l2", "cosine")
@@ -434,7 +434,7 @@ func TestSidecarDown(t *testing.T) {
 
 	// Another sidecar at the same address, with a slot of its own.
 	f.sc, _ = startNamedSidecar(t, f.dsn, fmt.Sprintf("proxy_test_%d", slots.Add(1)), f.sc.Addr.String(),
-		"items_l2=public.items(embedding) key=id metric=l2 kind=hnsw")
+		"items_l2=public.items(embedding) key=id metric=l2 kind=hnsw recall=0.99")
 	deadline := time.Now().Add(time.Minute)
 	c := connect(t, f.via)
 	before := f.p.Stats().Accelerated

@@ -129,8 +129,8 @@ func testDriver(t *testing.T, d driver) {
 		}
 	}
 
-	sc, side := startSidecar(t, via, "items_l2=public.items(embedding) key=id metric=l2 kind=hnsw",
-		"items_cosine=public.items(embedding) key=id metric=cosine kind=hnsw")
+	sc, side := startSidecar(t, via, "items_l2=public.items(embedding) key=id metric=l2 kind=hnsw recall=0.99",
+		"items_cosine=public.items(embedding) key=id metric=cosine kind=hnsw recall=0.99")
 	(&fixture{db: connect(t, via), sc: sc}).waitApplied(t)
 	p, proxied := startProxy(t, via, side)
 	waitIndexed(t, p, "items", "l2", "cosine")

@@ -114,6 +114,9 @@ var indexGauges = []struct {
 	{newDesc("vecside_index_key_bytes", "Memory of the keys, their index and the row locations.", gauge, "index"), func(s indexer.Status) float64 { return float64(s.IndexStats.KeyBytes) }},
 	{newDesc("vecside_index_rebuilds_total", "Indexes built again from the table and swapped in since start.", counter, "index"), func(s indexer.Status) float64 { return float64(s.Rebuilds) }},
 	{newDesc("vecside_index_rebuilding", "1 while a rebuild copies the table beside the serving index.", gauge, "index"), func(s indexer.Status) float64 { return b2f(s.Rebuilding) }},
+	{newDesc("vecside_index_recall_target", "The recall@10 the index's searches aim for (its recall= option, else 0.95).", gauge, "index"), func(s indexer.Status) float64 { return s.Recall.Target }},
+	{newDesc("vecside_index_recall_estimate", "The recall@10 the last calibration measured at the setting searches get, for the latest searches' offset; 0 before the first.", gauge, "index"), func(s indexer.Status) float64 { return s.Recall.Estimate }},
+	{newDesc("vecside_index_query_offset", "Median distance of the latest searches to their nearest row, in multiples of the rows' spacing: 0 for rows of the table, about 1 for new items.", gauge, "index"), func(s indexer.Status) float64 { return s.Recall.Offset }},
 	{newDesc("vecside_index_rebuild_failures_total", "Rebuilds that failed; the serving index went on, and the rebuild is tried again later.", counter, "index"), func(s indexer.Status) float64 { return float64(s.RebuildFailures) }},
 }
 

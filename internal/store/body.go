@@ -20,9 +20,14 @@ type BodyWriter struct {
 	err error
 }
 
+// BodyBuffer is the buffer size of body writers and readers. A reader
+// given a *bufio.Reader at least this large reads through it, leaving
+// what it did not read for the next reader of the same body.
+const BodyBuffer = 1 << 20
+
 // NewBodyWriter writes to w.
 func NewBodyWriter(w io.Writer) *BodyWriter {
-	return &BodyWriter{bw: bufio.NewWriterSize(w, 1<<20)}
+	return &BodyWriter{bw: bufio.NewWriterSize(w, BodyBuffer)}
 }
 
 func (b *BodyWriter) spill() {
@@ -98,7 +103,7 @@ type BodyReader struct {
 
 // NewBodyReader reads from r.
 func NewBodyReader(r io.Reader) *BodyReader {
-	return &BodyReader{br: bufio.NewReaderSize(r, 1<<20)}
+	return &BodyReader{br: bufio.NewReaderSize(r, BodyBuffer)}
 }
 
 // Err is the first error met, io.ErrUnexpectedEOF for a short body.
