@@ -399,7 +399,7 @@ func TestFilter(t *testing.T) {
 			}
 			hits, want := 0, 0
 			for qi, q := range queries {
-				got, err := x.search(context.Background(), q, k, 3*k, 0, allowed, scan)
+				got, err := x.search(context.Background(), q, k, 3*k, 0, allowed, "", scan)
 				if err != nil {
 					t.Fatal(err)
 				}

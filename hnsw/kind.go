@@ -74,3 +74,9 @@ func (x hnswKind) Admit(row kind.Row) kind.Row     { return x.Index.Admit(row.(P
 func (x hnswKind) Search(ctx context.Context, vec []float32, q kind.Query) ([]store.Hit, error) {
 	return x.Index.Search(ctx, vec, q.K, q.N, q.Settings["ef_search"], q.Allow)
 }
+
+var _ kind.Excluder = hnswKind{}
+
+func (x hnswKind) SearchWithout(ctx context.Context, vec []float32, q kind.Query, key string) ([]store.Hit, error) {
+	return x.Index.SearchWithout(ctx, vec, q.K, q.N, q.Settings["ef_search"], key)
+}

@@ -11,15 +11,18 @@ import (
 
 // scratch is one search's or one link's working memory, pooled.
 type scratch struct {
-	q       query
-	vis     visited
-	cand    minHeap
-	res     *kernels.TopK // the ef nearest eligible nodes found
-	near    *kernels.TopK // the centroids nearest to the query
-	s       *store.Searcher
-	done    <-chan struct{}
-	budget  int // estimates a filtered search may spend on the graph; 0: no limit
-	spent   int // estimates made
+	q      query
+	vis    visited
+	cand   minHeap
+	res    *kernels.TopK // the ef nearest eligible nodes found
+	near   *kernels.TopK // the centroids nearest to the query
+	s      *store.Searcher
+	done   <-chan struct{}
+	budget int // estimates a filtered search may spend on the graph; 0: no limit
+	spent  int // estimates made
+	// absent is a node the search treats as not in the graph (none: no
+	// such node): never walked to, never a result (see SearchWithout).
+	absent  uint32
 	found   []kernels.Neighbor
 	entries []kernels.Neighbor
 	ids     []uint32 // the heuristic's choice
@@ -38,7 +41,7 @@ func (x *Index) getScratch(k int) *scratch {
 		sc = &scratch{res: kernels.NewTopK(1), near: kernels.NewTopK(1), s: store.NewSearcher(x.rq, k), dims: x.cfg.Dims}
 	}
 	sc.s.Reset(k)
-	sc.budget, sc.spent = 0, 0
+	sc.budget, sc.spent, sc.absent = 0, 0, none
 	return sc
 }
 
@@ -59,12 +62,23 @@ const checkEvery = 128
 // to those keys (see the package doc for how it switches to a scan of
 // the allowed rows). It gives up with ctx's error once ctx ends.
 func (x *Index) Search(ctx context.Context, q []float32, k, limit, ef int, allow []string) ([]store.Hit, error) {
-	return x.search(ctx, q, k, limit, ef, allow, true)
+	return x.search(ctx, q, k, limit, ef, allow, "", true)
 }
 
-// search is Search; without scan, a filtered search walks the graph
-// first however few rows are allowed (for tests of that path).
-func (x *Index) search(ctx context.Context, q []float32, k, limit, ef int, allow []string, scan bool) ([]store.Hit, error) {
+// SearchWithout is Search as if the row of key were not in the graph:
+// the walk neither returns it nor passes through it, so that the search
+// for a row's own vector meets the graph as a search for a new item
+// would, instead of walking to the row and reading its neighbours off its
+// links (the recall calibration's held-out queries, indexer/calibrate).
+// Only when the row is the graph's entry point does the walk start there.
+func (x *Index) SearchWithout(ctx context.Context, q []float32, k, limit, ef int, key string) ([]store.Hit, error) {
+	return x.search(ctx, q, k, limit, ef, nil, key, true)
+}
+
+// search is Search without the row of absent (""; none); without scan, a
+// filtered search walks the graph first however few rows are allowed
+// (for tests of that path).
+func (x *Index) search(ctx context.Context, q []float32, k, limit, ef int, allow []string, absent string, scan bool) ([]store.Hit, error) {
 	if len(q) != x.cfg.Dims {
 		panic(fmt.Sprintf("hnsw: %d-d query against %d-d index", len(q), x.cfg.Dims))
 	}
@@ -81,6 +95,9 @@ func (x *Index) search(ctx context.Context, q []float32, k, limit, ef int, allow
 	var a *store.Allow
 	if allow != nil {
 		a = r.allowSet(allow)
+	}
+	if id, ok := r.keys.Lookup(absent); ok && absent != "" {
+		sc.absent = id
 	}
 	if ef <= 0 {
 		ef = x.cfg.EfSearch
@@ -123,6 +140,9 @@ func (r *gen) search(sc *scratch, k, ef int, allow *store.Allow, scan bool) {
 		sc.budget = max(1, n/scanWeight) // a walk as dear as the scan
 	}
 	sc.vis.reset()
+	if sc.absent != none {
+		sc.vis.add(sc.absent) // seen already: never pushed, never a result
+	}
 	sc.cand = sc.cand[:0]
 	r.scanPending(sc, allow)
 	complete := true
@@ -133,7 +153,7 @@ func (r *gen) search(sc *scratch, k, ef int, allow *store.Allow, scan bool) {
 			cur = r.greedy(sc, cur, layer)
 		}
 		sc.entries = append(sc.entries[:0], cur)
-		r.nearReps(sc, none)
+		r.nearReps(sc, sc.absent)
 		complete = r.beam(sc, 0, ef, none, allow)
 	}
 	if allow != nil && (!complete || sc.res.Len() < k) && !stopped(sc) {
@@ -244,7 +264,7 @@ func (r *gen) greedy(sc *scratch, cur kernels.Neighbor, layer int) kernels.Neigh
 		// asked for all at once, their loads overlap.
 		fresh := sc.fresh[:0]
 		for i := range n {
-			if nb := words[i].Load(); nb != none {
+			if nb := words[i].Load(); nb != none && nb != sc.absent {
 				r.codes.prefetch(nb)
 				fresh = append(fresh, nb)
 			}

@@ -5,6 +5,7 @@ import (
 	"io"
 	"log"
 	"math"
+	"math/rand/v2"
 	"sync/atomic"
 	"time"
 
@@ -163,7 +164,7 @@ func (c *calibrated) settings(s kind.Settings, target float64) kind.Settings {
 	if target != 0 && target != c.target {
 		p, _ = t.curve.For(target, t.offset)
 	}
-	return s.With(c.knob.Setting, p.Value)
+	return s.With(c.knob.Setting, p.Pick(rand.Float64()))
 }
 
 // observe records how far a search's nearest candidate lay, and retunes
@@ -216,11 +217,23 @@ func (c *calibrated) calibrate() {
 // stays.
 func (c *calibrated) measure() {
 	began := time.Now()
-	search := func(ctx context.Context, vec []float32, k, n, value int) ([]string, error) {
-		hits, err := c.Index.Search(ctx, vec, kind.Query{K: k, N: n, Settings: kind.Settings{c.knob.Setting: value}})
-		keys := make([]string, len(hits))
-		for i, h := range hits {
-			keys[i] = h.Key
+	search := func(ctx context.Context, vec []float32, k, n, value int, without string) ([]string, error) {
+		q := kind.Query{K: k, N: n, Settings: kind.Settings{c.knob.Setting: value}}
+		var hits []Hit
+		var err error
+		if x, ok := c.Index.(kind.Excluder); ok && without != "" {
+			hits, err = x.SearchWithout(ctx, vec, q, without)
+		} else {
+			if without != "" {
+				q.K, q.N = k+1, n+1 // the row is left out of the answer below
+			}
+			hits, err = c.Index.Search(ctx, vec, q)
+		}
+		keys := make([]string, 0, len(hits))
+		for _, h := range hits {
+			if h.Key != without || without == "" {
+				keys = append(keys, h.Key)
+			}
 		}
 		return keys, err
 	}
@@ -233,8 +246,8 @@ func (c *calibrated) measure() {
 	case ok:
 		c.retune()
 		t := c.tuned.Load()
-		log.Printf("index %s: recall calibrated on %d queries over %d rows in %s: %s=%d for recall@10 %.3f at offset %.2f (estimated %.3f)",
-			c.name, len(curve.Queries), curve.Rows, time.Since(began).Round(time.Millisecond), curve.Setting, t.at.Value, c.target, t.offset, t.at.Recall)
+		log.Printf("index %s: recall calibrated on %d searches over %d rows in %s: %s=%.1f for recall@10 %.3f at offset %.2f (estimated %.3f)",
+			c.name, len(curve.Queries), curve.Rows, time.Since(began).Round(time.Millisecond), curve.Setting, t.at.Mean(), c.target, t.offset, t.at.Recall)
 	}
 }
 
@@ -259,13 +272,15 @@ const recalibrateMin = 1000
 // RecallStatus is what an index's calibration says, for Status.
 type RecallStatus struct {
 	Target float64 // the recall@10 the index's searches aim for
-	// Setting and Value are what searches that set neither get; Estimate
-	// is the recall@10 the calibration measured there, for queries as far
-	// off the table's rows as Offset (see calibrate.Measured.Offset: the
-	// latest searches', calibrate.NewItem before any). Setting is "" for
-	// an index not calibrated (yet).
+	// Setting and Value are what searches that set neither get, on
+	// average (two neighbouring values mixed, see calibrate.Point);
+	// Estimate is the recall@10 the calibration measured there, for
+	// queries as far off the table's rows as Offset (see
+	// calibrate.Measured.Offset: the latest searches',
+	// calibrate.NewItem before any). Setting is "" for an index not
+	// calibrated (yet).
 	Setting  string
-	Value    int
+	Value    float64
 	Estimate float64
 	Offset   float64
 	// Queries measured it, when the index held Rows rows.
@@ -282,7 +297,7 @@ func recallOf(x Index) RecallStatus {
 	}
 	st := RecallStatus{Target: c.target}
 	if t := c.tuned.Load(); t != nil {
-		st.Setting, st.Value, st.Estimate, st.Offset = t.curve.Setting, t.at.Value, t.at.Recall, t.offset
+		st.Setting, st.Value, st.Estimate, st.Offset = t.curve.Setting, t.at.Mean(), t.at.Recall, t.offset
 		st.Queries, st.Rows, st.Calibrated = len(t.curve.Queries), t.curve.Rows, t.curve.At
 	}
 	return st

@@ -58,14 +58,14 @@ func TestCalibrationMeetsTarget(t *testing.T) {
 			copyInto(t, e, data, 1)
 			st := e.Status().Recall
 			t.Logf("calibrated: %+v", st)
-			if st.Setting == "" || st.Queries < calibrate.MinQueries || st.Rows != len(data) || st.Target != 0.95 {
+			if st.Setting == "" || st.Queries < calibrate.MinBases || st.Rows != len(data) || st.Target != 0.95 {
 				t.Fatalf("status after the copy: %+v", st)
 			}
 			if st.Estimate < st.Target {
 				t.Errorf("estimate %.3f below the target %.3f", st.Estimate, st.Target)
 			}
 			got := measuredRecall(t, e, data, queries, truth, DefaultSearchOptions())
-			t.Logf("held-out recall@10 %.3f at %s=%d, estimated %.3f", got, st.Setting, st.Value, st.Estimate)
+			t.Logf("held-out recall@10 %.3f at %s=%.1f, estimated %.3f", got, st.Setting, st.Value, st.Estimate)
 			if math.Abs(got-st.Estimate) > 0.03 {
 				t.Errorf("held-out recall %.3f, estimated %.3f", got, st.Estimate)
 			}
@@ -131,13 +131,13 @@ func TestCalibrationFollowsQueries(t *testing.T) {
 	measuredRecall(t, e, data, queries, truth, DefaultSearchOptions()) // the searches the index learns from
 	after := e.Status().Recall
 	got := measuredRecall(t, e, data, queries, truth, DefaultSearchOptions())
-	t.Logf("new items: %s=%d, estimated %.3f; near-duplicates: offset %.2f, %s=%d, estimated %.3f, measured %.3f",
+	t.Logf("new items: %s=%.1f, estimated %.3f; near-duplicates: offset %.2f, %s=%.1f, estimated %.3f, measured %.3f",
 		before.Setting, before.Value, before.Estimate, after.Offset, after.Setting, after.Value, after.Estimate, got)
 	if after.Offset > 0.7 {
 		t.Errorf("offset %.2f for queries a third of the rows' spacing off them", after.Offset)
 	}
 	if after.Value > before.Value {
-		t.Errorf("near-duplicates get %s=%d, new items %d", after.Setting, after.Value, before.Value)
+		t.Errorf("near-duplicates get %s=%.1f, new items %.1f", after.Setting, after.Value, before.Value)
 	}
 	if math.Abs(got-after.Estimate) > 0.03 {
 		t.Errorf("measured %.3f, estimated %.3f", got, after.Estimate)

@@ -3,6 +3,7 @@ package rpc
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 
 	"github.com/jackc/pgx/v5/pgtype"
@@ -106,7 +107,7 @@ func statusRow(s indexer.Status) []any {
 		target = r.Target
 	}
 	if r.Setting != "" {
-		setting, estimate, offset = fmt.Sprintf("%s=%d", r.Setting, r.Value), r.Estimate, r.Offset
+		setting, estimate, offset = fmt.Sprintf("%s=%.4g", r.Setting, math.Round(r.Value*10)/10), r.Estimate, r.Offset
 	}
 	return []any{s.Name, s.Table, s.Column, s.Kind, s.Metric.String(), int64(s.Dims),
 		int64(s.Rows), int64(s.Skipped), string(s.State), s.Applied, failure, int64(s.ZeroVectors),

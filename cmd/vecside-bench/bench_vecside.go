@@ -223,8 +223,9 @@ func (b *bench) readCalibration(ctx context.Context, t *vecsideTarget, params ma
 		Name     string   `db:"index_name"`
 		Setting  *string  `db:"recall_setting"`
 		Estimate *float64 `db:"recall_estimate"`
+		Offset   *float64 `db:"query_offset"`
 	}
-	rows, _ := t.conns[0].Query(ctx, "SELECT index_name, recall_setting, recall_estimate FROM vecside_status()")
+	rows, _ := t.conns[0].Query(ctx, "SELECT index_name, recall_setting, recall_estimate, query_offset FROM vecside_status()")
 	all, err := pgx.CollectRows(rows, pgx.RowToStructByName[calibration])
 	if err != nil {
 		return err
@@ -238,7 +239,7 @@ func (b *bench) readCalibration(ctx context.Context, t *vecsideTarget, params ma
 		return nil
 	}
 	b.tuned, b.estimate = *c.Setting, c.Estimate
-	b.say("  calibrated: %s, recall@10 estimated %.4f, measured %.4f", *c.Setting, *c.Estimate, measured)
+	b.say("  calibrated: %s for queries %.2f of the rows' spacing off them, recall@10 estimated %.4f, measured %.4f", *c.Setting, *c.Offset, *c.Estimate, measured)
 	return nil
 }
 

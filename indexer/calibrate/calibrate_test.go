@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"sort"
@@ -102,16 +103,26 @@ func checkTruth(t *testing.T, m kernels.Metric, s *Set, tab table) int {
 		}
 	}
 	ps, _ := s.probes()
+	searches := 0
 	for i, p := range ps {
-		if p.own != "" && !slices.Equal(tab[p.own], p.vec) && m != kernels.Cosine {
-			t.Fatalf("query %d: own row %s holds another vector", i, p.own)
+		var want []string
+		switch {
+		case p.without != "": // a row held out
+			if m != kernels.Cosine && !slices.Equal(tab[p.without], p.vec) {
+				t.Fatalf("probe %d: its row %s holds another vector", i, p.without)
+			}
+			want = tab.nearest(m, p.vec, p.without, K)
+		case p.offset == 0: // a row searched for itself: found first
+			want = append([]string{p.truth[0]}, tab.nearest(m, p.vec, p.truth[0], K-1)...)
+			searches++ // the same query as its held-out probe
+		default:
+			want = tab.nearest(m, p.vec, "", K)
 		}
-		want := tab.nearest(m, p.vec, p.own, K)
 		if !slices.Equal(p.truth, want) {
-			t.Fatalf("query %d (own %q): neighbours %v, brute force %v", i, p.own, p.truth, want)
+			t.Fatalf("probe %d (without %q, offset %g): neighbours %v, brute force %v", i, p.without, p.offset, p.truth, want)
 		}
 	}
-	return len(ps)
+	return len(ps) - searches
 }
 
 func TestTruthFollowsChanges(t *testing.T) {
@@ -187,8 +198,8 @@ func TestUnknownHasNoQueries(t *testing.T) {
 // exactSearch is a perfect index over tab: its answer does not depend on
 // the value.
 func exactSearch(m kernels.Metric, tab table) Search {
-	return func(_ context.Context, vec []float32, k, n, _ int) ([]string, error) {
-		return tab.nearest(m, vec, "", n), nil
+	return func(_ context.Context, vec []float32, k, n, _ int, without string) ([]string, error) {
+		return tab.nearest(m, vec, without, n), nil
 	}
 }
 
@@ -214,16 +225,16 @@ func TestMeasure(t *testing.T) {
 	if len(c.Values) != 1 || c.worst(0) != 1 {
 		t.Fatalf("an exact index measured values %v, worst recall %.3f; want recall 1 at the first value", c.Values, c.worst(0))
 	}
-	if len(c.Queries) != Queries || c.Spacing <= 0 {
+	if len(c.Queries) != Queries+Bases || c.Spacing <= 0 { // each base twice: held out, and itself
 		t.Fatalf("%d queries, spacing %g", len(c.Queries), c.Spacing)
 	}
 
 	// An index that finds a table row's neighbours at once (it walks to
 	// the row), but another query's only up to value of them (the rest
 	// replaced by far rows): recall v/10 until v reaches 10.
-	partial := func(_ context.Context, vec []float32, k, n, v int) ([]string, error) {
-		keys := tab.nearest(kernels.L2, vec, "", len(tab))
-		if k > K { // a row of the table, held out
+	partial := func(_ context.Context, vec []float32, k, n, v int, without string) ([]string, error) {
+		keys := tab.nearest(kernels.L2, vec, without, len(tab))
+		if without == "" && kernels.L2.Distance(vec, tab[keys[0]]) == 0 {
 			return keys[:n], nil
 		}
 		found := keys[:min(v, n)]
@@ -243,16 +254,24 @@ func TestMeasure(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		target, offset float64
-		want           int
+		want           Point
 	}{
-		{0.95, 0, 1}, // rows of the table: found at any value
-		{0.5, NewItem, 5},
-		{0.95, NewItem, 10},
-		{0.7, NewItem, 8}, // the ladder: 1, 2, 3, 4, 5, 6, 8, 10
+		{0.95, 0, Point{1, 1, 0, 1}}, // rows of the table: found at any value
+		{0.5, NewItem, Point{4, 5, 1, 0.5}},
+		// The ladder: 1, 2, 3, 4, 5, 6, 8, 10; 8 finds 0.8, 10 finds 1.
+		{0.95, NewItem, Point{8, 10, 0.75, 0.95}},
+		{0.7, NewItem, Point{6, 8, 0.5, 0.7}},
+		{1, NewItem, Point{8, 10, 1, 1}},
 	} {
-		if p, _ := c.For(tc.target, tc.offset); p.Value != tc.want {
-			t.Errorf("For(%.2f, offset %.1f) = %d, want %d", tc.target, tc.offset, p.Value, tc.want)
+		p, _ := c.For(tc.target, tc.offset)
+		if p.Low != tc.want.Low || p.High != tc.want.High || math.Abs(p.Share-tc.want.Share) > 1e-9 || math.Abs(p.Recall-tc.want.Recall) > 1e-9 {
+			t.Errorf("For(%.2f, offset %.1f) = %+v, want %+v", tc.target, tc.offset, p, tc.want)
 		}
+	}
+	// The mixture: a quarter of searches at 8, the rest at 10.
+	p, _ := c.For(0.95, NewItem)
+	if p.Pick(0.74) != 10 || p.Pick(0.76) != 8 || p.Mean() != 9.5 {
+		t.Errorf("Pick(0.74) %d, Pick(0.76) %d, mean %g; want 10, 8, 9.5", p.Pick(0.74), p.Pick(0.76), p.Mean())
 	}
 	if got := s.Curve(); got == nil || len(got.Values) != len(c.Values) {
 		t.Errorf("the Set keeps curve %+v, measured %+v", got, c)
@@ -260,12 +279,12 @@ func TestMeasure(t *testing.T) {
 
 	// Too few queries: no curve.
 	small := New(kernels.L2, d, nil, 1)
-	for i := range MinQueries - 1 {
+	for i := range MinBases - 1 {
 		v := randVec(rng, d)
 		small.Add(fmt.Sprint(i), v, small.Prepare(v))
 	}
-	if _, ok, _ := small.Measure(context.Background(), exactSearch(kernels.L2, tab), knob, 1, MinQueries-1); ok {
-		t.Errorf("calibrated on %d queries, fewer than %d", MinQueries-1, MinQueries)
+	if _, ok, _ := small.Measure(context.Background(), exactSearch(kernels.L2, tab), knob, 1, MinBases-1); ok {
+		t.Errorf("calibrated on %d queries, fewer than %d", MinBases-1, MinBases)
 	}
 }
 
@@ -313,7 +332,7 @@ func TestSnapshotLoad(t *testing.T) {
 	got, _ := loaded.probes()
 	want, _ := s.probes()
 	if !slices.EqualFunc(got, want, func(a, b probe) bool {
-		return a.own == b.own && a.base == b.base && a.offset == b.offset && slices.Equal(a.vec, b.vec) && slices.Equal(a.truth, b.truth)
+		return a.without == b.without && a.base == b.base && a.offset == b.offset && slices.Equal(a.vec, b.vec) && slices.Equal(a.truth, b.truth)
 	}) {
 		t.Fatalf("loaded %d queries unlike the %d written", len(got), len(want))
 	}

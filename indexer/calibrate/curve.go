@@ -2,6 +2,7 @@ package calibrate
 
 import (
 	"context"
+	"maps"
 	"math"
 	"slices"
 	"sync"
@@ -12,8 +13,9 @@ import (
 
 // Search is an index's search for a calibration query: the keys of up to
 // n candidates nearest to vec, for k rows, with the calibrated setting
-// at value.
-type Search func(ctx context.Context, vec []float32, k, n, value int) ([]string, error)
+// at value, as if the row of without (unless "") were not in the index
+// (see kind.Excluder).
+type Search func(ctx context.Context, vec []float32, k, n, value int, without string) ([]string, error)
 
 // Knob is the setting a kind's calibration tunes: tried from From up to
 // Max, a fifth more at each step.
@@ -22,10 +24,26 @@ type Knob struct {
 	From, Max int
 }
 
-// Point is a value of the setting and the recall measured there.
+// Point is what Curve.For chose: searches take Low, or High with the
+// probability Share, so that their mean recall is Recall. Between two
+// values of a setting whose recalls straddle the target (probes 2 and 3
+// of an inverted file can be 0.93 and 0.99), the mixture meets the
+// target rather than overshooting it at the cost of the higher.
 type Point struct {
-	Value  int
-	Recall float64
+	Low, High int
+	Share     float64
+	Recall    float64
+}
+
+// Mean is the mean value searches get.
+func (p Point) Mean() float64 { return float64(p.Low) + p.Share*float64(p.High-p.Low) }
+
+// Pick draws a search's value, u uniform in [0, 1).
+func (p Point) Pick(u float64) int {
+	if u < p.Share {
+		return p.High
+	}
+	return p.Low
 }
 
 // Curve is what one calibration measured: how many of its K nearest
@@ -54,10 +72,14 @@ type Measured struct {
 	Found  []uint8 `json:"found"` // per value, of K
 }
 
-// MinQueries is the fewest queries with known neighbours a calibration
-// trusts: fewer (a small or young table, a table whose rows were mostly
-// replaced since its copy) leave the kind's own default.
-const MinQueries = 50
+// MinBases is the fewest bases with queries whose neighbours are known
+// that a calibration trusts: fewer (a young table, a table whose rows
+// were mostly replaced since its copy) leave the kind's own default.
+const MinBases = 32
+
+// alike is how far apart two offsets may be for searches at one to
+// stand for searches at the other.
+const alike = 0.25
 
 // stopAt is the recall beyond which larger values are not tried: once
 // every kind of query (every offset) reaches it.
@@ -66,12 +88,15 @@ const stopAt = 0.998
 // Measure runs the queries through search at increasing values of knob,
 // with candidates capped at K × oversample as a search at the index's
 // default oversampling is, and returns the curve; ok is false when too
-// few queries know their neighbours. A query whose own row is in the
-// table asks for one row more and ignores it, as if it were held out.
+// few queries know their neighbours.
 func (s *Set) Measure(ctx context.Context, search Search, knob Knob, oversample float64, rows int) (c Curve, ok bool, err error) {
 	ps, spacing := s.probes()
 	c = Curve{Setting: knob.Setting, Spacing: spacing, Rows: rows, At: time.Now().Round(0)}
-	if len(ps) < MinQueries {
+	bases := map[int32]bool{}
+	for _, p := range ps {
+		bases[p.base] = true
+	}
+	if len(bases) < MinBases {
 		return c, false, nil
 	}
 	c.Queries = make([]Measured, len(ps))
@@ -112,11 +137,7 @@ func foundAt(ctx context.Context, ps []probe, search Search, v int, oversample f
 	store.Parallel(len(ps), func(lo, hi int) {
 		for i := lo; i < hi; i++ {
 			p := ps[i]
-			k := K
-			if p.own != "" {
-				k++
-			}
-			keys, err := search(ctx, p.vec, k, int(math.Ceil(float64(k)*max(oversample, 1))), v)
+			keys, err := search(ctx, p.vec, K, int(math.Ceil(K*max(oversample, 1))), v, p.without)
 			if err != nil {
 				mu.Lock()
 				first = err
@@ -162,11 +183,14 @@ func (c *Curve) worst(i int) float64 {
 	return worst
 }
 
-// For returns the smallest value whose recall, for queries that lie
-// offset off the table's rows (see Measured.Offset), reaches target, or
-// the largest tried if none does, with that recall; ok is false for a
-// curve with no values. Each base contributes the query whose offset is
-// nearest.
+// For returns how to meet target for queries that lie offset off the
+// table's rows (see Measured.Offset): the smallest value whose recall
+// reaches it, mixed with the value before it in the proportion whose
+// mean recall is target, or the largest tried if none reaches it; ok is
+// false for a curve with no values. Each base contributes its search
+// whose offset is nearest, if that is within alike of offset (the bases
+// that were not moved have no near-duplicates to offer), or all do if
+// none is.
 func (c *Curve) For(target, offset float64) (Point, bool) {
 	if len(c.Values) == 0 {
 		return Point{}, false
@@ -178,16 +202,31 @@ func (c *Curve) For(target, offset float64) (Point, bool) {
 			nearest[q.Base] = i
 		}
 	}
-	var p Point
-	for v := range c.Values {
+	near := maps.Clone(nearest)
+	maps.DeleteFunc(near, func(_ int32, i int) bool { return math.Abs(float64(c.Queries[i].Offset)-offset) > alike })
+	if len(near) > 0 {
+		nearest = near
+	}
+	recall := func(v int) float64 {
 		found := 0
 		for _, i := range nearest {
 			found += int(c.Queries[i].Found[v])
 		}
-		p = Point{c.Values[v], float64(found) / float64(K*len(nearest))}
-		if p.Recall >= target {
-			break
-		}
+		return float64(found) / float64(K*len(nearest))
 	}
-	return p, true
+	below := -1.0
+	for v, value := range c.Values {
+		r := recall(v)
+		switch {
+		case r < target:
+			below = r
+			continue
+		case v == 0 || r == below:
+			return Point{Low: value, High: value, Recall: r}, true
+		}
+		share := (target - below) / (r - below)
+		return Point{Low: c.Values[v-1], High: value, Share: share, Recall: target}, true
+	}
+	last := c.Values[len(c.Values)-1]
+	return Point{Low: last, High: last, Recall: below}, true
 }

@@ -26,8 +26,10 @@
 // What a kind does beside the contract is said by optional interfaces,
 // asked for by type assertion: Admitter (its Insert may do a backlog's
 // work, which a rebuild's copy waits for before the apply lock),
-// StreamFollower (told when the stream's lag starts to count on it) and
-// Closer (background work to stop once the index is dropped).
+// StreamFollower (told when the stream's lag starts to count on it),
+// Excluder (a search can leave a row out of its walk, not only out of
+// its answer) and Closer (background work to stop once the index is
+// dropped).
 //
 // The package deliberately holds no state beyond the registry, which is
 // filled during init and read-only after it: Register is not meant to be

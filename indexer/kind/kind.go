@@ -171,6 +171,16 @@ type Admitter interface{ Admit(Row) Row }
 // are told when the stream's lag starts to count on them.
 type StreamFollower interface{ FollowStream() }
 
+// Excluder is implemented by kinds whose structure a search for a row's
+// own vector would find its way by (a graph walks to the row and reads
+// its neighbours off its links): SearchWithout searches as if the row of
+// key were not in the index, for the recall calibration's held-out
+// queries. For the other kinds, leaving the row out of the answer is the
+// same.
+type Excluder interface {
+	SearchWithout(ctx context.Context, vec []float32, q Query, key string) ([]Hit, error)
+}
+
 // Closer is implemented by kinds with background work of their own (hnsw's
 // linking and repair), to be told the index was dropped.
 type Closer interface{ Close() }
