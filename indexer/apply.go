@@ -155,7 +155,7 @@ func (e *core) insertLocked(slot *Index, skipped map[string]struct{}, x Index, r
 		if c, ok := made.(*calibrated); ok && slot == &e.index {
 			// Made serving, from its first row: it calibrates once it
 			// has rows enough (see calibrated.drifted).
-			c.live.Store(true)
+			c.tune.live.Store(true)
 		}
 		if slot == &e.index && !fixed {
 			defer e.publish()

@@ -23,9 +23,16 @@ import (
 // latest ones.
 type calibrated struct {
 	Index
+	set  *calibrate.Set
+	tune *tuner
+}
+
+// tuner measures a calibrated index and chooses its searches' setting.
+type tuner struct {
+	x      Index // the kind's index, searched without the wrapper
+	set    *calibrate.Set
 	name   string
 	metric kernels.Metric
-	set    *calibrate.Set
 	knob   calibrate.Knob
 	target float64
 	// oversample is the spec's default: the candidate cap calibrated for.
@@ -76,10 +83,10 @@ func calibrating(spec Spec, k kind.Kind, x Index, set func() *calibrate.Set) Ind
 		return x
 	}
 	target, _ := kind.TargetRecall(spec.Options) // validated with the spec
-	c := &calibrated{Index: x, name: spec.Name, metric: spec.Metric, set: set(), knob: knob, target: target, oversample: DefaultOversample(spec)}
-	c.ctx, c.stop = context.WithCancel(context.Background())
-	c.retune()
-	return c
+	t := &tuner{x: x, set: set(), name: spec.Name, metric: spec.Metric, knob: knob, target: target, oversample: DefaultOversample(spec)}
+	t.ctx, t.stop = context.WithCancel(context.Background())
+	t.retune()
+	return &calibrated{Index: x, set: t.set, tune: t}
 }
 
 func (c *calibrated) Prepare(vec []float32) Row {
@@ -90,13 +97,13 @@ func (c *calibrated) Insert(key string, row Row) {
 	r := row.(calibratedRow)
 	c.Index.Insert(key, r.row)
 	c.set.Add(key, r.vec, r.cal)
-	c.drifted()
+	c.tune.drifted()
 }
 
 func (c *calibrated) Delete(key string) bool {
 	found := c.Index.Delete(key)
 	c.set.Remove(key)
-	c.drifted()
+	c.tune.drifted()
 	return found
 }
 
@@ -146,8 +153,8 @@ func (c *calibrated) FollowStream() {
 // Close stops a calibration under way, and the kind's own background
 // work (kind.Closer).
 func (c *calibrated) Close() {
-	c.live.Store(false)
-	c.stop()
+	c.tune.live.Store(false)
+	c.tune.stop()
 	if cl, ok := c.Index.(kind.Closer); ok {
 		cl.Close()
 	}
@@ -155,7 +162,7 @@ func (c *calibrated) Close() {
 
 // settings returns s with the tuning setting filled for target (0: the
 // index's own), unless s sets it or nothing is calibrated.
-func (c *calibrated) settings(s kind.Settings, target float64) kind.Settings {
+func (c *tuner) settings(s kind.Settings, target float64) kind.Settings {
 	t := c.tuned.Load()
 	if t == nil || s[c.knob.Setting] != 0 {
 		return s
@@ -169,7 +176,7 @@ func (c *calibrated) settings(s kind.Settings, target float64) kind.Settings {
 
 // observe records how far a search's nearest candidate lay, and retunes
 // once the searches' offsets may have moved.
-func (c *calibrated) observe(hits []Hit) {
+func (c *tuner) observe(hits []Hit) {
 	t := c.tuned.Load()
 	if t == nil || len(hits) == 0 || t.curve.Spacing == 0 {
 		return
@@ -188,7 +195,7 @@ func (c *calibrated) observe(hits []Hit) {
 
 // retune reads the value for the index's target off the current curve,
 // at the latest searches' offset.
-func (c *calibrated) retune() {
+func (c *tuner) retune() {
 	curve := c.set.Curve()
 	if curve == nil || curve.Setting != c.knob.Setting {
 		c.tuned.Store(nil)
@@ -208,26 +215,26 @@ func (c *calibrated) retune() {
 
 // calibrate measures the index's curve now, and from then on keeps it
 // current in the background.
-func (c *calibrated) calibrate() {
+func (c *tuner) calibrate() {
 	c.measure()
 	c.live.Store(true)
 }
 
 // measure runs one calibration; failures are logged, and the last curve
 // stays.
-func (c *calibrated) measure() {
+func (c *tuner) measure() {
 	began := time.Now()
 	search := func(ctx context.Context, vec []float32, k, n, value int, without string) ([]string, error) {
 		q := kind.Query{K: k, N: n, Settings: kind.Settings{c.knob.Setting: value}}
 		var hits []Hit
 		var err error
-		if x, ok := c.Index.(kind.Excluder); ok && without != "" {
+		if x, ok := c.x.(kind.Excluder); ok && without != "" {
 			hits, err = x.SearchWithout(ctx, vec, q, without)
 		} else {
 			if without != "" {
 				q.K, q.N = k+1, n+1 // the row is left out of the answer below
 			}
-			hits, err = c.Index.Search(ctx, vec, q)
+			hits, err = c.x.Search(ctx, vec, q)
 		}
 		keys := make([]string, 0, len(hits))
 		for _, h := range hits {
@@ -237,7 +244,7 @@ func (c *calibrated) measure() {
 		}
 		return keys, err
 	}
-	curve, ok, err := c.set.Measure(c.ctx, search, c.knob, c.oversample, c.Len())
+	curve, ok, err := c.set.Measure(c.ctx, search, c.knob, c.oversample, c.x.Len())
 	switch {
 	case err != nil:
 		if c.ctx.Err() == nil {
@@ -253,11 +260,11 @@ func (c *calibrated) measure() {
 
 // drifted recalibrates in the background once the rows changed since the
 // last calibration reach a tenth of the index (at least recalibrateMin).
-func (c *calibrated) drifted() {
+func (c *tuner) drifted() {
 	if !c.live.Load() || c.running.Load() {
 		return
 	}
-	if c.set.Changes() < max(recalibrateMin, int64(c.Len()/10)) || !c.running.CompareAndSwap(false, true) {
+	if c.set.Changes() < max(recalibrateMin, int64(c.x.Len()/10)) || !c.running.CompareAndSwap(false, true) {
 		return
 	}
 	go func() {
@@ -295,8 +302,8 @@ func recallOf(x Index) RecallStatus {
 	if !ok {
 		return RecallStatus{}
 	}
-	st := RecallStatus{Target: c.target}
-	if t := c.tuned.Load(); t != nil {
+	st := RecallStatus{Target: c.tune.target}
+	if t := c.tune.tuned.Load(); t != nil {
 		st.Setting, st.Value, st.Estimate, st.Offset = t.curve.Setting, t.at.Mean(), t.at.Recall, t.offset
 		st.Queries, st.Rows, st.Calibrated = len(t.curve.Queries), t.curve.Rows, t.curve.At
 	}

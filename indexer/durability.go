@@ -249,7 +249,7 @@ func (e *Durability) LoadCheckpoint(dir string, src Source, state IdleState) (LS
 	e.c.tx.forget()
 	e.c.index, e.c.sync = loaded, nil
 	if c, ok := loaded.(*calibrated); ok {
-		c.live.Store(true)
+		c.tune.live.Store(true)
 	}
 	clear(e.c.skipped)
 	for _, k := range skipped {

@@ -185,7 +185,7 @@ func (e *Syncer) EndSync() {
 	}
 	// Calibrated before it serves, while the stream goes on into it.
 	if c, ok := s.index.(*calibrated); ok {
-		c.calibrate()
+		c.tune.calibrate()
 	}
 	e.c.wmu.Lock()
 	if e.c.sync != s {

@@ -264,13 +264,13 @@ func TestMeasure(t *testing.T) {
 		{1, NewItem, Point{8, 10, 1, 1}},
 	} {
 		p, _ := c.For(tc.target, tc.offset)
-		if p.Low != tc.want.Low || p.High != tc.want.High || math.Abs(p.Share-tc.want.Share) > 1e-9 || math.Abs(p.Recall-tc.want.Recall) > 1e-9 {
+		if p.Low != tc.want.Low || p.High != tc.want.High || math.Abs(p.Share-tc.want.Share) > 1e-6 || math.Abs(p.Recall-tc.want.Recall) > 1e-6 {
 			t.Errorf("For(%.2f, offset %.1f) = %+v, want %+v", tc.target, tc.offset, p, tc.want)
 		}
 	}
 	// The mixture: a quarter of searches at 8, the rest at 10.
 	p, _ := c.For(0.95, NewItem)
-	if p.Pick(0.74) != 10 || p.Pick(0.76) != 8 || p.Mean() != 9.5 {
+	if p.Pick(0.74) != 10 || p.Pick(0.76) != 8 || math.Abs(p.Mean()-9.5) > 1e-6 {
 		t.Errorf("Pick(0.74) %d, Pick(0.76) %d, mean %g; want 10, 8, 9.5", p.Pick(0.74), p.Pick(0.76), p.Mean())
 	}
 	if got := s.Curve(); got == nil || len(got.Values) != len(c.Values) {
@@ -285,6 +285,21 @@ func TestMeasure(t *testing.T) {
 	}
 	if _, ok, _ := small.Measure(context.Background(), exactSearch(kernels.L2, tab), knob, 1, MinBases-1); ok {
 		t.Errorf("calibrated on %d queries, fewer than %d", MinBases-1, MinBases)
+	}
+}
+
+// TestForMargin: a mean that reaches the target while its searches vary
+// is not enough; the mean less its standard error must.
+func TestForMargin(t *testing.T) {
+	c := Curve{Values: []int{1, 2}}
+	for b, found := range []uint8{10, 10, 9, 9} { // mean 0.95, standard error 0.025
+		c.Queries = append(c.Queries, Measured{Base: int32(b), Offset: 1, Found: []uint8{found, 10}})
+	}
+	p, _ := c.For(0.95, NewItem)
+	// 0.925 surely at 1, 1 at 2: a third of the searches at 2.
+	want := Point{Low: 1, High: 2, Share: 1.0 / 3, Recall: 0.95 + 0.05/3}
+	if p.Low != want.Low || p.High != want.High || math.Abs(p.Share-want.Share) > 1e-9 || math.Abs(p.Recall-want.Recall) > 1e-9 {
+		t.Errorf("For(0.95) = %+v, want %+v", p, want)
 	}
 }
 

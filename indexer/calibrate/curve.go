@@ -185,8 +185,9 @@ func (c *Curve) worst(i int) float64 {
 
 // For returns how to meet target for queries that lie offset off the
 // table's rows (see Measured.Offset): the smallest value whose recall
-// reaches it, mixed with the value before it in the proportion whose
-// mean recall is target, or the largest tried if none reaches it; ok is
+// surely reaches it (by one standard error), mixed with the value before
+// it in the proportion that just does, or the largest tried if none
+// reaches it, with the mean recall measured there; ok is
 // false for a curve with no values. Each base contributes its search
 // whose offset is nearest, if that is within alike of offset (the bases
 // that were not moved have no near-duplicates to offer), or all do if
@@ -207,25 +208,35 @@ func (c *Curve) For(target, offset float64) (Point, bool) {
 	if len(near) > 0 {
 		nearest = near
 	}
-	recall := func(v int) float64 {
-		found := 0
-		for _, i := range nearest {
-			found += int(c.Queries[i].Found[v])
+	// In a fixed order, so that the sums come out the same every time.
+	chosen := slices.Sorted(maps.Values(nearest))
+	// At each value, the mean recall, and the mean less its standard
+	// error, which must reach the target: the searches' recall is then
+	// at least the target with odds of about five to one, where the mean
+	// alone would miss it every other time.
+	measure := func(v int) (mean, sure float64) {
+		var sum, sq float64
+		for _, i := range chosen {
+			r := float64(c.Queries[i].Found[v]) / K
+			sum += r
+			sq += r * r
 		}
-		return float64(found) / float64(K*len(nearest))
+		n := float64(len(chosen))
+		mean = sum / n
+		return mean, mean - math.Sqrt(max(0, sq/n-mean*mean)/n)
 	}
-	below := -1.0
+	var below, belowSure float64
 	for v, value := range c.Values {
-		r := recall(v)
+		mean, sure := measure(v)
 		switch {
-		case r < target:
-			below = r
+		case sure < target:
+			below, belowSure = mean, sure
 			continue
-		case v == 0 || r == below:
-			return Point{Low: value, High: value, Recall: r}, true
+		case v == 0 || sure == belowSure:
+			return Point{Low: value, High: value, Recall: mean}, true
 		}
-		share := (target - below) / (r - below)
-		return Point{Low: c.Values[v-1], High: value, Share: share, Recall: target}, true
+		share := (target - belowSure) / (sure - belowSure)
+		return Point{Low: c.Values[v-1], High: value, Share: share, Recall: below + share*(mean-below)}, true
 	}
 	last := c.Values[len(c.Values)-1]
 	return Point{Low: last, High: last, Recall: below}, true
