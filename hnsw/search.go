@@ -96,8 +96,10 @@ func (x *Index) search(ctx context.Context, q []float32, k, limit, ef int, allow
 	if allow != nil {
 		a = r.allowSet(allow)
 	}
-	if id, ok := r.keys.Lookup(absent); ok && absent != "" {
-		sc.absent = id
+	if absent != "" {
+		if id, ok := r.keys.Lookup(absent); ok {
+			sc.absent = id
+		}
 	}
 	if ef <= 0 {
 		ef = x.cfg.EfSearch

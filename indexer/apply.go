@@ -152,10 +152,10 @@ func (e *core) insertLocked(slot *Index, skipped map[string]struct{}, x Index, r
 			return
 		}
 		*slot = made
-		if c, ok := made.(*calibrated); ok && slot == &e.index {
+		if slot == &e.index {
 			// Made serving, from its first row: it calibrates once it
-			// has rows enough (see calibrated.drifted).
-			c.tune.live.Store(true)
+			// has rows enough.
+			serve(made)
 		}
 		if slot == &e.index && !fixed {
 			defer e.publish()

@@ -23,7 +23,6 @@ import (
 // latest ones.
 type calibrated struct {
 	Index
-	set  *calibrate.Set
 	tune *tuner
 }
 
@@ -86,36 +85,36 @@ func calibrating(spec Spec, k kind.Kind, x Index, set func() *calibrate.Set) Ind
 	t := &tuner{x: x, set: set(), name: spec.Name, metric: spec.Metric, knob: knob, target: target, oversample: DefaultOversample(spec)}
 	t.ctx, t.stop = context.WithCancel(context.Background())
 	t.retune()
-	return &calibrated{Index: x, set: t.set, tune: t}
+	return &calibrated{Index: x, tune: t}
 }
 
 func (c *calibrated) Prepare(vec []float32) Row {
-	return calibratedRow{c.Index.Prepare(vec), vec, c.set.Prepare(vec)}
+	return calibratedRow{c.Index.Prepare(vec), vec, c.tune.set.Prepare(vec)}
 }
 
 func (c *calibrated) Insert(key string, row Row) {
 	r := row.(calibratedRow)
 	c.Index.Insert(key, r.row)
-	c.set.Add(key, r.vec, r.cal)
+	c.tune.set.Add(key, r.vec, r.cal)
 	c.tune.drifted()
 }
 
 func (c *calibrated) Delete(key string) bool {
 	found := c.Index.Delete(key)
-	c.set.Remove(key)
+	c.tune.set.Remove(key)
 	c.tune.drifted()
 	return found
 }
 
 func (c *calibrated) Rename(from, to string) bool {
 	found := c.Index.Rename(from, to)
-	c.set.Rename(from, to)
+	c.tune.set.Rename(from, to)
 	return found
 }
 
 func (c *calibrated) Clear() {
 	c.Index.Clear()
-	c.set.Clear()
+	c.tune.set.Clear()
 }
 
 // snapshotCalibration captures x's calibration as it is now, and returns
@@ -124,7 +123,7 @@ func (c *calibrated) Clear() {
 func snapshotCalibration(x Index) func(io.Writer) error {
 	write := calibrate.WriteNone
 	if c, ok := x.(*calibrated); ok {
-		write = c.set.Snapshot()
+		write = c.tune.set.Snapshot()
 	}
 	return func(w io.Writer) error {
 		b := store.NewBodyWriter(w)
@@ -211,6 +210,14 @@ func (c *tuner) retune() {
 		return
 	}
 	c.tuned.Store(&tuning{curve: curve, offset: offset, at: p})
+}
+
+// serve marks x, if it is calibrated, as serving: from now on it
+// recalibrates itself as its rows change (see tuner.drifted).
+func serve(x Index) {
+	if c, ok := x.(*calibrated); ok {
+		c.tune.live.Store(true)
+	}
 }
 
 // calibrate measures the index's curve now, and from then on keeps it

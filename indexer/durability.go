@@ -248,9 +248,7 @@ func (e *Durability) LoadCheckpoint(dir string, src Source, state IdleState) (LS
 	dropped(e.c.syncIndex())
 	e.c.tx.forget()
 	e.c.index, e.c.sync = loaded, nil
-	if c, ok := loaded.(*calibrated); ok {
-		c.tune.live.Store(true)
-	}
+	serve(loaded)
 	clear(e.c.skipped)
 	for _, k := range skipped {
 		e.c.skipped[k] = struct{}{}

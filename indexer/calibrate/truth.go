@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/vecside/vecside/internal/store"
 	"github.com/vecside/vecside/kernels"
@@ -108,7 +109,10 @@ type Set struct {
 	// query's own row), so that a change of a key no query knows costs
 	// one map lookup.
 	holders map[string]int32
-	changes int64 // rows added or removed since the last Measure
+	// changes counts the rows added or removed since the last Measure;
+	// atomic, so that the index asks it after every change without the
+	// lock.
+	changes atomic.Int64
 	curve   *Curve
 }
 
@@ -134,12 +138,13 @@ func New(metric kernels.Metric, dims int, sample [][]float32, seed uint64) *Set 
 		rows[i] = s.space(v)
 	}
 	bases := rows[:min(Bases, len(rows))]
-	spacing := nearestOther(bases, rows)
+	// Only the moved bases need their spacing in the sample.
+	spacing := nearestOther(bases[:min(Moved, len(bases))], rows)
 	moved := make([]float32, dims)
-	for i, b := range bases {
+	for i := range bases {
 		base := int32(len(s.queries))
-		s.append(usable[i], base, 0)
-		if spacing[i] == 0 || i >= Moved {
+		s.append(usable[i], base, 0, 0)
+		if i >= len(spacing) || spacing[i] == 0 {
 			continue
 		}
 		dir := make([]float64, dims)
@@ -152,10 +157,9 @@ func New(metric kernels.Metric, dims int, sample [][]float32, seed uint64) *Set 
 			shift := f * spacing[i]
 			scale := shift / math.Sqrt(norm)
 			for j := range moved {
-				moved[j] = b[j] + float32(dir[j]*scale)
+				moved[j] = bases[i][j] + float32(dir[j]*scale)
 			}
-			s.append(moved, base, float32(shift))
-			s.queries[len(s.queries)-1].rel = float32(f)
+			s.append(moved, base, float32(shift), float32(f))
 		}
 	}
 	return s
@@ -208,11 +212,11 @@ func (s *Set) usable(v []float32) bool {
 }
 
 // append makes v (in the metric's space) a query with an empty list,
-// moved shift off the row of the query at base; the caller holds mu or
-// owns s.
-func (s *Set) append(v []float32, base int32, shift float32) {
+// moved shift (rel times the sample's spacing) off the row of the query
+// at base; the caller holds mu or owns s.
+func (s *Set) append(v []float32, base int32, shift, rel float32) {
 	s.vecs = append(s.vecs, s.space(v)...)
-	q := query{base: base, shift: shift, bound: inf}
+	q := query{base: base, shift: shift, rel: rel, bound: inf}
 	if shift == 0 {
 		q.hash = hash(v)
 	}
@@ -284,7 +288,7 @@ func (s *Set) Add(key string, v []float32, p Prepared) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.removeLocked(key)
-	s.changes++
+	s.changes.Add(1)
 	dist := p.dist
 	if dist == nil {
 		return
@@ -310,7 +314,7 @@ func (s *Set) Add(key string, v []float32, p Prepared) {
 // adoptLocked makes the row v (key) a query: its list is built from the
 // other queries' rows, which are every row the index held before.
 func (s *Set) adoptLocked(key string, v []float32) {
-	s.append(v, int32(len(s.queries)), 0)
+	s.append(v, int32(len(s.queries)), 0, 0)
 	n := len(s.queries) - 1
 	q := &s.queries[n]
 	d := s.distances(v, s.vecs[:n*s.dims])
@@ -350,7 +354,7 @@ func (s *Set) Remove(key string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.removeLocked(key) {
-		s.changes++
+		s.changes.Add(1)
 	}
 }
 
@@ -408,15 +412,11 @@ func (s *Set) Clear() {
 		*q = query{base: q.base, shift: q.shift, rel: q.rel, hash: q.hash, bound: inf}
 	}
 	clear(s.holders)
-	s.changes++
+	s.changes.Add(1)
 }
 
 // Changes is how many rows were added or removed since the last Measure.
-func (s *Set) Changes() int64 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.changes
-}
+func (s *Set) Changes() int64 { return s.changes.Load() }
 
 var inf = float32(math.Inf(1))
 
@@ -440,7 +440,7 @@ type probe struct {
 func (s *Set) probes() ([]probe, float64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.changes = 0
+	s.changes.Store(0)
 	var ps []probe
 	var spacings []float64
 	for i, q := range s.queries {
@@ -510,7 +510,8 @@ func (s *Set) spacing(q *query) (float64, bool) {
 // into a checkpoint body, for Load.
 func (s *Set) Snapshot() func(*store.BodyWriter) {
 	s.mu.Lock()
-	c := &Set{metric: s.metric, dims: s.dims, vecs: s.vecs, adopt: s.adopt, changes: s.changes, curve: s.curve}
+	c := &Set{metric: s.metric, dims: s.dims, vecs: s.vecs, adopt: s.adopt, curve: s.curve}
+	c.changes.Store(s.changes.Load())
 	c.queries = make([]query, len(s.queries))
 	for i, q := range s.queries {
 		q.list = slices.Clone(q.list)
@@ -531,7 +532,7 @@ func (s *Set) write(b *store.BodyWriter) {
 	curve, _ := json.Marshal(s.curve)
 	b.String(string(curve))
 	b.Uvarint(boolBit(s.adopt))
-	b.Uvarint(uint64(s.changes))
+	b.Uvarint(uint64(s.changes.Load()))
 	b.Uvarint(uint64(len(s.queries)))
 	b.Floats(s.vecs[:len(s.queries)*s.dims])
 	for _, q := range s.queries {
@@ -574,7 +575,7 @@ func Load(r *store.BodyReader, metric kernels.Metric, dims int) (*Set, error) {
 		}
 	}
 	s.adopt = r.Uvarint() == 1
-	s.changes = int64(r.Uvarint())
+	s.changes.Store(int64(r.Uvarint()))
 	n := r.Count(uint64(Queries))
 	if r.Err() == nil {
 		s.vecs = make([]float32, n*dims)
