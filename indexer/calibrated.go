@@ -5,7 +5,6 @@ import (
 	"io"
 	"log"
 	"math"
-	"math/rand/v2"
 	"sync/atomic"
 	"time"
 
@@ -160,8 +159,9 @@ func (c *calibrated) Close() {
 }
 
 // settings returns s with the tuning setting filled for target (0: the
-// index's own), unless s sets it or nothing is calibrated.
-func (c *tuner) settings(s kind.Settings, target float64) kind.Settings {
+// index's own) for a search for vec, unless s sets it or nothing is
+// calibrated.
+func (c *tuner) settings(s kind.Settings, target float64, vec []float32) kind.Settings {
 	t := c.tuned.Load()
 	if t == nil || s[c.knob.Setting] != 0 {
 		return s
@@ -170,7 +170,7 @@ func (c *tuner) settings(s kind.Settings, target float64) kind.Settings {
 	if target != 0 && target != c.target {
 		p, _ = t.curve.For(target, t.offset)
 	}
-	return s.With(c.knob.Setting, p.Pick(rand.Float64()))
+	return s.With(c.knob.Setting, p.PickFor(vec))
 }
 
 // observe records how far a search's nearest candidate lay, and retunes

@@ -251,7 +251,7 @@ func (e *Entry) Search(ctx context.Context, q []float32, n int, opts SearchOptio
 	settings := opts.Settings
 	c, calibrated := s.index.(*calibrated)
 	if calibrated {
-		settings = c.tune.settings(settings, opts.Recall)
+		settings = c.tune.settings(settings, opts.Recall, q)
 	}
 	hits, err := s.index.Search(ctx, q, kind.Query{K: wanted(n, opts), N: n, Allow: opts.Allow, Settings: settings})
 	// A quantized estimate of a cosine or L2 distance can fall a little

@@ -273,6 +273,18 @@ func TestMeasure(t *testing.T) {
 	if p.Pick(0.74) != 10 || p.Pick(0.76) != 8 || math.Abs(p.Mean()-9.5) > 1e-6 {
 		t.Errorf("Pick(0.74) %d, Pick(0.76) %d, mean %g; want 10, 8, 9.5", p.Pick(0.74), p.Pick(0.76), p.Mean())
 	}
+	// By the query: the same every time, and in the mixture's share.
+	high := 0
+	for _, v := range rows {
+		if got := p.PickFor(v); got != p.PickFor(slices.Clone(v)) {
+			t.Fatalf("one query picked %d and then another value", got)
+		} else if got == 10 {
+			high++
+		}
+	}
+	if share := float64(high) / float64(len(rows)); share < 0.7 || share > 0.8 {
+		t.Errorf("%.2f of queries picked the higher value, want about 0.75", share)
+	}
 	if got := s.Curve(); got == nil || len(got.Values) != len(c.Values) {
 		t.Errorf("the Set keeps curve %+v, measured %+v", got, c)
 	}

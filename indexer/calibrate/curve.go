@@ -46,6 +46,13 @@ func (p Point) Pick(u float64) int {
 	return p.Low
 }
 
+// PickFor is the value of a search for vec: drawn from the vector's
+// hash, so that the same query always gets the same setting, and with
+// it the same answer from the same index.
+func (p Point) PickFor(vec []float32) int {
+	return p.Pick(float64(hash(vec)>>11) / (1 << 53))
+}
+
 // Curve is what one calibration measured: how many of its K nearest
 // rows each query found among the candidates (the exact re-rank then
 // finds them) at each value of the setting tried.
