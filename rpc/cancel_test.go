@@ -4,9 +4,7 @@ package rpc
 
 import (
 	"context"
-	"math/rand/v2"
 	"net"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -16,7 +14,6 @@ import (
 	"github.com/jackc/pgx/v5/pgproto3"
 
 	"github.com/vecside/vecside/indexer"
-	"github.com/vecside/vecside/internal/pgvalue"
 )
 
 // Size of the exact index the CPU test searches: one pass takes a few
@@ -77,31 +74,7 @@ func (r *repeatCatalog) Search(ctx context.Context, name string, q []float32, k 
 }
 
 func newRepeatCatalog(t *testing.T) *repeatCatalog {
-	ix := indexer.New()
-	spec, err := indexer.ParseSpec("big=public.items(embedding) key=id metric=l2 kind=flat")
-	if err != nil {
-		t.Fatal(err)
-	}
-	e, err := ix.Add(spec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := e.Configure(pgvalue.KeyInt8, pgvalue.VectorFloat4Array, bigDims); err != nil {
-		t.Fatal(err)
-	}
-	rng := rand.New(rand.NewPCG(7, 8))
-	v := make([]float32, bigDims)
-	for i := range bigIndexRows() {
-		key, err := pgvalue.KeyInt8.DecodeText(strconv.Itoa(i))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for j := range v {
-			v[j] = rng.Float32()
-		}
-		e.Stream().Upsert(key, v)
-	}
-	e.SetReady()
+	ix := randomIndex(t, "big=public.items(embedding) key=id metric=l2 kind=flat", bigDims, bigIndexRows(), 7)
 	return &repeatCatalog{Indexer: ix, entered: make(chan time.Time, 1)}
 }
 

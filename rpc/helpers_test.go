@@ -69,9 +69,39 @@ func newTestIndexer(t testing.TB) (*indexer.Indexer, map[string]*testData) {
 	return ix, data
 }
 
+// randomIndex is a ready index of def, with bigint keys 0 to rows-1 and
+// vectors of dims uniform values in [0, 1) drawn from seed.
+func randomIndex(t testing.TB, def string, dims, rows int, seed uint64) *indexer.Indexer {
+	t.Helper()
+	ix := indexer.New()
+	e := addIndexDef(t, ix, def, pgvalue.KeyInt8, dims)
+	rng := rand.New(rand.NewPCG(seed, seed+1))
+	v := make([]float32, dims)
+	for i := range rows {
+		key, err := pgvalue.KeyInt8.DecodeText(strconv.Itoa(i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for j := range v {
+			v[j] = rng.Float32()
+		}
+		e.Stream().Upsert(key, v)
+	}
+	e.SetReady()
+	return ix
+}
+
+// addIndex adds the index name over public.items(embedding), l2.
 func addIndex(t testing.TB, ix *indexer.Indexer, name string, kt pgvalue.KeyType) *indexer.Entry {
 	t.Helper()
-	spec, err := indexer.ParseSpec(name + "=public.items(embedding) key=id metric=l2")
+	return addIndexDef(t, ix, name+"=public.items(embedding) key=id metric=l2", kt, 0)
+}
+
+// addIndexDef adds an index of def to ix, configured for kt keys and
+// real[] vectors of dims dimensions (0: those of its first row).
+func addIndexDef(t testing.TB, ix *indexer.Indexer, def string, kt pgvalue.KeyType, dims int) *indexer.Entry {
+	t.Helper()
+	spec, err := indexer.ParseSpec(def)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +109,7 @@ func addIndex(t testing.TB, ix *indexer.Indexer, name string, kt pgvalue.KeyType
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := e.Configure(kt, pgvalue.VectorFloat4Array, 0); err != nil {
+	if err := e.Configure(kt, pgvalue.VectorFloat4Array, dims); err != nil {
 		t.Fatal(err)
 	}
 	return e

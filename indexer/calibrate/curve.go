@@ -174,14 +174,18 @@ func (c *Curve) same(i, j int) bool {
 	return true
 }
 
-// worst is the lowest mean recall, over the kinds of query (their
-// offsets as made), at the i-th value.
+// worst is the lowest mean recall, over the three kinds of search (a
+// stored row, a new item, a near-duplicate), at the i-th value.
 func (c *Curve) worst(i int) float64 {
 	sum := map[float32]float64{}
 	n := map[float32]int{}
 	for _, q := range c.Queries {
-		sum[q.Offset] += float64(q.Found[i])
-		n[q.Offset]++
+		kind := q.Offset
+		if kind != 0 && kind != NewItem {
+			kind = -1 // moved: each has an offset of its own
+		}
+		sum[kind] += float64(q.Found[i])
+		n[kind]++
 	}
 	worst := 1.0
 	for o, s := range sum {

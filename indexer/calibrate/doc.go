@@ -11,9 +11,10 @@
 // calibration ever has to read the table again:
 //
 //   - Bases rows of the sample the index trains on before its copy
-//     become queries, and each is also moved off its row by a few small
-//     offsets (multiples of its distance to its nearest sample row), so
-//     that all Queries vectors are known before the copy starts;
+//     become queries, and each is also moved off its row by one of a few
+//     small offsets in turn (multiples of its distance to its nearest
+//     sample row), so that all Queries vectors are known before the copy
+//     starts;
 //   - every row the copy and then the stream add is compared with every
 //     query (a few microseconds, done beside the row's encoding, outside
 //     the apply lock), and kept in a query's list if it is among its
@@ -38,7 +39,7 @@
 //     graph neither returns it nor walks through it, see kind.Excluder)
 //     and should find its K nearest other rows;
 //   - as itself, a stored item, which it should find first;
-//   - moved off by each offset, a near-duplicate.
+//   - moved off by its offset, a near-duplicate.
 //
 // Each search has an offset: how far its query lies off the nearest row
 // in multiples of the rows' spacing there (the distance from the base
@@ -63,7 +64,7 @@
 // Measure runs every search at increasing values of the kind's tuning
 // setting (kind.Tuning: ef_search for hnsw, probes for ivf), each a
 // fifth more than the last, until every kind of search reaches recall
-// 0.995 or the setting stops making a difference, and keeps how many of
+// 0.998 or the setting stops making a difference, and keeps how many of
 // its K rows each found at each value: recall after the client's exact
 // re-rank, since a true neighbour among the candidates is always ranked
 // in. For a target, searches take the first value whose mean recall,
