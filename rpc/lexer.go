@@ -161,9 +161,13 @@ func skipBlockComment(sql string, i int) (int, *pgError) {
 func scanQuoted(sql string, i int, quote byte) (string, int, *pgError) {
 	doubled := 0
 	for j := i + 1; j < len(sql); j++ {
-		if sql[j] != quote {
-			continue
+		// Skip to the next quote whole: a vector sent as a bytea literal
+		// is thousands of hex digits.
+		n := strings.IndexByte(sql[j:], quote)
+		if n < 0 {
+			break
 		}
+		j += n
 		if j+1 < len(sql) && sql[j+1] == quote {
 			doubled++
 			j++

@@ -135,7 +135,10 @@ func (s *Set) Measure(ctx context.Context, search Search, knob Knob, oversample 
 }
 
 // foundAt appends to each query's Found how many of its neighbours it
-// found at value v.
+// found at value v. A query that found all K at a smaller value is not
+// searched again: a wider beam or more lists only adds candidates, and
+// the rungs where most queries are done cost the most (on 340k text-like
+// rows at ef_search 600, all but a few).
 func foundAt(ctx context.Context, ps []probe, search Search, v int, oversample float64, out []Measured) error {
 	var (
 		mu    sync.Mutex
@@ -144,6 +147,10 @@ func foundAt(ctx context.Context, ps []probe, search Search, v int, oversample f
 	store.Parallel(len(ps), func(lo, hi int) {
 		for i := lo; i < hi; i++ {
 			p := ps[i]
+			if f := out[i].Found; len(f) > 0 && f[len(f)-1] == K {
+				out[i].Found = append(f, K)
+				continue
+			}
 			keys, err := search(ctx, p.vec, K, int(math.Ceil(K*max(oversample, 1))), v, p.without)
 			if err != nil {
 				mu.Lock()
