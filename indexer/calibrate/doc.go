@@ -74,9 +74,9 @@
 // can give 0.93 and 0.99), and the mixture meets the target without
 // paying for the higher one on every search. Which value a search gets
 // follows from a hash of its vector (Point.PickFor): the same query
-// always gets the same setting, and the same answer from the same index. The margin makes the
-// searches' recall reach the target about five times in six, where the
-// mean alone would miss it every other time.
+// always gets the same setting, and the same answer from the same index.
+// The margin makes the searches' recall reach the target about five
+// times in six, where the mean alone would miss it every other time.
 //
 // # When
 //

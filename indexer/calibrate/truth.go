@@ -137,6 +137,7 @@ func New(metric kernels.Metric, dims int, sample [][]float32, seed uint64) *Set 
 	bases := rows[:min(Bases, len(rows))]
 	spacing := nearestOther(bases, rows)
 	moved := make([]float32, dims)
+	dir := make([]float64, dims)
 	for i := range bases {
 		base := int32(len(s.queries))
 		s.append(usable[i], base, 0, 0)
@@ -144,7 +145,6 @@ func New(metric kernels.Metric, dims int, sample [][]float32, seed uint64) *Set 
 			continue
 		}
 		var norm float64
-		dir := make([]float64, dims)
 		for j := range dir {
 			dir[j] = rng.NormFloat64()
 			norm += dir[j] * dir[j]
@@ -456,7 +456,7 @@ func (s *Set) probes() ([]probe, float64) {
 			// A row of the table is searched for twice: held out, as a new
 			// item (its nearest other row at the rows' spacing), and as
 			// itself, a search for a stored item, which finds it first.
-			p.without, p.offset = q.own, 1
+			p.without, p.offset = q.own, NewItem
 			if q.own != "" {
 				stored := probe{vec: p.vec, truth: []string{q.own}, base: q.base}
 				for _, n := range q.list[:K-1] {

@@ -249,7 +249,7 @@ func scramRole(t *testing.T, cl *pgtest.Cluster, db *pgx.Conn) {
 func TestPsql(t *testing.T) {
 	psql, err := exec.LookPath("psql")
 	if err != nil {
-		t.Skip("no psql")
+		missingTool(t, "no psql: scripts/install-postgres installs it")
 	}
 	dsn := pgtest.Shared(t).NewDatabase(t)
 	_, via := startProxy(t, dsn, "")
