@@ -5,6 +5,7 @@ package rpc
 import (
 	"context"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -202,17 +203,22 @@ func TestSearchStopsWorking(t *testing.T) {
 			busy := cpuDuring(t, window)
 			stopped := c.stop(t, s)
 			time.Sleep(time.Until(stopped.Add(grace)))
-			idle := cpuDuring(t, window)
-			t.Logf("CPU over %v: %v while searching, %v from %v after the search was ended", window, busy, idle, grace)
 			// Up to one core, as much as the machine's other work leaves
 			// the search.
 			if busy < window/12 {
 				t.Fatalf("only %v of CPU over %v while the search ran: the test measures nothing", busy, window)
 			}
 			// A little for the test's own goroutines and the GC; a search
-			// still running would take about as much as before.
-			if limit := min(10*time.Millisecond, busy/4); idle > limit {
-				t.Errorf("%v of CPU over %v, starting %v after the search was ended (more than %v): it is still running", idle, window, grace, limit)
+			// still running would take about as much as before, in every
+			// window, where the GC or a finished test's cleanup takes one.
+			limit := min(10*time.Millisecond, busy/4)
+			var idle []time.Duration
+			for len(idle) < 3 && (len(idle) == 0 || idle[len(idle)-1] > limit) {
+				idle = append(idle, cpuDuring(t, window))
+			}
+			t.Logf("CPU over %v: %v while searching, %v from %v after the search was ended", window, busy, idle, grace)
+			if slices.Min(idle) > limit {
+				t.Errorf("%v of CPU in each of %d windows of %v, starting %v after the search was ended (more than %v): it is still running", idle, len(idle), window, grace, limit)
 			}
 			if c.want != "" {
 				got := raw.until()
