@@ -20,6 +20,7 @@ import (
 
 var (
 	benchRows  = flag.Int("hnsw.rows", 100000, "rows of the clustered set the benchmarks build")
+	benchDims  = flag.Int("hnsw.dims", 128, "dimensions of the clustered set the benchmarks build")
 	benchStore = flag.String("hnsw.store", "ext6", "store of the benchmarks' index")
 	benchM     = flag.Int("hnsw.m", DefaultM, "m of the benchmarks' index")
 	benchEfc   = flag.Int("hnsw.efc", DefaultEfConstruction, "ef_construction of the benchmarks' index")
@@ -43,13 +44,13 @@ var benchIndex struct {
 func benchSetup(b *testing.B) {
 	benchIndex.once.Do(func() {
 		bi := &benchIndex
-		bi.data, bi.queries = dataset.Clustered{Seed: 1, Rows: *benchRows, Queries: 1000, Dims: 128, Normalize: true}.Generate()
+		bi.data, bi.queries = dataset.Clustered{Seed: 1, Rows: *benchRows, Queries: 1000, Dims: *benchDims, Normalize: true}.Generate()
 		bi.truth = dataset.GroundTruth(kernels.Cosine, bi.data, bi.queries, 10)
 		kind, err := store.ParseKind(*benchStore)
 		if err != nil {
 			b.Fatal(err)
 		}
-		cfg := config(kernels.Cosine, 128, kind)
+		cfg := config(kernels.Cosine, *benchDims, kind)
 		cfg.M, cfg.EfConstruction = *benchM, *benchEfc
 		if body, err := os.ReadFile(*benchCache); err == nil && *benchCache != "" {
 			if bi.x, err = Load(bytes.NewReader(body), cfg); err != nil {

@@ -257,3 +257,20 @@ func BenchmarkExtEstimate(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkDecodeTop decodes the top plane of a 6-bit code with a
+// centroid, as a graph does for every row whose edges it chooses.
+func BenchmarkDecodeTop(b *testing.B) {
+	r := rand.New(rand.NewPCG(1, 9))
+	benchDimsImpls(b, f32Family, []int{768, 1536}, func(b *testing.B, dim int) {
+		rq, _ := NewRaBitQ(RaBitQConfig{Dim: dim, Metric: L2, ExBits: 6, Seed: 1})
+		v, c := randF32(r, dim, f32Gens[0]), randF32(r, dim, f32Gens[0])
+		code, ext := make([]byte, rq.CodeBytes()), make([]byte, rq.ExtBytes())
+		_, f := rq.Encode(v, nil, code, ext)
+		dst := make([]float32, dim)
+		b.SetBytes(int64(rq.topBytes()))
+		for b.Loop() {
+			rq.DecodeTop(dst, ext, &f, c)
+		}
+	})
+}

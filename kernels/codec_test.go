@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
@@ -199,6 +200,72 @@ func TestDecodeExt(t *testing.T) {
 			}
 		}
 	}
+}
+
+// The decoding's kernels give every code's grid point exactly (a code
+// minus 7.5, where packU4 put it) and the sum of their squares, and
+// scaleAddInto x·s+y, to within a rounding, at every length and in every
+// implementation; DecodeTop with a centroid is its decoding plus the
+// centroid.
+func TestDecodeKernels(t *testing.T) {
+	forEachImpl(t, f32Family, func(t *testing.T) {
+		rng := rand.New(rand.NewPCG(13, 14))
+		for n := 2; n <= 300; n += 2 {
+			codes := make([]uint8, n)
+			for i := range codes {
+				codes[i] = uint8(rng.IntN(16))
+			}
+			packed := make([]byte, n/2)
+			packU4(packed, codes)
+			got := make([]float32, n)
+			sq := gridU4(got, packed)
+			var want float64
+			for i, c := range codes {
+				p := float32(c) - 7.5
+				if got[i] != p {
+					t.Fatalf("n=%d: grid point %d is %v, want %v", n, i, got[i], p)
+				}
+				want += float64(p) * float64(p)
+			}
+			if math.Abs(float64(sq)-want) > 1e-6*want {
+				t.Fatalf("n=%d: sum of squares %v, want %v", n, sq, want)
+			}
+			y := make([]float32, n)
+			for i := range y {
+				y[i] = float32(rng.NormFloat64())
+			}
+			x := slices.Clone(got)
+			scaleAddInto(x, y, 0.3)
+			for i := range x {
+				if w := float64(got[i])*0.3 + float64(y[i]); math.Abs(float64(x[i])-w) > 1e-6*(math.Abs(w)+1) {
+					t.Fatalf("n=%d: scaleAddInto element %d is %v, want %v", n, i, x[i], w)
+				}
+			}
+		}
+		for _, dim := range []int{37, 128, 200, 1536} {
+			rq, err := NewRaBitQ(RaBitQConfig{Dim: dim, Metric: L2, ExBits: 6, Seed: 5})
+			if err != nil {
+				t.Fatal(err)
+			}
+			v, c := make([]float32, dim), make([]float32, dim)
+			for i := range v {
+				v[i], c[i] = float32(rng.NormFloat64()), float32(rng.NormFloat64())
+			}
+			code, ext := make([]byte, rq.CodeBytes()), make([]byte, rq.ExtBytes())
+			_, f := rq.Encode(v, nil, code, ext)
+			alone, moved := make([]float32, dim), make([]float32, dim)
+			rq.DecodeTop(alone, ext, &f, nil)
+			rq.DecodeTop(moved, ext, &f, c)
+			if n := Dot(alone, alone); math.Abs(float64(n-f.NormSq)) > 1e-4*float64(f.NormSq) {
+				t.Fatalf("%d-d: decoded norm² %v, the residual's %v", dim, n, f.NormSq)
+			}
+			for i := range moved {
+				if d := moved[i] - c[i] - alone[i]; math.Abs(float64(d)) > 1e-5*(math.Abs(float64(alone[i]))+math.Abs(float64(c[i]))) {
+					t.Fatalf("%d-d: element %d with the centroid is %v, without %v, centroid %v", dim, i, moved[i], alone[i], c[i])
+				}
+			}
+		}
+	})
 }
 
 // A row encoded against one centroid and a query prepared against

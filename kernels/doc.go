@@ -165,7 +165,10 @@
 // (rotateStep, scaleF32), whose calls run long enough to hide it, are one
 // body each, whose kind argument picks the loop of each width and
 // operation with a branch or two that go the same way every time; both
-// fast scans end with a jump to one store. Each generated file's header
+// fast scans end with a jump to one store. The decoding of 4-bit codes
+// for a graph choosing its edges (gridU4AVX2, scaleAddAVX2) is AVX2
+// alone: at 1,536 dimensions it takes a row from 2.2 µs in Go to 0.23 µs,
+// and the AVX-512 machines run it too. Each generated file's header
 // states the kernels' exact semantics: rounding, NaN, length multiples,
 // who handles the tail.
 // After changing the generator, run

@@ -51,6 +51,19 @@ func scaleF32(x *float32, n int, s float32, kind int)
 //go:noescape
 func fwht16AVX2(x *float32, n int)
 
+// gridU4AVX2 writes to dst the grid points of the chunks·64 4-bit codes
+// packed by packU4 at codes, and returns the sum of their squares;
+// chunks > 0. Needs AVX2 and FMA.
+//
+//go:noescape
+func gridU4AVX2(dst *float32, codes *byte, chunks int) float32
+
+// scaleAddAVX2 sets x = x·s + y element-wise; n is a positive multiple
+// of 8. Needs AVX2 and FMA.
+//
+//go:noescape
+func scaleAddAVX2(x *float32, y *float32, n int, s float32)
+
 // The kind argument of distF32 and the rotation's steps (rotateStep,
 // scaleF32): kindAVX512 selects their AVX-512 loops, else those of AVX2;
 // the bits below it say what they compute: for distF32 kindL2Sq, the

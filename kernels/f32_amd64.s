@@ -16,6 +16,13 @@
 // follow IEEE arithmetic (+Inf plus -Inf gives NaN in any order). Nothing is
 // written but the result.
 //
+// gridU4AVX2 takes whole chunks of 4-bit codes (32 bytes, 64 codes, see
+// packU4 in int8.go); each grid point is exact (a code minus 7.5), and the
+// sum of their squares is accumulated with fused multiply-add in two vector
+// accumulators, within n*eps of the exact sum. scaleAddAVX2 takes n a
+// positive multiple of 8 and computes each x·s+y with one rounding (fused
+// multiply-add), x and y not overlapping.
+//
 // The element-wise steps of the rotation (rotation.go), rotateStep and
 // scaleF32: n is a positive multiple of 8 (AVX2) or 16 (AVX-512); x and y
 // do not overlap; each product is the float32 one of Go.
@@ -751,5 +758,91 @@ loop:
 	ADDQ        $0x40, AX
 	SUBQ        $0x10, CX
 	JNZ         loop
+	VZEROUPPER
+	RET
+
+// func gridU4AVX2(dst *float32, codes *byte, chunks int) float32
+// Requires: AVX, AVX2, FMA3
+TEXT ·gridU4AVX2(SB), NOSPLIT, $0-28
+	MOVQ         dst+0(FP), AX
+	MOVQ         codes+8(FP), CX
+	MOVQ         chunks+16(FP), DX
+	VPCMPEQD     Y0, Y0, Y0
+	VPSRLD       $0x1c, Y0, Y0
+	MOVL         $0x40f00000, BX
+	VMOVD        BX, X1
+	VBROADCASTSS X1, Y1
+	VPXOR        Y2, Y2, Y2
+	VPXOR        Y3, Y3, Y3
+
+gridU4AVX2loop:
+	VPMOVZXBD   (CX), Y4
+	VPAND       Y0, Y4, Y5
+	VPSRLD      $0x04, Y4, Y4
+	VCVTDQ2PS   Y5, Y5
+	VSUBPS      Y1, Y5, Y5
+	VMOVUPS     Y5, (AX)
+	VFMADD231PS Y5, Y5, Y2
+	VCVTDQ2PS   Y4, Y4
+	VSUBPS      Y1, Y4, Y4
+	VMOVUPS     Y4, 128(AX)
+	VFMADD231PS Y4, Y4, Y3
+	VPMOVZXBD   8(CX), Y4
+	VPAND       Y0, Y4, Y5
+	VPSRLD      $0x04, Y4, Y4
+	VCVTDQ2PS   Y5, Y5
+	VSUBPS      Y1, Y5, Y5
+	VMOVUPS     Y5, 32(AX)
+	VFMADD231PS Y5, Y5, Y2
+	VCVTDQ2PS   Y4, Y4
+	VSUBPS      Y1, Y4, Y4
+	VMOVUPS     Y4, 160(AX)
+	VFMADD231PS Y4, Y4, Y3
+	VPMOVZXBD   16(CX), Y4
+	VPAND       Y0, Y4, Y5
+	VPSRLD      $0x04, Y4, Y4
+	VCVTDQ2PS   Y5, Y5
+	VSUBPS      Y1, Y5, Y5
+	VMOVUPS     Y5, 64(AX)
+	VFMADD231PS Y5, Y5, Y2
+	VCVTDQ2PS   Y4, Y4
+	VSUBPS      Y1, Y4, Y4
+	VMOVUPS     Y4, 192(AX)
+	VFMADD231PS Y4, Y4, Y3
+	VPMOVZXBD   24(CX), Y4
+	VPAND       Y0, Y4, Y5
+	VPSRLD      $0x04, Y4, Y4
+	VCVTDQ2PS   Y5, Y5
+	VSUBPS      Y1, Y5, Y5
+	VMOVUPS     Y5, 96(AX)
+	VFMADD231PS Y5, Y5, Y2
+	VCVTDQ2PS   Y4, Y4
+	VSUBPS      Y1, Y4, Y4
+	VMOVUPS     Y4, 224(AX)
+	VFMADD231PS Y4, Y4, Y3
+	ADDQ        $0x20, CX
+	ADDQ        $0x00000100, AX
+	DECQ        DX
+	JNZ         gridU4AVX2loop
+	VADDPS      Y3, Y2, Y0
+	LEAQ        ret+24(FP), DI
+	JMP         ·sumF32<>(SB)
+
+// func scaleAddAVX2(x *float32, y *float32, n int, s float32)
+// Requires: AVX, FMA3
+TEXT ·scaleAddAVX2(SB), NOSPLIT, $0-28
+	MOVQ         x+0(FP), AX
+	MOVQ         y+8(FP), CX
+	MOVQ         n+16(FP), DX
+	VBROADCASTSS s+24(FP), Y0
+
+scaleAddAVX2loop:
+	VMOVUPS     (AX), Y1
+	VFMADD213PS (CX), Y0, Y1
+	VMOVUPS     Y1, (AX)
+	ADDQ        $0x20, AX
+	ADDQ        $0x20, CX
+	SUBQ        $0x08, DX
+	JNZ         scaleAddAVX2loop
 	VZEROUPPER
 	RET

@@ -110,6 +110,29 @@ func scaleInto(x []float32, s float32) {
 	scaleGo(x[head:], s)
 }
 
+// gridU4 writes to dst the grid points of the 4-bit codes packed by
+// packU4 in ext (len(dst) = 2·len(ext)) and returns the sum of their
+// squares.
+func gridU4(dst []float32, ext []byte) float32 {
+	head, sq := 0, float32(0)
+	if chunks := len(dst) / (2 * u4Chunk); chunks > 0 && hasAVX2FMA && f32Family.active != isaGo {
+		head = chunks * 2 * u4Chunk
+		sq = gridU4AVX2(&dst[0], &ext[0], chunks)
+	}
+	return sq + gridU4Go(dst[head:], ext[head/2:])
+}
+
+// scaleAddInto sets x = x·s + y element-wise (len(x) == len(y)).
+func scaleAddInto(x, y []float32, s float32) {
+	head := 0
+	if hasAVX2FMA && f32Family.active != isaGo {
+		if head = len(x) &^ 7; head > 0 {
+			scaleAddAVX2(&x[0], &y[0], head, s)
+		}
+	}
+	scaleAddGo(x[head:], y[head:len(x)], s)
+}
+
 // vectorHead runs kernel(i, n, kind) over the longest head of a length l
 // in whole vectors of the active ISA, of the kind of their width, and
 // returns the head's length; the Go version does the rest.

@@ -37,3 +37,7 @@ func quantize(dst []int8, src []float32, inv float32, levels int32) int32 {
 func mulInto(x, s []float32) { mulGo(x, s) }
 
 func scaleInto(x []float32, s float32) { scaleGo(x, s) }
+
+func gridU4(dst []float32, ext []byte) float32 { return gridU4Go(dst, ext) }
+
+func scaleAddInto(x, y []float32, s float32) { scaleAddGo(x, y, s) }

@@ -515,29 +515,29 @@ func (rq *RaBitQ) DecodeTop(dst []float32, ext []byte, f *Factors, add []float32
 func (rq *RaBitQ) decode(dst []float32, ext []byte, bits int, normSq float32, add []float32) {
 	dim := rq.cfg.Dim
 	checkLen(len(dst), dim)
+	var yy float32
 	switch n := rq.extDims(); {
+	case n == dim && bits == 4:
+		yy = gridU4(dst, ext)
 	case n == dim:
 		decodeCodes(dst, ext, bits)
+		yy = Dot(dst, dst)
 	default: // the last codes are padding
 		y := make([]float32, n)
 		decodeCodes(y, ext, bits)
 		copy(dst, y)
+		yy = Dot(dst, dst)
 	}
-	yy := Dot(dst, dst)
 	s := float32(0)
 	if yy > 0 {
 		s = sqrt32(normSq / yy)
 	}
 	if add == nil {
-		for i := range dst {
-			dst[i] *= s
-		}
+		scaleInto(dst, s)
 		return
 	}
 	checkLen(len(add), dim)
-	for i, a := range add {
-		dst[i] = dst[i]*s + a
-	}
+	scaleAddInto(dst, add, s)
 }
 
 // decodeCodes writes the grid points of an extended code to dst
@@ -557,6 +557,22 @@ func decodeCodes(dst []float32, ext []byte, bits int) {
 	top := len(dst) / 2
 	unpackU4(dst, ext[:top], &u6TopPoints)
 	addU2(dst, ext[top:])
+}
+
+// gridU4Go is gridU4 in Go.
+func gridU4Go(dst []float32, ext []byte) float32 {
+	if len(dst) == 0 {
+		return 0
+	}
+	unpackU4(dst, ext, &u4Points)
+	return Dot(dst, dst)
+}
+
+// scaleAddGo is scaleAddInto in Go.
+func scaleAddGo(x, y []float32, s float32) {
+	for i, v := range y {
+		x[i] = x[i]*s + v
+	}
 }
 
 // u4Points holds, for each byte of a 4-bit code, its two grid points;

@@ -21,6 +21,13 @@ rounding: within n*eps*sum|a_i*b_i|. NaN in any input gives NaN; infinities
 follow IEEE arithmetic (+Inf plus -Inf gives NaN in any order). Nothing is
 written but the result.
 
+gridU4AVX2 takes whole chunks of 4-bit codes (32 bytes, 64 codes, see
+packU4 in int8.go); each grid point is exact (a code minus 7.5), and the
+sum of their squares is accumulated with fused multiply-add in two vector
+accumulators, within n*eps of the exact sum. scaleAddAVX2 takes n a
+positive multiple of 8 and computes each x·s+y with one rounding (fused
+multiply-add), x and y not overlapping.
+
 The element-wise steps of the rotation (rotation.go), rotateStep and
 scaleF32: n is a positive multiple of 8 (AVX2) or 16 (AVX-512); x and y
 do not overlap; each product is the float32 one of Go.
@@ -42,6 +49,8 @@ func buildF32(g gen) {
 	g.rotateStep()
 	g.scale()
 	g.fwht16AVX2(signs)
+	g.gridU4AVX2()
+	g.scaleAddAVX2()
 }
 
 // f32Step adds f(q, b) to acc lane by lane, or sets acc to it; q is memory
@@ -158,8 +167,7 @@ func (g gen) pairF32(w width, s f32Step, lanes Mem) {
 	} else {
 		g.addPairwise(w, acc, reg.Y0)
 	}
-	g.LEAQ(g.addr(g.ReturnIndex(0)), reg.RDI)
-	g.tailJump(sum, reg.Z0, reg.RDI)
+	g.returnVia(sum, reg.Z0)
 }
 
 // foldF32 and sumF32 end the pair kernels: sumF32 stores the float32 sum
@@ -422,6 +430,68 @@ func (g gen) fwht16AVX2(signs Mem) {
 	g.ADDQ(U8(64), x)
 	g.SUBQ(U8(16), n)
 	g.JNZ(LabelRef("loop"))
+	g.VZEROUPPER()
+	g.RET()
+}
+
+// gridU4AVX2 emits the decoding of 4-bit codes to their grid points, a
+// code minus 7.5, a chunk at a time: a quarter of the chunk's bytes
+// widened to int32 gives eight low codes (masked) and eight high codes
+// (shifted), converted to float32. A graph that chooses edges decodes a
+// thousand rows for each row it links, so this runs in one pass with the
+// sum of squares the decoding's scale needs.
+func (g gen) gridU4AVX2() {
+	g.text("gridU4AVX2", "func(dst *float32, codes *byte, chunks int) float32",
+		"gridU4AVX2 writes to dst the grid points of the chunks·64 4-bit codes",
+		"packed by packU4 at codes, and returns the sum of their squares;",
+		"chunks > 0. Needs AVX2 and FMA.")
+	dst, codes, chunks := g.gp64("dst"), g.gp64("codes"), g.gp64("chunks")
+	mask, mid, t := g.YMM(), g.YMM(), g.GP32()
+	g.VPCMPEQD(mask, mask, mask)
+	g.VPSRLD(U8(28), mask, mask) // 0x0000000f in each lane
+	g.MOVL(U32(0x40f00000), t)   // 7.5
+	g.VMOVD(t, mid.AsX())
+	g.VBROADCASTSS(mid.AsX(), mid)
+	acc := []reg.VecVirtual{g.YMM(), g.YMM()}
+	for _, r := range acc {
+		g.zero(avx2, r)
+	}
+	g.Label("gridU4AVX2loop")
+	for q := 0; q < 4; q++ {
+		wide, lo, hi := g.YMM(), g.YMM(), g.YMM()
+		g.VPMOVZXBD(at(codes, 8*q), wide)
+		g.VPAND(mask, wide, lo)
+		g.VPSRLD(U8(4), wide, hi)
+		for i, v := range []reg.VecVirtual{lo, hi} {
+			g.VCVTDQ2PS(v, v)
+			g.VSUBPS(mid, v, v)
+			g.VMOVUPS(v, at(dst, 4*(32*i+8*q)))
+			g.VFMADD231PS(v, v, acc[i])
+		}
+	}
+	g.ADDQ(U8(32), codes)
+	g.ADDQ(U32(256), dst)
+	g.DECQ(chunks)
+	g.JNZ(LabelRef("gridU4AVX2loop"))
+	g.VADDPS(acc[1], acc[0], reg.Y0)
+	g.returnVia(sumF32, reg.Y0)
+}
+
+// scaleAddAVX2 emits x = x·s + y: the scale and the centroid that turn a
+// code's grid points into the vector it stands for.
+func (g gen) scaleAddAVX2() {
+	g.text("scaleAddAVX2", "func(x, y *float32, n int, s float32)",
+		"scaleAddAVX2 sets x = x·s + y element-wise; n is a positive multiple",
+		"of 8. Needs AVX2 and FMA.")
+	x, y, n := g.gp64("x"), g.gp64("y"), g.gp64("n")
+	s := g.YMM()
+	g.VBROADCASTSS(g.addr(g.Param("s")), s)
+	g.elementLoop(avx2, "scaleAddAVX2loop", x, y, n, func(x, y Mem) {
+		v := g.YMM()
+		g.VMOVUPS(x, v)
+		g.VFMADD213PS(y, s, v)
+		g.VMOVUPS(v, x)
+	})
 	g.VZEROUPPER()
 	g.RET()
 }

@@ -282,10 +282,7 @@ func (g gen) toY0(w width, acc reg.VecVirtual) {
 
 // jumpSumI32 ends a kernel with a jump to sumI32, which stores the sum of
 // the lanes of Y0 as the kernel's int32 result.
-func (g gen) jumpSumI32() {
-	g.LEAQ(g.addr(g.ReturnIndex(0)), reg.RDI)
-	g.tailJump(sumI32, reg.Y0, reg.RDI)
-}
+func (g gen) jumpSumI32() { g.returnVia(sumI32, reg.Y0) }
 
 // quantizeAVX512 sets dst[i] = clamp(round-half-even(src[i]·inv),
 // ±levels) for n elements and returns their sum.

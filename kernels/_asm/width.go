@@ -192,3 +192,10 @@ func (g gen) tailJump(r routine, args ...reg.Register) {
 		IsTerminal: true,
 	})
 }
+
+// returnVia ends a kernel with a jump to r, which stores the sum of the
+// lanes of acc as the kernel's result, through DI.
+func (g gen) returnVia(r routine, acc reg.Register) {
+	g.LEAQ(g.addr(g.ReturnIndex(0)), reg.RDI)
+	g.tailJump(r, acc, reg.RDI)
+}
