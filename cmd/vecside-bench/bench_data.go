@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/vecside/vecside/internal/benchreport"
@@ -155,7 +156,27 @@ func (b *bench) describeMachine(ctx context.Context) error {
 	if raw, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
 		m.Kernel = "Linux " + strings.TrimSpace(string(raw))
 	}
-	return b.db.QueryRow(ctx, "SELECT split_part(version(), ' on ', 1), current_setting('shared_buffers')").Scan(&m.Postgres, &m.SharedBuffers)
+	if err := b.db.QueryRow(ctx, "SELECT split_part(version(), ' on ', 1), current_setting('shared_buffers')").Scan(&m.Postgres, &m.SharedBuffers); err != nil {
+		return err
+	}
+	rtt, err := roundTrip(ctx, b.db, 200)
+	m.RoundTripMicros = float64(rtt.p50.Nanoseconds()) / 1e3
+	return err
+}
+
+// roundTrip times n SELECT 1 on conn, one after another.
+func roundTrip(ctx context.Context, conn *pgx.Conn, n int) (timing, error) {
+	lat := make([]time.Duration, n)
+	start := time.Now()
+	var one int
+	for i := range lat {
+		t0 := time.Now()
+		if err := conn.QueryRow(ctx, "SELECT 1").Scan(&one); err != nil {
+			return timing{}, err
+		}
+		lat[i] = time.Since(t0)
+	}
+	return percentiles(lat, time.Since(start)), nil
 }
 
 // procField is the value of the first "name: value" line of a /proc file.

@@ -89,7 +89,7 @@ func TestBenchOnFvecsFiles(t *testing.T) {
 	if vecside != 24 || (pgvector != 0 && pgvector != 4) {
 		t.Errorf("%d vecside points, %d pgvector: want 24 and 4 (or 0 without pgvector)", vecside, pgvector)
 	}
-	if len(r.Header.Builds) != 2+pgvector/4 || r.Header.Machine.Postgres == "" {
+	if len(r.Header.Builds) != 2+pgvector/4 || r.Header.Machine.Postgres == "" || r.Header.Machine.RoundTripMicros <= 0 {
 		t.Errorf("header %+v", r.Header)
 	}
 	// By default the scratch column is pgvector's type where it exists.
@@ -97,7 +97,7 @@ func TestBenchOnFvecsFiles(t *testing.T) {
 		t.Errorf("scratch column %q, want %q", r.Header.Dataset.Column, want)
 	}
 	raw, _ := os.ReadFile(out + ".md")
-	if !strings.Contains(string(raw), "| system | index | params | mode | clients | recall |") || string(raw) != md {
+	if !strings.Contains(string(raw), "| system | index | params | mode | clients | recall |") || !strings.Contains(string(raw), "`SELECT 1` round trip p50 ") || string(raw) != md {
 		t.Errorf("Markdown file:\n%s\nstdout:\n%s", raw, md)
 	}
 	svg, _ := os.ReadFile(out + ".svg")

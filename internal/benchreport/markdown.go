@@ -33,6 +33,9 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 	if m.PGVector != "" {
 		fmt.Fprintf(&b, "; pgvector %s", m.PGVector)
 	}
+	if m.RoundTripMicros > 0 {
+		fmt.Fprintf(&b, "; `SELECT 1` round trip p50 %.0f µs at the start", m.RoundTripMicros)
+	}
 	b.WriteString(".\n\n")
 	if x := h.Deployment; x != nil {
 		b.WriteString("Deployment: ")

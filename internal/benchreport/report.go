@@ -83,6 +83,11 @@ type Machine struct {
 	// SharedBuffers and the other server settings that decide how fast
 	// the heap (and pgvector's index) answers.
 	SharedBuffers string `json:"shared_buffers"`
+	// RoundTripMicros is the median of the bench's own SELECT 1 to
+	// Postgres at its start, one at a time: on a virtual machine whose
+	// idle cores take long to wake, one-client latencies of different
+	// days compare only beside it.
+	RoundTripMicros float64 `json:"select1_p50_us,omitempty"`
 }
 
 // Dataset is what was searched.
