@@ -24,7 +24,12 @@
 // them. The compact store (store=ext4, the default: 1-bit codes plus
 // 4-bit extended codes) takes about 0.19 × 4·D + 60 bytes per row in all;
 // ext8 is tighter and larger; store=float keeps the float32 vectors for
-// exact distances from the sidecar itself.
+// exact distances from the sidecar itself, and a 4-bit code beside each:
+// in tight clusters most rows of a probed list survive the 1-bit scan,
+// and the code rules most of them out before their vectors are read
+// (100k clustered 1,536-d cosine rows, one query at a time, two
+// alternated runs: 1.42–1.75 ms a query at probes 2 to 4 and adaptive,
+// down to 1.02–1.37 ms).
 //
 // # Workflows
 //

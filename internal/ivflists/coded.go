@@ -70,7 +70,7 @@ type listSpread struct {
 // the codec's space: normalised for cosine); nil centroids mean one list
 // around the origin.
 func NewCoded(cfg store.CodedConfig, centroids []float32) (*Coded, error) {
-	rq, err := cfg.Codec()
+	rq, err := kernels.NewRaBitQ(kernels.RaBitQConfig{Dim: cfg.Dims, Metric: cfg.Metric, ExBits: exBits(cfg.Store), Seed: cfg.Seed})
 	if err != nil {
 		return nil, err
 	}
@@ -88,6 +88,22 @@ func NewCoded(cfg store.CodedConfig, centroids []float32) (*Coded, error) {
 	return x, nil
 }
 
+// floatExBits is the extended code store=float keeps beside each vector:
+// a 1-bit fast scan cannot tell apart the rows of the lists a query
+// probes in data of tight clusters, and computing every survivor's exact
+// distance read its whole vector (6 KiB at 1,536 dimensions) for rows
+// a 4-bit code shows to be too far. With the 4-bit code as a middle pass,
+// only the rows whose bound can still beat the k-th are computed exactly.
+const floatExBits = 4
+
+// exBits is the width of the extended code a store keeps.
+func exBits(k store.Kind) int {
+	if k == store.Float {
+		return floatExBits
+	}
+	return k.ExBits()
+}
+
 func (x *Coded) newRows() *rows {
 	k := x.Lists()
 	ep := store.NewEpochs()
@@ -96,10 +112,9 @@ func (x *Coded) newRows() *rows {
 		r.lists[c] = store.NewList(x.rq.CodeBytes())
 	}
 	r.spread = make([]listSpread, k)
+	r.ext, r.extF = store.NewSlab[byte](x.rq.ExtBytes()), store.NewSlab[extFactors](1)
 	if x.cfg.Store == store.Float {
 		r.floats = store.NewSlab[float32](x.cfg.Dims)
-	} else {
-		r.ext, r.extF = store.NewSlab[byte](x.rq.ExtBytes()), store.NewSlab[extFactors](1)
 	}
 	r.keys.OnReclaim(func(id uint32) {
 		l := *r.loc.At(id)
@@ -210,14 +225,13 @@ func (x *Coded) Put(key string, vec []float32) { x.Insert(key, x.Prepare(vec)) }
 func (x *rows) insert(dims int, key string, list int, e *store.Encoded, vec []float32) {
 	id := x.keys.Alloc(key)
 	x.loc.Grow(int(id) + 1)
+	x.ext.Grow(int(id) + 1)
+	x.extF.Grow(int(id) + 1)
+	copy(x.ext.Row(id), e.Ext)
+	*x.extF.At(id) = extFactors{e.XF.Scale, e.XF.Err, e.XF.QErr}
 	if x.floats != nil {
 		x.floats.Grow(int(id) + 1)
 		copy(x.floats.Row(id), vec)
-	} else {
-		x.ext.Grow(int(id) + 1)
-		x.extF.Grow(int(id) + 1)
-		copy(x.ext.Row(id), e.Ext)
-		*x.extF.At(id) = extFactors{e.XF.Scale, e.XF.Err, e.XF.QErr}
 	}
 	sp := &x.spread[list]
 	sp.sum += float64(e.F.NormSq)
@@ -292,10 +306,8 @@ func (x *Coded) Rename(from, to string) bool {
 func (x *rows) rowCodes(id uint32, e *store.Encoded) int {
 	l := *x.loc.At(id)
 	e.F = x.lists[l>>32].Code(uint32(l), e.Code)
-	if x.ext != nil {
-		copy(e.Ext, x.ext.Row(id))
-		e.XF = x.extF.At(id).factors(e.F.NormSq)
-	}
+	copy(e.Ext, x.ext.Row(id))
+	e.XF = x.extF.At(id).factors(e.F.NormSq)
 	return int(l >> 32)
 }
 
@@ -349,13 +361,17 @@ func (x *Coded) getQuery(k int) *query {
 	return qs
 }
 
-// second is the precise estimate of a row that survived the fast scan.
+// second is the precise estimate of a row that survived the fast scan:
+// its extended code's, and with store=float its exact distance where that
+// estimate's bound can still beat the k-th.
 func (qs *query) second(id uint32, f *kernels.Factors) (float32, float32) {
-	if r := qs.r; r.floats != nil {
+	r := qs.r
+	xf := r.extF.At(id).factors(f.NormSq)
+	est, bound := qs.x.rq.ExtEstimate(&qs.pq, r.ext.Row(id), &xf)
+	if r.floats != nil && est-bound <= qs.s.Threshold() {
 		return store.ExactEstimate(qs.x.cfg.Metric, qs.q, r.floats.Row(id)), 0
 	}
-	xf := qs.r.extF.At(id).factors(f.NormSq)
-	return qs.x.rq.ExtEstimate(&qs.pq, qs.r.ext.Row(id), &xf)
+	return est, bound
 }
 
 // extFactors are an extended code's factors without the squared norm of
@@ -474,10 +490,9 @@ func (x *Coded) Bytes() (codes, floats, keys int64) {
 	for _, l := range r.lists {
 		codes += l.Bytes()
 	}
+	codes += r.ext.Bytes() + r.extF.Bytes()
 	if r.floats != nil {
 		floats = r.floats.Bytes()
-	} else {
-		codes += r.ext.Bytes() + r.extF.Bytes()
 	}
 	keys = r.keys.Bytes() + r.loc.Bytes()
 	return codes, floats, keys
@@ -494,8 +509,11 @@ func (x *Coded) Lives() []int {
 }
 
 const (
-	codedMagic   = "VSCD"
-	codedVersion = 1
+	codedMagic = "VSCD"
+	// codedVersion 2: store=float bodies hold each row's extended code
+	// too (floatExBits); the bodies of other stores are as in version 1,
+	// and are read.
+	codedVersion = 2
 )
 
 // Snapshot captures the rows as they are now, under the writers' lock for
@@ -505,8 +523,9 @@ const (
 // which the caller must call once done with write.
 //
 // Format: "VSCD" version store, codec state, zero-vector keys, centroids,
-// the owner's parameters (a count, then float64s), then each live row: key, list, 1-bit code and factors, then its
-// extended code and factors or its float32 vector.
+// the owner's parameters (a count, then float64s), then each live row:
+// key, list, 1-bit code and factors, its extended code and factors, and
+// with store=float its float32 vector.
 func (x *Coded) Snapshot() (write func(io.Writer) error, release func()) {
 	x.mu.Lock()
 	r := x.cur.Load()
@@ -542,7 +561,7 @@ func (x *Coded) Snapshot() (write func(io.Writer) error, release func()) {
 				list := r.rowCodes(id, &e)
 				b.String(r.keys.Key(id))
 				b.Uvarint(uint64(list))
-				b.Encoded(&e, r.ext != nil)
+				b.Encoded(&e, true)
 				if r.floats != nil {
 					b.Floats(r.floats.Row(id))
 				}
@@ -559,8 +578,12 @@ func LoadCoded(in io.Reader, cfg store.CodedConfig) (*Coded, error) {
 	br := store.NewBodyReader(in)
 	var head [6]byte
 	br.Raw(head[:])
-	if br.Err() == nil && (string(head[:4]) != codedMagic || head[4] != codedVersion) {
+	switch {
+	case br.Err() != nil:
+	case string(head[:4]) != codedMagic || head[4] != codedVersion && head[4] != 1:
 		return nil, fmt.Errorf("ivflists: not a coded body of version %d", codedVersion)
+	case head[4] == 1 && store.Kind(head[5]) == store.Float:
+		return nil, fmt.Errorf("ivflists: a store=float body of version 1, without the extended codes version %d keeps", codedVersion)
 	}
 	var rq kernels.RaBitQ
 	if err := rq.UnmarshalBinary([]byte(br.String())); br.Err() == nil && err != nil {
@@ -569,7 +592,7 @@ func LoadCoded(in io.Reader, cfg store.CodedConfig) (*Coded, error) {
 	if br.Err() != nil {
 		return nil, fmt.Errorf("ivflists: %w", br.Err())
 	}
-	if c := rq.Config(); c.Dim != cfg.Dims || c.Metric != cfg.Metric || store.Kind(head[5]) != cfg.Store || c.ExBits != cfg.Store.ExBits() {
+	if c := rq.Config(); c.Dim != cfg.Dims || c.Metric != cfg.Metric || store.Kind(head[5]) != cfg.Store || c.ExBits != exBits(cfg.Store) {
 		return nil, fmt.Errorf("ivflists: body holds a %d-d %s store=%s index, want %d-d %s store=%s", c.Dim, c.Metric, store.Kind(head[5]), cfg.Dims, cfg.Metric, cfg.Store)
 	}
 	cfg.Seed = rq.Config().Seed
@@ -603,7 +626,7 @@ func LoadCoded(in io.Reader, cfg store.CodedConfig) (*Coded, error) {
 	for range br.Count(store.MaxRows) {
 		key := br.String()
 		list := br.Count(uint64(k - 1))
-		br.Encoded(&e, r.ext != nil)
+		br.Encoded(&e, true)
 		if r.floats != nil {
 			br.Floats(vec)
 		}

@@ -2,11 +2,14 @@ package ivflists
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/binary"
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -143,6 +146,96 @@ func TestCodedSnapshotBesideWriters(t *testing.T) {
 		hits, _ := y.Search(context.Background(), oneHot(dims, i), 1, 2, Probe{Order: func(_ []float32, d []int) []int { return append(d, 0) }}, nil)
 		if len(hits) == 0 || hits[0].Key != intKey(i) {
 			t.Fatalf("row %d of the snapshot is not nearest to its own vector: %v", i, hits)
+		}
+	}
+}
+
+// store=float answers from exact distances, after a middle pass over the
+// 4-bit codes (floatExBits) that only skips rows too far to matter: every
+// distance returned is the exact one, and the exact top 10 come back.
+func TestCodedFloatExactAfterMiddlePass(t *testing.T) {
+	const dims, rows, queries, k = 64, 3000, 50, 10
+	rng := rand.New(rand.NewPCG(3, 4))
+	vec := func() []float32 {
+		v := make([]float32, dims)
+		for j := range v {
+			v[j] = float32(rng.NormFloat64())
+		}
+		return v
+	}
+	x, err := NewCoded(store.CodedConfig{Metric: kernels.L2, Dims: dims, Store: store.Float, Seed: 1, KeyWidth: 8}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := make([][]float32, rows)
+	for i := range data {
+		data[i] = vec()
+		x.Put(intKey(i), data[i])
+	}
+	one := Probe{Order: func(_ []float32, d []int) []int { return append(d, 0) }}
+	found, total := 0, 0
+	for range queries {
+		q := vec()
+		exact := make([]float64, rows)
+		order := make([]int, rows)
+		for i, v := range data {
+			exact[i], order[i] = kernels.ExactDistance(kernels.L2, q, v), i
+		}
+		slices.SortFunc(order, func(a, b int) int { return cmp.Compare(exact[a], exact[b]) })
+		hits, err := x.Search(context.Background(), q, k, k, one, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := map[string]bool{}
+		for _, i := range order[:k] {
+			want[intKey(i)] = true
+		}
+		for _, h := range hits {
+			i := int(binary.BigEndian.Uint64([]byte(h.Key)))
+			if !h.Exact || h.Distance != exact[i] {
+				t.Fatalf("row %d at distance %v (exact %v), want its exact distance %v", i, h.Distance, h.Exact, exact[i])
+			}
+			if want[h.Key] {
+				found++
+			}
+		}
+		total += k
+	}
+	if recall := float64(found) / float64(total); recall < 0.99 {
+		t.Fatalf("recall@%d %.3f, want at least 0.99: the middle pass skipped rows it should have computed", k, recall)
+	}
+}
+
+// Checkpoint bodies of version 1 load where their layout is today's
+// (stores with extended codes), and a store=float one, which lacks the
+// extended codes, is refused so that the table is copied again.
+func TestCodedBodyVersions(t *testing.T) {
+	const dims = 16
+	for _, kind := range []store.Kind{store.Ext4, store.Float} {
+		cfg := store.CodedConfig{Metric: kernels.L2, Dims: dims, Store: kind, Seed: 2, KeyWidth: 8}
+		x, _ := NewCoded(cfg, nil)
+		for i := range 300 {
+			x.Put(intKey(i), oneHot(dims, i))
+		}
+		write, release := x.Snapshot()
+		var buf bytes.Buffer
+		if err := write(&buf); err != nil {
+			t.Fatal(err)
+		}
+		release()
+		body := buf.Bytes()
+		if body[4] != codedVersion {
+			t.Fatalf("store=%s: body of version %d, want %d", kind, body[4], codedVersion)
+		}
+		body[4] = 1
+		y, err := LoadCoded(bytes.NewReader(body), cfg)
+		switch {
+		case kind == store.Float && (err == nil || !strings.Contains(err.Error(), "version 1")):
+			t.Fatalf("store=float body of version 1: err %v, want it refused", err)
+		case kind != store.Float && err != nil:
+			t.Fatalf("store=%s body of version 1: %v", kind, err)
+		case kind != store.Float && y.Len() != 300:
+			t.Fatalf("store=%s body of version 1: %d rows, want 300", kind, y.Len())
 		}
 	}
 }

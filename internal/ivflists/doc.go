@@ -1,8 +1,8 @@
 // Package ivflists is the inverted-file engine that the ivf kind and the
 // coded flat kind are built on: a fixed set of centroids, one store.List of
 // 1-bit RaBitQ codes per centroid, and per row id the row's location, its
-// second-pass data (a 4- or 8-bit extended code with its factors, or the
-// float32 vector with store=float) and its key. The ivf kind has many
+// second-pass data (a 4- or 8-bit extended code with its factors, and
+// with store=float the float32 vector too) and its key. The ivf kind has many
 // centroids and chooses the lists (Probe); the coded flat kind has one,
 // the mean.
 //
@@ -10,7 +10,9 @@
 //
 // A search rotates the query once, scans the lists a Probe picks, nearest
 // first, for as long as its More says, gives every row that survives the
-// fast scan a second, precise estimate, and returns the smallest set of
+// fast scan a second, precise estimate (with store=float, from the
+// 4-bit code, then exactly for the rows whose bound can still beat the
+// k-th: see floatExBits), and returns the smallest set of
 // candidates that can still hold the true k nearest (store.Searcher),
 // capped. A filter (store.Allow) skips blocks without an allowed row, and
 // below DirectFraction of the rows estimates the allowed rows one by one.
