@@ -230,6 +230,22 @@ func BenchmarkEncode(b *testing.B) {
 	}
 }
 
+// BenchmarkPrepareQuery prepares a rotated query against a centroid, as
+// a search does once (hnsw) or once per list it probes (ivf).
+func BenchmarkPrepareQuery(b *testing.B) {
+	r := rand.New(rand.NewPCG(1, 9))
+	for _, dim := range []int{768, 1536} {
+		b.Run(strconv.Itoa(dim), func(b *testing.B) {
+			rq, _ := NewRaBitQ(RaBitQConfig{Dim: dim, Metric: L2, ExBits: 4, Seed: 1})
+			qRot, cRot := randF32(r, dim, f32Gens[0]), randF32(r, dim, f32Gens[0])
+			var q Query
+			for b.Loop() {
+				rq.PrepareQuery(&q, qRot, cRot)
+			}
+		})
+	}
+}
+
 func BenchmarkExtEstimate(b *testing.B) {
 	r := rand.New(rand.NewPCG(1, 8))
 	for _, bits := range []int{4, 8} {

@@ -98,16 +98,33 @@ func prepareVector(dst, v []float32, m Metric) {
 // step*k, with step = max|src|/levels (0 for a zero vector). It returns the
 // step and the sum of the integers.
 func quantizeSym(dst []int8, src []float32, levels int) (step float32, sum int32) {
-	var m float32
-	for _, v := range src {
-		m = max(m, abs32(v))
-	}
+	m := maxAbs(src)
 	if m == 0 {
 		clear(dst)
 		return 0, 0
 	}
 	step = m / float32(levels)
 	return step, quantize(dst[:len(src)], src, 1/step, int32(levels))
+}
+
+// maxAbs is the largest |v| of src. It compares bits: a float's
+// magnitude orders as its bits do (a NaN's above all), and an integer
+// max is a couple of instructions where the float max, which must order
+// NaN and ±0, is a dozen; it was most of a 1,536-d query's preparation.
+func maxAbs(src []float32) float32 {
+	const mag = 1<<31 - 1
+	var m0, m1, m2, m3 uint32
+	i := 0
+	for ; i+4 <= len(src); i += 4 {
+		m0 = max(m0, math.Float32bits(src[i])&mag)
+		m1 = max(m1, math.Float32bits(src[i+1])&mag)
+		m2 = max(m2, math.Float32bits(src[i+2])&mag)
+		m3 = max(m3, math.Float32bits(src[i+3])&mag)
+	}
+	for ; i < len(src); i++ {
+		m0 = max(m0, math.Float32bits(src[i])&mag)
+	}
+	return math.Float32frombits(max(m0, m1, m2, m3))
 }
 
 func quantizeGo(dst []int8, src []float32, inv float32, levels int32) (sum int32) {

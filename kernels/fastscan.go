@@ -62,28 +62,41 @@ type scanQuery struct {
 	// 32-byte (AVX2) or 64-byte (AVX-512) load feeds VPSHUFB directly.
 	lut []byte
 	// planes[7*w+j] holds bit j of t'+63 for the 64 dimensions of word w, for
-	// the popcount implementation.
-	planes []uint64
-	negSum int32 // sum of max(-t'[i], 0): the offsets summed over all tables
+	// the popcount implementation, which builds them from tq on its first
+	// scan (planesOK): the SIMD scans read only lut, and building planes
+	// was half of preparing a 1,536-d query for them.
+	planes   []uint64
+	tq       []int8
+	planesOK bool
+	negSum   int32 // sum of max(-t'[i], 0): the offsets summed over all tables
 }
 
 func (s *scanQuery) init(tq []int8) {
 	s.cols = len(tq) / 8
 	s.lut = grow(s.lut, 64*s.cols)
-	s.planes = grow(s.planes, 7*(len(tq)/64))
-	clear(s.planes)
+	s.tq, s.planesOK = tq, false
 	s.negSum = 0
 	for c := range s.cols {
 		base := (c&^1)*64 + (c&1)*32
 		s.negSum += groupLUT(s.lut[base:base+32], tq[8*c:8*c+4])
 		s.negSum += groupLUT(s.lut[base+64:base+96], tq[8*c+4:8*c+8])
 	}
-	for i, t := range tq {
-		u := uint64(int(t) + scanMax)
-		for j := range 7 {
-			s.planes[7*(i/64)+j] |= (u >> j & 1) << (i % 64)
+}
+
+// buildPlanes fills planes from tq, once per init.
+func (s *scanQuery) buildPlanes() {
+	s.planes = grow(s.planes, 7*(len(s.tq)/64))
+	for w := range len(s.tq) / 64 {
+		var p [7]uint64
+		for i, t := range s.tq[64*w : 64*w+64] {
+			u := uint64(int(t) + scanMax)
+			for j := range p {
+				p[j] |= (u >> j & 1) << i
+			}
 		}
+		copy(s.planes[7*w:], p[:])
 	}
+	s.planesOK = true
 }
 
 // groupLUT fills dst[:16] with the table of one group of four dimensions and
@@ -106,6 +119,9 @@ func groupLUT(dst []byte, t []int8) int32 {
 // bytes of 64 dimensions into a word and forms sum_i x_i*(t'_i+63) from
 // popcounts over the bit planes, which equals the table sum exactly.
 func scanPopcount(q *scanQuery, codes []byte, out *[BlockVectors]uint32) {
+	if !q.planesOK {
+		q.buildPlanes()
+	}
 	_ = codes[BlockBytes(q.cols)-1]
 	for v := range BlockVectors {
 		c := codes[blockPos(v):]

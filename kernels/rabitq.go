@@ -193,10 +193,7 @@ func (rq *RaBitQ) encodeExt(r []float32, normSq float64, ext []byte) Factors {
 // lambda = half/max|r_i| (where the largest coordinate reaches the top code),
 // then a finer grid around the best point.
 func bestScale(r []float32, half int) float32 {
-	var m float32
-	for _, v := range r {
-		m = max(m, abs32(v))
-	}
+	m := maxAbs(r)
 	if m == 0 {
 		return 0
 	}

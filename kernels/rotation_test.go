@@ -152,3 +152,35 @@ func TestQuantizeKernels(t *testing.T) {
 		}
 	})
 }
+
+// maxAbs is the largest magnitude at every length and position, signs,
+// zeros of both signs, infinities and NaN included.
+func TestMaxAbs(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for n := 0; n <= 40; n++ {
+		src := make([]float32, n)
+		for i := range src {
+			src[i] = float32(rng.NormFloat64())
+		}
+		for at := range n {
+			for _, v := range []float32{-9, 9, float32(math.Copysign(0, -1)), float32(math.Inf(-1))} {
+				s := slices.Clone(src)
+				s[at] = v
+				want := float32(0)
+				for _, x := range s {
+					want = max(want, float32(math.Abs(float64(x))))
+				}
+				if got := maxAbs(s); got != want {
+					t.Fatalf("n=%d, %v at %d: maxAbs %v, want %v", n, v, at, got, want)
+				}
+			}
+		}
+		if n > 0 {
+			s := slices.Clone(src)
+			s[n/2] = float32(math.NaN())
+			if got := maxAbs(s); !math.IsNaN(float64(got)) {
+				t.Fatalf("n=%d with a NaN: maxAbs %v, want NaN", n, got)
+			}
+		}
+	}
+}
