@@ -561,7 +561,7 @@ func (x *Coded) Snapshot() (write func(io.Writer) error, release func()) {
 				list := r.rowCodes(id, &e)
 				b.String(r.keys.Key(id))
 				b.Uvarint(uint64(list))
-				b.Encoded(&e, true)
+				b.Encoded(&e)
 				if r.floats != nil {
 					b.Floats(r.floats.Row(id))
 				}
@@ -626,7 +626,7 @@ func LoadCoded(in io.Reader, cfg store.CodedConfig) (*Coded, error) {
 	for range br.Count(store.MaxRows) {
 		key := br.String()
 		list := br.Count(uint64(k - 1))
-		br.Encoded(&e, true)
+		br.Encoded(&e)
 		if r.floats != nil {
 			br.Floats(vec)
 		}

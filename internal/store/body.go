@@ -64,14 +64,12 @@ func (b *BodyWriter) Floats(v []float32) {
 // floatChunk bounds the buffers Floats uses, whatever the slice's length.
 const floatChunk = 16 << 10
 
-// Encoded writes e's codes and factors (the extended ones if ext).
-func (b *BodyWriter) Encoded(e *Encoded, ext bool) {
+// Encoded writes e's codes and factors, 1-bit then extended.
+func (b *BodyWriter) Encoded(e *Encoded) {
 	b.buf = append(b.buf, e.Code...)
 	b.buf = appendFactors(b.buf, e.F)
-	if ext {
-		b.buf = append(b.buf, e.Ext...)
-		b.buf = appendFactors(b.buf, e.XF)
-	}
+	b.buf = append(b.buf, e.Ext...)
+	b.buf = appendFactors(b.buf, e.XF)
 	b.spill()
 }
 
@@ -170,13 +168,11 @@ func (r *BodyReader) Floats(v []float32) {
 }
 
 // Encoded fills e (sized by NewEncoded) with codes and factors.
-func (r *BodyReader) Encoded(e *Encoded, ext bool) {
+func (r *BodyReader) Encoded(e *Encoded) {
 	r.Raw(e.Code)
 	e.F = r.factors()
-	if ext {
-		r.Raw(e.Ext)
-		e.XF = r.factors()
-	}
+	r.Raw(e.Ext)
+	e.XF = r.factors()
 }
 
 func (r *BodyReader) factors() kernels.Factors {
