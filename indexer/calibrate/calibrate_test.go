@@ -301,15 +301,18 @@ func TestMeasure(t *testing.T) {
 }
 
 // TestForMargin: a mean that reaches the target while its searches vary
-// is not enough; the mean less its standard error must.
+// is not enough; the mean less sureBy standard errors must.
 func TestForMargin(t *testing.T) {
 	c := Curve{Values: []int{1, 2}}
 	for b, found := range []uint8{10, 10, 9, 9} { // mean 0.95, standard error 0.025
 		c.Queries = append(c.Queries, Measured{Base: int32(b), Offset: 1, Found: []uint8{found, 10}})
 	}
 	p, _ := c.For(0.95, NewItem)
-	// 0.925 surely at 1, 1 at 2: a third of the searches at 2.
-	want := Point{Low: 1, High: 2, Share: 1.0 / 3, Recall: 0.95 + 0.05/3}
+	// 0.95 less sureBy·0.025 surely at 1, 1 at 2: searches at 2 in the
+	// share that lifts the sure recall to 0.95.
+	sure := 0.95 - sureBy*0.025
+	share := (0.95 - sure) / (1 - sure)
+	want := Point{Low: 1, High: 2, Share: share, Recall: 0.95 + share*0.05}
 	if p.Low != want.Low || p.High != want.High || math.Abs(p.Share-want.Share) > 1e-9 || math.Abs(p.Recall-want.Recall) > 1e-9 {
 		t.Errorf("For(0.95) = %+v, want %+v", p, want)
 	}

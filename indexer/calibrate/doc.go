@@ -68,15 +68,17 @@
 // its K rows each found at each value: recall after the client's exact
 // re-rank, since a true neighbour among the candidates is always ranked
 // in. For a target, searches take the first value whose mean recall,
-// less its standard error over the bases (about 0.01), reaches it, mixed
-// with the value before in the proportion that just does (Point): the
-// steps of a small setting are coarse (an inverted file's probes 2 and 3
-// can give 0.93 and 0.99), and the mixture meets the target without
-// paying for the higher one on every search. Which value a search gets
-// follows from a hash of its vector (Point.PickFor): the same query
-// always gets the same setting, and the same answer from the same index.
-// The margin makes the searches' recall reach the target about five
-// times in six, where the mean alone would miss it every other time.
+// less two and a half standard errors over the bases (one is about
+// 0.005), reaches it, mixed with the value before in the proportion that
+// just does (Point): the steps of a small setting are coarse (an
+// inverted file's probes 2 and 3 can give 0.93 and 0.99), and the
+// mixture meets the target without paying for the higher one on every
+// search. Which value a search gets follows from a hash of its vector
+// (Point.PickFor): the same query always gets the same setting, and the
+// same answer from the same index. The mean alone would miss the target
+// every other time; one standard error still let HNSW miss it in three
+// builds of six on two sets, whose searches ran up to 0.011 below the
+// calibration's estimate (see sureBy).
 //
 // # When
 //

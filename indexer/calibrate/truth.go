@@ -18,7 +18,7 @@ import (
 const (
 	// Bases is how many rows of its table an index takes its calibration
 	// queries from, each searched for held out and as itself: enough
-	// that the mean recall@10 of new items is within about ±0.01 (one
+	// that the mean recall@10 of new items is within about ±0.005 (one
 	// standard error; a search's recall varies from 0.6 to 1 at a mean
 	// of 0.95).
 	Bases = 192
