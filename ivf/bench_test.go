@@ -13,7 +13,10 @@ import (
 	"github.com/vecside/vecside/kernels"
 )
 
-var benchRows = flag.Int("ivf.rows", 100000, "rows of the clustered set BenchmarkIVFSearch builds")
+var (
+	benchRows = flag.Int("ivf.rows", 100000, "rows of the clustered set BenchmarkIVFSearch builds")
+	benchDims = flag.Int("ivf.dims", 128, "dimensions of the clustered set BenchmarkIVFSearch builds")
+)
 
 var benchData struct {
 	once          sync.Once
@@ -22,7 +25,7 @@ var benchData struct {
 
 func benchSet() ([][]float32, [][]float32) {
 	benchData.once.Do(func() {
-		benchData.data, benchData.queries = dataset.Clustered{Seed: 1, Rows: *benchRows, Queries: 1000, Dims: 128, Normalize: true}.Generate()
+		benchData.data, benchData.queries = dataset.Clustered{Seed: 1, Rows: *benchRows, Queries: 1000, Dims: *benchDims, Normalize: true}.Generate()
 	})
 	return benchData.data, benchData.queries
 }
@@ -33,7 +36,7 @@ func benchSet() ([][]float32, [][]float32) {
 func BenchmarkIVFSearch(b *testing.B) {
 	data, queries := benchSet()
 	for _, kind := range []store.Kind{store.Ext4, store.Float} {
-		x := build(b, config(kernels.Cosine, 128, kind), data)
+		x := build(b, config(kernels.Cosine, *benchDims, kind), data)
 		for _, probes := range []int{0, 8, 32} {
 			{
 				name := fmt.Sprintf("store=%s/probes=%d", kind, probes)
@@ -54,7 +57,7 @@ func BenchmarkIVFSearch(b *testing.B) {
 			}
 		}
 	}
-	f := flat.New(kernels.Cosine, 128, 0)
+	f := flat.New(kernels.Cosine, *benchDims, 0)
 	for i, v := range data {
 		f.Put(keyOf(i), v)
 	}
