@@ -19,8 +19,9 @@ import (
 )
 
 var (
-	benchRows  = flag.Int("hnsw.rows", 100000, "rows of the clustered set the benchmarks build")
-	benchDims  = flag.Int("hnsw.dims", 128, "dimensions of the clustered set the benchmarks build")
+	benchRows  = flag.Int("hnsw.rows", 100000, "rows of the set the benchmarks build")
+	benchSet   = flag.String("hnsw.set", "clustered", "the set the benchmarks build: clustered or textlike (internal/dataset)")
+	benchDims  = flag.Int("hnsw.dims", 128, "dimensions of the set the benchmarks build")
 	benchStore = flag.String("hnsw.store", "ext6", "store of the benchmarks' index")
 	benchM     = flag.Int("hnsw.m", DefaultM, "m of the benchmarks' index")
 	benchEfc   = flag.Int("hnsw.efc", DefaultEfConstruction, "ef_construction of the benchmarks' index")
@@ -29,9 +30,9 @@ var (
 	benchCache = flag.String("hnsw.cache", "", "a file to load the benchmarks' index from if it exists, else to save it to once built")
 )
 
-// benchIndex is the clustered 128-d cosine set of -hnsw.rows rows (1,000
-// held-out queries, their exact top 10) and an index built over it, once
-// per test binary.
+// benchIndex is the -hnsw.set cosine set (128-d clustered by default) of
+// -hnsw.rows rows, 1,000 held-out queries, their exact top 10, and an
+// index built over it, once per test binary.
 var benchIndex struct {
 	once          sync.Once
 	data, queries [][]float32
@@ -44,7 +45,14 @@ var benchIndex struct {
 func benchSetup(b *testing.B) {
 	benchIndex.once.Do(func() {
 		bi := &benchIndex
-		bi.data, bi.queries = dataset.Clustered{Seed: 1, Rows: *benchRows, Queries: 1000, Dims: *benchDims, Normalize: true}.Generate()
+		switch *benchSet {
+		case "clustered":
+			bi.data, bi.queries = dataset.Clustered{Seed: 1, Rows: *benchRows, Queries: 1000, Dims: *benchDims, Normalize: true}.Generate()
+		case "textlike":
+			bi.data, bi.queries = dataset.TextLike{Seed: 1, Rows: *benchRows, Queries: 1000, Dims: *benchDims}.Generate()
+		default:
+			b.Fatalf("-hnsw.set %q: want clustered or textlike", *benchSet)
+		}
 		bi.truth = dataset.GroundTruth(kernels.Cosine, bi.data, bi.queries, 10)
 		kind, err := store.ParseKind(*benchStore)
 		if err != nil {
@@ -92,7 +100,7 @@ func heapInUse() uint64 {
 	return ms.HeapInuse
 }
 
-// BenchmarkBuild reports the build of the clustered set (every core:
+// BenchmarkBuild reports the build of the -hnsw.set set (every core:
 // rows prepared in parallel, linked by Config.Linkers goroutines) and the
 // index's bytes per row, by its Stats and by the Go heap it holds.
 func BenchmarkBuild(b *testing.B) {

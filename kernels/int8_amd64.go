@@ -29,18 +29,20 @@ func dotU4I8AVX2(a *byte, b *int8, chunks int) int32
 func dotU2I8AVX2(a *byte, b *int8, chunks int) int32
 
 // dotU4I8AVX512 returns the dot product of chunks 32-byte chunks of 4-bit
-// codes (packed by packU4) with the 64·chunks bytes of the query.
+// codes (packed by packU4), then a final short chunk of tail bytes (0 to 31),
+// with the 2·(32·chunks + tail) bytes of the query.
 // Needs AVX-512 VNNI.
 //
 //go:noescape
-func dotU4I8AVX512(a *byte, b *int8, chunks int) int32
+func dotU4I8AVX512(a *byte, b *int8, chunks int, tail int) int32
 
 // dotU2I8AVX512 returns the dot product of chunks 32-byte chunks of 2-bit
-// codes (packed by packU2) with the 128·chunks bytes of the query.
+// codes (packed by packU2), then a final short chunk of tail bytes (0 to 31),
+// with the 4·(32·chunks + tail) bytes of the query.
 // Needs AVX-512 VNNI.
 //
 //go:noescape
-func dotU2I8AVX512(a *byte, b *int8, chunks int) int32
+func dotU2I8AVX512(a *byte, b *int8, chunks int, tail int) int32
 
 // quantizeAVX512 sets dst[i] = clamp(round-half-even(src[i]·inv), ±levels) for
 // n, a positive multiple of 16, elements and returns their sum.

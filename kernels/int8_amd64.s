@@ -16,8 +16,9 @@
 // Lengths: dotU8I8AVX2 takes a positive multiple of 32 (the Go caller adds
 // the tail), dotU8I8AVX512 any n > 0 (masked loads read nothing past the
 // end); dotU4I8* and dotU2I8* take whole 32-byte chunks of codes (64 or
-// 128 codes, see packU4 and packU2 in int8.go), the Go caller handles a
-// final short chunk.
+// 128 codes, see packU4 and packU2 in int8.go): on AVX2 the Go caller
+// handles a final short chunk, on AVX-512 the kernel does, through masked
+// loads.
 //
 // quantizeAVX512 takes n a positive multiple of 16; the product src[i]·inv is
 // rounded to float32 first, as the Go version does, and VCVTPS2DQ rounds it
@@ -169,69 +170,125 @@ dotU2I8AVX2loop:
 	LEAQ       ret+24(FP), DI
 	JMP        ·sumI32<>(SB)
 
-// func dotU4I8AVX512(a *byte, b *int8, chunks int) int32
+// func dotU4I8AVX512(a *byte, b *int8, chunks int, tail int) int32
 // Requires: AVX2, AVX512BW, AVX512F, AVX512VL, AVX512_VNNI
-TEXT ·dotU4I8AVX512(SB), NOSPLIT, $0-28
+TEXT ·dotU4I8AVX512(SB), NOSPLIT, $0-36
 	MOVQ         a+0(FP), AX
-	MOVQ         b+8(FP), CX
-	MOVQ         chunks+16(FP), DX
+	MOVQ         b+8(FP), DX
+	MOVQ         chunks+16(FP), CX
+	MOVQ         tail+24(FP), BX
 	VPBROADCASTB codemask<>+0(SB), Z0
 	VPXORD       Z1, Z1, Z1
-	MOVL         $0x00000004, BX
-	VPBROADCASTW BX, Y2
+	MOVL         $0x00000004, SI
+	VPBROADCASTW SI, Y2
 	VINSERTI64X4 $0x01, Y2, Z1, Z1
 	VPXORD       Z3, Z3, Z3
+	TESTQ        CX, CX
+	JZ           dotU4I8AVX512tail
 
 dotU4I8AVX512loop:
 	VBROADCASTI64X4 (AX), Z2
 	VPSRLVW         Z1, Z2, Z2
 	VPANDQ          Z0, Z2, Z2
-	VPDPBUSD        (CX), Z2, Z3
+	VPDPBUSD        (DX), Z2, Z3
 	ADDQ            $0x20, AX
-	ADDQ            $0x00000040, CX
-	DECQ            DX
+	ADDQ            $0x00000040, DX
+	DECQ            CX
 	JNZ             dotU4I8AVX512loop
-	VEXTRACTI64X4   $0x01, Z3, Y0
-	VPADDD          Y0, Y3, Y0
-	LEAQ            ret+24(FP), DI
-	JMP             ·sumI32<>(SB)
 
-// func dotU2I8AVX512(a *byte, b *int8, chunks int) int32
+dotU4I8AVX512tail:
+	TESTQ        BX, BX
+	JZ           dotU4I8AVX512reduce
+	MOVQ         BX, CX
+	MOVQ         $-1, SI
+	SHLQ         CL, SI
+	NOTQ         SI
+	KMOVQ        SI, K1
+	VMOVDQU8.Z   (AX), K1, Y4
+	VINSERTI64X4 $0x01, Y4, Z4, Z2
+	VMOVDQU8.Z   (DX), K1, Y4
+	ADDQ         BX, DX
+	VMOVDQU8.Z   (DX), K1, Y5
+	ADDQ         BX, DX
+	VINSERTI64X4 $0x01, Y5, Z4, Z4
+	VPSRLVW      Z1, Z2, Z1
+	VPANDQ       Z0, Z1, Z1
+	VPDPBUSD     Z4, Z1, Z3
+
+dotU4I8AVX512reduce:
+	VEXTRACTI64X4 $0x01, Z3, Y0
+	VPADDD        Y0, Y3, Y0
+	LEAQ          ret+32(FP), DI
+	JMP           ·sumI32<>(SB)
+
+// func dotU2I8AVX512(a *byte, b *int8, chunks int, tail int) int32
 // Requires: AVX2, AVX512BW, AVX512F, AVX512VL, AVX512_VNNI
-TEXT ·dotU2I8AVX512(SB), NOSPLIT, $0-28
+TEXT ·dotU2I8AVX512(SB), NOSPLIT, $0-36
 	MOVQ         a+0(FP), AX
-	MOVQ         b+8(FP), CX
-	MOVQ         chunks+16(FP), DX
+	MOVQ         b+8(FP), DX
+	MOVQ         chunks+16(FP), CX
+	MOVQ         tail+24(FP), BX
 	VPBROADCASTB codemask<>+1(SB), Z0
 	VPXORD       Z1, Z1, Z1
-	MOVL         $0x00000002, BX
-	VPBROADCASTW BX, Y2
+	MOVL         $0x00000002, SI
+	VPBROADCASTW SI, Y2
 	VINSERTI64X4 $0x01, Y2, Z1, Z1
-	MOVL         $0x00000004, BX
-	VPBROADCASTW BX, Y2
-	MOVL         $0x00000006, BX
-	VPBROADCASTW BX, Y5
+	MOVL         $0x00000004, SI
+	VPBROADCASTW SI, Y2
+	MOVL         $0x00000006, SI
+	VPBROADCASTW SI, Y5
 	VINSERTI64X4 $0x01, Y5, Z2, Z2
 	VPXORD       Z3, Z3, Z3
 	VPXORD       Z4, Z4, Z4
+	TESTQ        CX, CX
+	JZ           dotU2I8AVX512tail
 
 dotU2I8AVX512loop:
 	VBROADCASTI64X4 (AX), Z5
 	VPSRLVW         Z1, Z5, Z6
 	VPANDQ          Z0, Z6, Z6
-	VPDPBUSD        (CX), Z6, Z3
+	VPDPBUSD        (DX), Z6, Z3
 	VPSRLVW         Z2, Z5, Z5
 	VPANDQ          Z0, Z5, Z5
-	VPDPBUSD        64(CX), Z5, Z4
+	VPDPBUSD        64(DX), Z5, Z4
 	ADDQ            $0x20, AX
-	ADDQ            $0x00000080, CX
-	DECQ            DX
+	ADDQ            $0x00000080, DX
+	DECQ            CX
 	JNZ             dotU2I8AVX512loop
-	VPADDD          Z4, Z3, Z3
-	VEXTRACTI64X4   $0x01, Z3, Y0
-	VPADDD          Y0, Y3, Y0
-	LEAQ            ret+24(FP), DI
-	JMP             ·sumI32<>(SB)
+
+dotU2I8AVX512tail:
+	TESTQ        BX, BX
+	JZ           dotU2I8AVX512reduce
+	MOVQ         BX, CX
+	MOVQ         $-1, SI
+	SHLQ         CL, SI
+	NOTQ         SI
+	KMOVQ        SI, K1
+	VMOVDQU8.Z   (AX), K1, Y7
+	VINSERTI64X4 $0x01, Y7, Z7, Z5
+	VMOVDQU8.Z   (DX), K1, Y7
+	ADDQ         BX, DX
+	VMOVDQU8.Z   (DX), K1, Y6
+	ADDQ         BX, DX
+	VINSERTI64X4 $0x01, Y6, Z7, Z7
+	VMOVDQU8.Z   (DX), K1, Y8
+	ADDQ         BX, DX
+	VMOVDQU8.Z   (DX), K1, Y6
+	ADDQ         BX, DX
+	VINSERTI64X4 $0x01, Y6, Z8, Z8
+	VPSRLVW      Z1, Z5, Z1
+	VPANDQ       Z0, Z1, Z1
+	VPDPBUSD     Z7, Z1, Z3
+	VPSRLVW      Z2, Z5, Z1
+	VPANDQ       Z0, Z1, Z1
+	VPDPBUSD     Z8, Z1, Z4
+
+dotU2I8AVX512reduce:
+	VPADDD        Z4, Z3, Z3
+	VEXTRACTI64X4 $0x01, Z3, Y0
+	VPADDD        Y0, Y3, Y0
+	LEAQ          ret+32(FP), DI
+	JMP           ·sumI32<>(SB)
 
 // func quantizeAVX512(dst *int8, src *float32, n int, inv float32, levels int32) int32
 // Requires: AVX2, AVX512F

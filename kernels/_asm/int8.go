@@ -24,8 +24,9 @@ VNNI, as are the unpacked 4- and 2-bit codes.
 Lengths: dotU8I8AVX2 takes a positive multiple of 32 (the Go caller adds
 the tail), dotU8I8AVX512 any n > 0 (masked loads read nothing past the
 end); dotU4I8* and dotU2I8* take whole 32-byte chunks of codes (64 or
-128 codes, see packU4 and packU2 in int8.go), the Go caller handles a
-final short chunk.
+128 codes, see packU4 and packU2 in int8.go): on AVX2 the Go caller
+handles a final short chunk, on AVX-512 the kernel does, through masked
+loads.
 
 quantizeAVX512 takes n a positive multiple of 16; the product src[i]·inv is
 rounded to float32 first, as the Go version does, and VCVTPS2DQ rounds it
@@ -109,15 +110,7 @@ func (g gen) dotU8I8AVX512() {
 	g.SUBQ(U8(64), n)
 
 	g.Label("tail")
-	g.TESTQ(n, n)
-	g.JZ(LabelRef("reduce"))
-	g.MOVQ(n, reg.RCX)
-	bits := g.GP64()
-	g.MOVQ(I32(-1), bits)
-	g.SHLQ(reg.CL, bits)
-	g.NOTQ(bits)
-	k := g.K()
-	g.KMOVQ(bits, k)
+	k := g.loadMask(n, "reduce")
 	y := g.ZMM()
 	g.VMOVDQU8_Z(Mem{Base: a}, k, x)
 	g.VMOVDQU8_Z(Mem{Base: b}, k, y)
@@ -128,27 +121,49 @@ func (g gen) dotU8I8AVX512() {
 	g.retI32(avx512, acc[0])
 }
 
+// loadMask emits a jump to the label skip if n is 0, else returns a mask
+// register with the low n bits set (n < 64): the lanes of a masked byte
+// load that read n bytes and nothing past them.
+func (g gen) loadMask(n reg.Register, skip string) reg.OpmaskVirtual {
+	g.TESTQ(n, n)
+	g.JZ(LabelRef(skip))
+	g.MOVQ(n, reg.RCX)
+	bits := g.GP64()
+	g.MOVQ(I32(-1), bits)
+	g.SHLQ(reg.CL, bits)
+	g.NOTQ(bits)
+	k := g.K()
+	g.KMOVQ(bits, k)
+	return k
+}
+
 // packedI8 emits the dot product of packed codes of bits bits (4 or 2) at
-// width w: a body of its own, with no branch but its loop's, from the one
-// template of each width (packedAVX2, packedVNNI); it ends with a jump to
-// sumI32.
+// width w: a body of its own, from the one template of each width
+// (packedAVX2, packedVNNI), with no branch but its loop's and, at AVX-512,
+// those around the loop and the masked tail; it ends with a jump to sumI32.
 func (g gen) packedI8(w width, bits int, masks map[int]Mem) {
 	name, needs := fmt.Sprintf("dotU%dI8%s", bits, w.name), "AVX2"
 	if w == avx512 {
 		needs = "AVX-512 VNNI"
 	}
 	packer := map[int]string{4: "packU4", 2: "packU2"}[bits]
+	if w == avx512 {
+		g.text(name, "func(a *byte, b *int8, chunks, tail int) int32",
+			fmt.Sprintf("%s returns the dot product of chunks 32-byte chunks of %d-bit", name, bits),
+			fmt.Sprintf("codes (packed by %s), then a final short chunk of tail bytes (0 to 31),", packer),
+			fmt.Sprintf("with the %d·(32·chunks + tail) bytes of the query.", 8/bits),
+			"Needs "+needs+".")
+		a, b, chunks, tail := g.gp64("a"), g.gp64("b"), g.gp64("chunks"), g.gp64("tail")
+		g.toY0(w, g.packedVNNI(masks[bits], bits, name, a, b, chunks, tail))
+		g.jumpSumI32()
+		return
+	}
 	g.text(name, "func(a *byte, b *int8, chunks int) int32",
 		fmt.Sprintf("%s returns the dot product of chunks 32-byte chunks of %d-bit", name, bits),
 		fmt.Sprintf("codes (packed by %s) with the %d·chunks bytes of the query.", packer, 256/bits),
 		"Needs "+needs+".")
 	a, b, chunks := g.gp64("a"), g.gp64("b"), g.gp64("chunks")
-	loop := name + "loop"
-	if w == avx512 {
-		g.toY0(w, g.packedVNNI(masks[bits], bits, loop, a, b, chunks))
-	} else {
-		g.packedAVX2(masks[bits], bits, loop, a, b, chunks)
-	}
+	g.packedAVX2(masks[bits], bits, name+"loop", a, b, chunks)
 	g.jumpSumI32()
 }
 
@@ -212,8 +227,12 @@ func (g gen) packedAVX2(codeMask Mem, bits int, label string, a, b, chunks reg.R
 // its own count, so that one register holds two quarters (or halves) of
 // the codes in query order, fed to VPDPBUSD. The word shift counts of pair
 // h are 2h·bits in the low half and (2h+1)·bits in the high half: 4-bit
-// codes make one pair, 2-bit codes two.
-func (g gen) packedVNNI(codeMask Mem, bits int, label string, a, b, chunks reg.Register) reg.VecVirtual {
+// codes make one pair, 2-bit codes two. A final short chunk of tail bytes
+// is read the same way through a byte mask: its codes and each part of the
+// query it meets (tail bytes each, one after the other) are loaded with
+// the bytes past tail zeroed, so they add nothing and nothing past the end
+// is read.
+func (g gen) packedVNNI(codeMask Mem, bits int, name string, a, b, chunks, tail reg.Register) reg.VecVirtual {
 	mask := g.ZMM()
 	g.VPBROADCASTB(codeMask, mask)
 	pairs := 8 / bits / 2
@@ -236,16 +255,47 @@ func (g gen) packedVNNI(codeMask Mem, bits int, label string, a, b, chunks reg.R
 		g.VINSERTI64X4(U8(1), hi, shifts[h], shifts[h])
 	}
 	acc := g.zeros(avx512, pairs)
-	g.packedLoop(label, bits, a, b, chunks, func() {
-		codes := g.ZMM()
-		g.VBROADCASTI64X4(Mem{Base: a}, codes)
+	// dot adds the products of the codes (both halves of the ZMM codes)
+	// and the query parts in query[h], 64 bytes each.
+	dot := func(codes reg.VecVirtual, query func(h int) Op) {
 		for h := range pairs {
 			t := g.ZMM()
 			g.VPSRLVW(shifts[h], codes, t)
 			g.VPANDQ(mask, t, t)
-			g.vpdpbusd(at(b, 64*h), t, acc[h])
+			g.vpdpbusd(query(h), t, acc[h])
 		}
+	}
+	g.TESTQ(chunks, chunks)
+	g.JZ(LabelRef(name + "tail"))
+	g.packedLoop(name+"loop", bits, a, b, chunks, func() {
+		codes := g.ZMM()
+		g.VBROADCASTI64X4(Mem{Base: a}, codes)
+		dot(codes, func(h int) Op { return at(b, 64*h) })
 	})
+
+	g.Label(name + "tail")
+	k := g.loadMask(tail, name+"reduce")
+	// halves loads tail bytes at p into the low half of a ZMM and tail
+	// bytes at p+tail into its high half, advancing p by 2·tail.
+	halves := func(p reg.Register) reg.VecVirtual {
+		z, hi := g.ZMM(), g.YMM()
+		g.VMOVDQU8_Z(Mem{Base: p}, k, z.AsY())
+		g.ADDQ(tail, p)
+		g.VMOVDQU8_Z(Mem{Base: p}, k, hi)
+		g.ADDQ(tail, p)
+		g.VINSERTI64X4(U8(1), hi, z, z)
+		return z
+	}
+	codes, y := g.ZMM(), g.YMM()
+	g.VMOVDQU8_Z(Mem{Base: a}, k, y)
+	g.VINSERTI64X4(U8(1), y, y.AsZ(), codes)
+	query := make([]reg.VecVirtual, pairs)
+	for h := range query {
+		query[h] = halves(b)
+	}
+	dot(codes, func(h int) Op { return query[h] })
+
+	g.Label(name + "reduce")
 	for _, r := range acc[1:] {
 		g.VPADDD(r, acc[0], acc[0])
 	}
