@@ -115,7 +115,8 @@ func (c *codes) bytes() int64 {
 type prepared struct {
 	row  []byte
 	vec  []float32
-	zero bool // a cosine zero vector: held, never returned
+	near []uint32 // the centroids nearest vec, nearest first (coded stores)
+	zero bool     // a cosine zero vector: held, never returned
 }
 
 // prepare encodes vec.
@@ -130,13 +131,18 @@ func (c *codes) prepare(vec []float32) *prepared {
 	}
 	c.rq.RotateQuery(p.vec, vec)
 	p.row = make([]byte, c.extBytes+c.tail)
-	c.encode(p.row, p.vec)
+	p.near = c.encode(p.row, p.vec)
 	return p
 }
 
-// encode writes the coded row of v (rotated) to row.
-func (c *codes) encode(row []byte, v []float32) {
-	k := c.cents.nearest(v)
+// encode writes the coded row of v (rotated) to row, against the nearest
+// centroid, and returns the repEntries centroids nearest v, nearest
+// first: those whose representatives its link enters layer 0 through,
+// found here once (at 1,536 dimensions the search for them was 6% of a
+// build).
+func (c *codes) encode(row []byte, v []float32) []uint32 {
+	near := c.cents.near(v, kernels.NewTopK(repEntries))
+	k := int(near[0].ID)
 	cRot := c.cents.at(k)
 	r, gc := make([]float32, c.dims), make([]float32, c.dims)
 	for i := range r {
@@ -157,6 +163,11 @@ func (c *codes) encode(row []byte, v []float32) {
 		putF32(t, 4*i, v)
 	}
 	binary.LittleEndian.PutUint32(t[centroidAt:], uint32(k))
+	ids := make([]uint32, len(near))
+	for i, n := range near {
+		ids[i] = n.ID
+	}
+	return ids
 }
 
 func putF32(b []byte, at int, v float32) { binary.LittleEndian.PutUint32(b[at:], math.Float32bits(v)) }

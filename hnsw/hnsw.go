@@ -280,13 +280,14 @@ func (x *Index) Insert(key string, p Prepared) {
 		r.zeros.Add(key)
 		return
 	}
-	r.add(key, p.p.vec, p.bulk, func(id uint32) { r.codes.put(id, p.p) })
+	r.add(key, p.p.vec, p.p.near, p.bulk, func(id uint32) { r.codes.put(id, p.p) })
 }
 
 // add allocates an id for key, has write fill its codes, makes it a
 // node, publishes it and queues it for linking with vec (in the search
-// space; bulk: a copy's row). Writers only.
-func (r *gen) add(key string, vec []float32, bulk bool, write func(id uint32)) {
+// space) and the centroids nearest it, if known (near; see enqueue);
+// bulk marks a copy's row. Writers only.
+func (r *gen) add(key string, vec []float32, near []uint32, bulk bool, write func(id uint32)) {
 	r.reused = false
 	id := r.keys.Alloc(key)
 	r.codes.grow(int(id) + 1)
@@ -294,7 +295,7 @@ func (r *gen) add(key string, vec []float32, bulk bool, write func(id uint32)) {
 	write(id)
 	r.g.init(id, r.randomLevel(), r.reused)
 	r.keys.Publish(id)
-	r.enqueue(id, vec, bulk)
+	r.enqueue(id, vec, near, bulk)
 }
 
 // randomLevel draws a new node's top layer: floor(−ln U / ln M), the
@@ -396,7 +397,7 @@ func (x *Index) Rename(from, to string) bool {
 	vec := make([]float32, x.cfg.Dims)
 	r.codes.decode(vec, old)
 	r.delete(from) // its row stays as it is until released
-	r.add(to, vec, false, func(id uint32) { r.codes.copyRow(id, old) })
+	r.add(to, vec, nil, false, func(id uint32) { r.codes.copyRow(id, old) })
 	return true
 }
 

@@ -26,6 +26,7 @@ type ring struct {
 	bulk             []bool          // a copy's row (see linkWidth); read only by its linker
 	done             []atomic.Uint64 // position s holds s+1 once its row is linked
 	vecs             []float32
+	nearIDs          []uint32 // repEntries a row: its nearest centroids, or none (see nearReps)
 	head, tail, next atomic.Uint64
 	progress         chan struct{} // a row was linked
 }
@@ -34,8 +35,14 @@ func newRing(size, dims int) *ring {
 	return &ring{
 		size: uint64(size), dims: dims,
 		ids: make([]atomic.Uint32, size), bulk: make([]bool, size), done: make([]atomic.Uint64, size),
-		vecs: make([]float32, size*dims), progress: make(chan struct{}, 1),
+		vecs: make([]float32, size*dims), nearIDs: make([]uint32, size*repEntries),
+		progress: make(chan struct{}, 1),
 	}
+}
+
+func (q *ring) near(seq uint64) []uint32 {
+	s := int(seq%q.size) * repEntries
+	return q.nearIDs[s : s+repEntries]
 }
 
 func (q *ring) vec(seq uint64) []float32 {
@@ -43,7 +50,7 @@ func (q *ring) vec(seq uint64) []float32 {
 	return q.vecs[s : s+q.dims]
 }
 
-func (q *ring) bytes() int64 { return int64(q.size) * (4 + 1 + 8 + 4*int64(q.dims)) }
+func (q *ring) bytes() int64 { return int64(q.size) * (4 + 1 + 8 + 4*int64(q.dims) + 4*repEntries) }
 
 // claim takes the next row to link.
 func (q *ring) claim() (uint64, bool) {
@@ -91,12 +98,19 @@ func (q *ring) waiting() uint64 { return q.head.Load() - q.tail.Load() }
 func (q *ring) idle() bool { return q.tail.Load() == q.head.Load() }
 
 // enqueue queues a new node for linking, with vec (in the search space)
-// to search its neighbours with; bulk marks a copy's row. Writers only.
-func (r *gen) enqueue(id uint32, vec []float32, bulk bool) {
+// to search its neighbours with and the centroids nearest it if known
+// (near, nearest first; nil if not); bulk marks a copy's row. Writers
+// only.
+func (r *gen) enqueue(id uint32, vec []float32, near []uint32, bulk bool) {
 	q := r.ring
 	r.x.insertLinked.Add(r.linkWhileWaiting(q.size))
 	h := q.head.Load()
 	copy(q.vec(h), vec)
+	slot := q.near(h)
+	for i := range slot {
+		slot[i] = none
+	}
+	copy(slot, near)
 	q.bulk[h%q.size] = bulk
 	q.ids[h%q.size].Store(id)
 	q.head.Store(h + 1)
@@ -248,7 +262,7 @@ func (r *gen) link(seq uint64) {
 	sc.entries = append(sc.entries[:0], cur)
 	for layer := min(lvl, top); layer >= 0; layer-- {
 		if layer == 0 {
-			r.nearReps(sc, id)
+			r.nearReps(sc, id, q.near(seq))
 		}
 		sc.vis.reset()
 		sc.cand = sc.cand[:0]

@@ -11,15 +11,16 @@ import (
 
 // scratch is one search's or one link's working memory, pooled.
 type scratch struct {
-	q      query
-	vis    visited
-	cand   minHeap
-	res    *kernels.TopK // the ef nearest eligible nodes found
-	near   *kernels.TopK // the centroids nearest to the query
-	s      *store.Searcher
-	done   <-chan struct{}
-	budget int // estimates a filtered search may spend on the graph; 0: no limit
-	spent  int // estimates made
+	q       query
+	vis     visited
+	cand    minHeap
+	res     *kernels.TopK // the ef nearest eligible nodes found
+	near    *kernels.TopK // the centroids nearest to the query
+	nearIDs []uint32      // their ids
+	s       *store.Searcher
+	done    <-chan struct{}
+	budget  int // estimates a filtered search may spend on the graph; 0: no limit
+	spent   int // estimates made
 	// absent is a node the search treats as not in the graph (none: no
 	// such node): never walked to, never a result (see SearchWithout).
 	absent  uint32
@@ -155,7 +156,7 @@ func (r *gen) search(sc *scratch, k, ef int, allow *store.Allow, scan bool) {
 			cur = r.greedy(sc, cur, layer)
 		}
 		sc.entries = append(sc.entries[:0], cur)
-		r.nearReps(sc, sc.absent)
+		r.nearReps(sc, sc.absent, nil)
 		complete = r.beam(sc, 0, ef, none, allow)
 	}
 	if allow != nil && (!complete || sc.res.Len() < k) && !stopped(sc) {
@@ -236,14 +237,26 @@ const repEntries = 3
 // nearReps adds to sc.entries, with their estimates, the representatives
 // of the centroids nearest to sc's query (but self): a walk of layer 0
 // starts in the query's neighbourhood even when the greedy descent from
-// the top ended in another (see the package doc).
-func (r *gen) nearReps(sc *scratch, self uint32) {
+// the top ended in another (see the package doc). near holds those
+// centroids if known (a row's, found when it was encoded), else its
+// first is none or it is nil.
+func (r *gen) nearReps(sc *scratch, self uint32, near []uint32) {
 	if r.reps == nil {
 		return
 	}
-	sc.near.Reset(repEntries)
-	for _, c := range r.codes.cents.near(sc.q.v, sc.near) {
-		if rep := r.reps[c.ID].Load(); rep != none && rep != self {
+	if len(near) == 0 || near[0] == none {
+		sc.near.Reset(repEntries)
+		sc.nearIDs = sc.nearIDs[:0]
+		for _, c := range r.codes.cents.near(sc.q.v, sc.near) {
+			sc.nearIDs = append(sc.nearIDs, c.ID)
+		}
+		near = sc.nearIDs
+	}
+	for _, c := range near {
+		if c == none {
+			break
+		}
+		if rep := r.reps[c].Load(); rep != none && rep != self {
 			est, _ := r.codes.estimate(&sc.q, rep)
 			sc.entries = append(sc.entries, kernels.Neighbor{ID: rep, Dist: est})
 		}

@@ -288,7 +288,7 @@ func (r *gen) read(br *store.BodyReader) error {
 	for id := range uint32(n) {
 		if levels[id]&linkedFlag == 0 {
 			r.codes.decode(vec, id)
-			r.enqueue(id, vec, true) // the checkpoint's rows, at full width as a copy's
+			r.enqueue(id, vec, nil, true) // the checkpoint's rows, at full width as a copy's
 		}
 	}
 	return nil

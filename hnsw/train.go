@@ -51,12 +51,6 @@ func (c *centroids) at(k int) []float32       { return c.leaves[k*c.dims : (k+1)
 func (c *centroids) bytes() int64             { return 4 * int64(len(c.g)+len(c.top)+len(c.groups)+len(c.leaves)) }
 func (c *centroids) group(t int) (lo, hi int) { return int(c.groups[t]), int(c.groups[t+1]) }
 
-// nearest returns the leaf nearest to v (rotated) of its two nearest top
-// centroids.
-func (c *centroids) nearest(v []float32) int {
-	return int(c.near(v, kernels.NewTopK(1))[0].ID)
-}
-
 // near returns the leaves nearest to v (rotated) among those of its two
 // nearest top centroids, as many as top holds, nearest first.
 func (c *centroids) near(v []float32, top *kernels.TopK) []kernels.Neighbor {

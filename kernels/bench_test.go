@@ -215,8 +215,8 @@ func BenchmarkRotate(b *testing.B) {
 
 func BenchmarkEncode(b *testing.B) {
 	r := rand.New(rand.NewPCG(1, 7))
-	for _, dim := range []int{768} {
-		for _, bits := range []int{0, 4, 8} {
+	for _, dim := range []int{768, 1536} {
+		for _, bits := range []int{0, 4, 6, 8} {
 			b.Run(strconv.Itoa(dim)+"/ex"+strconv.Itoa(bits), func(b *testing.B) {
 				rq, _ := NewRaBitQ(RaBitQConfig{Dim: dim, Metric: L2, ExBits: bits, Seed: 1})
 				v := randF32(r, dim, f32Gens[0])

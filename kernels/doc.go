@@ -170,7 +170,10 @@
 // fast scans end with a jump to one store. The decoding of 4-bit codes
 // for a graph choosing its edges (gridU4AVX2, scaleAddAVX2) is AVX2
 // alone: at 1,536 dimensions it takes a row from 2.2 µs in Go to 0.23 µs,
-// and the AVX-512 machines run it too. Each generated file's header
+// and the AVX-512 machines run it too. The search for an extended code's
+// scale (bestScale, 26 trial scales a row) has a kernel of each width
+// (gridCosAVX2, gridCosAVX512), which took the encoding of a 1,536-d row
+// with a 6-bit code from 160 µs in Go to 42. Each generated file's header
 // states the kernels' exact semantics: rounding, NaN, length multiples,
 // who handles the tail.
 // After changing the generator, run

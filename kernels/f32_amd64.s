@@ -28,6 +28,12 @@
 // do not overlap; each product is the float32 one of Go.
 // fwht16AVX2 takes n a positive multiple of 16; each output of its transform
 // is one fused multiply-add of ±1, exactly a+b or a−b.
+//
+// gridCosAVX2 and gridCosAVX512 take n a positive multiple of 16 (AVX2) or
+// 32 (AVX-512) and a[i] >= 0 with lambda·a[i] below 2^31; each product
+// lambda·a[i] is the float32 one of Go, truncated as Go's int conversion
+// does, and the two sums are accumulated with fused multiply-add in two
+// vector accumulators each, within n*eps of the exact sums.
 
 #include "textflag.h"
 
@@ -844,5 +850,123 @@ scaleAddAVX2loop:
 	ADDQ        $0x20, CX
 	SUBQ        $0x08, DX
 	JNZ         scaleAddAVX2loop
+	VZEROUPPER
+	RET
+
+// func gridCosAVX2(a *float32, n int, lambda float32, top int32, sums *[2]float32)
+// Requires: AVX, AVX2, FMA3
+TEXT ·gridCosAVX2(SB), NOSPLIT, $0-32
+	MOVQ         a+0(FP), AX
+	MOVQ         n+8(FP), CX
+	MOVQ         sums+24(FP), DX
+	VBROADCASTSS lambda+16(FP), Y0
+	MOVL         top+20(FP), BX
+	VMOVD        BX, X1
+	VPBROADCASTD X1, Y1
+	MOVL         $0x3f000000, BX
+	VMOVD        BX, X2
+	VBROADCASTSS X2, Y2
+	VPXOR        Y3, Y3, Y3
+	VPXOR        Y4, Y4, Y4
+	VPXOR        Y5, Y5, Y5
+	VPXOR        Y6, Y6, Y6
+
+gridCosAVX2loop:
+	VMOVUPS      (AX), Y7
+	VMULPS       Y0, Y7, Y8
+	VCVTTPS2DQ   Y8, Y8
+	VPMINSD      Y1, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VADDPS       Y2, Y8, Y8
+	VFMADD231PS  Y7, Y8, Y3
+	VFMADD231PS  Y8, Y8, Y5
+	VMOVUPS      32(AX), Y7
+	VMULPS       Y0, Y7, Y8
+	VCVTTPS2DQ   Y8, Y8
+	VPMINSD      Y1, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VADDPS       Y2, Y8, Y8
+	VFMADD231PS  Y7, Y8, Y4
+	VFMADD231PS  Y8, Y8, Y6
+	ADDQ         $0x00000040, AX
+	SUBQ         $0x10, CX
+	JNZ          gridCosAVX2loop
+	VADDPS       Y4, Y3, Y3
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPS       X0, X3, X3
+	VPERMILPS    $0x4e, X3, X0
+	VADDPS       X0, X3, X3
+	VPERMILPS    $0xb1, X3, X0
+	VADDSS       X0, X3, X3
+	VMOVSS       X3, (DX)
+	VADDPS       Y6, Y5, Y5
+	VEXTRACTF128 $0x01, Y5, X0
+	VADDPS       X0, X5, X5
+	VPERMILPS    $0x4e, X5, X0
+	VADDPS       X0, X5, X5
+	VPERMILPS    $0xb1, X5, X0
+	VADDSS       X0, X5, X5
+	VMOVSS       X5, 4(DX)
+	VZEROUPPER
+	RET
+
+// func gridCosAVX512(a *float32, n int, lambda float32, top int32, sums *[2]float32)
+// Requires: AVX, AVX512F
+TEXT ·gridCosAVX512(SB), NOSPLIT, $0-32
+	MOVQ         a+0(FP), AX
+	MOVQ         n+8(FP), CX
+	MOVQ         sums+24(FP), DX
+	VBROADCASTSS lambda+16(FP), Z0
+	MOVL         top+20(FP), BX
+	VMOVD        BX, X1
+	VPBROADCASTD X1, Z1
+	MOVL         $0x3f000000, BX
+	VMOVD        BX, X2
+	VBROADCASTSS X2, Z2
+	VPXORD       Z3, Z3, Z3
+	VPXORD       Z4, Z4, Z4
+	VPXORD       Z5, Z5, Z5
+	VPXORD       Z6, Z6, Z6
+
+gridCosAVX512loop:
+	VMOVUPS       (AX), Z7
+	VMULPS        Z0, Z7, Z8
+	VCVTTPS2DQ    Z8, Z8
+	VPMINSD       Z1, Z8, Z8
+	VCVTDQ2PS     Z8, Z8
+	VADDPS        Z2, Z8, Z8
+	VFMADD231PS   Z7, Z8, Z3
+	VFMADD231PS   Z8, Z8, Z5
+	VMOVUPS       64(AX), Z7
+	VMULPS        Z0, Z7, Z8
+	VCVTTPS2DQ    Z8, Z8
+	VPMINSD       Z1, Z8, Z8
+	VCVTDQ2PS     Z8, Z8
+	VADDPS        Z2, Z8, Z8
+	VFMADD231PS   Z7, Z8, Z4
+	VFMADD231PS   Z8, Z8, Z6
+	ADDQ          $0x00000080, AX
+	SUBQ          $0x20, CX
+	JNZ           gridCosAVX512loop
+	VADDPS        Z4, Z3, Z3
+	VEXTRACTF64X4 $0x01, Z3, Y0
+	VADDPS        Y0, Y3, Y3
+	VEXTRACTF128  $0x01, Y3, X0
+	VADDPS        X0, X3, X3
+	VPERMILPS     $0x4e, X3, X0
+	VADDPS        X0, X3, X3
+	VPERMILPS     $0xb1, X3, X0
+	VADDSS        X0, X3, X3
+	VMOVSS        X3, (DX)
+	VADDPS        Z6, Z5, Z5
+	VEXTRACTF64X4 $0x01, Z5, Y0
+	VADDPS        Y0, Y5, Y5
+	VEXTRACTF128  $0x01, Y5, X0
+	VADDPS        X0, X5, X5
+	VPERMILPS     $0x4e, X5, X0
+	VADDPS        X0, X5, X5
+	VPERMILPS     $0xb1, X5, X0
+	VADDSS        X0, X5, X5
+	VMOVSS        X5, 4(DX)
 	VZEROUPPER
 	RET

@@ -41,3 +41,7 @@ func scaleInto(x []float32, s float32) { scaleGo(x, s) }
 func gridU4(dst []float32, ext []byte) float32 { return gridU4Go(dst, ext) }
 
 func scaleAddInto(x, y []float32, s float32) { scaleAddGo(x, y, s) }
+
+func gridSums(a []float32, lambda float32, top int32) (yr, yy float64) {
+	return gridSumsGo(a, lambda, top)
+}

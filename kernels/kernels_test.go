@@ -283,6 +283,36 @@ func testPackedDot(t *testing.T, p packedDot, seed uint64) {
 	})
 }
 
+// TestGridSums checks the vector kernels that bestScale runs against the
+// plain sums, at scales from where no coordinate reaches the top code to
+// where most are clamped to it: each y_i must be the same, only the order
+// of the additions may differ.
+func TestGridSums(t *testing.T) {
+	forEachImpl(t, f32Family, func(t *testing.T) {
+		r := rand.New(rand.NewPCG(13, 14))
+		for _, g := range []f32Gen{f32Gens[0], f32Gens[3]} {
+			for _, n := range testLengths {
+				a := randF32(r, n, g)
+				for i := range a {
+					a[i] = abs32(a[i])
+				}
+				m := maxAbs(a)
+				for _, top := range []int32{7, 31, 127} {
+					for _, over := range []float32{0.3, 1, 4} {
+						lambda := over * float32(top) / m
+						yr, yy := gridSums(a, lambda, top)
+						wantR, wantY := gridSumsGo(a, lambda, top)
+						tol := 2 * float64(n) * 0x1p-24
+						if math.Abs(yr-wantR) > tol*wantR || math.Abs(yy-wantY) > tol*wantY {
+							t.Errorf("%s n=%d top=%d lambda=%g: got (%g, %g), want (%g, %g)", g.name, n, top, lambda, yr, yy, wantR, wantY)
+						}
+					}
+				}
+			}
+		}
+	})
+}
+
 func TestDotU4I8(t *testing.T) { testPackedDot(t, u4Dot, 9) }
 
 func TestDotU2I8(t *testing.T) { testPackedDot(t, u2Dot, 11) }

@@ -197,14 +197,9 @@ func bestScale(r []float32, half int) float32 {
 	if m == 0 {
 		return 0
 	}
-	cosAt := func(lambda float32) float64 {
-		var yr, yy float64
-		for _, v := range r {
-			y := float64(min(int(lambda*abs32(v)), half-1)) + 0.5
-			yr += y * float64(abs32(v))
-			yy += y * y
-		}
-		return yr / math.Sqrt(yy)
+	a := make([]float32, len(r))
+	for i, v := range r {
+		a[i] = abs32(v)
 	}
 	const steps = 12
 	lo, hi := 0.4*float64(half)/float64(m), 2.0*float64(half)/float64(m)
@@ -212,13 +207,26 @@ func bestScale(r []float32, half int) float32 {
 	for range 2 {
 		ratio := math.Pow(hi/lo, 1.0/steps)
 		for l := lo; l <= hi*1.0001; l *= ratio {
-			if c := cosAt(float32(l)); c > bestCos {
+			yr, yy := gridSums(a, float32(l), int32(half-1))
+			if c := yr / math.Sqrt(yy); c > bestCos {
 				best, bestCos = l, c
 			}
 		}
 		lo, hi = best/ratio, best*ratio
 	}
 	return float32(best)
+}
+
+// gridSumsGo returns the sums of y_i·a_i and of y_i² for y_i =
+// min(trunc(lambda·a_i), top) + 1/2, a_i >= 0: <y, a> and ‖y‖² for the
+// code of a at scale lambda (see gridSums).
+func gridSumsGo(a []float32, lambda float32, top int32) (yr, yy float64) {
+	for _, v := range a {
+		y := float64(min(int32(lambda*v), top)) + 0.5
+		yr += y * float64(v)
+		yy += y * y
+	}
+	return yr, yy
 }
 
 // Rotate writes the rotation of v to dst (len Dim each): what PrepareQuery
