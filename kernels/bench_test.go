@@ -278,7 +278,7 @@ func BenchmarkExtEstimate(b *testing.B) {
 // centroid, as a graph does for every row whose edges it chooses.
 func BenchmarkDecodeTop(b *testing.B) {
 	r := rand.New(rand.NewPCG(1, 9))
-	benchDimsImpls(b, f32Family, []int{768, 1536}, func(b *testing.B, dim int) {
+	benchDimsImpls(b, f32Family, []int{100, 768, 1536}, func(b *testing.B, dim int) {
 		rq, _ := NewRaBitQ(RaBitQConfig{Dim: dim, Metric: L2, ExBits: 6, Seed: 1})
 		v, c := randF32(r, dim, f32Gens[0]), randF32(r, dim, f32Gens[0])
 		code, ext := make([]byte, rq.CodeBytes()), make([]byte, rq.ExtBytes())

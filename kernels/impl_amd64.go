@@ -114,12 +114,26 @@ func scaleInto(x []float32, s float32) {
 // packU4 in ext (len(dst) = 2·len(ext)) and returns the sum of their
 // squares.
 func gridU4(dst []float32, ext []byte) float32 {
-	head, sq := 0, float32(0)
-	if chunks := len(dst) / (2 * u4Chunk); chunks > 0 && hasAVX2FMA && f32Family.active != isaGo {
-		head = chunks * 2 * u4Chunk
+	if !hasAVX2FMA || f32Family.active == isaGo {
+		return gridU4Go(dst, ext)
+	}
+	chunks := len(dst) / (2 * u4Chunk)
+	head, sq := chunks*2*u4Chunk, float32(0)
+	if chunks > 0 {
 		sq = gridU4AVX2(&dst[0], &ext[0], chunks)
 	}
-	return sq + gridU4Go(dst[head:], ext[head/2:])
+	if m := (len(dst) - head) / 2; m > 0 {
+		// A short chunk goes through the kernel too, zero-padded to a
+		// whole one (in Go it was half a 100-d row's decoding): each pad
+		// decodes to −7.5, whose square comes back off exactly.
+		var codes [u4Chunk]byte
+		var points [2 * u4Chunk]float32
+		copy(codes[:], ext[head/2:])
+		sq += gridU4AVX2(&points[0], &codes[0], 1) - float32(2*(u4Chunk-m))*56.25
+		copy(dst[head:head+m], points[:m])
+		copy(dst[head+m:], points[u4Chunk:u4Chunk+m])
+	}
+	return sq
 }
 
 // gridSums is gridSumsGo, its head in vectors (bestScale runs it 26
