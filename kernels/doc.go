@@ -159,8 +159,8 @@
 // (dotU4I8AVX2, dotU2I8AVX512, ...), have a body each with no branch but
 // their loop's (and the AVX-512 packed ones' two around it, which skip
 // the loop or the masked tail, so that a code of 100 dimensions does not
-// leave a third of its work to Go): on 128-d vectors, branches on a kind argument in one
-// shared body cost them 3–7%. They end with a jump to the sum of their
+// leave a third of its work to Go): on 128-d vectors, branches on a kind
+// argument in one shared body cost them 3–7%. They end with a jump to the sum of their
 // accumulator's lanes (sumF32, sumI32), which all of a file's kernels
 // share, as Go's internal/bytealg jumps to memeqbody, and which costs no
 // measurable time. The block distances (distF32) and the rotation steps
@@ -172,7 +172,7 @@
 // alone: at 1,536 dimensions it takes a row from 2.2 µs in Go to 0.23 µs,
 // and the AVX-512 machines run it too. The search for an extended code's
 // scale (bestScale, 26 trial scales a row) has a kernel of each width
-// (gridCosAVX2, gridCosAVX512), which took the encoding of a 1,536-d row
+// (gridSumsAVX2, gridSumsAVX512), which took the encoding of a 1,536-d row
 // with a 6-bit code from 160 µs in Go to 42. Each generated file's header
 // states the kernels' exact semantics: rounding, NaN, length multiples,
 // who handles the tail.

@@ -64,19 +64,19 @@ func gridU4AVX2(dst *float32, codes *byte, chunks int) float32
 //go:noescape
 func scaleAddAVX2(x *float32, y *float32, n int, s float32)
 
-// gridCosAVX2 sets sums to the sums of y_i·a_i and of y_i² over i < n for
+// gridSumsAVX2 sets sums to the sums of y_i·a_i and of y_i² over i < n for
 // y_i = min(trunc(lambda·a_i), top) + 1/2; n is a positive multiple of
 // 16. Needs AVX2 and FMA.
 //
 //go:noescape
-func gridCosAVX2(a *float32, n int, lambda float32, top int32, sums *[2]float32)
+func gridSumsAVX2(a *float32, n int, lambda float32, top int32, sums *[2]float32)
 
-// gridCosAVX512 sets sums to the sums of y_i·a_i and of y_i² over i < n for
+// gridSumsAVX512 sets sums to the sums of y_i·a_i and of y_i² over i < n for
 // y_i = min(trunc(lambda·a_i), top) + 1/2; n is a positive multiple of
 // 32. Needs AVX-512.
 //
 //go:noescape
-func gridCosAVX512(a *float32, n int, lambda float32, top int32, sums *[2]float32)
+func gridSumsAVX512(a *float32, n int, lambda float32, top int32, sums *[2]float32)
 
 // The kind argument of distF32 and the rotation's steps (rotateStep,
 // scaleF32): kindAVX512 selects their AVX-512 loops, else those of AVX2;

@@ -29,7 +29,7 @@
 // fwht16AVX2 takes n a positive multiple of 16; each output of its transform
 // is one fused multiply-add of ±1, exactly a+b or a−b.
 //
-// gridCosAVX2 and gridCosAVX512 take n a positive multiple of 16 (AVX2) or
+// gridSumsAVX2 and gridSumsAVX512 take n a positive multiple of 16 (AVX2) or
 // 32 (AVX-512) and a[i] >= 0 with lambda·a[i] below 2^31; each product
 // lambda·a[i] is the float32 one of Go, truncated as Go's int conversion
 // does, and the two sums are accumulated with fused multiply-add in two
@@ -853,9 +853,9 @@ scaleAddAVX2loop:
 	VZEROUPPER
 	RET
 
-// func gridCosAVX2(a *float32, n int, lambda float32, top int32, sums *[2]float32)
+// func gridSumsAVX2(a *float32, n int, lambda float32, top int32, sums *[2]float32)
 // Requires: AVX, AVX2, FMA3
-TEXT ·gridCosAVX2(SB), NOSPLIT, $0-32
+TEXT ·gridSumsAVX2(SB), NOSPLIT, $0-32
 	MOVQ         a+0(FP), AX
 	MOVQ         n+8(FP), CX
 	MOVQ         sums+24(FP), DX
@@ -871,7 +871,7 @@ TEXT ·gridCosAVX2(SB), NOSPLIT, $0-32
 	VPXOR        Y5, Y5, Y5
 	VPXOR        Y6, Y6, Y6
 
-gridCosAVX2loop:
+gridSumsAVX2loop:
 	VMOVUPS      (AX), Y7
 	VMULPS       Y0, Y7, Y8
 	VCVTTPS2DQ   Y8, Y8
@@ -890,7 +890,7 @@ gridCosAVX2loop:
 	VFMADD231PS  Y8, Y8, Y6
 	ADDQ         $0x00000040, AX
 	SUBQ         $0x10, CX
-	JNZ          gridCosAVX2loop
+	JNZ          gridSumsAVX2loop
 	VADDPS       Y4, Y3, Y3
 	VEXTRACTF128 $0x01, Y3, X0
 	VADDPS       X0, X3, X3
@@ -910,9 +910,9 @@ gridCosAVX2loop:
 	VZEROUPPER
 	RET
 
-// func gridCosAVX512(a *float32, n int, lambda float32, top int32, sums *[2]float32)
+// func gridSumsAVX512(a *float32, n int, lambda float32, top int32, sums *[2]float32)
 // Requires: AVX, AVX512F
-TEXT ·gridCosAVX512(SB), NOSPLIT, $0-32
+TEXT ·gridSumsAVX512(SB), NOSPLIT, $0-32
 	MOVQ         a+0(FP), AX
 	MOVQ         n+8(FP), CX
 	MOVQ         sums+24(FP), DX
@@ -928,7 +928,7 @@ TEXT ·gridCosAVX512(SB), NOSPLIT, $0-32
 	VPXORD       Z5, Z5, Z5
 	VPXORD       Z6, Z6, Z6
 
-gridCosAVX512loop:
+gridSumsAVX512loop:
 	VMOVUPS       (AX), Z7
 	VMULPS        Z0, Z7, Z8
 	VCVTTPS2DQ    Z8, Z8
@@ -947,7 +947,7 @@ gridCosAVX512loop:
 	VFMADD231PS   Z8, Z8, Z6
 	ADDQ          $0x00000080, AX
 	SUBQ          $0x20, CX
-	JNZ           gridCosAVX512loop
+	JNZ           gridSumsAVX512loop
 	VADDPS        Z4, Z3, Z3
 	VEXTRACTF64X4 $0x01, Z3, Y0
 	VADDPS        Y0, Y3, Y3

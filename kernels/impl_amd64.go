@@ -145,11 +145,11 @@ func gridSums(a []float32, lambda float32, top int32) (yr, yy float64) {
 	switch {
 	case f32Family.active == isaAVX512:
 		if head = len(a) &^ 31; head > 0 {
-			gridCosAVX512(&a[0], head, lambda, top, &sums)
+			gridSumsAVX512(&a[0], head, lambda, top, &sums)
 		}
 	case hasAVX2FMA && f32Family.active != isaGo:
 		if head = len(a) &^ 15; head > 0 {
-			gridCosAVX2(&a[0], head, lambda, top, &sums)
+			gridSumsAVX2(&a[0], head, lambda, top, &sums)
 		}
 	}
 	yr, yy = gridSumsGo(a[head:], lambda, top)

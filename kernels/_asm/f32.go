@@ -36,7 +36,7 @@ do not overlap; each product is the float32 one of Go.
 fwht16AVX2 takes n a positive multiple of 16; each output of its transform
 is one fused multiply-add of ±1, exactly a+b or a−b.
 
-gridCosAVX2 and gridCosAVX512 take n a positive multiple of 16 (AVX2) or
+gridSumsAVX2 and gridSumsAVX512 take n a positive multiple of 16 (AVX2) or
 32 (AVX-512) and a[i] >= 0 with lambda·a[i] below 2^31; each product
 lambda·a[i] is the float32 one of Go, truncated as Go's int conversion
 does, and the two sums are accumulated with fused multiply-add in two
@@ -60,7 +60,7 @@ func buildF32(g gen) {
 	g.gridU4AVX2()
 	g.scaleAddAVX2()
 	for _, w := range []width{avx2, avx512} {
-		g.gridCos(w)
+		g.gridSums(w)
 	}
 }
 
@@ -507,13 +507,13 @@ func (g gen) scaleAddAVX2() {
 	g.RET()
 }
 
-// gridCos emits the two sums by which bestScale (rabitq.go) judges a
+// gridSums emits the two sums by which bestScale (rabitq.go) judges a
 // scale for the extended code: for y_i = min(trunc(lambda·a_i), top) +
 // 1/2, the sums of y_i·a_i and of y_i², where a is a residual's
 // magnitudes. It runs 26 times for each row encoded, and in Go was the
 // whole of an encoding's time.
-func (g gen) gridCos(w width) {
-	name := "gridCos" + w.name
+func (g gen) gridSums(w width) {
+	name := "gridSums" + w.name
 	needs := "AVX2 and FMA"
 	if w == avx512 {
 		needs = "AVX-512"
