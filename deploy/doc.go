@@ -39,6 +39,7 @@
 //     vecside_sidecar holds the sidecar's password. It does only the
 //     dblink call, over one named connection per backend made again once
 //     after a sidecar restart, with every value quoted by format('%L')
+//     (the query's hex digits, which need no quoting, as they are)
 //     and the statement's remaining statement_timeout (30 s without one)
 //     as the sidecar's timeout: dblink cannot be interrupted on PostgreSQL
 //     15, so a wait for min_lsn is asked for in slices of 250 ms, between

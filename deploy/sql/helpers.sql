@@ -137,7 +137,8 @@ DROP FUNCTION IF EXISTS vecside.index_info(text, regtype, boolean), vecside.rera
 -- wait for min_lsn is asked for in slices of 250 ms, so that a cancel
 -- ends it within a slice though dblink cannot be interrupted on
 -- PostgreSQL 15; every value sent is quoted
--- with format('%L'), the query as bytes in hex, which Postgres writes far
+-- with format('%L') but the query, sent as bytes in hex digits (which
+-- need no quoting), which Postgres writes far
 -- faster than it prints each float: pgvector's vector_send where pgvector
 -- is installed (half the bytes), else array_send. On a hot standby the
 -- sidecar is asked to have applied what the standby replayed first
@@ -159,11 +160,11 @@ CREATE OR REPLACE FUNCTION vecside.candidates(index_name text, query real[], k i
 RETURNS TABLE (id anyelement, distance double precision, xid bigint)
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
-  ix vecside.indexes;
+  ix record;
   who name := session_user;
   opts text := coalesce(options, '');
   standby boolean := pg_is_in_recovery();
-  rls boolean;
+  rls boolean := false;
   sysid text;
   deadline timestamptz;
   waits boolean;
@@ -176,7 +177,10 @@ BEGIN
   IF index_name IS NULL OR query IS NULL OR k IS NULL THEN
     RAISE EXCEPTION 'vecside.candidates: the index, query and k must not be NULL' USING ERRCODE = 'null_value_not_allowed';
   END IF;
-  SELECT * INTO ix FROM vecside.indexes i WHERE i.name = index_name;
+  -- The index, and its table's row-level security flags in the same
+  -- query: the roles are read only where the table has policies on.
+  SELECT i.*, c.relrowsecurity AS table_rls, c.relforcerowsecurity AS table_force_rls, c.relowner AS table_owner
+  INTO ix FROM vecside.indexes i LEFT JOIN pg_class c ON c.oid = i.tbl WHERE i.name = index_name;
   IF NOT FOUND THEN
     RAISE EXCEPTION 'vecside index "%" does not exist', index_name USING ERRCODE = 'undefined_object',
       HINT = 'the indexes are listed in vecside.indexes; vecside sql install registers those the sidecar has';
@@ -190,16 +194,18 @@ BEGIN
     RAISE EXCEPTION 'permission denied for table %', ix.tbl USING ERRCODE = 'insufficient_privilege',
       DETAIL = format('vecside index %s needs SELECT on %s(%s, %s)', ix.name, ix.tbl, ix.key_column, ix.vector_column);
   END IF;
-  rls := EXISTS (
-      SELECT FROM pg_class c JOIN pg_roles r ON r.rolname = who
-      WHERE c.oid = ix.tbl AND c.relrowsecurity AND NOT r.rolsuper AND NOT r.rolbypassrls
-        AND (c.relforcerowsecurity OR NOT pg_has_role(who, c.relowner, 'USAGE')));
-  IF rls AND NOT ix.allow_rls THEN
-    RAISE EXCEPTION 'row-level security applies to % on %, and vecside index % is not opted in', who, ix.tbl, ix.name
-      USING ERRCODE = 'insufficient_privilege',
-      HINT = 'candidates would show keys and distances of rows the role cannot read; a DBA may allow it: UPDATE vecside.indexes SET allow_rls = true WHERE name = ...';
+  IF ix.table_rls THEN
+    rls := EXISTS (
+      SELECT FROM pg_roles r
+      WHERE r.rolname = who AND NOT r.rolsuper AND NOT r.rolbypassrls
+        AND (ix.table_force_rls OR NOT pg_has_role(who, ix.table_owner, 'USAGE')));
+    IF rls AND NOT ix.allow_rls THEN
+      RAISE EXCEPTION 'row-level security applies to % on %, and vecside index % is not opted in', who, ix.tbl, ix.name
+        USING ERRCODE = 'insufficient_privilege',
+        HINT = 'candidates would show keys and distances of rows the role cannot read; a DBA may allow it: UPDATE vecside.indexes SET allow_rls = true WHERE name = ...';
+    END IF;
   END IF;
-  IF opts ~ '(^|\s)timeout=' THEN
+  IF opts <> '' AND opts ~ '(^|\s)timeout=' THEN
     RAISE EXCEPTION 'the sidecar''s timeout is what remains of statement_timeout' USING ERRCODE = 'invalid_parameter_value',
       HINT = 'SET statement_timeout instead of passing timeout=';
   END IF;
@@ -211,7 +217,7 @@ BEGIN
   END IF;
   -- Not under row-level security: which transaction wrote a row the
   -- role cannot read is not for it to learn.
-  IF NOT rls AND ix.vector_type <> 'double precision[]'::regtype AND opts !~ '(^|\s)(with_xid|xid_source)=' THEN
+  IF NOT rls AND ix.vector_type <> 'double precision[]'::regtype AND (opts = '' OR opts !~ '(^|\s)(with_xid|xid_source)=') THEN
     -- Only a number: the session sets this, and what it holds is sent
     -- among the options (another timeout= must not get in that way).
     sysid := substring(current_setting('vecside.system_identifier', true) FROM '^-?[0-9]+$');
@@ -235,8 +241,12 @@ BEGIN
   deadline := statement_timestamp() + coalesce(nullif(current_setting('statement_timeout')::interval, '0'), '30s');
   -- A wait for min_lsn is asked for in slices of 250 ms, so that a cancel
   -- (pg_cancel_backend, a client's) is seen between two of them.
-  waits := opts ~ '(^|\s)min_lsn=';
-  query_hex := '\x' || encode(@query_bytes@, 'hex');
+  waits := opts <> '' AND opts ~ '(^|\s)min_lsn=';
+  -- Hex digits need no quoting: the query goes into the statement as
+  -- they are, which spares format('%L') a pass over every character
+  -- (the E'' string reads the same whatever standard_conforming_strings
+  -- says; the sidecar's strings are standard-conforming).
+  query_hex := encode(@query_bytes@, 'hex');
   LOOP
     slice_ms := ceil(extract(epoch FROM deadline - clock_timestamp()) * 1000);
     IF slice_ms <= 0 THEN
@@ -245,7 +255,7 @@ BEGIN
     IF waits THEN
       slice_ms := least(slice_ms, 250);
     END IF;
-    remote := format('SELECT id, distance, xid FROM knn(%L, %L::bytea, %s, %L)', ix.name, query_hex, k,
+    remote := format(E'SELECT id, distance, xid FROM knn(%L, \'\\x%s\'::bytea, %s, %L)', ix.name, query_hex, k,
       opts || format(' timeout=%sms', slice_ms));
     BEGIN
       IF NOT 'vecside' = ANY (coalesce(@dblink@.dblink_get_connections(), '{}')) THEN
@@ -336,9 +346,11 @@ DECLARE
   row_branches text := '';
   q text;
   dist text;
-  -- The k nearest of the candidates' rows, given the distance (%4$s).
+  -- The k nearest of the candidates' rows, given the distance (%4$s),
+  -- nearest first: a plain aggregate over one subquery reads its rows in
+  -- the subquery's order, so the aggregates need no sort of their own.
   heap constant text := $h$
-        SELECT array_agg(r.id ORDER BY r.d, r.id), array_agg(r.d ORDER BY r.d, r.id) INTO found%1$s, dists
+        SELECT array_agg(r.id), array_agg(r.d) INTO found%1$s, dists
         FROM (SELECT s.id, s.d FROM (SELECT t.%2$I AS id, %4$s AS d FROM %3$s t WHERE t.%2$I = ANY (cand%1$s) OFFSET 0) s
               WHERE s.d IS NOT NULL ORDER BY s.d, s.id LIMIT k) r;$h$;
   widen text;
