@@ -26,7 +26,8 @@ const (
 // lists as they were. Lists may have changed since the capture (edges
 // added to rows inserted later, repairs): write keeps the edges between
 // rows of the set and drops the others, so the graph it writes is a
-// graph over exactly the captured rows. Rows whose linking was not over
+// graph over exactly the captured rows; it reads each node's lists under
+// that node's lock, so that no list is written halfway rewritten. Rows whose linking was not over
 // are marked, and linked again on load.
 //
 // Format: "VSHN" version store, codec state, m, ef_construction, the
@@ -123,17 +124,23 @@ func (r *gen) write(w io.Writer, live []uint64, zeros []string) error {
 	})
 	var buf []byte
 	rk.each(func(id uint32) {
+		// A node's lists are copied under its lock: setList rewrites a
+		// list in place, and one read halfway could hold an edge twice.
+		buf = buf[:0]
+		r.g.lock(id)
 		for layer := range level(r.g.header(id).Load()) + 1 {
-			buf = append(buf[:0], 0)
+			at := len(buf)
+			buf = append(buf, 0)
 			words, n := r.g.list(id, layer)
 			for i := range n {
 				if nb, ok := rk.of(words[i].Load()); ok {
 					buf = binary.LittleEndian.AppendUint32(buf, nb)
-					buf[0]++
+					buf[at]++
 				}
 			}
-			b.Raw(buf)
 		}
+		r.g.unlock(id)
+		b.Raw(buf)
 	})
 	entry := uint64(0)
 	if ep, _, ok := r.g.entryPoint(); ok {
