@@ -362,6 +362,58 @@ func TestSnapshotBesideWriters(t *testing.T) {
 	}
 }
 
+// A snapshot reads no list halfway through a rewrite: while a writer
+// rewrites every node's layer-0 list in place (the same neighbours in
+// the reverse order, as setList stores them), each snapshot loads a
+// graph whose lists hold no neighbour twice.
+func TestSnapshotReadsWholeLists(t *testing.T) {
+	const dims = 16
+	data, _ := dataset.Clustered{Seed: 6, Rows: 1500, Queries: 1, Dims: dims}.Generate()
+	cfg := config(kernels.L2, dims, store.Ext4)
+	x := build(t, cfg, data)
+	r := x.cur.Load()
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		var ids []uint32
+		for {
+			for id := range uint32(len(data)) {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				r.g.lock(id)
+				ids = r.g.readList(ids[:0], id, 0)
+				slices.Reverse(ids)
+				r.g.setList(id, 0, ids)
+				r.g.unlock(id)
+			}
+		}
+	}()
+	for range 20 {
+		write, release := x.Snapshot()
+		var buf bytes.Buffer
+		err := write(&buf)
+		release()
+		if err != nil {
+			t.Fatal(err)
+		}
+		y, err := Load(bytes.NewReader(buf.Bytes()), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkGraph(t, y)
+		y.Close()
+		if t.Failed() {
+			break
+		}
+	}
+	close(stop)
+	<-done
+}
+
 // Filtered searches at 50%, 10%, 1% and 0.1% of the rows: exactly k rows
 // whenever at least k are allowed, all of them allowed, and recall@10
 // against an exact filtered search at least 0.95, both as Search chooses
