@@ -27,8 +27,8 @@ const (
 // added to rows inserted later, repairs): write keeps the edges between
 // rows of the set and drops the others, so the graph it writes is a
 // graph over exactly the captured rows; it reads each node's lists under
-// that node's lock, so that no list is written halfway rewritten. Rows whose linking was not over
-// are marked, and linked again on load.
+// that node's lock, so that no list is written halfway rewritten. Rows
+// whose linking was not over are marked, and linked again on load.
 //
 // Format: "VSHN" version store, codec state, m, ef_construction, the
 // sample rows and table rows the centroids were trained on and for, the
