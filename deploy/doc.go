@@ -33,20 +33,24 @@
 // helpers.sql lets SQL ask the sidecar, through contrib dblink, which
 // works on primaries and hot standbys alike:
 //
-//   - vecside.candidates(index, query, k, NULL::keytype[, options]) is the
-//     one SECURITY DEFINER function, owned by the NOLOGIN role
-//     vecside_owner, whose user mapping of the dblink_fdw server
-//     vecside_sidecar holds the sidecar's password. It does only the
-//     dblink call, over one named connection per backend made again once
-//     after a sidecar restart, with every value quoted by format('%L')
-//     (the query's hex digits, which need no quoting, as they are)
-//     and the statement's remaining statement_timeout (30 s without one)
-//     as the sidecar's timeout: dblink cannot be interrupted on PostgreSQL
-//     15, so a wait for min_lsn is asked for in slices of 250 ms, between
-//     which a cancel is seen. It refuses
-//     a session user without SELECT on the key and vector columns, and
-//     one under row-level security unless the index was opted in
-//     (vecside.indexes.allow_rls).
+//   - vecside.candidate_arrays(index, query_bytes, k, NULL::keytype[,
+//     options]) is the one SECURITY DEFINER function, owned by the
+//     NOLOGIN role vecside_owner, whose user mapping of the dblink_fdw
+//     server vecside_sidecar holds the sidecar's password. It does only
+//     the dblink call, over one named connection per backend made again
+//     once after a sidecar restart, with every value quoted by
+//     format('%L') (the query's hex digits, which need no quoting, as
+//     they are) and the statement's remaining statement_timeout (30 s
+//     without one) as the sidecar's timeout: dblink cannot be
+//     interrupted on PostgreSQL 15, so a wait for min_lsn is asked for in
+//     slices of 250 ms, between which a cancel is seen. It refuses a
+//     session user without SELECT on the key and vector columns, and one
+//     under row-level security unless the index was opted in
+//     (vecside.indexes.allow_rls). It returns the candidates as three
+//     arrays (ids, distances, xids), which a search takes in one
+//     PL/pgSQL assignment; vecside.candidates(index, query, k,
+//     NULL::keytype[, options]) returns them as rows for a real[] query,
+//     a SQL function the planner inlines.
 //   - vecside.search(index, query, k, NULL::keytype[, options]) and
 //     vecside.search_rows(index, query, k, NULL::table[, options]) are
 //     SECURITY INVOKER: they read the table's rows among the candidates
@@ -55,18 +59,20 @@
 //     rows the caller cannot see leave fewer than k.
 //   - vecside.indexes registers the indexes with their tables and column
 //     types; vecside.set_sidecar and vecside.register_index configure.
-//     A trigger on it (re)writes vecside.search and vecside.search_rows
-//     (vecside.write_searches) with a branch per index that has its
-//     table, columns, key type and metric written in, and
-//     vecside.candidates is written at install time with dblink's
-//     schema in it: every statement a search runs is static SQL that
-//     PL/pgSQL plans once per session, with no catalog or pg_settings
-//     read beyond the index's row and the privilege checks. After
+//     A trigger on it (re)writes vecside.search, vecside.search_rows and
+//     vecside.candidate_arrays (vecside.write_searches) with a branch per
+//     index that has its row (table, columns, key type, metric) written
+//     in, and dblink's schema: every statement a search runs is static
+//     SQL that PL/pgSQL plans once per session, with no catalog or
+//     pg_settings read beyond the table's row-level security flags and
+//     the privilege checks. After
 //     renaming an indexed table or column, run SELECT
 //     vecside.write_searches() (or install again).
 //   - The query vector travels to the sidecar as bytes in hex
 //     (pgvector's vector_send where pgvector is installed at install
-//     time, else array_send), not as text printed a float at a time.
+//     time, else array_send), not as text printed a float at a time; a
+//     search of a vector column sends the query it already converted for
+//     the re-rank.
 //   - Where the sidecar's distances are exact (store=float), it also
 //     returns the xid of each candidate's row version, and
 //     vecside.search reads a row's vector only where its xmin differs,

@@ -31,8 +31,8 @@ var sqlCommand = &cli.Command{
 	Name:  "sql",
 	Usage: "install, remove or print the SQL helpers that call the sidecar from inside Postgres (dblink)",
 	Description: `install creates, as a superuser of --source (dblink is not a trusted
-extension): schema vecside with vecside.search, vecside.search_rows and
-vecside.candidates, the roles vecside_owner and vecside_user, a dblink_fdw
+extension): schema vecside with vecside.search, vecside.search_rows,
+vecside.candidates and vecside.candidate_arrays, the roles vecside_owner and vecside_user, a dblink_fdw
 server for the sidecar and vecside_owner's user mapping, and registers the
 indexes. Nothing is granted to PUBLIC: GRANT vecside_user TO a role to let
 it search. print writes the same SQL for a DBA to review and run with psql

@@ -119,48 +119,103 @@ END $$;
 DROP FUNCTION IF EXISTS vecside.index_info(text, regtype, boolean), vecside.rerank_sql(vecside.indexes),
   vecside.search_keys(vecside.indexes, real[], integer, text);
 
--- candidates asks the sidecar for the k nearest keys of query in an
--- index, with their approximate distances, and where a distance is exact
--- (store=float) the id of the transaction that wrote the version of the
--- row it was computed from (knn's xid): a row whose xmin is that xid has
--- that distance, and its vector need not be read. xids are asked for
--- only from a sidecar whose source is this server (knn's xid_source: its
--- system identifier, read once per session and kept in the setting
+-- candidate_arrays asks the sidecar for the k nearest keys of a query in
+-- an index, with their approximate distances, and where a distance is
+-- exact (store=float) the id of the transaction that wrote the version of
+-- the row it was computed from (knn's xid): a row whose xmin is that xid
+-- has that distance, and its vector need not be read. It returns them as
+-- three arrays, nearest first (xids NULL where none came), so that a
+-- search takes them in one assignment, not a query over a set. The query
+-- is the vector's bytes: pgvector's vector_send where pgvector is
+-- installed (half the bytes of array_send), which Postgres writes far
+-- faster than it prints each float, sent in hex digits. xids are asked
+-- for only from a sidecar whose source is this server (knn's xid_source:
+-- its system identifier, read once per session and kept in the setting
 -- vecside.system_identifier, and its timeline), and not for double
 -- precision[] columns, which the sidecar holds rounded to float32, nor
 -- for a session user under row-level security. A session could set
 -- vecside.system_identifier to another server's: that misleads only its
--- own searches. It runs as vecside_owner and
--- does nothing else: one named dblink connection per backend, made again
--- once if the sidecar restarted; the statement's remaining
--- statement_timeout is the sidecar's timeout (30 s without one), and a
--- wait for min_lsn is asked for in slices of 250 ms, so that a cancel
--- ends it within a slice though dblink cannot be interrupted on
--- PostgreSQL 15; every value sent is quoted
--- with format('%L') but the query, sent as bytes in hex digits (which
--- need no quoting), which Postgres writes far
--- faster than it prints each float: pgvector's vector_send where pgvector
--- is installed (half the bytes), else array_send. On a hot standby the
--- sidecar is asked to have applied what the standby replayed first
--- (min_lsn), unless the caller says. Every statement is static, planned
--- once per session: dblink's schema is written in here (@dblink@), and
--- the result's key type picked by a branch per type the sidecar serves.
--- Installing pgvector (or moving dblink) later takes installing again.
+-- own searches. It runs as vecside_owner and does nothing else: one
+-- named dblink connection per backend, made again once if the sidecar
+-- restarted; the statement's remaining statement_timeout is the
+-- sidecar's timeout (30 s without one), and a wait for min_lsn is asked
+-- for in slices of 250 ms, so that a cancel ends it within a slice though
+-- dblink cannot be interrupted on PostgreSQL 15; every value sent is
+-- quoted with format('%L') but the query's hex digits, which need no
+-- quoting. On a hot standby the sidecar is asked to have applied what the
+-- standby replayed first (min_lsn), unless the caller says.
+--
+-- vecside.write_searches writes it, with each index's row of
+-- vecside.indexes written in (no query reads it) and dblink's schema
+-- (@dblink@); the result's key type is picked by a branch per type the
+-- sidecar serves. vecside.candidates is the same as a set of rows, for a
+-- real[] query. Installing pgvector (or moving dblink) later takes
+-- installing again.
 DROP FUNCTION IF EXISTS vecside.candidates(text, real[], integer, anyelement, text);
-DO $install$
-DECLARE
-  dbl name := (SELECT n.nspname FROM pg_catalog.pg_extension e JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace
-               WHERE e.extname = 'dblink');
-  vec name := (SELECT n.nspname FROM pg_catalog.pg_extension e JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace
-               WHERE e.extname = 'vector');
+
+-- distance_sql is the SQL of the exact distance between the vector
+-- expression vec and the query expression query (a real[]), as the
+-- index's metric defines it: pgvector's operators for a vector or halfvec
+-- column (the query cast to the column's type, as pgvector compares
+-- them), the functions of distance.sql for real[] and double precision[].
+CREATE OR REPLACE FUNCTION vecside.distance_sql(ix vecside.indexes, vec text, query text)
+RETURNS text LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+DECLARE ext name;
 BEGIN
-  EXECUTE replace(replace($fn$
-CREATE OR REPLACE FUNCTION vecside.candidates(index_name text, query real[], k integer, key_type anyelement,
-  options text DEFAULT '')
-RETURNS TABLE (id anyelement, distance double precision, xid bigint)
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+  IF ix.vector_type IN ('real[]'::regtype, 'double precision[]'::regtype) THEN
+    RETURN format('vecside.%s(%s::real[], %s)',
+      CASE ix.metric WHEN 'l2' THEN 'l2_distance' WHEN 'cosine' THEN 'cosine_distance' ELSE 'negative_inner_product' END, vec, query);
+  END IF;
+  SELECT n.nspname INTO ext FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace WHERE e.extname = 'vector';
+  RETURN format('(%s OPERATOR(%I.%s) %s::%s)', vec, ext,
+    CASE ix.metric WHEN 'l2' THEN '<->' WHEN 'cosine' THEN '<=>' ELSE '<#>' END, query, ix.vector_type);
+END $$;
+
+-- write_searches (re)creates vecside.search, vecside.search_rows,
+-- vecside.candidate_arrays and vecside.candidates from vecside.indexes,
+-- with a branch per index that has its table, columns, key type and
+-- metric written in: static SQL that PL/pgSQL plans once per session,
+-- where dynamic SQL was parsed and planned on every call. A trigger runs
+-- it whenever vecside.indexes changes; after renaming an indexed table or
+-- column, run it again (SELECT vecside.write_searches()).
+--
+-- Each branch asks vecside.candidate_arrays for k keys (with the query's
+-- bytes made once per call), reads those rows under
+-- the caller's privileges and row-level security, and keeps the k nearest
+-- by exact distance; while rows the caller cannot see (or rows gone since)
+-- leave fewer than k, it asks for four times as many, up to 10,000.
+CREATE OR REPLACE FUNCTION vecside.write_searches()
+RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
-  ix record;
+  ix vecside.indexes;
+  i integer := 0;
+  dbl name := (SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace WHERE e.extname = 'dblink');
+  vec name := (SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace WHERE e.extname = 'vector');
+  query_bytes text;
+  index_rows text := '';
+  vars text := '';
+  key_branches text := '';
+  row_branches text := '';
+  q text;
+  dist text;
+  -- The k nearest of the candidates' rows, given the distance (%4$s),
+  -- nearest first: a plain aggregate over one subquery reads its rows in
+  -- the subquery's order, so the aggregates need no sort of their own.
+  heap constant text := $h$
+        SELECT array_agg(r.id), array_agg(r.d) INTO found%1$s, dists
+        FROM (SELECT s.id, s.d FROM (SELECT t.%2$I AS id, %4$s AS d FROM %3$s t WHERE t.%2$I = ANY (ca.ids) OFFSET 0) s
+              WHERE s.d IS NOT NULL ORDER BY s.d, s.id LIMIT k) r;$h$;
+  widen text;
+  body text;
+  arrays_fn constant text := $t$
+CREATE OR REPLACE FUNCTION vecside.candidate_arrays(index_name text, query bytea, k integer, key_type anyelement,
+  options text DEFAULT '', OUT ids anyarray, OUT distances double precision[], OUT xids bigint[])
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
+DECLARE
+  ix vecside.indexes;
+  table_rls boolean;
+  table_force_rls boolean;
+  table_owner oid;
   who name := session_user;
   opts text := coalesce(options, '');
   standby boolean := pg_is_in_recovery();
@@ -177,14 +232,11 @@ BEGIN
   IF index_name IS NULL OR query IS NULL OR k IS NULL THEN
     RAISE EXCEPTION 'vecside.candidates: the index, query and k must not be NULL' USING ERRCODE = 'null_value_not_allowed';
   END IF;
-  -- The index, and its table's row-level security flags in the same
-  -- query: the roles are read only where the table has policies on.
-  SELECT i.*, c.relrowsecurity AS table_rls, c.relforcerowsecurity AS table_force_rls, c.relowner AS table_owner
-  INTO ix FROM vecside.indexes i LEFT JOIN pg_class c ON c.oid = i.tbl WHERE i.name = index_name;
-  IF NOT FOUND THEN
-    RAISE EXCEPTION 'vecside index "%" does not exist', index_name USING ERRCODE = 'undefined_object',
-      HINT = 'the indexes are listed in vecside.indexes; vecside sql install registers those the sidecar has';
-  END IF;
+  -- The index's row is written in; its table's row-level security
+  -- flags are read, and the roles only where they are on.
+@index@
+  SELECT c.relrowsecurity, c.relforcerowsecurity, c.relowner INTO table_rls, table_force_rls, table_owner
+  FROM pg_class c WHERE c.oid = ix.tbl;
   IF pg_typeof(key_type) <> ix.key_type THEN
     RAISE EXCEPTION 'vecside index % gives % keys, not %', ix.name, ix.key_type, pg_typeof(key_type)
       USING ERRCODE = 'datatype_mismatch', HINT = format('pass NULL::%s', ix.key_type);
@@ -194,11 +246,11 @@ BEGIN
     RAISE EXCEPTION 'permission denied for table %', ix.tbl USING ERRCODE = 'insufficient_privilege',
       DETAIL = format('vecside index %s needs SELECT on %s(%s, %s)', ix.name, ix.tbl, ix.key_column, ix.vector_column);
   END IF;
-  IF ix.table_rls THEN
+  IF table_rls THEN
     rls := EXISTS (
       SELECT FROM pg_roles r
       WHERE r.rolname = who AND NOT r.rolsuper AND NOT r.rolbypassrls
-        AND (ix.table_force_rls OR NOT pg_has_role(who, ix.table_owner, 'USAGE')));
+        AND (table_force_rls OR NOT pg_has_role(who, table_owner, 'USAGE')));
     IF rls AND NOT ix.allow_rls THEN
       RAISE EXCEPTION 'row-level security applies to % on %, and vecside index % is not opted in', who, ix.tbl, ix.name
         USING ERRCODE = 'insufficient_privilege',
@@ -246,7 +298,7 @@ BEGIN
   -- they are, which spares format('%L') a pass over every character
   -- (the E'' string reads the same whatever standard_conforming_strings
   -- says; the sidecar's strings are standard-conforming).
-  query_hex := encode(@query_bytes@, 'hex');
+  query_hex := encode(query, 'hex');
   LOOP
     slice_ms := ceil(extract(epoch FROM deadline - clock_timestamp()) * 1000);
     IF slice_ms <= 0 THEN
@@ -263,17 +315,23 @@ BEGIN
       END IF;
       CASE ix.key_type
       WHEN 'bigint'::regtype THEN
-        RETURN QUERY SELECT t.id, t.distance, t.xid FROM @dblink@.dblink('vecside', remote) AS t(id bigint, distance double precision, xid bigint);
+        SELECT array_agg(t.id), array_agg(t.distance), CASE WHEN count(t.xid) > 0 THEN array_agg(t.xid) END
+        INTO ids, distances, xids FROM @dblink@.dblink('vecside', remote) AS t(id bigint, distance double precision, xid bigint);
       WHEN 'integer'::regtype THEN
-        RETURN QUERY SELECT t.id, t.distance, t.xid FROM @dblink@.dblink('vecside', remote) AS t(id integer, distance double precision, xid bigint);
+        SELECT array_agg(t.id), array_agg(t.distance), CASE WHEN count(t.xid) > 0 THEN array_agg(t.xid) END
+        INTO ids, distances, xids FROM @dblink@.dblink('vecside', remote) AS t(id integer, distance double precision, xid bigint);
       WHEN 'smallint'::regtype THEN
-        RETURN QUERY SELECT t.id, t.distance, t.xid FROM @dblink@.dblink('vecside', remote) AS t(id smallint, distance double precision, xid bigint);
+        SELECT array_agg(t.id), array_agg(t.distance), CASE WHEN count(t.xid) > 0 THEN array_agg(t.xid) END
+        INTO ids, distances, xids FROM @dblink@.dblink('vecside', remote) AS t(id smallint, distance double precision, xid bigint);
       WHEN 'uuid'::regtype THEN
-        RETURN QUERY SELECT t.id, t.distance, t.xid FROM @dblink@.dblink('vecside', remote) AS t(id uuid, distance double precision, xid bigint);
+        SELECT array_agg(t.id), array_agg(t.distance), CASE WHEN count(t.xid) > 0 THEN array_agg(t.xid) END
+        INTO ids, distances, xids FROM @dblink@.dblink('vecside', remote) AS t(id uuid, distance double precision, xid bigint);
       WHEN 'text'::regtype THEN
-        RETURN QUERY SELECT t.id, t.distance, t.xid FROM @dblink@.dblink('vecside', remote) AS t(id text, distance double precision, xid bigint);
+        SELECT array_agg(t.id), array_agg(t.distance), CASE WHEN count(t.xid) > 0 THEN array_agg(t.xid) END
+        INTO ids, distances, xids FROM @dblink@.dblink('vecside', remote) AS t(id text, distance double precision, xid bigint);
       WHEN 'character varying'::regtype THEN
-        RETURN QUERY SELECT t.id, t.distance, t.xid FROM @dblink@.dblink('vecside', remote) AS t(id varchar, distance double precision, xid bigint);
+        SELECT array_agg(t.id), array_agg(t.distance), CASE WHEN count(t.xid) > 0 THEN array_agg(t.xid) END
+        INTO ids, distances, xids FROM @dblink@.dblink('vecside', remote) AS t(id varchar, distance double precision, xid bigint);
       ELSE
         RAISE EXCEPTION 'vecside index % has % keys, which the sidecar does not serve', ix.name, ix.key_type
           USING ERRCODE = 'feature_not_supported';
@@ -302,63 +360,15 @@ BEGIN
         END IF;
     END;
   END LOOP;
-END $$;
-$fn$, '@dblink@', quote_ident(dbl)), '@query_bytes@',
-    CASE WHEN vec IS NULL THEN 'array_send(query)' ELSE format('%1$I.vector_send(query::%1$I.vector)', vec) END);
-END $install$;
-
--- distance_sql is the SQL of the exact distance between the vector
--- expression vec and the query expression query (a real[]), as the
--- index's metric defines it: pgvector's operators for a vector or halfvec
--- column (the query cast to the column's type, as pgvector compares
--- them), the functions of distance.sql for real[] and double precision[].
-CREATE OR REPLACE FUNCTION vecside.distance_sql(ix vecside.indexes, vec text, query text)
-RETURNS text LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
-DECLARE ext name;
+END $fn$
+$t$;
 BEGIN
-  IF ix.vector_type IN ('real[]'::regtype, 'double precision[]'::regtype) THEN
-    RETURN format('vecside.%s(%s::real[], %s)',
-      CASE ix.metric WHEN 'l2' THEN 'l2_distance' WHEN 'cosine' THEN 'cosine_distance' ELSE 'negative_inner_product' END, vec, query);
-  END IF;
-  SELECT n.nspname INTO ext FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace WHERE e.extname = 'vector';
-  RETURN format('(%s OPERATOR(%I.%s) %s::%s)', vec, ext,
-    CASE ix.metric WHEN 'l2' THEN '<->' WHEN 'cosine' THEN '<=>' ELSE '<#>' END, query, ix.vector_type);
-END $$;
-
--- write_searches (re)creates vecside.search and vecside.search_rows from
--- vecside.indexes, with a branch per index that has its table, columns,
--- key type and metric written in: static SQL that PL/pgSQL plans once per
--- session, where dynamic SQL was parsed and planned on every call. A
--- trigger runs it whenever vecside.indexes changes; after renaming an
--- indexed table or column, run it again (SELECT vecside.write_searches()).
---
--- Each branch asks vecside.candidates for k keys, reads those rows under
--- the caller's privileges and row-level security, and keeps the k nearest
--- by exact distance; while rows the caller cannot see (or rows gone since)
--- leave fewer than k, it asks for four times as many, up to 10,000.
-CREATE OR REPLACE FUNCTION vecside.write_searches()
-RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
-DECLARE
-  ix vecside.indexes;
-  i integer := 0;
-  vars text := '';
-  key_branches text := '';
-  row_branches text := '';
-  q text;
-  dist text;
-  -- The k nearest of the candidates' rows, given the distance (%4$s),
-  -- nearest first: a plain aggregate over one subquery reads its rows in
-  -- the subquery's order, so the aggregates need no sort of their own.
-  heap constant text := $h$
-        SELECT array_agg(r.id), array_agg(r.d) INTO found%1$s, dists
-        FROM (SELECT s.id, s.d FROM (SELECT t.%2$I AS id, %4$s AS d FROM %3$s t WHERE t.%2$I = ANY (cand%1$s) OFFSET 0) s
-              WHERE s.d IS NOT NULL ORDER BY s.d, s.id LIMIT k) r;$h$;
-  widen text;
-  body text;
-BEGIN
+  query_bytes := CASE WHEN vec IS NULL THEN 'array_send(query)' ELSE format('%1$I.vector_send(query::%1$I.vector)', vec) END;
   FOR ix IN SELECT * FROM vecside.indexes ORDER BY name LOOP
     i := i + 1;
-    vars := vars || format(E'  cand%1$s %2$s[];\n  found%1$s %2$s[];\n', i, ix.key_type);
+    vars := vars || format(E'  found%1$s %2$s[];\n', i, ix.key_type);
+    index_rows := index_rows || format(E'  %sIF index_name = %L THEN\n    ix := %L::vecside.indexes;\n',
+      CASE WHEN i > 1 THEN 'ELS' ELSE '' END, ix.name, ix::text);
     q := 'query';
     IF ix.vector_type NOT IN ('real[]'::regtype, 'double precision[]'::regtype) THEN
       -- The query in the column's type, converted once, not for each row.
@@ -372,23 +382,26 @@ BEGIN
     -- distance and its TOASTed vector is not read. xmin takes SELECT on
     -- the table, not only on its columns; past 1,000 candidates finding
     -- each row's xid (array_position) would cost more than the vectors.
+    -- The query's bytes for the sidecar: from the query already in the
+    -- column's type where that is pgvector's vector.
     widen := format($w$%5$s
+    qb := %8$s;
     LOOP
-      SELECT coalesce(array_agg(c.id), '{}'), array_agg(c.distance), array_agg(c.xid),
-        count(c.xid) > 0 AND count(*) <= 1000 AND has_table_privilege(%3$L, 'SELECT')
-      INTO cand%1$s, cdist, cxid, xids
-      FROM vecside.candidates(index_name, query, want, NULL::%2$s, options) c;
-      IF xids THEN%6$s
+      ca := vecside.candidate_arrays(index_name, qb, want, NULL::%2$s, options);
+      IF ca.xids IS NOT NULL AND cardinality(ca.ids) <= 1000 AND has_table_privilege(%3$L, 'SELECT') THEN%6$s
       ELSE%7$s
       END IF;
-      EXIT WHEN coalesce(cardinality(found%1$s), 0) >= k OR cardinality(cand%1$s) < want OR want >= 10000;
+      EXIT WHEN coalesce(cardinality(found%1$s), 0) >= k OR coalesce(cardinality(ca.ids), 0) < want OR want >= 10000;
       want := least(want * 4, 10000);
     END LOOP;$w$, i, ix.key_type, ix.tbl::text, dist,
       CASE WHEN q <> 'query' THEN format(E'\n    %s := query::%s;', q, ix.vector_type) ELSE '' END,
       format(heap, i, ix.key_column, ix.tbl, format(
-        'CASE WHEN t.xmin::text::bigint = cxid[array_position(cand%1$s, t.%2$I)] THEN cdist[array_position(cand%1$s, t.%2$I)] ELSE %3$s END',
-        i, ix.key_column, dist)),
-      format(heap, i, ix.key_column, ix.tbl, dist));
+        'CASE WHEN t.xmin::text::bigint = ca.xids[array_position(ca.ids, t.%1$I)] THEN ca.distances[array_position(ca.ids, t.%1$I)] ELSE %2$s END',
+        ix.key_column, dist)),
+      format(heap, i, ix.key_column, ix.tbl, dist),
+      CASE WHEN vec IS NULL OR q = 'query' THEN query_bytes
+        WHEN ix.vector_type = format('%I.vector', vec)::regtype THEN format('%I.vector_send(%s)', vec, q)
+        ELSE query_bytes END);
     key_branches := key_branches || format($b$
   IF index_name = %1$L THEN
     IF pg_typeof(key_type) <> %2$L::regtype THEN
@@ -418,9 +431,8 @@ BEGIN
 #variable_conflict use_variable
 DECLARE
   want integer := k;
-  cdist double precision[];
-  cxid bigint[];
-  xids boolean;
+  qb bytea;
+  ca record;
   dists double precision[];
 %1$sBEGIN%2$s
   RAISE EXCEPTION 'vecside index "%%" does not exist', index_name USING ERRCODE = 'undefined_object',
@@ -445,10 +457,31 @@ CREATE OR REPLACE FUNCTION vecside.search_rows(index_name text, query real[], k 
 RETURNS TABLE (item anyelement, distance double precision)
 LANGUAGE plpgsql SECURITY INVOKER SET search_path = pg_catalog, pg_temp AS $fn$%s$fn$
 $f$, format(body, vars, row_branches));
+  EXECUTE replace(replace(arrays_fn, '@dblink@', quote_ident(dbl)), '@index@',
+    CASE WHEN i = 0 THEN '' ELSE index_rows || E'  ELSE\n  ' END || $r$  RAISE EXCEPTION 'vecside index "%" does not exist', index_name USING ERRCODE = 'undefined_object',
+      HINT = 'the indexes are listed in vecside.indexes; vecside sql install registers those the sidecar has';$r$
+    || CASE WHEN i = 0 THEN '' ELSE E'\n  END IF;' END);
+  ALTER FUNCTION vecside.candidate_arrays(text, bytea, integer, anyelement, text) OWNER TO vecside_owner;
+  -- candidates is candidate_arrays as a set of rows, for a real[] query:
+  -- STABLE (it writes nothing), every name qualified and no SET, so that
+  -- the planner inlines it into the calling query.
+  EXECUTE format($f$
+CREATE OR REPLACE FUNCTION vecside.candidates(index_name text, query real[], k integer, key_type anyelement,
+  options text DEFAULT '')
+RETURNS TABLE (id anyelement, distance double precision, xid bigint)
+LANGUAGE sql STABLE SECURITY INVOKER AS $fn$
+  SELECT u.id, u.distance, u.xid FROM vecside.candidate_arrays(index_name, %s, k, key_type, options) a,
+    ROWS FROM (pg_catalog.unnest(a.ids), pg_catalog.unnest(a.distances), pg_catalog.unnest(a.xids)) AS u(id, distance, xid)
+$fn$
+$f$, replace(query_bytes, 'array_send', 'pg_catalog.array_send'));
   REVOKE ALL ON FUNCTION vecside.search(text, real[], integer, anyelement, text),
-    vecside.search_rows(text, real[], integer, anyelement, text) FROM PUBLIC;
+    vecside.search_rows(text, real[], integer, anyelement, text),
+    vecside.candidate_arrays(text, bytea, integer, anyelement, text),
+    vecside.candidates(text, real[], integer, anyelement, text) FROM PUBLIC;
   GRANT EXECUTE ON FUNCTION vecside.search(text, real[], integer, anyelement, text),
-    vecside.search_rows(text, real[], integer, anyelement, text) TO vecside_user;
+    vecside.search_rows(text, real[], integer, anyelement, text),
+    vecside.candidate_arrays(text, bytea, integer, anyelement, text),
+    vecside.candidates(text, real[], integer, anyelement, text) TO vecside_user;
 END $$;
 
 CREATE OR REPLACE FUNCTION vecside.indexes_changed()
@@ -463,11 +496,9 @@ SELECT vecside.write_searches();
 
 REVOKE ALL ON FUNCTION vecside.register_index(text, regclass, name, name, text, boolean),
   vecside.set_sidecar(text, integer, text, text, text, text),
-  vecside.candidates(text, real[], integer, anyelement, text), vecside.distance_sql(vecside.indexes, text, text),
+  vecside.distance_sql(vecside.indexes, text, text),
   vecside.write_searches(), vecside.indexes_changed(),
   vecside.l2_distance(real[], real[]), vecside.cosine_distance(real[], real[]),
   vecside.negative_inner_product(real[], real[]) FROM PUBLIC;
-ALTER FUNCTION vecside.candidates(text, real[], integer, anyelement, text) OWNER TO vecside_owner;
-GRANT EXECUTE ON FUNCTION vecside.candidates(text, real[], integer, anyelement, text),
-  vecside.l2_distance(real[], real[]), vecside.cosine_distance(real[], real[]),
+GRANT EXECUTE ON FUNCTION vecside.l2_distance(real[], real[]), vecside.cosine_distance(real[], real[]),
   vecside.negative_inner_product(real[], real[]) TO vecside_user;
