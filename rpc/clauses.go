@@ -177,8 +177,11 @@ func (c clauses) String() string {
 	return b.String()
 }
 
-// apply filters, sorts and cuts rows, whose columns are cols.
-func (c clauses) apply(rows [][]any, cols []column) ([][]any, error) {
+// apply filters, sorts and cuts rows, whose columns are cols; where agg,
+// it filters them, then makes one row of arrays of their values (of NULLs
+// for no rows, as array_agg gives), and cuts that. The parser refuses
+// ORDER BY with agg.
+func (c clauses) apply(rows [][]any, cols []column, agg bool) ([][]any, error) {
 	index := func(name string) (int, error) {
 		i := slices.IndexFunc(cols, func(c column) bool { return c.name == name })
 		if i < 0 {
@@ -218,11 +221,30 @@ func (c clauses) apply(rows [][]any, cols []column) ([][]any, error) {
 			return 0
 		})
 	}
+	if agg {
+		rows = aggregate(rows, len(cols))
+	}
 	rows = rows[min(int64(len(rows)), c.offset):]
 	if c.limit >= 0 && c.limit < int64(len(rows)) {
 		rows = rows[:c.limit]
 	}
 	return rows, nil
+}
+
+// aggregate is array_agg of every one of n columns over rows, as one row.
+func aggregate(rows [][]any, n int) [][]any {
+	row := make([]any, n)
+	if len(rows) == 0 {
+		return [][]any{row}
+	}
+	for i := range row {
+		values := make([]any, len(rows))
+		for j, r := range rows {
+			values[j] = r[i]
+		}
+		row[i] = values
+	}
+	return [][]any{row}
 }
 
 // literalValue converts a predicate's literal to a value of col's kind.

@@ -23,7 +23,14 @@
 // system_identifier and timeline, against which the client checks the
 // heap server before trusting xids; xid_source=<system_identifier>/<timeline>
 // makes knn return xids only from a search that ran entirely under that
-// source. The package owns the protocol, a small SQL dialect and
+// source. A target list of array_agg(column)s, as in
+//
+//	SELECT array_agg(id), array_agg(distance), array_agg(xid) FROM knn(...)
+//
+// makes one row of arrays of the function's rows in their order (NULLs
+// for no rows), as PostgreSQL would: a caller that wants the candidates
+// as arrays (the SQL helpers, through dblink) need not aggregate them
+// itself. The package owns the protocol, a small SQL dialect and
 // sessions, and counts what it answers (Server.Stats); searching is the
 // Catalog's job (*indexer.Indexer), serving metrics is the caller's, and
 // nothing here stores data.

@@ -1,9 +1,11 @@
 package rpc
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 
 	"github.com/jackc/pgx/v5/pgproto3"
@@ -20,13 +22,28 @@ const (
 )
 
 // column describes one result column. Values of a column are nil (NULL),
-// int64 (int2/int4/int8), float64 (float8), bool, indexer.LSN (pg_lsn), or
-// string: text, or a key in the canonical form of keyType.
+// int64 (int2/int4/int8), float64 (float8), bool, indexer.LSN (pg_lsn),
+// string: text, or a key in the canonical form of keyType, or for an
+// array column []any of its element's values.
 type column struct {
 	name    string
 	oid     uint32
 	size    int16 // fixed binary width, -1 if variable
 	keyType pgvalue.KeyType
+	elem    *column // an array's element, nil for a scalar
+}
+
+// arrayOIDs are the array types of the element types columns have.
+var arrayOIDs = map[uint32]uint32{
+	pgtype.Int2OID: pgtype.Int2ArrayOID, pgtype.Int4OID: pgtype.Int4ArrayOID, pgtype.Int8OID: pgtype.Int8ArrayOID,
+	pgtype.Float8OID: pgtype.Float8ArrayOID, pgtype.BoolOID: pgtype.BoolArrayOID, pgtype.TextOID: pgtype.TextArrayOID,
+	pgtype.VarcharOID: pgtype.VarcharArrayOID, pgtype.UUIDOID: pgtype.UUIDArrayOID, oidPgLSN: oidPgLSNArray,
+}
+
+// arrayOf is array_agg(c)'s column, named as PostgreSQL names it.
+func arrayOf(c column) column {
+	elem := c
+	return column{name: aggArray, oid: arrayOIDs[c.oid], size: -1, keyType: c.keyType, elem: &elem}
 }
 
 func textColumn(name string) column { return column{name: name, oid: pgtype.TextOID, size: -1} }
@@ -118,6 +135,11 @@ func (e *rowEncoder) encode(row []any) *pgproto3.DataRow {
 // appendValue appends v in col's text or binary format.
 func appendValue(dst []byte, col column, v any, binaryFormat bool) []byte {
 	switch v := v.(type) {
+	case []any:
+		if binaryFormat {
+			return appendArrayBinary(dst, *col.elem, v)
+		}
+		return appendArrayText(dst, *col.elem, v)
 	case string:
 		if col.keyType == 0 {
 			return append(dst, v...)
@@ -175,5 +197,64 @@ func appendFloat8(dst []byte, f float64) []byte {
 	return strconv.AppendFloat(dst, f, 'g', -1, 64)
 }
 
-// oidPgLSN is pg_lsn's type OID, which pgtype has no constant for.
-const oidPgLSN = 3220
+// appendArrayText writes a one-dimensional array as array_out does:
+// {a,b,NULL}, an element in double quotes where array_in would otherwise
+// read it differently.
+func appendArrayText(dst []byte, elem column, vs []any) []byte {
+	dst = append(dst, '{')
+	for i, v := range vs {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		if v == nil {
+			dst = append(dst, "NULL"...)
+			continue
+		}
+		start := len(dst)
+		dst = appendValue(dst, elem, v, false)
+		if text := dst[start:]; needsArrayQuotes(text) {
+			quoted := append([]byte{'"'}, bytes.ReplaceAll(bytes.ReplaceAll(text, []byte(`\`), []byte(`\\`)), []byte(`"`), []byte(`\"`))...)
+			dst = append(append(dst[:start], quoted...), '"')
+		}
+	}
+	return append(dst, '}')
+}
+
+// needsArrayQuotes reports whether array_in would not read text back as
+// the element it is: empty, NULL in any case, or holding a delimiter,
+// brace, quote, backslash or white space.
+func needsArrayQuotes(text []byte) bool {
+	return len(text) == 0 || bytes.EqualFold(text, []byte("NULL")) || bytes.ContainsAny(text, "{},\"\\ \t\n\r\v\f")
+}
+
+// appendArrayBinary writes a one-dimensional array as array_send does:
+// dimensions, a NULL flag, the element type, the length and lower bound
+// (1), then each element's length (-1 for NULL) and binary value.
+func appendArrayBinary(dst []byte, elem column, vs []any) []byte {
+	hasNull := uint32(0)
+	if slices.Contains(vs, nil) {
+		hasNull = 1
+	}
+	dst = binary.BigEndian.AppendUint32(dst, 1)
+	dst = binary.BigEndian.AppendUint32(dst, hasNull)
+	dst = binary.BigEndian.AppendUint32(dst, elem.oid)
+	dst = binary.BigEndian.AppendUint32(dst, uint32(len(vs)))
+	dst = binary.BigEndian.AppendUint32(dst, 1)
+	for _, v := range vs {
+		if v == nil {
+			dst = binary.BigEndian.AppendUint32(dst, math.MaxUint32) // -1
+			continue
+		}
+		at := len(dst)
+		dst = appendValue(append(dst, 0, 0, 0, 0), elem, v, true)
+		binary.BigEndian.PutUint32(dst[at:], uint32(len(dst)-at-4))
+	}
+	return dst
+}
+
+// oidPgLSN is pg_lsn's type OID, which pgtype has no constant for, and
+// oidPgLSNArray its array's.
+const (
+	oidPgLSN      = 3220
+	oidPgLSNArray = 3221
+)

@@ -31,6 +31,7 @@ const (
 	codeIndeterminateDatatype    = "42P18"
 	codeSyntaxError              = "42601"
 	codeUndefinedColumn          = "42703"
+	codeGroupingError            = "42803"
 	codeUndefinedObject          = "42704"
 	codeUndefinedFunction        = "42883"
 	codeDatatypeMismatch         = "42804"

@@ -57,7 +57,7 @@ func (c *conn) run(ctx context.Context, pt *portal) error {
 		for _, s := range st {
 			pt.rows = append(pt.rows, statusRow(s))
 		}
-		pt.rows, err = s.clauses.apply(pt.rows, statusColumns)
+		pt.rows, err = s.clauses.apply(pt.rows, statusColumns, s.agg)
 		return err
 	case stmtSelectInt:
 		n, _ := strconv.ParseInt(s.value, 10, 64)
@@ -143,7 +143,7 @@ func (c *conn) runKNN(ctx context.Context, pt *portal) error {
 	for i, h := range res.Hits {
 		pt.rows[i] = knnRow(h, opts.WithXID)
 	}
-	pt.rows, err = pt.stmt.clauses.apply(pt.rows, knnColumns(pt.keyType))
+	pt.rows, err = pt.stmt.clauses.apply(pt.rows, knnColumns(pt.keyType), pt.stmt.agg)
 	return err
 }
 

@@ -127,15 +127,24 @@ func (c *conn) executeMsg(m *pgproto3.Execute) error {
 	return nil
 }
 
-// rowsSize estimates the memory rows hold: slices, boxed values, keys.
+// rowsSize estimates the memory rows hold: slices, boxed values, keys,
+// arrays of them.
 func rowsSize(rows [][]any) int {
 	n := 0
 	for _, r := range rows {
-		n += 24 + 24*len(r)
-		for _, v := range r {
-			if s, ok := v.(string); ok {
-				n += len(s)
-			}
+		n += 24 + valuesSize(r)
+	}
+	return n
+}
+
+func valuesSize(vs []any) int {
+	n := 24 * len(vs)
+	for _, v := range vs {
+		switch v := v.(type) {
+		case string:
+			n += len(v)
+		case []any:
+			n += 24 + valuesSize(v)
 		}
 	}
 	return n

@@ -218,9 +218,18 @@ func (p *parser) selectStmt() (statement, error) {
 	s := statement{kind: stmtSelectFunc}
 	if !p.accept("*") {
 		for {
-			col, err := p.ident()
+			col, agg, err := p.target()
 			if err != nil {
 				return s, err
+			}
+			if len(s.cols) == 0 {
+				s.agg = agg
+			}
+			if agg != s.agg { // no GROUP BY: aggregates and columns do not mix
+				if agg {
+					col = s.cols[0]
+				}
+				return s, notGrouped(col)
 			}
 			if len(s.cols) == maxColumns {
 				return s, errorf(codeTooManyColumns, "target lists can have at most %d entries", maxColumns)
@@ -266,7 +275,9 @@ func (p *parser) selectStmt() (statement, error) {
 	switch {
 	case s.fn == fnKNN && len(s.args) >= 3, s.fn == fnStatus && len(s.args) == 0:
 		var err error
-		s.clauses, err = p.clauses()
+		if s.clauses, err = p.clauses(); err == nil && s.agg && len(s.clauses.order) > 0 {
+			err = notGrouped(s.clauses.order[0].col)
+		}
 		return s, err
 	}
 	return s, errorf(codeUndefinedFunction, "function %s with %d arguments does not exist", s.fn, len(s.args)).
@@ -454,6 +465,31 @@ func (p *parser) name() (string, error) {
 		}
 		name.WriteByte('.')
 	}
+}
+
+// aggArray is the one aggregate vecside has: array_agg(column) collects a
+// column of the function's rows, in their order, into one array, NULL if
+// there are none. A target list of aggregates selects one row.
+const aggArray = "array_agg"
+
+// target is an entry of a target list: a column, or array_agg(column).
+func (p *parser) target() (col string, agg bool, err error) {
+	if !p.peek().isWord(aggArray) || !p.peekAt(1).is("(") {
+		col, err = p.ident()
+		return col, false, err
+	}
+	p.next()
+	p.next()
+	if col, err = p.ident(); err != nil {
+		return "", true, err
+	}
+	return col, true, p.expect(")")
+}
+
+// notGrouped is PostgreSQL's error for a column beside an aggregate.
+func notGrouped(col string) error {
+	return errorf(codeGroupingError, "column %q must appear in the GROUP BY clause or be used in an aggregate function", col).
+		withHint("vecside has no GROUP BY: aggregate every column with %s(column), or none", aggArray)
 }
 
 func (p *parser) ident() (string, error) {

@@ -59,6 +59,14 @@ func TestParse(t *testing.T) {
 		{`SELECT * FROM knn(E'\u12', '[1]', 1)`, "ERR 42601"},
 		{`SELECT * FROM knn(E'\UFFFFFFFF', '[1]', 1)`, "ERR 42601"},
 		{`SELECT * FROM knn(E'open\', '[1]', 1)`, "ERR 42601"},
+		{"select ARRAY_AGG ( id ), array_agg(\"xid\") from knn($1, $2, $3) where distance < 2 limit 1",
+			"SELECT array_agg(id), array_agg(xid) FROM knn($1, $2, $3) WHERE distance < 2 LIMIT 1"},
+		{`SELECT "array_agg" FROM vecside_status()`, `SELECT array_agg FROM vecside_status()`},
+		{"SELECT array_agg(id), distance FROM knn('a', '[1]', 1)", "ERR 42803"},
+		{"SELECT id, array_agg(distance) FROM knn('a', '[1]', 1)", "ERR 42803"},
+		{"SELECT array_agg(id) FROM knn('a', '[1]', 1) ORDER BY distance", "ERR 42803"},
+		{"SELECT array_agg(*) FROM knn('a', '[1]', 1)", "ERR 42601"},
+		{"SELECT array_agg(id FROM knn('a', '[1]', 1)", "ERR 42601"},
 	}
 	for _, c := range cases {
 		stmts, err := parseQuery(c.sql, DefaultLimits.MaxQueryStatements)

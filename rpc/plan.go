@@ -348,16 +348,28 @@ func (c *conn) describeStatement(p *prepared) (shape, error) {
 			return shape{}, nil
 		}
 		p.described = kt
-		return knnShape(kt, s.cols, c.starWithXID(s))
+		return knnShape(kt, s, c.starWithXID(s))
 	}
 	return c.fixedShape(s)
 }
 
-func knnShape(kt pgvalue.KeyType, names []string, starXID bool) (shape, error) {
+func knnShape(kt pgvalue.KeyType, s statement, starXID bool) (shape, error) {
+	names := s.cols
 	if names == nil && !starXID {
 		names = knnStar
 	}
-	cols, idx, err := project(knnColumns(kt), names)
+	return selectShape(knnColumns(kt), names, s.agg)
+}
+
+// selectShape is the shape of a SELECT of names (nil: all) from a
+// function with columns all, each aggregated with array_agg where agg.
+func selectShape(all []column, names []string, agg bool) (shape, error) {
+	cols, idx, err := project(all, names)
+	if agg {
+		for i := range cols {
+			cols[i] = arrayOf(cols[i])
+		}
+	}
 	return shape{cols, idx}, err
 }
 
@@ -366,8 +378,7 @@ func knnShape(kt pgvalue.KeyType, names []string, starXID bool) (shape, error) {
 func (c *conn) fixedShape(s statement) (shape, error) {
 	switch s.kind {
 	case stmtSelectFunc: // vecside_status()
-		cols, idx, err := project(statusColumns, s.cols)
-		return shape{cols, idx}, err
+		return selectShape(statusColumns, s.cols, s.agg)
 	case stmtSelectInt:
 		col := column{name: "?column?", oid: pgtype.Int4OID, size: 4}
 		if n, _ := strconv.ParseInt(s.value, 10, 64); int64(int32(n)) != n {
@@ -418,7 +429,7 @@ func (c *conn) bind(p *prepared, params []any, formatCodes []int16) (*portal, er
 			return nil, errorf(codeFeatureNotSupported, "cached plan must not change result type").
 				withHint("index %s has %s keys, the statement was described with %s keys: prepare it again", pt.call.index, pt.keyType, p.described)
 		}
-		pt.shape, err = knnShape(pt.keyType, p.stmt.cols, c.starWithXID(p.stmt))
+		pt.shape, err = knnShape(pt.keyType, p.stmt, c.starWithXID(p.stmt))
 	} else {
 		pt.shape, err = c.fixedShape(p.stmt)
 	}

@@ -55,6 +55,7 @@ type statement struct {
 	kind  stmtKind
 	fn    string   // stmtSelectFunc: fnKNN or fnStatus
 	cols  []string // stmtSelectFunc: the projection, nil for *
+	agg   bool     // stmtSelectFunc: each of cols is array_agg(col)
 	args  []arg    // stmtSelectFunc: the function's arguments
 	name  string   // setting name (lower case unless quoted), or prepared statement name
 	value string   // stmtSet: the value; stmtSelectInt: the integer
@@ -85,7 +86,11 @@ func (s statement) String() string {
 			if i > 0 {
 				b.WriteString(", ")
 			}
-			b.WriteString(quoteIdentIfNeeded(c))
+			if s.agg {
+				b.WriteString(aggArray + "(" + quoteIdentIfNeeded(c) + ")")
+			} else {
+				b.WriteString(quoteIdentIfNeeded(c))
+			}
 		}
 		b.WriteString(" FROM " + s.fn + "(")
 		for i, a := range s.args {

@@ -124,8 +124,9 @@ DROP FUNCTION IF EXISTS vecside.index_info(text, regtype, boolean), vecside.rera
 -- exact (store=float) the id of the transaction that wrote the version of
 -- the row it was computed from (knn's xid): a row whose xmin is that xid
 -- has that distance, and its vector need not be read. It returns them as
--- three arrays, nearest first (xids NULL where none came), so that a
--- search takes them in one assignment, not a query over a set. The query
+-- three arrays, nearest first (an xid NULL where none came), as the
+-- sidecar aggregates them (array_agg over knn), so that a search takes
+-- them in one assignment, not a query over a set of rows. The query
 -- is the vector's bytes: pgvector's vector_send where pgvector is
 -- installed (half the bytes of array_send), which Postgres writes far
 -- faster than it prints each float, sent in hex digits. xids are asked
@@ -307,7 +308,8 @@ BEGIN
     IF waits THEN
       slice_ms := least(slice_ms, 250);
     END IF;
-    remote := format(E'SELECT id, distance, xid FROM knn(%L, \'\\x%s\'::bytea, %s, %L)', ix.name, query_hex, k,
+    remote := format(E'SELECT array_agg(id), array_agg(distance), array_agg(xid) FROM knn(%L, \'\\x%s\'::bytea, %s, %L)',
+      ix.name, query_hex, k,
       opts || format(' timeout=%sms', slice_ms));
     BEGIN
       IF NOT 'vecside' = ANY (coalesce(@dblink@.dblink_get_connections(), '{}')) THEN
@@ -315,23 +317,23 @@ BEGIN
       END IF;
       CASE ix.key_type
       WHEN 'bigint'::regtype THEN
-        SELECT array_agg(t.id), array_agg(t.distance), CASE WHEN count(t.xid) > 0 THEN array_agg(t.xid) END
-        INTO ids, distances, xids FROM @dblink@.dblink('vecside', remote) AS t(id bigint, distance double precision, xid bigint);
+        SELECT t.ids, t.distances, t.xids INTO ids, distances, xids
+        FROM @dblink@.dblink('vecside', remote) AS t(ids bigint[], distances double precision[], xids bigint[]);
       WHEN 'integer'::regtype THEN
-        SELECT array_agg(t.id), array_agg(t.distance), CASE WHEN count(t.xid) > 0 THEN array_agg(t.xid) END
-        INTO ids, distances, xids FROM @dblink@.dblink('vecside', remote) AS t(id integer, distance double precision, xid bigint);
+        SELECT t.ids, t.distances, t.xids INTO ids, distances, xids
+        FROM @dblink@.dblink('vecside', remote) AS t(ids integer[], distances double precision[], xids bigint[]);
       WHEN 'smallint'::regtype THEN
-        SELECT array_agg(t.id), array_agg(t.distance), CASE WHEN count(t.xid) > 0 THEN array_agg(t.xid) END
-        INTO ids, distances, xids FROM @dblink@.dblink('vecside', remote) AS t(id smallint, distance double precision, xid bigint);
+        SELECT t.ids, t.distances, t.xids INTO ids, distances, xids
+        FROM @dblink@.dblink('vecside', remote) AS t(ids smallint[], distances double precision[], xids bigint[]);
       WHEN 'uuid'::regtype THEN
-        SELECT array_agg(t.id), array_agg(t.distance), CASE WHEN count(t.xid) > 0 THEN array_agg(t.xid) END
-        INTO ids, distances, xids FROM @dblink@.dblink('vecside', remote) AS t(id uuid, distance double precision, xid bigint);
+        SELECT t.ids, t.distances, t.xids INTO ids, distances, xids
+        FROM @dblink@.dblink('vecside', remote) AS t(ids uuid[], distances double precision[], xids bigint[]);
       WHEN 'text'::regtype THEN
-        SELECT array_agg(t.id), array_agg(t.distance), CASE WHEN count(t.xid) > 0 THEN array_agg(t.xid) END
-        INTO ids, distances, xids FROM @dblink@.dblink('vecside', remote) AS t(id text, distance double precision, xid bigint);
+        SELECT t.ids, t.distances, t.xids INTO ids, distances, xids
+        FROM @dblink@.dblink('vecside', remote) AS t(ids text[], distances double precision[], xids bigint[]);
       WHEN 'character varying'::regtype THEN
-        SELECT array_agg(t.id), array_agg(t.distance), CASE WHEN count(t.xid) > 0 THEN array_agg(t.xid) END
-        INTO ids, distances, xids FROM @dblink@.dblink('vecside', remote) AS t(id varchar, distance double precision, xid bigint);
+        SELECT t.ids, t.distances, t.xids INTO ids, distances, xids
+        FROM @dblink@.dblink('vecside', remote) AS t(ids varchar[], distances double precision[], xids bigint[]);
       ELSE
         RAISE EXCEPTION 'vecside index % has % keys, which the sidecar does not serve', ix.name, ix.key_type
           USING ERRCODE = 'feature_not_supported';
@@ -378,7 +380,8 @@ BEGIN
     dist := vecside.distance_sql(ix, format('t.%I', ix.vector_column), q);
     -- The distance is computed once per row (OFFSET 0 keeps the subquery
     -- from being merged into the one that filters and sorts on it).
-    -- With xids, a row whose xmin is the sidecar's xid keeps the sidecar's
+    -- With xids (the nearest candidate's tells: a store has them for all
+    -- or none), a row whose xmin is the sidecar's xid keeps the sidecar's
     -- distance and its TOASTed vector is not read. xmin takes SELECT on
     -- the table, not only on its columns; past 1,000 candidates finding
     -- each row's xid (array_position) would cost more than the vectors.
@@ -388,7 +391,7 @@ BEGIN
     qb := %8$s;
     LOOP
       ca := vecside.candidate_arrays(index_name, qb, want, NULL::%2$s, options);
-      IF ca.xids IS NOT NULL AND cardinality(ca.ids) <= 1000 AND has_table_privilege(%3$L, 'SELECT') THEN%6$s
+      IF ca.xids[1] IS NOT NULL AND cardinality(ca.ids) <= 1000 AND has_table_privilege(%3$L, 'SELECT') THEN%6$s
       ELSE%7$s
       END IF;
       EXIT WHEN coalesce(cardinality(found%1$s), 0) >= k OR coalesce(cardinality(ca.ids), 0) < want OR want >= 10000;
