@@ -50,7 +50,9 @@
 //     arrays (ids, distances, xids), which a search takes in one
 //     PL/pgSQL assignment; vecside.candidates(index, query, k,
 //     NULL::keytype[, options]) returns them as rows for a real[] query,
-//     a SQL function the planner inlines.
+//     a SQL function the planner inlines where the query is a parameter
+//     or a column (not a scalar subquery, which PostgreSQL does not
+//     inline).
 //   - vecside.search(index, query, k, NULL::keytype[, options]) and
 //     vecside.search_rows(index, query, k, NULL::table[, options]) are
 //     SECURITY INVOKER: they read the table's rows among the candidates
@@ -76,7 +78,9 @@
 //   - Where the sidecar's distances are exact (store=float), it also
 //     returns the xid of each candidate's row version, and
 //     vecside.search reads a row's vector only where its xmin differs,
-//     as heapfetch's fast path does. xids are asked only of a sidecar
+//     as heapfetch's fast path does. xids are asked only for an index
+//     registered with exact distances (vecside.indexes.exact_distances,
+//     from vecside_status() or the --index spec), only of a sidecar
 //     whose source is this server (its system identifier, read once per
 //     session into the setting vecside.system_identifier, and its
 //     timeline), and not for a session user under row-level security:

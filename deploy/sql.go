@@ -48,22 +48,24 @@ type Sidecar struct {
 }
 
 // Index is an index of the sidecar as the helpers know it. AllowRLS opts
-// it in for roles under row-level security (see helpers.sql).
+// it in for roles under row-level security (see helpers.sql);
+// ExactDistances (indexer.Spec.ExactDistances) has the helpers ask for
+// xids.
 type Index struct {
 	Name, Table, KeyColumn, VectorColumn, Metric string
-	AllowRLS                                     bool
+	AllowRLS, ExactDistances                     bool
 }
 
 // SidecarIndexes lists the indexes a sidecar serves, from vecside_status().
 func SidecarIndexes(ctx context.Context, sidecar *pgx.Conn) ([]Index, error) {
-	rows, err := sidecar.Query(ctx, "SELECT index_name, table_name, key_column, column_name, metric FROM vecside_status()",
+	rows, err := sidecar.Query(ctx, "SELECT index_name, table_name, key_column, column_name, metric, exact_distances FROM vecside_status()",
 		pgx.QueryExecModeSimpleProtocol)
 	if err != nil {
 		return nil, fmt.Errorf("deploy: listing the sidecar's indexes: %w", err)
 	}
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Index, error) {
 		var ix Index
-		err := r.Scan(&ix.Name, &ix.Table, &ix.KeyColumn, &ix.VectorColumn, &ix.Metric)
+		err := r.Scan(&ix.Name, &ix.Table, &ix.KeyColumn, &ix.VectorColumn, &ix.Metric, &ix.ExactDistances)
 		if schema, table, ok := strings.Cut(ix.Table, "."); ok { // unquoted schema.table
 			ix.Table = pgx.Identifier{schema, table}.Sanitize()
 		}
@@ -84,8 +86,8 @@ func configureCalls(s Sidecar, indexes []Index) [][]any {
 	}
 	calls := [][]any{{"SELECT vecside.set_sidecar($1, $2, $3, $4, $5, $6)", s.Host, s.Port, s.User, s.Password, sslmode, rootCert}}
 	for _, ix := range indexes {
-		calls = append(calls, []any{"SELECT vecside.register_index($1, $2::regclass, $3, $4, $5, $6)",
-			ix.Name, ix.Table, ix.KeyColumn, ix.VectorColumn, ix.Metric, ix.AllowRLS})
+		calls = append(calls, []any{"SELECT vecside.register_index($1, $2::regclass, $3, $4, $5, $6, $7)",
+			ix.Name, ix.Table, ix.KeyColumn, ix.VectorColumn, ix.Metric, ix.AllowRLS, ix.ExactDistances})
 	}
 	return calls
 }

@@ -273,23 +273,24 @@ func (e *Entry) Search(ctx context.Context, q []float32, n int, opts SearchOptio
 // Status is a snapshot of an index's state, for vecside_status() and
 // metrics.
 type Status struct {
-	Name        string
-	Table       string // schema.table
-	Column      string
-	KeyColumn   string
-	Kind        string
-	Metric      kernels.Metric
-	Dims        int
-	Rows        int
-	Skipped     int
-	ZeroVectors int // stored, but without a cosine distance
-	State       State
-	Error       string
-	Applied     LSN
-	Covered     LSN   // what durable state reflects
-	CopiedRows  int64 // rows read by the copy under way, or by the last one
-	Rebuilding  bool  // a copy is building a new index beside the serving one
-	Rebuilds    int64 // serving indexes replaced by a rebuild since start
+	Name           string
+	Table          string // schema.table
+	Column         string
+	KeyColumn      string
+	Kind           string
+	ExactDistances bool // see Spec.ExactDistances
+	Metric         kernels.Metric
+	Dims           int
+	Rows           int
+	Skipped        int
+	ZeroVectors    int // stored, but without a cosine distance
+	State          State
+	Error          string
+	Applied        LSN
+	Covered        LSN   // what durable state reflects
+	CopiedRows     int64 // rows read by the copy under way, or by the last one
+	Rebuilding     bool  // a copy is building a new index beside the serving one
+	Rebuilds       int64 // serving indexes replaced by a rebuild since start
 	// RebuildFailures counts rebuilds that failed (the serving index went
 	// on); RebuildError is the last one's error.
 	RebuildFailures int64
@@ -342,11 +343,13 @@ func (e *Entry) Status() Status {
 		Kind:      e.c.spec.Kind,
 		Metric:    e.c.spec.Metric,
 		Dims:      e.c.dims,
-		Skipped:   skipped,
-		State:     e.c.state,
-		Error:     e.c.failure,
-		Applied:   applied,
-		KeyType:   e.c.keyType,
+
+		ExactDistances: e.c.spec.ExactDistances(),
+		Skipped:        skipped,
+		State:          e.c.state,
+		Error:          e.c.failure,
+		Applied:        applied,
+		KeyType:        e.c.keyType,
 
 		CopiedRows:      e.c.copied,
 		Rebuilding:      rebuilding,

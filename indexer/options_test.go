@@ -115,3 +115,26 @@ func TestQuotedOptions(t *testing.T) {
 		}
 	}
 }
+
+// TestExactDistances: a store of float vectors, given or the kind's
+// default, gives exact distances; codes do not.
+func TestExactDistances(t *testing.T) {
+	for def, want := range map[string]bool{
+		"a=t(v) key=id metric=l2 kind=hnsw store=float": true,
+		"a=t(v) key=id metric=l2 kind=flat store=float": true,
+		"a=t(v) key=id metric=l2 kind=ivf store=float":  true,
+		"a=t(v) key=id metric=l2 kind=hnsw":             false,
+		"a=t(v) key=id metric=l2 kind=flat":             true, // flat's default
+		"a=t(v) key=id metric=l2 kind=ivf":              false,
+		"a=t(v) key=id metric=l2 kind=hnsw bits=8":      false,
+		"a=t(v) key=id metric=l2 kind=hnsw store=ext8":  false,
+	} {
+		spec, err := ParseSpec(def)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := spec.ExactDistances(); got != want {
+			t.Errorf("%s: exact distances %v, want %v", def, got, want)
+		}
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/vecside/vecside/indexer/kind"
+	"github.com/vecside/vecside/internal/store"
 	"github.com/vecside/vecside/kernels"
 )
 
@@ -141,6 +142,19 @@ func ParseSpec(def string) (Spec, error) {
 
 // MaxDims is the largest dimension accepted, as in pgvector.
 const MaxDims = 16000
+
+// ExactDistances reports whether the index's distances are exact: it
+// keeps float vectors (store=float), so that knn can give each hit's xid
+// for a client to skip reading that vector. False for a spec it cannot
+// build.
+func (s Spec) ExactDistances() bool {
+	k, err := kindOf(s)
+	if err != nil {
+		return false
+	}
+	st, err := k.StoreOf(s.Options)
+	return err == nil && st == store.Float
+}
 
 // QualifiedTable is schema.table, quoted for use in SQL.
 func (s Spec) QualifiedTable() string { return QuoteIdent(s.Schema) + "." + QuoteIdent(s.Table) }

@@ -83,6 +83,9 @@ var statusColumns = []column{
 	textColumn("recall_setting"),
 	{name: "recall_estimate", oid: pgtype.Float8OID, size: 8},
 	{name: "query_offset", oid: pgtype.Float8OID, size: 8},
+	// Whether knn's distances are exact (store=float), and so come with
+	// xids.
+	{name: "exact_distances", oid: pgtype.BoolOID, size: 1},
 }
 
 // nullIfEmpty is NULL for an empty string.
@@ -114,7 +117,7 @@ func statusRow(s indexer.Status) []any {
 		s.KeyColumn, slot, s.LagBytes, s.Covered, s.CopiedRows,
 		x.Bytes(), x.BytesPerRow(), int64(lists), int64(listMax), s.Rebuilds, s.Rebuilding, nullIfEmpty(s.RebuildError),
 		nullIfZero(int64(s.SystemID)), nullIfZero(int64(s.Timeline)), nullIfEmpty(x.FigurePairs()),
-		target, setting, estimate, offset}
+		target, setting, estimate, offset, s.ExactDistances}
 }
 
 // nullIfZero is NULL for 0: not known yet.

@@ -600,10 +600,15 @@ func (b *bench) settings(def string) []string {
 	return out
 }
 
+// specOf is the spec of an index of the bench's table with options def.
+func (b *bench) specOf(def string) (indexer.Spec, error) {
+	return indexer.ParseSpec(fmt.Sprintf("x=public.%s(embedding) key=id metric=%s %s", benchTable, b.p.metric, def))
+}
+
 // sweepOf is what the bench varies for the index options def: the sweep
 // its kind registered.
 func (b *bench) sweepOf(def string) kind.Sweep {
-	spec, err := indexer.ParseSpec(fmt.Sprintf("x=public.%s(embedding) key=id metric=%s %s", benchTable, b.p.metric, def))
+	spec, err := b.specOf(def)
 	if err != nil {
 		return kind.Sweep{}
 	}

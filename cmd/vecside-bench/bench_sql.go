@@ -29,8 +29,12 @@ func (b *bench) startSQL(ctx context.Context, targets []*vecsideTarget) error {
 	}
 	var indexes []deploy.Index
 	for _, t := range targets {
+		spec, err := b.specOf(t.def)
+		if err != nil {
+			return err
+		}
 		indexes = append(indexes, deploy.Index{Name: t.name, Table: pgx.Identifier{"public", benchTable}.Sanitize(),
-			KeyColumn: "id", VectorColumn: "embedding", Metric: b.p.metric.String()})
+			KeyColumn: "id", VectorColumn: "embedding", Metric: b.p.metric.String(), ExactDistances: spec.ExactDistances()})
 	}
 	side, err := b.helperSidecar(targets[0])
 	if err != nil {

@@ -200,7 +200,7 @@ func TestSQLCommands(t *testing.T) {
 	args := []string{"--sidecar", "10.1.2.3:6433", "--sidecar-user", "helper", "--index", "t_v=t(v) key=id metric=cosine", "--allow-rls", "t_v"}
 	out, err := run(t, append([]string{"sql", "print"}, args...)...)
 	if err != nil || !strings.Contains(out, "SELECT vecside.set_sidecar('10.1.2.3', 6433, 'helper', 'pw', 'prefer', NULL);") ||
-		!strings.Contains(out, `SELECT vecside.register_index('t_v', '"public"."t"'::regclass, 'id', 'v', 'cosine', true);`) {
+		!strings.Contains(out, `SELECT vecside.register_index('t_v', '"public"."t"'::regclass, 'id', 'v', 'cosine', true, true);`) {
 		t.Fatalf("sql print: %v\n%s", err, out)
 	}
 	dsn := pgtest.Shared(t).NewDatabase(t)
@@ -218,7 +218,7 @@ func TestSQLCommands(t *testing.T) {
 	// A where= holding commas is one index, as a flag and as one of the
 	// newline-separated items of VECSIDE_INDEX.
 	sharded := "t_odd=t(v) key=id metric=l2 where='id % 2 IN (1, -1)'"
-	registered := `SELECT vecside.register_index('t_odd', '"public"."t"'::regclass, 'id', 'v', 'l2', false);`
+	registered := `SELECT vecside.register_index('t_odd', '"public"."t"'::regclass, 'id', 'v', 'l2', false, true);`
 	if out, err := run(t, "sql", "print", "--index", sharded); err != nil || !strings.Contains(out, registered) {
 		t.Errorf("sql print --index with commas: %v\n%s", err, out)
 	}

@@ -135,7 +135,8 @@ func helperConfig(c *cli.Context) (deploy.Sidecar, []deploy.Index, error) {
 		if err != nil {
 			return s, nil, err
 		}
-		indexes = append(indexes, deploy.Index{Name: spec.Name, Table: spec.QualifiedTable(), KeyColumn: spec.Key, VectorColumn: spec.Column, Metric: spec.Metric.String()})
+		indexes = append(indexes, deploy.Index{Name: spec.Name, Table: spec.QualifiedTable(), KeyColumn: spec.Key, VectorColumn: spec.Column,
+			Metric: spec.Metric.String(), ExactDistances: spec.ExactDistances()})
 	}
 	if len(indexes) == 0 {
 		if indexes, err = askSidecar(c.Context, s); err != nil {

@@ -57,7 +57,9 @@ GRANT USAGE ON SCHEMA vecside TO vecside_owner, vecside_user;
 -- their tables. allow_rls opts an index in for roles under row-level
 -- security: they then learn the keys and approximate distances of
 -- candidates they cannot read (vecside.candidates), though vecside.search
--- still returns only rows they can.
+-- still returns only rows they can. exact_distances says the sidecar's
+-- distances are exact (store=float), so that they come with xids worth
+-- asking for.
 CREATE TABLE IF NOT EXISTS vecside.indexes (
   name          text PRIMARY KEY,
   tbl           regclass NOT NULL,
@@ -68,13 +70,15 @@ CREATE TABLE IF NOT EXISTS vecside.indexes (
   metric        text NOT NULL CHECK (metric IN ('l2', 'cosine', 'ip')),
   allow_rls     boolean NOT NULL DEFAULT false
 );
+ALTER TABLE vecside.indexes ADD COLUMN IF NOT EXISTS exact_distances boolean NOT NULL DEFAULT true;
 REVOKE ALL ON vecside.indexes FROM PUBLIC;
 GRANT SELECT ON vecside.indexes TO vecside_owner, vecside_user;
 
 -- register_index records an index of the sidecar; the column types are
 -- read from the catalog.
+DROP FUNCTION IF EXISTS vecside.register_index(text, regclass, name, name, text, boolean);
 CREATE OR REPLACE FUNCTION vecside.register_index(index_name text, tbl regclass, key_column name,
-  vector_column name, metric text, allow_rls boolean DEFAULT false)
+  vector_column name, metric text, allow_rls boolean DEFAULT false, exact_distances boolean DEFAULT true)
 RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE kt regtype; vt regtype;
 BEGIN
@@ -90,10 +94,10 @@ BEGIN
     RAISE EXCEPTION 'column %.% is %, not vector, halfvec, real[] or double precision[]', tbl, vector_column, vt
       USING ERRCODE = 'datatype_mismatch';
   END IF;
-  INSERT INTO vecside.indexes VALUES (index_name, tbl, key_column, kt, vector_column, vt, metric, allow_rls)
+  INSERT INTO vecside.indexes VALUES (index_name, tbl, key_column, kt, vector_column, vt, metric, allow_rls, exact_distances)
   ON CONFLICT (name) DO UPDATE SET tbl = EXCLUDED.tbl, key_column = EXCLUDED.key_column, key_type = EXCLUDED.key_type,
     vector_column = EXCLUDED.vector_column, vector_type = EXCLUDED.vector_type, metric = EXCLUDED.metric,
-    allow_rls = EXCLUDED.allow_rls;
+    allow_rls = EXCLUDED.allow_rls, exact_distances = EXCLUDED.exact_distances;
 END $$;
 
 -- set_sidecar points the helpers at a sidecar: a dblink_fdw foreign
@@ -132,7 +136,8 @@ DROP FUNCTION IF EXISTS vecside.index_info(text, regtype, boolean), vecside.rera
 -- faster than it prints each float, sent in hex digits. xids are asked
 -- for only from a sidecar whose source is this server (knn's xid_source:
 -- its system identifier, read once per session and kept in the setting
--- vecside.system_identifier, and its timeline), and not for double
+-- vecside.system_identifier, and its timeline), only where its distances
+-- are exact (vecside.indexes.exact_distances), and not for double
 -- precision[] columns, which the sidecar holds rounded to float32, nor
 -- for a session user under row-level security. A session could set
 -- vecside.system_identifier to another server's: that misleads only its
@@ -270,7 +275,7 @@ BEGIN
   END IF;
   -- Not under row-level security: which transaction wrote a row the
   -- role cannot read is not for it to learn.
-  IF NOT rls AND ix.vector_type <> 'double precision[]'::regtype AND (opts = '' OR opts !~ '(^|\s)(with_xid|xid_source)=') THEN
+  IF ix.exact_distances AND NOT rls AND ix.vector_type <> 'double precision[]'::regtype AND (opts = '' OR opts !~ '(^|\s)(with_xid|xid_source)=') THEN
     -- Only a number: the session sets this, and what it holds is sent
     -- among the options (another timeout= must not get in that way).
     sysid := substring(current_setting('vecside.system_identifier', true) FROM '^-?[0-9]+$');
@@ -497,7 +502,7 @@ CREATE OR REPLACE TRIGGER write_searches AFTER INSERT OR UPDATE OR DELETE OR TRU
   FOR EACH STATEMENT EXECUTE FUNCTION vecside.indexes_changed();
 SELECT vecside.write_searches();
 
-REVOKE ALL ON FUNCTION vecside.register_index(text, regclass, name, name, text, boolean),
+REVOKE ALL ON FUNCTION vecside.register_index(text, regclass, name, name, text, boolean, boolean),
   vecside.set_sidecar(text, integer, text, text, text, text),
   vecside.distance_sql(vecside.indexes, text, text),
   vecside.write_searches(), vecside.indexes_changed(),
