@@ -213,6 +213,8 @@ DECLARE
               WHERE s.d IS NOT NULL ORDER BY s.d, s.id LIMIT k) r;$h$;
   widen text;
   body text;
+  no_index constant text := $r$  RAISE EXCEPTION 'vecside index "%" does not exist', index_name USING ERRCODE = 'undefined_object',
+      HINT = 'the indexes are listed in vecside.indexes; vecside sql install registers those the sidecar has';$r$;
   arrays_fn constant text := $t$
 CREATE OR REPLACE FUNCTION vecside.candidate_arrays(index_name text, query bytea, k integer, key_type anyelement,
   options text DEFAULT '', OUT ids anyarray, OUT distances double precision[], OUT xids bigint[])
@@ -370,7 +372,7 @@ BEGIN
 END $fn$
 $t$;
 BEGIN
-  query_bytes := CASE WHEN vec IS NULL THEN 'array_send(query)' ELSE format('%1$I.vector_send(query::%1$I.vector)', vec) END;
+  query_bytes := CASE WHEN vec IS NULL THEN 'pg_catalog.array_send(query)' ELSE format('%1$I.vector_send(query::%1$I.vector)', vec) END;
   FOR ix IN SELECT * FROM vecside.indexes ORDER BY name LOOP
     i := i + 1;
     vars := vars || format(E'  found%1$s %2$s[];\n', i, ix.key_type);
@@ -465,10 +467,13 @@ CREATE OR REPLACE FUNCTION vecside.search_rows(index_name text, query real[], k 
 RETURNS TABLE (item anyelement, distance double precision)
 LANGUAGE plpgsql SECURITY INVOKER SET search_path = pg_catalog, pg_temp AS $fn$%s$fn$
 $f$, format(body, vars, row_branches));
-  EXECUTE replace(replace(arrays_fn, '@dblink@', quote_ident(dbl)), '@index@',
-    CASE WHEN i = 0 THEN '' ELSE index_rows || E'  ELSE\n  ' END || $r$  RAISE EXCEPTION 'vecside index "%" does not exist', index_name USING ERRCODE = 'undefined_object',
-      HINT = 'the indexes are listed in vecside.indexes; vecside sql install registers those the sidecar has';$r$
-    || CASE WHEN i = 0 THEN '' ELSE E'\n  END IF;' END);
+  -- candidate_arrays: a branch per index with its row, else no such index.
+  IF i > 0 THEN
+    index_rows := index_rows || E'  ELSE\n  ' || no_index || E'\n  END IF;';
+  ELSE
+    index_rows := no_index;
+  END IF;
+  EXECUTE replace(replace(arrays_fn, '@dblink@', quote_ident(dbl)), '@index@', index_rows);
   ALTER FUNCTION vecside.candidate_arrays(text, bytea, integer, anyelement, text) OWNER TO vecside_owner;
   -- candidates is candidate_arrays as a set of rows, for a real[] query:
   -- STABLE (it writes nothing), every name qualified and no SET, so that
@@ -481,7 +486,7 @@ LANGUAGE sql STABLE SECURITY INVOKER AS $fn$
   SELECT u.id, u.distance, u.xid FROM vecside.candidate_arrays(index_name, %s, k, key_type, options) a,
     ROWS FROM (pg_catalog.unnest(a.ids), pg_catalog.unnest(a.distances), pg_catalog.unnest(a.xids)) AS u(id, distance, xid)
 $fn$
-$f$, replace(query_bytes, 'array_send', 'pg_catalog.array_send'));
+$f$, query_bytes);
   REVOKE ALL ON FUNCTION vecside.search(text, real[], integer, anyelement, text),
     vecside.search_rows(text, real[], integer, anyelement, text),
     vecside.candidate_arrays(text, bytea, integer, anyelement, text),
