@@ -80,3 +80,37 @@ func TestSQLFastPath(t *testing.T) {
 		t.Errorf("not nearest first: %v", got)
 	}
 }
+
+// TestSQLFastPathComputesNoDistance: with xids, vecside.search computes no
+// distance in SQL for a row the sidecar measured at its current version;
+// without them (with_xid=false) it computes one for every candidate.
+// Counted by the backend's own function statistics (track_functions).
+func TestSQLFastPathComputesNoDistance(t *testing.T) {
+	ctx := context.Background()
+	e := newHelperEnv(t)
+	reader := e.role("counted", "GRANT vecside_user TO %s", "GRANT SELECT ON items TO %s", "ALTER ROLE %s SET track_functions = 'all'")
+	distances := func(sql string, q []float32) int64 {
+		t.Helper()
+		tx, err := reader.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tx.Rollback(ctx)
+		var rows, calls int64
+		if err := tx.QueryRow(ctx, "SELECT count(*) FROM ("+sql+") s", q).Scan(&rows); err != nil || rows != 10 {
+			t.Fatalf("%s: %d rows, %v", sql, rows, err)
+		}
+		if err := tx.QueryRow(ctx, "SELECT coalesce(pg_stat_get_xact_function_calls('vecside.l2_distance(real[], real[])'::regprocedure), 0)").
+			Scan(&calls); err != nil {
+			t.Fatal(err)
+		}
+		return calls
+	}
+	q := randomQuery(rand.New(rand.NewPCG(11, 12)))
+	if n := distances(searchSQL, q); n != 0 {
+		t.Errorf("with xids: %d distances computed in SQL, want none", n)
+	}
+	if n := distances("SELECT id, distance FROM vecside.search('items_v', $1, 10, NULL::bigint, 'with_xid=false')", q); n < 10 {
+		t.Errorf("without xids: %d distances computed in SQL, want one a candidate", n)
+	}
+}
