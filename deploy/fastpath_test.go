@@ -114,3 +114,30 @@ func TestSQLFastPathComputesNoDistance(t *testing.T) {
 		t.Errorf("without xids: %d distances computed in SQL, want one a candidate", n)
 	}
 }
+
+// TestSearchRowsAreTheRows: search_rows returns the table's rows as they
+// are, each with its exact distance, also for rows rewritten since the
+// sidecar saw them, whose distances its first pass computed from the heap.
+func TestSearchRowsAreTheRows(t *testing.T) {
+	ctx := context.Background()
+	e := newHelperEnv(t)
+	reader := e.role("rows", "GRANT vecside_user TO %s", "GRANT SELECT ON items TO %s")
+	rng := rand.New(rand.NewPCG(13, 14))
+	q := randomQuery(rng)
+	ids := make([]int64, 0, 5)
+	for _, s := range checkExact(t, reader, q)[:5] {
+		ids = append(ids, s.id)
+	}
+	e.exec("UPDATE items SET v = ARRAY(SELECT (x + 0.25)::real FROM unnest(v) x) WHERE id = ANY($1)", ids)
+	const sql = `SELECT (r.item).id, r.distance FROM vecside.search_rows('items_v', $1, 10, NULL::items) r
+		JOIN items i ON i.id = (r.item).id WHERE (r.item).v = i.v AND r.distance = vecside.l2_distance(i.v, $1)`
+	want := checkExact(t, reader, q)
+	got, err := collect(t, reader, sql, q)
+	if err != nil || !slices.Equal(got, want) {
+		t.Fatalf("search_rows, rows equal to the table's with their exact distance: %v, %v; want %v", got, err, want)
+	}
+	var n int
+	if err := reader.QueryRow(ctx, "SELECT count(*) FROM vecside.search_rows('items_v', $1, 10, NULL::items)", q).Scan(&n); err != nil || n != 10 {
+		t.Fatalf("search_rows: %d rows, %v", n, err)
+	}
+}

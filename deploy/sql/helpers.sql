@@ -431,11 +431,11 @@ BEGIN
       RAISE EXCEPTION 'vecside index %% gives %% rows, not %%', index_name, %2$L, pg_typeof(row_type)
         USING ERRCODE = 'datatype_mismatch', HINT = %3$L;
     END IF;%4$s
-    RETURN QUERY SELECT s.t, s.d FROM (SELECT t, %5$s AS d FROM %6$s t WHERE t.%7$I = ANY (found%8$s) OFFSET 0) s
-      WHERE s.d IS NOT NULL ORDER BY s.d, (s.t).%7$I LIMIT k;
+    RETURN QUERY SELECT t, dists[array_position(found%5$s, t.%7$I)] AS d FROM %6$s t WHERE t.%7$I = ANY (found%5$s)
+      ORDER BY d, t.%7$I;
     RETURN;
   END IF;$b$, ix.name, (SELECT c.reltype FROM pg_class c WHERE c.oid = ix.tbl)::regtype, format('pass NULL::%s', ix.tbl), widen,
-      dist, ix.tbl, ix.key_column, i);
+      i, ix.tbl, ix.key_column);
   END LOOP;
   body := $c$
 #variable_conflict use_variable
@@ -460,12 +460,14 @@ RETURNS TABLE (id anyelement, distance double precision)
 LANGUAGE plpgsql SECURITY INVOKER SET search_path = pg_catalog, pg_temp AS $fn$%s$fn$
 $f$, format(body, vars, key_branches));
   -- search_rows is search returning the table's rows: row_type is a NULL
-  -- of the table's row type (NULL::items).
+  -- of the table's row type (NULL::items). It reads the k rows a second
+  -- time, with the distances of the first: STABLE, its statements see
+  -- the calling statement's snapshot, so both read the same versions.
   EXECUTE format($f$
 CREATE OR REPLACE FUNCTION vecside.search_rows(index_name text, query real[], k integer, row_type anyelement,
   options text DEFAULT '')
 RETURNS TABLE (item anyelement, distance double precision)
-LANGUAGE plpgsql SECURITY INVOKER SET search_path = pg_catalog, pg_temp AS $fn$%s$fn$
+LANGUAGE plpgsql STABLE SECURITY INVOKER SET search_path = pg_catalog, pg_temp AS $fn$%s$fn$
 $f$, format(body, vars, row_branches));
   -- candidate_arrays: a branch per index with its row, else no such index.
   IF i > 0 THEN
