@@ -336,15 +336,14 @@ func (e *Entry) Status() Status {
 	e.c.mu.Lock()
 	defer e.c.mu.Unlock()
 	s := Status{
-		Name:      e.c.spec.Name,
-		Table:     e.c.spec.Schema + "." + e.c.spec.Table,
-		Column:    e.c.spec.Column,
-		KeyColumn: e.c.spec.Key,
-		Kind:      e.c.spec.Kind,
-		Metric:    e.c.spec.Metric,
-		Dims:      e.c.dims,
-
+		Name:           e.c.spec.Name,
+		Table:          e.c.spec.Schema + "." + e.c.spec.Table,
+		Column:         e.c.spec.Column,
+		KeyColumn:      e.c.spec.Key,
+		Kind:           e.c.spec.Kind,
 		ExactDistances: e.c.spec.ExactDistances(),
+		Metric:         e.c.spec.Metric,
+		Dims:           e.c.dims,
 		Skipped:        skipped,
 		State:          e.c.state,
 		Error:          e.c.failure,

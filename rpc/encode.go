@@ -212,9 +212,16 @@ func appendArrayText(dst []byte, elem column, vs []any) []byte {
 		}
 		start := len(dst)
 		dst = appendValue(dst, elem, v, false)
-		if text := dst[start:]; needsArrayQuotes(text) {
-			quoted := append([]byte{'"'}, bytes.ReplaceAll(bytes.ReplaceAll(text, []byte(`\`), []byte(`\\`)), []byte(`"`), []byte(`\"`))...)
-			dst = append(append(dst[:start], quoted...), '"')
+		if needsArrayQuotes(dst[start:]) {
+			raw := string(dst[start:]) // a copy: it is written again in place
+			dst = append(dst[:start], '"')
+			for i := range len(raw) {
+				if raw[i] == '"' || raw[i] == '\\' {
+					dst = append(dst, '\\')
+				}
+				dst = append(dst, raw[i])
+			}
+			dst = append(dst, '"')
 		}
 	}
 	return append(dst, '}')
