@@ -362,6 +362,43 @@ func TestSnapshotBesideWriters(t *testing.T) {
 	}
 }
 
+// A snapshot whose top nodes are deleted between its capture and its
+// writing loads with the entry point on the top of the rows it holds,
+// not on the lower node that replaced them.
+func TestSnapshotTopDeletedAfterCapture(t *testing.T) {
+	const dims = 16
+	data, _ := dataset.Clustered{Seed: 7, Rows: 1500, Queries: 1, Dims: dims}.Generate()
+	cfg := config(kernels.L2, dims, store.Ext4)
+	x := build(t, cfg, data)
+	r := x.cur.Load()
+	_, top, _ := r.g.entryPoint()
+	var tops []string
+	x.Each(func(k string) {
+		if id, _ := r.keys.Lookup(k); level(r.g.header(id).Load()) == top {
+			tops = append(tops, k)
+		}
+	})
+	write, release := x.Snapshot()
+	for _, k := range tops {
+		x.Delete(k)
+	}
+	if _, now, _ := r.g.entryPoint(); now >= top {
+		t.Fatalf("the entry point is at level %d after deleting the %d nodes of level %d", now, len(tops), top)
+	}
+	var buf bytes.Buffer
+	err := write(&buf)
+	release()
+	if err != nil {
+		t.Fatal(err)
+	}
+	y, err := Load(bytes.NewReader(buf.Bytes()), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer y.Close()
+	checkGraph(t, y)
+}
+
 // A snapshot reads no list halfway through a rewrite: while a writer
 // rewrites every node's layer-0 list in place (the same neighbours in
 // the reverse order, as setList stores them), each snapshot loads a

@@ -287,10 +287,19 @@ func (r *gen) read(br *store.BodyReader) error {
 			}
 		}
 	}
-	if entry > 0 {
+	// The entry point as written, unless it was replaced after the
+	// capture, or a linked row of a higher level was captured (the top
+	// node, deleted after the capture, handed the entry to a lower one).
+	top := -1
+	for _, v := range levels {
+		if v&linkedFlag != 0 {
+			top = max(top, int(v&^linkedFlag))
+		}
+	}
+	if entry > 0 && int(levels[entry-1]&^linkedFlag) >= top {
 		r.g.setEntry(uint32(entry-1), int(levels[entry-1]&^linkedFlag))
 	} else {
-		r.replaceEntry() // it was replaced after the capture
+		r.replaceEntry()
 	}
 	for id := range uint32(n) {
 		if levels[id]&linkedFlag == 0 {
