@@ -473,11 +473,32 @@ func (s *session) until(typ byte) (message, error) {
 
 // reply is PostgreSQL's next reply while the session has taken them.
 func (s *session) reply() (message, error) {
+	if s.replies == nil {
+		return s.readReply()
+	}
 	m, ok := <-s.replies
 	if !ok {
 		return message{}, errors.New("proxy: the server closed the connection")
 	}
 	return m, nil
+}
+
+// readReply reads PostgreSQL's next reply for a session the loop handed
+// over, which reads its replies itself; the asynchronous ones go on to
+// the client as they come.
+func (s *session) readReply() (message, error) {
+	for {
+		typ, n, err := s.u.header()
+		if err != nil {
+			return message{}, err
+		}
+		if !asynchronous(typ) {
+			return s.takeReply(typ, n)
+		}
+		if err := s.relayReply(typ, n); err != nil {
+			return message{}, err
+		}
+	}
 }
 
 // sendUp buffers messages of the session's own for PostgreSQL.

@@ -75,14 +75,41 @@
 // backend with PostgreSQL's key; a wrong key costs the guesser a second,
 // after its connection has given its slot back.
 //
-// After startup two goroutines relay, one each way, message by message,
-// flushing whenever the side they read from has nothing more buffered —
-// so the proxy flushes when PostgreSQL and the client did. Simple and
-// extended protocol, COPY both ways, notices, notifications and
-// ParameterStatus pass as they are. The proxy tracks only what it needs:
-// the transaction status of each ReadyForQuery, how many ReadyForQuery
-// messages are owed (one per Query, Sync and FunctionCall), and whether
-// an extended-protocol batch is open.
+// After startup the session's messages are relayed one by one, flushed
+// whenever the side they came from has nothing more buffered — so the
+// proxy flushes when PostgreSQL and the client did. Simple and extended
+// protocol, COPY both ways, notices, notifications and ParameterStatus
+// pass as they are. The proxy tracks only what it needs: the transaction
+// status of each ReadyForQuery, how many ReadyForQuery messages are owed
+// (one per Query, Sync and FunctionCall), and whether an
+// extended-protocol batch is open.
+//
+// # Relaying
+//
+// A session over plain sockets (TCP or Unix, both sides) is relayed by
+// the loop (loop.go), PgBouncer's design: one OS thread waits in
+// epoll_wait for every such session's sockets, and the thread the kernel
+// wakes reads the message, tracks it and writes it on itself, reading
+// and writing the descriptors without blocking. Relayed by goroutines,
+// each message waited for Go's poller to wake a goroutine and the
+// scheduler to run it: on a virtual machine's two cores, with pgbench
+// sending SELECT 1 alone, that added 95 µs at the median over going
+// straight to PostgreSQL, the loop 40 µs. What the loop reads whole
+// are the messages it must look into: from the client Query, Parse,
+// Bind, Close and Terminate, from PostgreSQL ReadyForQuery and
+// ParameterStatus; every other message, and any larger than MaxMessage,
+// passes as it comes, a buffer at a time. A side is read only while what
+// it sends can be written: a client that does not read its results stops
+// its own session, as it would stop PostgreSQL, and no other.
+//
+// A client message the proxy may answer (looksAccelerable: a Query
+// mentioning a distance operator or SHOW vecside.last_plan, or a batch
+// starting with a Parse of such a statement or a Bind of one it knows)
+// hands the session to its goroutine, which answers as below with
+// blocking reads and writes through Go's poller, and hands it back; the
+// loop leaves its sockets alone meanwhile. A session over TLS, on either
+// side, is relayed by two goroutines, one each way, throughout. Stats
+// counts the sessions the loop relayed.
 //
 // # Accelerating a statement
 //

@@ -116,10 +116,7 @@ func (s *session) hold(first message) (*heldBatch, error) {
 		}
 		if n > s.c.held {
 			s.release(b.msgs)
-			if typ == 'P' {
-				s.forgetStatements() // unread: see relayClient
-			}
-			s.track(typ)
+			s.unread(typ)
 			return nil, stream(s.u.w, s.c.r, typ, n)
 		}
 		if m, err = s.c.body(typ, n); err != nil {

@@ -17,6 +17,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -63,8 +64,9 @@ func outcomes(rs []*pgconn.Result, err error) []outcome {
 func TestPassThrough(t *testing.T) {
 	t.Run("alone", func(t *testing.T) {
 		dsn := pgtest.Shared(t).NewDatabase(t)
-		_, via := startProxy(t, dsn, "")
+		p, via := startProxy(t, dsn, "")
 		checkPassThrough(t, dsn, via)
+		checkLooped(t, p)
 	})
 	// With a sidecar, the proxy holds extended-protocol batches back to
 	// look at them, and parses what mentions a distance operator.
@@ -72,9 +74,19 @@ func TestPassThrough(t *testing.T) {
 		dsn := pgtest.Shared(t).NewDatabase(t)
 		mustExec(t, connect(t, dsn), "CREATE TABLE vt (id int PRIMARY KEY, v real[]); INSERT INTO vt VALUES (1, '{1,2}')")
 		_, side := startSidecar(t, dsn, "vt_v=public.vt(v) key=id metric=l2")
-		_, via := startProxy(t, dsn, side)
+		p, via := startProxy(t, dsn, side)
 		checkPassThrough(t, dsn, via)
+		checkLooped(t, p)
 	})
+}
+
+// checkLooped checks that p's sessions, over plain sockets, were relayed
+// by its loop.
+func checkLooped(t *testing.T, p *Proxy) {
+	t.Helper()
+	if st := p.Stats(); runtime.GOOS == "linux" && (st.Looped == 0 || st.Looped != st.Sessions) {
+		t.Errorf("%d of %d sessions relayed by the loop", st.Looped, st.Sessions)
+	}
 }
 
 func checkPassThrough(t *testing.T, dsn, via string) {
@@ -182,6 +194,64 @@ func TestNoticesAndNotifications(t *testing.T) {
 	n, err := proxied.WaitForNotification(wctx)
 	if err != nil || n.Payload != "payload" {
 		t.Errorf("notification: %v, %v", n, err)
+	}
+}
+
+// TestSlowReader: a client that does not read its results stops its own
+// session's reading, so that PostgreSQL waits to send it more (as it
+// would for the client direct) and the proxy holds no more than its
+// buffers; every other session goes on meanwhile; and the results, read
+// at last, are whole. The loop relays every session on one thread: a
+// write it waited for would stop them all.
+func TestSlowReader(t *testing.T) {
+	ctx := context.Background()
+	dsn := pgtest.Shared(t).NewDatabase(t)
+	_, via := startProxy(t, dsn, "")
+	direct, slow, other := connect(t, dsn), connect(t, via), connect(t, via)
+	var pid int
+	if err := slow.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&pid); err != nil {
+		t.Fatal(err)
+	}
+	// 64 rows of 2 MiB: more than the sockets' buffers, and each row
+	// larger than Limits.MaxMessage, so it passes in pieces.
+	const rows, width = 64, 2 << 20
+	results := slow.PgConn().Exec(ctx, fmt.Sprintf("SELECT repeat('x', %d) FROM generate_series(1, %d)", width, rows))
+	var wait string
+	for deadline := time.Now().Add(20 * time.Second); wait != "ClientWrite"; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the unread session's backend waits on %q, not to write to its client", wait)
+		}
+		if err := direct.QueryRow(ctx, "SELECT coalesce(wait_event, '') FROM pg_stat_activity WHERE pid = $1", pid).Scan(&wait); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stalled := time.Now()
+	octx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	for i := range 20 {
+		var n int
+		if err := other.QueryRow(octx, "SELECT $1::int", i).Scan(&n); err != nil || n != i {
+			t.Fatalf("another session while one does not read: %d, %v", n, err)
+		}
+	}
+	// Still waiting two seconds on: had the proxy read on, PostgreSQL
+	// would have sent the 128 MiB long before.
+	time.Sleep(time.Until(stalled.Add(2 * time.Second)))
+	var state string
+	if err := direct.QueryRow(ctx, "SELECT state, coalesce(wait_event, '') FROM pg_stat_activity WHERE pid = $1", pid).Scan(&state, &wait); err != nil {
+		t.Fatal(err)
+	}
+	if state != "active" || wait != "ClientWrite" {
+		t.Fatalf("two seconds on, the unread session's backend is %s, waiting on %q: the proxy read its results", state, wait)
+	}
+	got, err := results.ReadAll()
+	if err != nil || len(got) != 1 || len(got[0].Rows) != rows {
+		t.Fatalf("the unread results, read at last: %d results, %v", len(got), err)
+	}
+	for i, row := range got[0].Rows {
+		if len(row[0]) != width || bytes.Count(row[0], []byte("x")) != width {
+			t.Fatalf("row %d: %d bytes", i, len(row[0]))
+		}
 	}
 }
 
@@ -432,7 +502,7 @@ func TestTLS(t *testing.T) {
 	// PostgreSQL offers SCRAM-SHA-256-PLUS over TLS: a client of the
 	// proxy, without TLS, takes SCRAM-SHA-256.
 	scramRole(t, cl, db)
-	_, via := startProxyWith(t, dsn, "", Config{UpstreamTLS: &tls.Config{ServerName: "127.0.0.1", RootCAs: roots}})
+	up, via := startProxyWith(t, dsn, "", Config{UpstreamTLS: &tls.Config{ServerName: "127.0.0.1", RootCAs: roots}})
 	via = strings.Replace(via, "postgres@", "scram_user:sekrit@", 1)
 	var ssl bool
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
@@ -447,6 +517,9 @@ func TestTLS(t *testing.T) {
 			}
 			break
 		}
+	}
+	if st := up.Stats(); st.Looped != 0 {
+		t.Errorf("%d sessions over TLS relayed by the loop", st.Looped)
 	}
 
 	// TLS from the client, not upstream (the proxy beside PostgreSQL):

@@ -119,6 +119,9 @@ type Proxy struct {
 	// sidecarDown is when statements may ask the sidecar again after it
 	// failed (Unix nanoseconds).
 	sidecarDown atomic.Int64
+	// loop relays the plain sessions (loop.go); nil: goroutines relay
+	// every session.
+	loop *loop
 
 	mu       sync.Mutex
 	sessions map[uint32]*session // by the process ID the proxy gave the client
@@ -157,6 +160,14 @@ func (p *Proxy) Serve(ctx context.Context, ln net.Listener) error {
 	}()
 	if p.cfg.Status != nil {
 		go p.cat.run(ctx, p.log)
+	}
+	l, err := newLoop()
+	if err != nil {
+		p.log.Warn("proxy: sessions are relayed by goroutines", "err", err)
+	}
+	if l != nil {
+		p.loop = l
+		defer l.stop()
 	}
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -214,7 +225,7 @@ func (p *Proxy) serveConn(ctx context.Context, st *pgstartup.Startup) {
 	defer s.up.Close()
 	stopUp := context.AfterFunc(ctx, func() { s.up.Close() })
 	defer stopUp()
-	if err := s.run(); err != nil {
+	if err := s.run(ctx); err != nil {
 		p.log.Debug("proxy: session ended", "remote", nc.RemoteAddr().String(), "err", err)
 	}
 }
@@ -303,7 +314,10 @@ func (p *Proxy) dialUpstream(timeout time.Duration) (net.Conn, error) {
 
 // Stats counts what the proxy did with the statements it saw.
 type Stats struct {
-	Sessions    uint64 // sessions started
+	Sessions uint64 // sessions started
+	// Looped counts the sessions the loop relayed (loop.go); the others,
+	// over TLS, were relayed by goroutines.
+	Looped      uint64
 	Accelerated uint64 // statements answered through the sidecar
 	// Fallbacks counts statements the proxy recognised but passed
 	// through, by reason.
@@ -315,9 +329,9 @@ type Stats struct {
 }
 
 type counters struct {
-	sessions, accelerated, badCancels, evicted atomic.Uint64
-	mu                                         sync.Mutex
-	fallbacks                                  map[string]uint64
+	sessions, looped, accelerated, badCancels, evicted atomic.Uint64
+	mu                                                 sync.Mutex
+	fallbacks                                          map[string]uint64
 }
 
 func (c *counters) fallback(reason string) {
@@ -338,6 +352,6 @@ func (p *Proxy) Stats() Stats {
 	for k, v := range c.fallbacks {
 		fb[k] = v
 	}
-	return Stats{Sessions: c.sessions.Load(), Accelerated: c.accelerated.Load(), Fallbacks: fb, BadCancels: c.badCancels.Load(),
+	return Stats{Sessions: c.sessions.Load(), Looped: c.looped.Load(), Accelerated: c.accelerated.Load(), Fallbacks: fb, BadCancels: c.badCancels.Load(),
 		Evicted: c.evicted.Load()}
 }

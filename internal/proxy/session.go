@@ -4,7 +4,7 @@ package proxy
 
 import (
 	"bytes"
-	"encoding/binary"
+	"context"
 	"errors"
 	"io"
 	"net"
@@ -13,16 +13,25 @@ import (
 )
 
 // session is one client's connection and its own upstream connection.
-// Two goroutines relay: the session's own reads the client's messages
-// and writes them upstream (accelerating what it can), relayUpstream
-// reads PostgreSQL's and writes them to the client. While the session
-// answers a statement itself (taken), relayUpstream hands it
-// PostgreSQL's replies instead, except the asynchronous ones.
+//
+// A session whose connections are both plain sockets is relayed by the
+// loop (loop.go) while it passes messages through: one OS thread, woken
+// by epoll, reads, tracks and writes the messages itself. A message the
+// proxy may answer (see looksAccelerable) hands the session to its own
+// goroutine (runLooped), which answers with blocking reads and writes,
+// reading PostgreSQL's replies itself, and hands it back.
+//
+// A session over TLS is relayed by two goroutines: the session's own
+// reads the client's messages and writes them upstream (accelerating what
+// it can), relayUpstream reads PostgreSQL's and writes them to the
+// client. While the session answers a statement itself (taken),
+// relayUpstream hands it PostgreSQL's replies instead, except the
+// asynchronous ones.
 type session struct {
 	p        *Proxy
 	nc, up   net.Conn
 	c, u     *wire
-	cmu      sync.Mutex // the client's writer
+	cmu      sync.Mutex // the client's writer, between the two goroutines
 	reported bool       // the client has been told why its startup failed
 
 	pid, secret     uint32 // the key the client got
@@ -59,17 +68,25 @@ type session struct {
 	enc   [2]bool // client_encoding UTF8, standard_conforming_strings on
 
 	taken   atomic.Bool
-	replies chan message  // PostgreSQL's replies while taken
+	replies chan message  // PostgreSQL's replies while taken; nil: the session reads them (looped)
 	ended   chan struct{} // closed when the client's side has ended
+
+	looped *looped // the loop's state of a session it relays
 }
 
 func newSession(p *Proxy, nc, up net.Conn) *session {
 	return &session{p: p, nc: nc, up: up, c: newWire(nc, p.limits.MaxMessage), u: newWire(up, p.limits.MaxMessage),
-		dirty: true, replies: make(chan message, 64), ended: make(chan struct{})}
+		dirty: true, ended: make(chan struct{})}
 }
 
-// run relays until either side ends the session.
-func (s *session) run() error {
+// run relays until either side ends the session or ctx ends.
+func (s *session) run(ctx context.Context) error {
+	if l := s.p.loop; l != nil {
+		if raws, ok := rawConns(s.nc, s.up); ok {
+			return s.runLooped(ctx, l, raws)
+		}
+	}
+	s.replies = make(chan message, 64)
 	done := make(chan error, 1)
 	go func() { done <- s.relayUpstream() }()
 	err := s.relayClient()
@@ -78,6 +95,12 @@ func (s *session) run() error {
 	if uerr := <-done; err == nil || errors.Is(err, net.ErrClosed) {
 		err = uerr
 	}
+	return quiet(err)
+}
+
+// quiet is a session's end as worth reporting: nil for either side
+// closing its connection.
+func quiet(err error) error {
 	if errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) {
 		return nil
 	}
@@ -98,11 +121,7 @@ func (s *session) relayClient() error {
 			return err
 		}
 		if n > s.c.held {
-			if typ == 'P' || typ == 'Q' {
-				// Unread: it may prepare or deallocate any statement.
-				s.forgetStatements()
-			}
-			s.track(typ)
+			s.unread(typ)
 			if err := stream(s.u.w, s.c.r, typ, n); err != nil {
 				return err
 			}
@@ -112,34 +131,79 @@ func (s *session) relayClient() error {
 		if err != nil {
 			return err
 		}
-		switch {
-		case typ == 'Q':
-			handled, err := s.accelerateQuery(m)
-			if err == nil && !handled {
-				handled, err = s.showLastPlan(m)
-			}
-			if err != nil {
-				return err
-			}
-			if handled {
-				continue
-			}
-			s.notePassedQuery(string(m.body))
-		case (typ == 'P' || typ == 'B') && s.p.cfg.Sidecar != nil && s.pending.Load() == 0 && !s.batch:
-			b, err := s.hold(m)
-			if err == nil && b != nil {
-				err = s.accelerateBatch(b)
-			}
-			if err != nil {
-				return err
-			}
-			continue
+		if err := s.handle(m); err != nil {
+			return err
 		}
-		s.pass(m)
 		if typ == 'X' {
 			return s.u.flush()
 		}
 	}
+}
+
+// unread notes a client message too large to read whole, which passes
+// through unread.
+func (s *session) unread(typ byte) {
+	if typ == 'P' || typ == 'Q' {
+		// It may prepare or deallocate any statement.
+		s.forgetStatements()
+	}
+	s.track(typ)
+}
+
+// handle answers a client message or sends it upstream.
+func (s *session) handle(m message) error {
+	switch {
+	case m.typ == 'Q':
+		handled, err := s.accelerateQuery(m)
+		if err == nil && !handled {
+			handled, err = s.showLastPlan(m)
+		}
+		if err != nil || handled {
+			return err
+		}
+	case (m.typ == 'P' || m.typ == 'B') && s.holds():
+		b, err := s.hold(m)
+		if err == nil && b != nil {
+			err = s.accelerateBatch(b)
+		}
+		return err
+	}
+	s.passOn(m)
+	return nil
+}
+
+// holds reports whether an extended-protocol batch starting now is held
+// back until its Sync, to see whether the proxy can answer it.
+func (s *session) holds() bool { return s.p.cfg.Sidecar != nil && s.pending.Load() == 0 && !s.batch }
+
+// looksAccelerable reports whether handle may do more with a client
+// message than passOn would: answer it, or hold the batch it starts. The
+// loop hands those to the session's goroutine, and passes the rest on
+// itself.
+func (s *session) looksAccelerable(m message) bool {
+	switch m.typ {
+	case 'Q':
+		return s.p.cfg.Sidecar != nil && mentionsDistance(string(m.body)) ||
+			bytes.Contains(bytes.ToLower(m.body), []byte(lastPlanName))
+	case 'P':
+		// hold would send on a Parse of a statement recognize cannot
+		// take, and what follows it, as they came.
+		return s.holds() && mentionsDistance(string(m.body))
+	case 'B':
+		// A Bind's portal, then its statement.
+		_, rest, _ := bytes.Cut(m.body, []byte{0})
+		name, _, _ := bytes.Cut(rest, []byte{0})
+		return s.holds() && s.stmts[string(name)] != nil
+	}
+	return false
+}
+
+// passOn sends a client message upstream that the proxy does not answer.
+func (s *session) passOn(m message) {
+	if m.typ == 'Q' {
+		s.notePassedQuery(string(m.body))
+	}
+	s.pass(m)
 }
 
 // track notes what a client message sent upstream makes PostgreSQL owe.
@@ -182,56 +246,68 @@ func (s *session) relayUpstream() error {
 			return err
 		}
 		if s.taken.Load() && !asynchronous(typ) {
-			if n > s.u.held {
-				// Too large to hold: dropped, and the statement passed
-				// through instead (see takeover).
-				if _, err := io.CopyN(io.Discard, s.u.r, int64(n)); err != nil {
-					return err
-				}
-				if !s.hand(message{typ: tooLarge}) {
-					return net.ErrClosed
-				}
-				continue
-			}
-			m, err := s.u.body(typ, n)
+			m, err := s.takeReply(typ, n)
 			if err != nil {
 				return err
 			}
-			if !s.hand(message{typ, append([]byte(nil), m.body...)}) {
+			if !s.hand(m) {
 				return net.ErrClosed
 			}
 			continue
 		}
-		if typ == 'Z' && n == 1 {
-			m, err := s.u.body(typ, n)
-			if err != nil {
-				return err
-			}
-			s.status.Store(uint32(m.body[0]))
-			s.pending.Add(-1)
-			s.cmu.Lock()
-			s.c.send(m)
-			s.cmu.Unlock()
-			continue
-		}
-		if typ == 'S' && n <= s.u.held {
-			m, err := s.u.body(typ, n)
-			if err != nil {
-				return err
-			}
-			s.noteParameter(m.body)
-			s.cmu.Lock()
-			s.c.send(m)
-			s.cmu.Unlock()
-			continue
-		}
 		s.cmu.Lock()
-		err = stream(s.c.w, s.u.r, typ, n)
+		err = s.relayReply(typ, n)
 		s.cmu.Unlock()
 		if err != nil {
 			return err
 		}
 	}
+}
+
+// inspected reports whether a reply of PostgreSQL's is read whole to be
+// looked into as it passes: a ReadyForQuery or a ParameterStatus.
+func (s *session) inspected(typ byte, n int) bool {
+	return typ == 'Z' && n == 1 || typ == 'S' && n <= s.u.held
+}
+
+// relayReply sends the client one of PostgreSQL's replies, whose header
+// was read, noting what it says of the session.
+func (s *session) relayReply(typ byte, n int) error {
+	if !s.inspected(typ, n) {
+		return stream(s.c.w, s.u.r, typ, n)
+	}
+	m, err := s.u.body(typ, n)
+	if err != nil {
+		return err
+	}
+	s.noteReply(m)
+	s.c.send(m)
+	return nil
+}
+
+// noteReply follows a ReadyForQuery or a ParameterStatus.
+func (s *session) noteReply(m message) {
+	if m.typ == 'Z' {
+		s.status.Store(uint32(m.body[0]))
+		s.pending.Add(-1)
+		return
+	}
+	s.noteParameter(m.body)
+}
+
+// takeReply reads one of PostgreSQL's replies, whose header was read, for
+// the session while it answers a statement itself: a copy, or tooLarge.
+func (s *session) takeReply(typ byte, n int) (message, error) {
+	if n > s.u.held {
+		// Too large to hold: dropped, and the statement passed
+		// through instead (see takeover).
+		return message{typ: tooLarge}, s.u.r.copyTo(nil, n)
+	}
+	m, err := s.u.body(typ, n)
+	if err != nil {
+		return message{}, err
+	}
+	return message{typ, append([]byte(nil), m.body...)}, nil
 }
 
 // hand gives the session a reply it has taken, unless the session has
@@ -270,15 +346,9 @@ func (s *session) noteParameter(body []byte) {
 // at any time: a notice, a notification or a changed parameter.
 func asynchronous(typ byte) bool { return typ == 'N' || typ == 'A' || typ == 'S' }
 
-// stream copies one message of n body bytes from r to w, whatever its
-// size.
-func stream(w io.Writer, r io.Reader, typ byte, n int) error {
-	var hdr [5]byte
-	hdr[0] = typ
-	binary.BigEndian.PutUint32(hdr[1:], uint32(n+4))
-	if _, err := w.Write(hdr[:]); err != nil {
-		return err
-	}
-	_, err := io.CopyN(w, r, int64(n))
-	return err
+// stream copies one message of n body bytes, whose header was read, from
+// r to w, whatever its size.
+func stream(w *outbox, r *inbox, typ byte, n int) error {
+	w.header(typ, n)
+	return r.copyTo(w, n)
 }

@@ -3,10 +3,12 @@
 package proxy
 
 import (
-	"bufio"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
+	"net"
+	"syscall"
 )
 
 // Startup request codes, in place of a protocol version.
@@ -23,31 +25,46 @@ type message struct {
 	body []byte
 }
 
+// bufferSize is a side's buffer each way: what one read or write moves.
+const bufferSize = 32 << 10
+
+// errWouldBlock: a side read or written without blocking (by the loop)
+// has nothing more to give or take for now.
+var errWouldBlock = errors.New("proxy: would block")
+
 // wire reads and writes whole messages, buffered both ways. Messages
-// larger than held pass through in pieces (see relay): a client's COPY
+// larger than held pass through in pieces (see stream): a client's COPY
 // data or a wide row costs the proxy a buffer, never its size.
+//
+// A wire is used by one goroutine at a time, in one of two modes: a
+// session's goroutine reads and writes through the net.Conn, blocking on
+// Go's poller; the loop (loop.go), which epoll told the socket is ready,
+// reads and writes its descriptor without blocking (nonblocking), so that
+// the thread woken by the kernel relays the message itself.
 type wire struct {
-	r    *bufio.Reader
-	w    *bufio.Writer
+	r    *inbox
+	w    *outbox
 	held int // the largest body read whole
-	buf  []byte
 }
 
-func newWire(rw io.ReadWriter, held int) *wire {
-	return &wire{r: bufio.NewReaderSize(rw, 32<<10), w: bufio.NewWriterSize(rw, 32<<10), held: held}
+func newWire(c net.Conn, held int) *wire {
+	return &wire{r: &inbox{conn: c, buf: make([]byte, 0, bufferSize)}, w: &outbox{conn: c}, held: held}
 }
+
+// setNonblocking switches the wire to the loop's reads and writes, raw
+// being the socket's descriptor, or back to the net.Conn's (raw nil).
+func (w *wire) setNonblocking(raw syscall.RawConn) { w.r.raw, w.w.raw = raw, raw }
 
 // header reads a message's type and body length.
 func (w *wire) header() (typ byte, n int, err error) {
-	var hdr [5]byte
-	if _, err := io.ReadFull(w.r, hdr[:]); err != nil {
+	if err := w.r.need(5); err != nil {
 		return 0, 0, err
 	}
-	l := int32(binary.BigEndian.Uint32(hdr[1:]))
-	if l < 4 {
-		return 0, 0, fmt.Errorf("invalid message length %d", l)
+	typ, n, err = w.r.peekHeader()
+	if err == nil {
+		w.r.skip(5)
 	}
-	return hdr[0], int(l - 4), nil
+	return typ, n, err
 }
 
 // read reads one whole message; a body longer than held is an error.
@@ -62,30 +79,209 @@ func (w *wire) read() (message, error) {
 	return w.body(typ, n)
 }
 
+// body reads the n bytes of a message whose header was read.
 func (w *wire) body(typ byte, n int) (message, error) {
-	if cap(w.buf) < n {
-		w.buf = make([]byte, n)
-	}
-	b := w.buf[:n]
-	if _, err := io.ReadFull(w.r, b); err != nil {
+	if err := w.r.need(n); err != nil {
 		return message{}, err
 	}
+	b := w.r.buffered()[:n]
+	w.r.skip(n)
 	return message{typ, b}, nil
 }
 
 // send buffers m for writing.
 func (w *wire) send(m message) {
-	w.w.WriteByte(m.typ)
-	w.w.Write(binary.BigEndian.AppendUint32(nil, uint32(len(m.body)+4)))
+	w.w.header(m.typ, len(m.body))
 	w.w.Write(m.body)
 }
 
 // flush writes what is buffered.
-func (w *wire) flush() error { return w.w.Flush() }
+func (w *wire) flush() error { return w.w.flush() }
 
 // idle reports whether the next read would wait for the peer: the time
 // to flush what goes the other way, as the peer itself would have.
-func (w *wire) idle() bool { return w.r.Buffered() == 0 }
+func (w *wire) idle() bool { return len(w.r.buffered()) == 0 }
+
+// inbox buffers what one side has sent.
+type inbox struct {
+	conn net.Conn
+	raw  syscall.RawConn // set: read without blocking (the loop)
+	buf  []byte          // buf[r:] is buffered
+	r    int
+	// drained: the last read without blocking filled less than it
+	// asked for, so the socket is empty until epoll says otherwise.
+	drained bool
+}
+
+func (b *inbox) buffered() []byte { return b.buf[b.r:] }
+
+func (b *inbox) skip(n int) { b.r += n }
+
+// peekHeader decodes the buffered message header.
+func (b *inbox) peekHeader() (typ byte, n int, err error) {
+	hdr := b.buf[b.r:]
+	l := int32(binary.BigEndian.Uint32(hdr[1:5]))
+	if l < 4 {
+		return 0, 0, fmt.Errorf("invalid message length %d", l)
+	}
+	return hdr[0], int(l - 4), nil
+}
+
+// need reads until n bytes are buffered; without blocking, it returns
+// errWouldBlock once the socket is empty.
+func (b *inbox) need(n int) error {
+	for len(b.buf)-b.r < n {
+		if err := b.more(n); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// more reads once, with room for at least n buffered bytes.
+func (b *inbox) more(n int) error {
+	if b.r > 0 {
+		// Keep the buffered bytes at the front; a buffer grown for a
+		// large message goes back to the usual size once it is read.
+		rest := len(b.buf) - b.r
+		if rest == 0 && cap(b.buf) > bufferSize {
+			b.buf = make([]byte, 0, bufferSize)
+		} else {
+			copy(b.buf, b.buf[b.r:])
+			b.buf = b.buf[:rest]
+		}
+		b.r = 0
+	}
+	if cap(b.buf) < n {
+		b.buf = append(make([]byte, 0, n), b.buf...)
+	}
+	room := b.buf[len(b.buf):cap(b.buf)]
+	var k int
+	var err error
+	if b.raw != nil {
+		k, err = readRaw(b.raw, room)
+		b.drained = k < len(room)
+	} else {
+		k, err = b.conn.Read(room)
+	}
+	b.buf = b.buf[:len(b.buf)+k]
+	if k > 0 {
+		return nil
+	}
+	if err == nil {
+		err = io.ErrNoProgress
+	}
+	return err
+}
+
+// copyTo moves the next n bytes to w (nil: drops them), reading as it
+// goes: how a message larger than held passes, a buffer at a time.
+func (b *inbox) copyTo(w *outbox, n int) error {
+	for n > 0 {
+		if len(b.buf) == b.r {
+			if err := b.more(1); err != nil {
+				return err
+			}
+		}
+		k := min(n, len(b.buf)-b.r)
+		if w != nil {
+			if _, err := w.Write(b.buf[b.r : b.r+k]); err != nil {
+				return err
+			}
+		}
+		b.r += k
+		n -= k
+	}
+	return nil
+}
+
+// outbox buffers what goes to one side.
+type outbox struct {
+	conn net.Conn
+	raw  syscall.RawConn // set: write without blocking (the loop)
+	buf  []byte
+}
+
+func (b *outbox) header(typ byte, n int) {
+	b.buf = binary.BigEndian.AppendUint32(append(b.buf, typ), uint32(n+4))
+}
+
+// Write buffers p; a session's goroutine writes out a full buffer as it
+// goes (the loop stops reading instead: see loop.pump).
+func (b *outbox) Write(p []byte) (int, error) {
+	b.buf = append(b.buf, p...)
+	if b.raw == nil && len(b.buf) >= bufferSize {
+		return len(p), b.flush()
+	}
+	return len(p), nil
+}
+
+// flush writes what is buffered; without blocking, what the socket
+// does not take stays, and the error is errWouldBlock.
+func (b *outbox) flush() error {
+	if len(b.buf) == 0 {
+		return nil
+	}
+	var n int
+	var err error
+	if b.raw != nil {
+		n, err = writeRaw(b.raw, b.buf)
+	} else {
+		n, err = b.conn.Write(b.buf)
+	}
+	if n == len(b.buf) {
+		b.buf = b.buf[:0]
+		if cap(b.buf) > 4*bufferSize {
+			b.buf = nil
+		}
+		return nil
+	}
+	b.buf = b.buf[:copy(b.buf, b.buf[n:])]
+	if err == nil {
+		err = errWouldBlock
+	}
+	return err
+}
+
+// readRaw reads the socket's descriptor without blocking. The RawConn
+// holds the descriptor open while it reads, so a Close meanwhile cannot
+// hand its number to another connection under the loop.
+func readRaw(rc syscall.RawConn, p []byte) (n int, err error) {
+	var serr error
+	if err := rc.Read(func(fd uintptr) bool {
+		n, serr = syscall.Read(int(fd), p)
+		return true
+	}); err != nil {
+		return 0, err
+	}
+	switch {
+	case serr == syscall.EAGAIN || serr == syscall.EINTR:
+		return 0, errWouldBlock
+	case serr != nil:
+		return 0, serr
+	case n == 0:
+		return 0, io.EOF
+	}
+	return n, nil
+}
+
+// writeRaw writes to the socket's descriptor without blocking.
+func writeRaw(rc syscall.RawConn, p []byte) (n int, err error) {
+	var serr error
+	if err := rc.Write(func(fd uintptr) bool {
+		n, serr = syscall.Write(int(fd), p)
+		return true
+	}); err != nil {
+		return 0, err
+	}
+	if n < 0 {
+		n = 0
+	}
+	if serr == syscall.EAGAIN || serr == syscall.EINTR {
+		return n, nil
+	}
+	return n, serr
+}
 
 // startupPacket is body with its length prefix, as sent.
 func startupPacket(body []byte) []byte {
