@@ -5,7 +5,6 @@ package proxy
 import (
 	"context"
 	"net"
-	"syscall"
 )
 
 // loop relays sessions on one thread with epoll, on Linux only; elsewhere
@@ -16,9 +15,9 @@ func newLoop() (*loop, error) { return nil, nil }
 
 func (l *loop) stop() {}
 
-func rawConns(...net.Conn) ([2]syscall.RawConn, bool) { return [2]syscall.RawConn{}, false }
+func detach(...net.Conn) ([2]int, bool, error) { return [2]int{}, false, nil }
 
-func (s *session) runLooped(context.Context, *loop, [2]syscall.RawConn) error { panic("no loop") }
+func (s *session) runLooped(context.Context, *loop, [2]int) error { panic("no loop") }
 
 // looped is the loop's state of a session; there is no loop here.
 type looped struct{}

@@ -82,8 +82,12 @@ func newSession(p *Proxy, nc, up net.Conn) *session {
 // run relays until either side ends the session or ctx ends.
 func (s *session) run(ctx context.Context) error {
 	if l := s.p.loop; l != nil {
-		if raws, ok := rawConns(s.nc, s.up); ok {
-			return s.runLooped(ctx, l, raws)
+		fds, ok, err := detach(s.nc, s.up)
+		if err != nil {
+			return err
+		}
+		if ok {
+			return s.runLooped(ctx, l, fds)
 		}
 	}
 	s.replies = make(chan message, 64)

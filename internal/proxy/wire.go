@@ -48,12 +48,18 @@ type wire struct {
 }
 
 func newWire(c net.Conn, held int) *wire {
-	return &wire{r: &inbox{conn: c, buf: make([]byte, 0, bufferSize)}, w: &outbox{conn: c}, held: held}
+	return &wire{r: &inbox{conn: c, fd: -1, buf: make([]byte, 0, bufferSize)}, w: &outbox{conn: c, fd: -1}, held: held}
 }
 
-// setNonblocking switches the wire to the loop's reads and writes, raw
-// being the socket's descriptor, or back to the net.Conn's (raw nil).
-func (w *wire) setNonblocking(raw syscall.RawConn) { w.r.raw, w.w.raw = raw, raw }
+// useFD switches the wire to the loop's reads and writes, without
+// blocking, of the socket's descriptor fd.
+func (w *wire) useFD(fd int) { w.r.fd, w.w.fd = fd, fd }
+
+// useConn switches the wire to blocking reads and writes through c.
+func (w *wire) useConn(c net.Conn) {
+	w.r.fd, w.w.fd = -1, -1
+	w.r.conn, w.w.conn = c, c
+}
 
 // header reads a message's type and body length.
 func (w *wire) header() (typ byte, n int, err error) {
@@ -105,8 +111,8 @@ func (w *wire) idle() bool { return len(w.r.buffered()) == 0 }
 // inbox buffers what one side has sent.
 type inbox struct {
 	conn net.Conn
-	raw  syscall.RawConn // set: read without blocking (the loop)
-	buf  []byte          // buf[r:] is buffered
+	fd   int    // ≥ 0: read this descriptor without blocking (the loop), not conn
+	buf  []byte // buf[r:] is buffered
 	r    int
 	// drained: the last read without blocking filled less than it
 	// asked for, so the socket is empty until epoll says otherwise.
@@ -158,8 +164,8 @@ func (b *inbox) more(n int) error {
 	room := b.buf[len(b.buf):cap(b.buf)]
 	var k int
 	var err error
-	if b.raw != nil {
-		k, err = readRaw(b.raw, room)
+	if b.fd >= 0 {
+		k, err = readRaw(b.fd, room)
 		b.drained = k < len(room)
 	} else {
 		k, err = b.conn.Read(room)
@@ -198,7 +204,7 @@ func (b *inbox) copyTo(w *outbox, n int) error {
 // outbox buffers what goes to one side.
 type outbox struct {
 	conn net.Conn
-	raw  syscall.RawConn // set: write without blocking (the loop)
+	fd   int // ≥ 0: write this descriptor without blocking (the loop), not conn
 	buf  []byte
 }
 
@@ -210,7 +216,7 @@ func (b *outbox) header(typ byte, n int) {
 // goes (the loop stops reading instead: see loop.pump).
 func (b *outbox) Write(p []byte) (int, error) {
 	b.buf = append(b.buf, p...)
-	if b.raw == nil && len(b.buf) >= bufferSize {
+	if b.fd < 0 && len(b.buf) >= bufferSize {
 		return len(p), b.flush()
 	}
 	return len(p), nil
@@ -224,8 +230,8 @@ func (b *outbox) flush() error {
 	}
 	var n int
 	var err error
-	if b.raw != nil {
-		n, err = writeRaw(b.raw, b.buf)
+	if b.fd >= 0 {
+		n, err = writeRaw(b.fd, b.buf)
 	} else {
 		n, err = b.conn.Write(b.buf)
 	}
@@ -243,44 +249,27 @@ func (b *outbox) flush() error {
 	return err
 }
 
-// readRaw reads the socket's descriptor without blocking. The RawConn
-// holds the descriptor open while it reads, so a Close meanwhile cannot
-// hand its number to another connection under the loop.
-func readRaw(rc syscall.RawConn, p []byte) (n int, err error) {
-	var serr error
-	if err := rc.Read(func(fd uintptr) bool {
-		n, serr = syscall.Read(int(fd), p)
-		return true
-	}); err != nil {
-		return 0, err
-	}
+// readRaw reads a socket's descriptor without blocking.
+func readRaw(fd int, p []byte) (int, error) {
+	n, err := syscall.Read(fd, p)
 	switch {
-	case serr == syscall.EAGAIN || serr == syscall.EINTR:
+	case err == syscall.EAGAIN || err == syscall.EINTR:
 		return 0, errWouldBlock
-	case serr != nil:
-		return 0, serr
+	case err != nil:
+		return 0, err
 	case n == 0:
 		return 0, io.EOF
 	}
 	return n, nil
 }
 
-// writeRaw writes to the socket's descriptor without blocking.
-func writeRaw(rc syscall.RawConn, p []byte) (n int, err error) {
-	var serr error
-	if err := rc.Write(func(fd uintptr) bool {
-		n, serr = syscall.Write(int(fd), p)
-		return true
-	}); err != nil {
-		return 0, err
+// writeRaw writes to a socket's descriptor without blocking.
+func writeRaw(fd int, p []byte) (int, error) {
+	n, err := syscall.Write(fd, p)
+	if err == syscall.EAGAIN || err == syscall.EINTR {
+		return 0, nil
 	}
-	if n < 0 {
-		n = 0
-	}
-	if serr == syscall.EAGAIN || serr == syscall.EINTR {
-		return n, nil
-	}
-	return n, serr
+	return max(n, 0), err
 }
 
 // startupPacket is body with its length prefix, as sent.
