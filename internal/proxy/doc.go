@@ -90,15 +90,18 @@
 // the loop (loop.go), PgBouncer's design: one OS thread waits in
 // epoll_wait for every such session's sockets, and the thread the kernel
 // wakes reads the message, tracks it and writes it on itself, reading
-// and writing the descriptors without blocking. Relayed by goroutines,
+// and writing the descriptors without blocking. The descriptors are
+// duplicates taken out of Go's poller (detach), which would otherwise
+// wake its own thread at every message as well. Relayed by goroutines,
 // each message waited for Go's poller to wake a goroutine and the
-// scheduler to run it: on a virtual machine's two cores, with pgbench
-// sending SELECT 1 alone, that added 95 µs at the median over going
-// straight to PostgreSQL, the loop 40 µs. What the loop reads whole
-// are the messages it must look into: from the client Query, Parse,
-// Bind, Close and Terminate, from PostgreSQL ReadyForQuery and
-// ParameterStatus; every other message, and any larger than MaxMessage,
-// passes as it comes, a buffer at a time. A side is read only while what
+// scheduler to run it: on a virtual machine's two cores, pgbench's
+// SELECT 1 through the proxy took 72 µs longer at the median than
+// straight to PostgreSQL; through the loop 19 µs, through PgBouncer 20
+// (docs/benchmarks/README.md, "Passing statements through"). What the
+// loop reads whole are the messages it must look into: from the client
+// Query, Parse, Bind, Close and Terminate, from PostgreSQL ReadyForQuery
+// and ParameterStatus; every other message, and any larger than
+// MaxMessage, passes as it comes, a buffer at a time. A side is read only while what
 // it sends can be written: a client that does not read its results stops
 // its own session, as it would stop PostgreSQL, and no other.
 //
@@ -106,10 +109,17 @@
 // mentioning a distance operator or SHOW vecside.last_plan, or a batch
 // starting with a Parse of such a statement or a Bind of one it knows)
 // hands the session to its goroutine, which answers as below with
-// blocking reads and writes through Go's poller, and hands it back; the
-// loop leaves its sockets alone meanwhile. A session over TLS, on either
-// side, is relayed by two goroutines, one each way, throughout. Stats
-// counts the sessions the loop relayed.
+// blocking reads and writes through Go's poller, on connections of its
+// own over the same sockets, and hands it back; the loop leaves the
+// sockets alone meanwhile. The goroutine keeps the session while the
+// client's next messages are more of those, each within 10 ms
+// (stickiness): a client asking for neighbours asks again at once, and
+// handing the session over at each statement costs two thread wake-ups,
+// and, with every processor busy, a wait for the runtime to take the
+// loop thread's processor back. Notifications and notices wait that long
+// at most. A session over TLS, on either side, is relayed by two
+// goroutines, one each way, throughout. Stats counts the sessions the
+// loop relayed.
 //
 // # Accelerating a statement
 //
