@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -255,6 +256,23 @@ func TestConcurrentChanges(t *testing.T) {
 
 // checkGraph checks a settled graph (linked, repaired, no writer): every
 // list of a live node holds live nodes, at most its capacity, no
+// loadSnapshot writes a snapshot taken with Snapshot, releases it and
+// loads it back with cfg; the caller closes the index.
+func loadSnapshot(t *testing.T, write func(io.Writer) error, release func(), cfg Config) *Index {
+	t.Helper()
+	var buf bytes.Buffer
+	err := write(&buf)
+	release()
+	if err != nil {
+		t.Fatal(err)
+	}
+	y, err := Load(bytes.NewReader(buf.Bytes()), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return y
+}
+
 // repeats and not itself; the entry point is live and of the top level.
 func checkGraph(t *testing.T, x *Index) {
 	t.Helper()
@@ -385,16 +403,7 @@ func TestSnapshotTopDeletedAfterCapture(t *testing.T) {
 	if _, now, _ := r.g.entryPoint(); now >= top {
 		t.Fatalf("the entry point is at level %d after deleting the %d nodes of level %d", now, len(tops), top)
 	}
-	var buf bytes.Buffer
-	err := write(&buf)
-	release()
-	if err != nil {
-		t.Fatal(err)
-	}
-	y, err := Load(bytes.NewReader(buf.Bytes()), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	y := loadSnapshot(t, write, release, cfg)
 	defer y.Close()
 	checkGraph(t, y)
 }
@@ -431,16 +440,7 @@ func TestSnapshotReadsWholeLists(t *testing.T) {
 	}()
 	for range 20 {
 		write, release := x.Snapshot()
-		var buf bytes.Buffer
-		err := write(&buf)
-		release()
-		if err != nil {
-			t.Fatal(err)
-		}
-		y, err := Load(bytes.NewReader(buf.Bytes()), cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
+		y := loadSnapshot(t, write, release, cfg)
 		checkGraph(t, y)
 		y.Close()
 		if t.Failed() {
