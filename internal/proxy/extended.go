@@ -74,10 +74,28 @@ func (s *session) notePassedQuery(sql string) {
 // or prepared again); a statement merely dropped fails the Describe that
 // each answer sends with its first round.
 func (s *session) forgetIfDeallocating(sql string) {
-	lower := strings.ToLower(sql)
-	if strings.Contains(lower, "dealloc") || strings.Contains(lower, "discard") {
+	if containsFold(sql, "dealloc") || containsFold(sql, "discard") {
 		s.forgetStatements()
 	}
+}
+
+// containsFold reports whether s holds lower, a lower-case ASCII word, in
+// any case, without copying s: it is asked of every Query passed on.
+func containsFold(s, lower string) bool {
+next:
+	for i := 0; i+len(lower) <= len(s); i++ {
+		for j := range len(lower) {
+			c := s[i+j]
+			if 'A' <= c && c <= 'Z' {
+				c += 'a' - 'A'
+			}
+			if c != lower[j] {
+				continue next
+			}
+		}
+		return true
+	}
+	return false
 }
 
 // forgetStatements forgets the client's statements and puts the

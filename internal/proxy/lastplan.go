@@ -4,7 +4,6 @@ package proxy
 
 import (
 	"bytes"
-	"strings"
 
 	"github.com/jackc/pgx/v5/pgproto3"
 	pg_query "github.com/pganalyze/pg_query_go/v6"
@@ -28,7 +27,7 @@ func (s *session) passed(reason string) {
 // and the rows that came back; or why it passed through).
 func (s *session) showLastPlan(m message) (bool, error) {
 	sql := string(bytes.TrimSuffix(m.body, []byte{0}))
-	if !strings.Contains(strings.ToLower(sql), lastPlanName) || s.pending.Load() != 0 || s.batch {
+	if !containsFold(sql, lastPlanName) || s.pending.Load() != 0 || s.batch {
 		return false, nil
 	}
 	tree, err := pg_query.Parse(sql)

@@ -187,8 +187,8 @@ func (s *session) holds() bool { return s.p.cfg.Sidecar != nil && s.pending.Load
 func (s *session) looksAccelerable(m message) bool {
 	switch m.typ {
 	case 'Q':
-		return s.p.cfg.Sidecar != nil && mentionsDistance(string(m.body)) ||
-			bytes.Contains(bytes.ToLower(m.body), []byte(lastPlanName))
+		sql := string(m.body)
+		return s.p.cfg.Sidecar != nil && mentionsDistance(sql) || containsFold(sql, lastPlanName)
 	case 'P':
 		// hold would send on a Parse of a statement recognize cannot
 		// take, and what follows it, as they came.
