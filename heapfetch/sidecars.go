@@ -108,25 +108,50 @@ func failover(ctx context.Context, err error) bool {
 	return pe.Code == "55000"
 }
 
+// Candidate is a row the sidecars propose, for a caller that reads the
+// rows itself (Client.Candidates).
+type Candidate struct {
+	Key      string  // as Postgres prints it
+	Distance float64 // the index's distance: exact where Xid is not 0
+	// Xid is the transaction that wrote the version of the row Distance
+	// was measured on (knn's xid, see fastpath.go): a row whose xmin is
+	// Xid, read on the server Source names, has that distance. 0: none.
+	Xid int64
+}
+
+// Source is the server whose transactions a sidecar's xids count: its
+// system identifier and timeline (vecside_status()). Zero: no xids.
+type Source struct{ SystemID, Timeline int64 }
+
 // Candidates asks the sidecars for the keys nearest to req.Vector in
-// req.Index, nearest first as the index ranks them, in their text form
-// (as Postgres prints them): req.K of them, or up to K × Oversample as
-// the index gives them, fewer only when the index has no more. Only
-// Index, Vector, K, Oversample, Options and MinLSN are used, and no row
-// is read: for a caller that reads the rows itself, as the proxy does.
-func (c *Client) Candidates(ctx context.Context, req Request) ([]string, error) {
+// req.Index, nearest first as the index ranks them: req.K of them, or up
+// to K × Oversample as the index gives them, fewer only when the index
+// has no more. Only Index, Vector, K, Oversample, Options, MinLSN and
+// AlwaysFetch are used, and no row is read: for a caller that reads the
+// rows itself, as the proxy does. Unless AlwaysFetch, the candidates come
+// with xids where the index's distances are exact, of the source
+// returned, which the caller must check is the server it reads (as the
+// fast path's statement does, sameVersion).
+func (c *Client) Candidates(ctx context.Context, req Request) ([]Candidate, Source, error) {
 	if req.K < 1 {
-		return nil, fmt.Errorf("heapfetch: k=%d, want ≥ 1", req.K)
+		return nil, Source{}, fmt.Errorf("heapfetch: k=%d, want ≥ 1", req.K)
 	}
-	cands, err := c.candidates(ctx, ask{index: req.Index, vector: req.Vector, k: req.K, oversample: req.Oversample, options: req.Options, minLSN: req.MinLSN})
+	a := ask{index: req.Index, vector: req.Vector, k: req.K, oversample: req.Oversample, options: req.Options, minLSN: req.MinLSN}
+	if !req.AlwaysFetch {
+		var err error
+		if a.source, err = c.source(ctx, req.Index); err != nil {
+			return nil, Source{}, err
+		}
+	}
+	cands, err := c.candidates(ctx, a)
 	if err != nil {
-		return nil, err
+		return nil, Source{}, err
 	}
-	keys := make([]string, len(cands))
+	out := make([]Candidate, len(cands))
 	for i, cd := range cands {
-		keys[i] = keyText(cd.key)
+		out[i] = Candidate{Key: keyText(cd.key), Distance: cd.distance, Xid: cd.xid}
 	}
-	return keys, nil
+	return out, Source{a.source.systemID, a.source.timeline}, nil
 }
 
 // ask is what a search asks every shard: the nearest keys, of the allowed

@@ -118,6 +118,7 @@ var (
 	mProxySessions    = prometheus.NewDesc("vecside_proxy_sessions_total", "Client sessions the proxy has started (authenticated upstream).", nil, nil)
 	mProxyLooped      = prometheus.NewDesc("vecside_proxy_looped_sessions_total", "Client sessions relayed by the proxy's epoll loop; the rest (over TLS) by goroutines.", nil, nil)
 	mProxyAccelerated = prometheus.NewDesc("vecside_proxy_accelerated_total", "Nearest-neighbour statements answered through the sidecar.", nil, nil)
+	mProxyFastPath    = prometheus.NewDesc("vecside_proxy_fast_path_total", "Accelerated statements ordered by the sidecar's exact distances where rows were the versions it measured, their vectors not read.", nil, nil)
 	mProxyPassed      = prometheus.NewDesc("vecside_proxy_passed_through_total", "Nearest-neighbour statements recognised but passed through, by reason.", []string{"reason"}, nil)
 	mProxyBadCancels  = prometheus.NewDesc("vecside_proxy_bad_cancel_requests_total", "Cancel requests with a key no session has.", nil, nil)
 )
@@ -126,7 +127,7 @@ var (
 type proxyCollector struct{ p *proxy.Proxy }
 
 func (c proxyCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{mProxySessions, mProxyLooped, mProxyAccelerated, mProxyPassed, mProxyBadCancels} {
+	for _, d := range []*prometheus.Desc{mProxySessions, mProxyLooped, mProxyAccelerated, mProxyFastPath, mProxyPassed, mProxyBadCancels} {
 		ch <- d
 	}
 }
@@ -136,6 +137,7 @@ func (c proxyCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(mProxySessions, prometheus.CounterValue, float64(st.Sessions))
 	ch <- prometheus.MustNewConstMetric(mProxyLooped, prometheus.CounterValue, float64(st.Looped))
 	ch <- prometheus.MustNewConstMetric(mProxyAccelerated, prometheus.CounterValue, float64(st.Accelerated))
+	ch <- prometheus.MustNewConstMetric(mProxyFastPath, prometheus.CounterValue, float64(st.FastPath))
 	ch <- prometheus.MustNewConstMetric(mProxyBadCancels, prometheus.CounterValue, float64(st.BadCancels))
 	for reason, n := range st.Fallbacks {
 		ch <- prometheus.MustNewConstMetric(mProxyPassed, prometheus.CounterValue, float64(n), reason)

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -51,13 +52,36 @@ const (
 // name the statement uses; then the settings the sidecar's search takes
 // (settingOptions). Between the two, the OID of pgvector's vector type
 // in this database, 0 without it: a vector parameter in binary comes with
-// that OID. It is built so that it cannot fail.
+// that OID. Last, for the fast path: the indexed column's type, and
+// whether the role may read the control file (pg_control_system and
+// pg_control_checkpoint, which the fast statement names). It is built so
+// that it cannot fail.
 const probeSQL = `SELECT pg_current_xact_id_if_assigned() IS NOT NULL, current_setting('transaction_isolation'),
 CASE WHEN pg_is_in_recovery() THEN coalesce(pg_last_wal_replay_lsn()::text, '') ELSE pg_current_wal_insert_lsn()::text END, coalesce(to_regclass($1) = to_regclass($2), false),
 coalesce((SELECT t.oid FROM pg_catalog.pg_type t JOIN pg_catalog.pg_extension e ON e.extnamespace = t.typnamespace
   WHERE e.extname = 'vector' AND t.typname = 'vector'), 0),
 current_setting('hnsw.ef_search', true), current_setting('ivfflat.probes', true),
-current_setting('vecside.ef_search', true), current_setting('vecside.probes', true), current_setting('vecside.oversample', true)`
+current_setting('vecside.ef_search', true), current_setting('vecside.probes', true), current_setting('vecside.oversample', true),
+coalesce((SELECT a.atttypid FROM pg_catalog.pg_attribute a WHERE a.attrelid = to_regclass($2) AND a.attname = $3 AND NOT a.attisdropped), 0),
+has_function_privilege('pg_catalog.pg_control_system()', 'EXECUTE') AND has_function_privilege('pg_catalog.pg_control_checkpoint()', 'EXECUTE')`
+
+// probeTypes are probeSQL's parameter types: text.
+var probeTypes = []uint32{25, 25, 25}
+
+// systemIDSQL reads the server's system identifier, once per session,
+// where the probe found the role may.
+const systemIDSQL = `SELECT system_identifier FROM pg_catalog.pg_control_system()`
+
+// float4ArrayOID is real[]'s type: with pgvector's vector, the column
+// types whose values the sidecar holds exactly (store=float), so that its
+// distances are the ones PostgreSQL computes.
+const float4ArrayOID = 1021
+
+// resolution is what a probe found of a table name and indexed column.
+type resolution struct {
+	found  bool // the name finds the indexed table
+	floats bool // the column holds single-precision floats: vector or real[]
+}
 
 // settingOptions are the knn options the probe's last columns become:
 // pgvector's settings, and vecside.* over them.
@@ -66,16 +90,16 @@ var settingOptions = []string{"ef_search", "probes", "ef_search", "probes", "ove
 // knnOptions turns the probe's settings into knn options; a value that
 // is not a number is not the sidecar's to judge: the statement passes
 // through.
-func knnOptions(values []string) (string, bool) {
+func knnOptions(values [][]byte) (string, bool) {
 	opts := map[string]string{}
 	for i, v := range values {
-		if v == "" {
+		if len(v) == 0 {
 			continue
 		}
-		if _, err := strconv.ParseFloat(v, 64); err != nil {
+		if _, err := strconv.ParseFloat(string(v), 64); err != nil {
 			return "", false
 		}
-		opts[settingOptions[i]] = v
+		opts[settingOptions[i]] = string(v)
 	}
 	var out []string
 	for _, k := range []string{"ef_search", "probes", "oversample"} {
@@ -156,47 +180,58 @@ func (p passThrough) Error() string { return "pass through: " + p.reason }
 // one round trip ending with a Sync: outside a transaction block it is a
 // statement of its own, as the client's would have been.
 func (s *session) answer(q *query, ix indexed, vector func() ([]float32, string), bd *binding) error {
-	minLSN, err := s.checkSession(q, ix)
+	minLSN, fast, err := s.checkSession(q, ix)
 	if err != nil {
 		return err
 	}
+	fast = fast && ix.exact && !q.readsVector()
 	// Decoded once the probe has run: it knows pgvector's type OID.
 	vec, reason := vector()
 	if reason != "" {
 		return passThrough{reason}
-	}
-	sql, err := q.restricted(ix.key)
-	if err != nil {
-		return passThrough{"deparse"}
 	}
 	want := q.limit + q.offset
 	if want > maxCandidates {
 		return passThrough{"limit"}
 	}
 	// The client's parameters, then the candidates, then a literal
-	// vector's text (recognize.go's restricted), all but the client's
-	// of types PostgreSQL infers.
+	// vector's text (recognize.go's restricted), then the fast path's
+	// xids, distances and timeline, all but the client's of types
+	// PostgreSQL infers.
 	var types []uint32
-	var extra [][]byte
+	var literal [][]byte
 	if bd != nil {
 		types = append(types, bd.types...)
 	}
 	types = append(types, 0)
 	if q.vectorParam() != 0 {
 		types = append(types, 0)
-		extra = append(extra, []byte(q.vector.literal))
+		literal = [][]byte{[]byte(q.vector.literal)}
 	}
 	k := int(want)
 	var res result
 	var asked []string
-	var name string
+	var sql, name string
 	var parse *pgproto3.Parse // sent in the first round, if this session has not parsed sql yet
 	for round := 0; ; round++ {
-		keys, err := s.candidates(heapfetch.Request{Index: ix.name, Vector: vec, K: k, MinLSN: minLSN, Options: s.options})
+		cands, src, err := s.candidates(heapfetch.Request{Index: ix.name, Vector: vec, K: k, MinLSN: minLSN, Options: s.options, AlwaysFetch: !fast})
 		if err != nil {
 			return err
 		}
 		if round == 0 {
+			// The sidecar's xids count only on its source: later rounds
+			// bind the same statement, with no xid where none came.
+			fast = fast && strconv.FormatInt(src.SystemID, 10) == s.systemID &&
+				slices.ContainsFunc(cands, func(c heapfetch.Candidate) bool { return c.Xid != 0 })
+			if fast {
+				sql, err = q.fastRestricted(ix.key)
+				types = append(types, 0, 0, 0)
+			} else {
+				sql, err = q.restricted(ix.key)
+			}
+			if err != nil {
+				return passThrough{"deparse"}
+			}
 			name, parse = s.own.prepare(sql, types)
 			s.sendUp(s.own.closes()...)
 			if bd != nil && bd.check {
@@ -206,11 +241,14 @@ func (s *session) answer(q *query, ix indexed, vector func() ([]float32, string)
 				s.sendUp(parse)
 			}
 		}
+		params := append([][]byte{keyArray(cands)}, literal...)
+		if fast {
+			params = append(params, xidArray(cands), distanceArray(cands), strconv.AppendInt(nil, src.Timeline, 10))
+		}
 		if bd != nil {
-			s.sendUp(bd.restrictedBind(name, append([][]byte{keyArray(keys)}, extra...)))
+			s.sendUp(bd.restrictedBind(name, params))
 		} else {
-			s.sendUp(&pgproto3.Bind{PreparedStatement: name, ParameterFormatCodes: []int16{0},
-				Parameters: append([][]byte{keyArray(keys)}, extra...)})
+			s.sendUp(&pgproto3.Bind{PreparedStatement: name, ParameterFormatCodes: []int16{0}, Parameters: params})
 		}
 		if round == 0 {
 			s.sendUp(&pgproto3.Describe{ObjectType: 'P'})
@@ -237,8 +275,8 @@ func (s *session) answer(q *query, ix indexed, vector func() ([]float32, string)
 			s.own.drop(statementKey(sql, types)) // its Parse may be what failed
 		}
 		rows := int64(res.rows())
-		asked = append(asked, fmt.Sprintf("%d→%d→%d", k, len(keys), rows))
-		exhausted := len(keys) < k // see heapfetch's widening
+		asked = append(asked, fmt.Sprintf("%d→%d→%d", k, len(cands), rows))
+		exhausted := len(cands) < k // see heapfetch's widening
 		if res.err != nil || res.tooLarge || rows >= q.limit || exhausted || round+1 == maxRounds || k >= maxCandidates {
 			break
 		}
@@ -272,6 +310,10 @@ func (s *session) answer(q *query, ix indexed, vector func() ([]float32, string)
 	}
 	s.p.stats.accelerated.Add(1)
 	s.lastPlan = fmt.Sprintf("accelerated: index %s; rounds (candidates asked→given→rows) %s", ix.name, strings.Join(asked, ", "))
+	if fast {
+		s.p.stats.fastPath.Add(1)
+		s.lastPlan += "; ordered by the sidecar's distances where xmin is its xid"
+	}
 	if s.options != "" {
 		s.lastPlan += "; options " + s.options
 	}
@@ -307,77 +349,104 @@ func (s *session) checked() ([]message, error) {
 
 // checkSession runs the probe when the session has passed a statement
 // through since the last one, or names the table in a way not checked
-// yet, and returns the LSN the sidecar must have applied.
-func (s *session) checkSession(q *query, ix indexed) (minLSN string, err error) {
-	tables := [2]string{pgx.Identifier{q.schema, q.table}.Sanitize(), pgx.Identifier{ix.schema, ix.table}.Sanitize()}
+// yet, and returns the LSN the sidecar must have applied and whether
+// the fast path may be taken: the indexed column holds single-precision
+// floats and the session knows its server's system identifier.
+func (s *session) checkSession(q *query, ix indexed) (minLSN string, fast bool, err error) {
+	tables := [3]string{pgx.Identifier{q.schema, q.table}.Sanitize(), pgx.Identifier{ix.schema, ix.table}.Sanitize(), ix.column}
 	if q.schema == "" {
 		tables[0] = pgx.Identifier{q.table}.Sanitize()
 	}
-	if ok, known := s.resolved[tables]; !s.dirty && known {
-		if !ok {
-			return "", passThrough{"search_path"}
+	if r, known := s.resolved[tables]; !s.dirty && known {
+		if !r.found {
+			return "", false, passThrough{"search_path"}
 		}
-		return "", nil
+		return "", r.floats && s.controlOK && s.systemID != "", nil
 	}
 	// Named, not to drop the client's unnamed statement.
-	name, parse := s.own.prepare(probeSQL, []uint32{25, 25})
+	row, z, err := s.ownRow(probeSQL, probeTypes, [][]byte{[]byte(tables[0]), []byte(tables[1]), []byte(tables[2])}, 7+len(settingOptions))
+	if err != nil {
+		return "", false, err
+	}
+	if row == nil {
+		return "", false, passThrough{"probe failed"}
+	}
+	wrote, isolation, lsn := string(row[0]) == "t", string(row[1]), string(row[2])
+	r := resolution{found: string(row[3]) == "t"}
+	if oid, err := strconv.ParseUint(string(row[4]), 10, 32); err == nil {
+		s.vectorOID = uint32(oid)
+	}
+	options, ok := knnOptions(row[5 : 5+len(settingOptions)])
+	colType, _ := strconv.ParseUint(string(row[5+len(settingOptions)]), 10, 32)
+	r.floats = colType == float4ArrayOID || colType != 0 && uint32(colType) == s.vectorOID
+	s.controlOK = string(row[6+len(settingOptions)]) == "t"
+	inBlock := z != 'I'
+	switch {
+	case inBlock && wrote:
+		return "", false, passThrough{"wrote in transaction"}
+	case inBlock && isolation != "read committed":
+		return "", false, passThrough{"isolation"}
+	case !ok:
+		return "", false, passThrough{"setting"}
+	}
+	s.options = options
+	s.dirty = false
+	if s.resolved == nil || len(s.resolved) > 64 {
+		s.resolved = map[[3]string]resolution{}
+	}
+	s.resolved[tables] = r
+	if !r.found {
+		return "", false, passThrough{"search_path"}
+	}
+	if s.controlOK && s.systemID == "" && r.floats && ix.exact {
+		id, _, err := s.ownRow(systemIDSQL, nil, nil, 1)
+		if err != nil {
+			return "", false, err
+		}
+		if id != nil {
+			s.systemID = string(id[0])
+		}
+	}
+	return lsn, r.floats && s.controlOK && s.systemID != "", nil
+}
+
+// ownRow runs one of the session's own statements, which return one row
+// of n columns and cannot fail, in a round trip of its own, and returns
+// the row (nil if it failed after all) and the ReadyForQuery's status.
+func (s *session) ownRow(sql string, types []uint32, params [][]byte, n int) (row [][]byte, status byte, err error) {
+	name, parse := s.own.prepare(sql, types)
 	s.sendUp(s.own.closes()...)
 	if parse != nil {
 		s.sendUp(parse)
 	}
-	s.sendUp(&pgproto3.Bind{PreparedStatement: name, Parameters: [][]byte{[]byte(tables[0]), []byte(tables[1])}},
-		&pgproto3.Execute{}, &pgproto3.Sync{})
+	s.sendUp(&pgproto3.Bind{PreparedStatement: name, Parameters: params}, &pgproto3.Execute{}, &pgproto3.Sync{})
 	if err := s.u.flush(); err != nil {
-		return "", err
+		return nil, 0, err
 	}
-	var row []string
 	failed := false
 	for {
 		m, err := s.reply()
 		if err != nil {
-			return "", err
+			return nil, 0, err
 		}
 		switch m.typ {
 		case 'D':
 			var dr pgproto3.DataRow
-			if err := dr.Decode(m.body); err != nil || len(dr.Values) != 5+len(settingOptions) {
-				return "", fmt.Errorf("proxy: unexpected probe row")
+			if err := dr.Decode(m.body); err != nil || len(dr.Values) != n {
+				return nil, 0, fmt.Errorf("proxy: unexpected row from the session's own statement")
 			}
 			for _, v := range dr.Values {
-				row = append(row, string(v))
+				row = append(row, bytes.Clone(v))
 			}
 		case 'E':
 			failed = true
 		case 'Z':
 			s.status.Store(uint32(m.body[0]))
 			if failed || row == nil {
-				s.own.drop(statementKey(probeSQL, []uint32{25, 25}))
-				return "", passThrough{"probe failed"}
+				s.own.drop(statementKey(sql, types))
+				return nil, m.body[0], nil
 			}
-			wrote, isolation, lsn, found := row[0] == "t", row[1], row[2], row[3] == "t"
-			if oid, err := strconv.ParseUint(row[4], 10, 32); err == nil {
-				s.vectorOID = uint32(oid)
-			}
-			options, ok := knnOptions(row[5:])
-			inBlock := m.body[0] != 'I'
-			switch {
-			case inBlock && wrote:
-				return "", passThrough{"wrote in transaction"}
-			case inBlock && isolation != "read committed":
-				return "", passThrough{"isolation"}
-			case !ok:
-				return "", passThrough{"setting"}
-			}
-			s.options = options
-			s.dirty = false
-			if s.resolved == nil || len(s.resolved) > 64 {
-				s.resolved = map[[2]string]bool{}
-			}
-			s.resolved[tables] = found
-			if !found {
-				return "", passThrough{"search_path"}
-			}
-			return lsn, nil
+			return row, m.body[0], nil
 		}
 	}
 }
@@ -385,10 +454,10 @@ func (s *session) checkSession(q *query, ix indexed) (minLSN string, err error) 
 // candidates asks the sidecar; its failure passes the statement through
 // and, unless the statement caused it, keeps the next ones from asking
 // for a while.
-func (s *session) candidates(req heapfetch.Request) ([]string, error) {
+func (s *session) candidates(req heapfetch.Request) ([]heapfetch.Candidate, heapfetch.Source, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), sidecarTimeout)
 	defer cancel()
-	keys, err := s.p.cfg.Sidecar.Candidates(ctx, req)
+	cands, src, err := s.p.cfg.Sidecar.Candidates(ctx, req)
 	if err != nil {
 		// The statement's own fault (a vector of the wrong dimension, 22;
 		// an index gone, 42) says nothing of the sidecar.
@@ -397,9 +466,9 @@ func (s *session) candidates(req heapfetch.Request) ([]string, error) {
 			s.p.sidecarDown.Store(time.Now().Add(sidecarBackoff).UnixNano())
 		}
 		s.p.log.Debug("proxy: the sidecar did not answer; passing through", "index", req.Index, "err", err)
-		return nil, passThrough{"sidecar"}
+		return nil, heapfetch.Source{}, passThrough{"sidecar"}
 	}
-	return keys, nil
+	return cands, src, nil
 }
 
 // result is one round's replies to the client's eyes: RowDescription,
@@ -509,23 +578,47 @@ func (s *session) sendUp(msgs ...pgproto3.FrontendMessage) {
 	}
 }
 
-// keyArray is keys as an array literal, each element quoted.
-func keyArray(keys []string) []byte {
-	var b strings.Builder
-	b.WriteByte('{')
-	for i, k := range keys {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		b.WriteByte('"')
-		for _, c := range []byte(k) {
+// Array literals of the candidates' keys (each element quoted), xids
+// (NULL where none came) and distances (each the shortest form that
+// reads back the same double), bound as the restricted statement's
+// parameters.
+func keyArray(cands []heapfetch.Candidate) []byte {
+	return arrayOf(cands, func(b []byte, c heapfetch.Candidate) []byte {
+		b = append(b, '"')
+		for _, c := range []byte(c.Key) {
 			if c == '"' || c == '\\' {
-				b.WriteByte('\\')
+				b = append(b, '\\')
 			}
-			b.WriteByte(c)
+			b = append(b, c)
 		}
-		b.WriteByte('"')
+		return append(b, '"')
+	})
+}
+
+func xidArray(cands []heapfetch.Candidate) []byte {
+	return arrayOf(cands, func(b []byte, c heapfetch.Candidate) []byte {
+		if c.Xid == 0 {
+			return append(b, "NULL"...)
+		}
+		return strconv.AppendInt(b, c.Xid, 10)
+	})
+}
+
+func distanceArray(cands []heapfetch.Candidate) []byte {
+	return arrayOf(cands, func(b []byte, c heapfetch.Candidate) []byte {
+		return strconv.AppendFloat(b, c.Distance, 'g', -1, 64)
+	})
+}
+
+// arrayOf is an array literal of an element per candidate, as elem
+// appends it.
+func arrayOf(cands []heapfetch.Candidate, elem func([]byte, heapfetch.Candidate) []byte) []byte {
+	b := []byte{'{'}
+	for i, c := range cands {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = elem(b, c)
 	}
-	b.WriteByte('}')
-	return []byte(b.String())
+	return append(b, '}')
 }

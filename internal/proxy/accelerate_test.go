@@ -41,6 +41,14 @@ type fixture struct {
 
 func newFixture(t *testing.T, rows int) *fixture {
 	t.Helper()
+	return newFixtureOf(t, rows, "items_l2=public.items(embedding) key=id metric=l2 kind=hnsw recall=0.99",
+		"items_cosine=public.items(embedding) key=id metric=cosine kind=hnsw recall=0.99")
+}
+
+// newFixtureOf is newFixture with the sidecar's index definitions defs
+// (an l2 and a cosine index on items(embedding)).
+func newFixtureOf(t *testing.T, rows int, defs ...string) *fixture {
+	t.Helper()
 	f := &fixture{dsn: pgtest.Shared(t).NewDatabase(t), rng: rand.New(rand.NewPCG(1, 2))}
 	f.db = connect(t, f.dsn)
 	mustExec(t, f.db, deploy.DistanceSQL)
@@ -48,8 +56,7 @@ func newFixture(t *testing.T, rows int) *fixture {
 	mustExec(t, f.db, fmt.Sprintf(`CREATE TABLE items (id bigint PRIMARY KEY, tenant int, embedding real[]);
 		INSERT INTO items SELECT g, g %% 10, (SELECT array_agg(random()::real * 2 - 1) FROM generate_series(1, %d) WHERE g > 0)
 		FROM generate_series(1, %d) g`, dims, rows))
-	f.sc, f.side = startSidecar(t, f.dsn, "items_l2=public.items(embedding) key=id metric=l2 kind=hnsw recall=0.99",
-		"items_cosine=public.items(embedding) key=id metric=cosine kind=hnsw recall=0.99")
+	f.sc, f.side = startSidecar(t, f.dsn, defs...)
 	f.waitApplied(t)
 	f.p, f.via = startProxy(t, f.dsn, f.side)
 	waitIndexed(t, f.p, "items", "l2", "cosine")

@@ -14,9 +14,12 @@ import (
 )
 
 // indexed is one ready index of the sidecar, as vecside_status() reports
-// it: names are as PostgreSQL stores them (unquoted, case kept).
+// it: names are as PostgreSQL stores them (unquoted, case kept). exact
+// says its distances are exact (store=float), so that its candidates
+// come with xids (the fast path, accelerate.go).
 type indexed struct {
 	name, schema, table, column, key, metric string
+	exact                                    bool
 }
 
 // catalog is what the sidecar indexes, refreshed in the background. A
@@ -51,14 +54,14 @@ func (c *catalog) run(ctx context.Context, log *slog.Logger) {
 func (c *catalog) refresh(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, sidecarTimeout)
 	defer cancel()
-	rows, err := c.status.Query(ctx, "SELECT index_name, table_name, column_name, key_column, metric, state FROM vecside_status()")
+	rows, err := c.status.Query(ctx, "SELECT index_name, table_name, column_name, key_column, metric, state, exact_distances FROM vecside_status()")
 	if err != nil {
 		return err
 	}
 	m := map[[2]string][]indexed{}
 	var ix indexed
 	var table, state string
-	_, err = pgx.ForEachRow(rows, []any{&ix.name, &table, &ix.column, &ix.key, &ix.metric, &state}, func() error {
+	_, err = pgx.ForEachRow(rows, []any{&ix.name, &table, &ix.column, &ix.key, &ix.metric, &state, &ix.exact}, func() error {
 		if state != "ready" {
 			return nil
 		}

@@ -185,6 +185,31 @@
 // session is warm, one round trip and the execution of a prepared
 // statement over a few rows, and nothing of pgvector's index.
 //
+// The fast path. Reading a row's vector is most of what the restricted
+// statement costs (a large vector is TOASTed: more index and heap reads,
+// and a copy). Where the index's distances are exact (store=float:
+// vecside_status().exact_distances) and the column holds single-precision
+// floats (pgvector's vector, or real[]), the sidecar's candidates come
+// with xids, as heapfetch's do: for each, the transaction that wrote the
+// version of the row it measured. If the statement's targets do not show
+// the vector (no reference to its column, no *), its sort key becomes
+//
+//	CASE WHEN xmin = <the row's xid> AND <timeline> = <the sidecar's>
+//	     THEN <the sidecar's distance> ELSE embedding <-> $1 END
+//
+// (recognize.go's fastRestricted), so that PostgreSQL reads the vector
+// only of a row written since the sidecar measured it. xids count only on
+// the server the sidecar follows: the session reads its system
+// identifier once (pg_control_system(), if the probe finds that its role
+// may run that and pg_control_checkpoint(), which the statement names)
+// and asks only when it is the sidecar's source's, and the statement
+// compares the timeline. The sidecar's exact distances are the same
+// operations in the same order as distance.sql's over real[] (the same
+// doubles); against a vector column, pgvector sums in single precision
+// and the sidecar in double, so they agree to single precision's
+// rounding, and two rows closer than that may come in the other order
+// than pgvector's. SHOW vecside.last_plan says when a statement took it.
+//
 // Given up after step 1, the rest of the batch is sent on and its
 // replies relayed. The proxy remembers which of the client's prepared
 // statements it could answer, by name; a Close forgets one, a simple

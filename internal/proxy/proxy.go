@@ -319,6 +319,9 @@ type Stats struct {
 	// over TLS, were relayed by goroutines.
 	Looped      uint64
 	Accelerated uint64 // statements answered through the sidecar
+	// FastPath counts those of them ordered by the sidecar's exact
+	// distances where rows were the versions it measured (doc.go).
+	FastPath uint64
 	// Fallbacks counts statements the proxy recognised but passed
 	// through, by reason.
 	Fallbacks  map[string]uint64
@@ -329,9 +332,9 @@ type Stats struct {
 }
 
 type counters struct {
-	sessions, looped, accelerated, badCancels, evicted atomic.Uint64
-	mu                                                 sync.Mutex
-	fallbacks                                          map[string]uint64
+	sessions, looped, accelerated, fastPath, badCancels, evicted atomic.Uint64
+	mu                                                           sync.Mutex
+	fallbacks                                                    map[string]uint64
 }
 
 func (c *counters) fallback(reason string) {
@@ -352,6 +355,6 @@ func (p *Proxy) Stats() Stats {
 	for k, v := range c.fallbacks {
 		fb[k] = v
 	}
-	return Stats{Sessions: c.sessions.Load(), Looped: c.looped.Load(), Accelerated: c.accelerated.Load(), Fallbacks: fb, BadCancels: c.badCancels.Load(),
+	return Stats{Sessions: c.sessions.Load(), Looped: c.looped.Load(), Accelerated: c.accelerated.Load(), FastPath: c.fastPath.Load(), Fallbacks: fb, BadCancels: c.badCancels.Load(),
 		Evicted: c.evicted.Load()}
 }

@@ -3,8 +3,11 @@
 package proxy
 
 import (
+	"fmt"
+	"slices"
 	"strconv"
 
+	"github.com/jackc/pgx/v5"
 	pg_query "github.com/pganalyze/pg_query_go/v6"
 )
 
@@ -81,8 +84,10 @@ type query struct {
 	limitParam, offsetParam int
 	params                  int // the highest $n in the statement
 	// restrictedBy and restrictedSQL remember the last restricted
-	// statement: a prepared statement is answered many times.
+	// statement, fastBy and fastSQL the last fast one: a prepared
+	// statement is answered many times.
 	restrictedBy, restrictedSQL string
+	fastBy, fastSQL             string
 }
 
 // vectorArg is the query vector: a literal, or the parameter $param.
@@ -309,6 +314,59 @@ func (q *query) restricted(key string) (string, error) {
 	if q.restrictedSQL != "" && q.restrictedBy == key {
 		return q.restrictedSQL, nil
 	}
+	sql, err := q.deparseRestricted(key, nil)
+	if err == nil {
+		q.restrictedBy, q.restrictedSQL = key, sql
+	}
+	return sql, err
+}
+
+// fastRestricted is restricted, ordered by the sidecar's exact distance
+// of each row that is the version it measured, so that PostgreSQL reads
+// no other row's vector (accelerate.go, the fast path):
+//
+//	ORDER BY CASE WHEN xmin::text::int8 = ($x::int8[])[array_position($n, key)]
+//	                   AND <this server's timeline> = $t
+//	              THEN ($d::float8[])[array_position($n, key)]
+//	              ELSE <the statement's distance> END
+//
+// with the candidates' xids bound as $x and their distances as $d, the
+// three parameters following restricted's (fastParam). The timeline is
+// read once per statement: a standby's last restartpoint's, a primary's
+// that of its WAL insert position, as heapfetch's fast path reads it.
+func (q *query) fastRestricted(key string) (string, error) {
+	if q.fastSQL != "" && q.fastBy == key {
+		return q.fastSQL, nil
+	}
+	n, x := q.params+1, q.fastParam()
+	tmpl, err := pg_query.Parse(fmt.Sprintf(`SELECT CASE WHEN xmin::text::int8 = ($%[2]d::int8[])[array_position($%[1]d, %[5]s)]
+		AND (SELECT CASE WHEN pg_catalog.pg_is_in_recovery() THEN (SELECT timeline_id FROM pg_catalog.pg_control_checkpoint())
+			ELSE ('x' || substr(pg_catalog.pg_walfile_name(pg_catalog.pg_current_wal_lsn()), 1, 8))::bit(32)::int8 END = $%[4]d::int8)
+		THEN ($%[3]d::float8[])[array_position($%[1]d, %[5]s)] END`, n, x, x+1, x+2, pgx.Identifier{key}.Sanitize()))
+	if err != nil {
+		return "", err
+	}
+	order := tmpl.Stmts[0].Stmt.GetSelectStmt().TargetList[0].GetResTarget().Val
+	sql, err := q.deparseRestricted(key, order)
+	if err == nil {
+		q.fastBy, q.fastSQL = key, sql
+	}
+	return sql, err
+}
+
+// fastParam is the first of fastRestricted's parameters (xids, distances,
+// timeline).
+func (q *query) fastParam() int {
+	if p := q.vectorParam(); p != 0 {
+		return p + 1
+	}
+	return q.params + 2
+}
+
+// deparseRestricted deparses q with "AND key = ANY($n)" added, and, if
+// order is a CASE expression, that as its sort key, the statement's
+// distance its ELSE.
+func (q *query) deparseRestricted(key string, order *pg_query.Node) (string, error) {
 	cond := pg_query.MakeAExprNode(pg_query.A_Expr_Kind_AEXPR_OP_ANY, []*pg_query.Node{pg_query.MakeStrNode("=")},
 		pg_query.MakeColumnRefNode([]*pg_query.Node{pg_query.MakeStrNode(key)}, -1),
 		pg_query.MakeParamRefNode(int32(q.params+1), -1), -1)
@@ -318,13 +376,50 @@ func (q *query) restricted(key string) (string, error) {
 	}
 	q.sel.WhereClause = cond
 	restore := q.parameterizeVector()
+	sort := q.sel.SortClause[0].GetSortBy()
+	dist := sort.Node
+	if order != nil {
+		order.GetCaseExpr().Defresult = dist
+		sort.Node = order
+	}
 	sql, err := pg_query.Deparse(q.tree)
+	sort.Node = dist
 	restore()
 	q.sel.WhereClause = orig
-	if err == nil {
-		q.restrictedBy, q.restrictedSQL = key, sql
-	}
 	return sql, err
+}
+
+// readsVector reports whether q's targets may show the vector column
+// (a reference to it, or a *): then every row's vector is read whatever
+// ORDER BY does, and the fast path spares nothing.
+func (q *query) readsVector() bool {
+	var reads func(n *pg_query.Node) bool
+	reads = func(n *pg_query.Node) bool {
+		switch {
+		case n == nil:
+			return false
+		case n.GetColumnRef() != nil:
+			f := n.GetColumnRef().Fields
+			last := f[len(f)-1]
+			return last.GetAStar() != nil || last.GetString_().GetSval() == q.column
+		case n.GetTypeCast() != nil:
+			return reads(n.GetTypeCast().Arg)
+		case n.GetAExpr() != nil:
+			return reads(n.GetAExpr().Lexpr) || reads(n.GetAExpr().Rexpr)
+		case n.GetBoolExpr() != nil:
+			return slices.ContainsFunc(n.GetBoolExpr().Args, reads)
+		case n.GetNullTest() != nil:
+			return reads(n.GetNullTest().Arg)
+		case n.GetBooleanTest() != nil:
+			return reads(n.GetBooleanTest().Arg)
+		case n.GetAArrayExpr() != nil:
+			return slices.ContainsFunc(n.GetAArrayExpr().Elements, reads)
+		case n.GetList() != nil:
+			return slices.ContainsFunc(n.GetList().Items, reads)
+		}
+		return false
+	}
+	return slices.ContainsFunc(q.sel.TargetList, func(t *pg_query.Node) bool { return reads(t.GetResTarget().Val) })
 }
 
 // vectorParam is the restricted statement's parameter that a literal

@@ -49,11 +49,17 @@ type session struct {
 	// accelerate.go), so the session may have written or changed its
 	// search_path.
 	dirty    bool
-	resolved map[[2]string]bool // table names the last probe checked
-	options  string             // knn options from the session's settings, as the last probe read them
+	resolved map[[3]string]resolution // table names (and the indexed column) the last probe checked
+	options  string                   // knn options from the session's settings, as the last probe read them
 	// vectorOID is pgvector's vector type in the session's database, as
 	// the last probe read it (0: not installed, or not probed yet).
 	vectorOID uint32
+	// systemID is the server's system identifier, read once a probe
+	// found the session's role may read the control file ("" until then):
+	// the fast path takes xids of that server only (accelerate.go).
+	// controlOK: the last probe found it may.
+	systemID  string
+	controlOK bool
 	// stmts are the client's prepared statements the proxy could answer,
 	// by name (see noteParse); own, the session's (prepared.go).
 	stmts map[string]*clientStatement
