@@ -71,6 +71,9 @@ func (b *bench) openProxy(ctx context.Context, t *vecsideTarget) (*pathConns, er
 			b.say("proxy: %v", err)
 		}
 		pool.Close()
+		st := p.Stats()
+		b.say("proxy for %s: %d statements accelerated, %d of them by the fast path (no vector read where the sidecar measured the row)",
+			t.def, st.Accelerated, st.FastPath)
 	}
 	ccfg, err := pgx.ParseConfig(b.dsn)
 	if err != nil {
