@@ -5,6 +5,7 @@ package proxy
 import (
 	"context"
 	"fmt"
+	"net/url"
 	"strings"
 	"testing"
 
@@ -74,43 +75,49 @@ func TestFastPath(t *testing.T) {
 		}
 	}
 
-	// PostgreSQL computed no distance (the operator's function is SQL, so
-	// track_functions = all counts its calls): every candidate was the
-	// version the sidecar measured. Showing the distance computes them.
-	calls := func(sql string) int64 {
-		tx, err := proxied.Begin(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer tx.Rollback(ctx)
-		if _, err := tx.Exec(ctx, "SET LOCAL track_functions = 'all'"); err != nil {
-			t.Fatal(err)
-		}
-		// The backend's counts add up over transactions until flushed (at
-		// most once a second, between them): a statement's are the
-		// difference within one.
-		count := func() (n int64) {
-			if err := tx.QueryRow(ctx, "SELECT coalesce(pg_stat_get_xact_function_calls('vecside.l2_distance(real[], real[])'::regprocedure), 0)").Scan(&n); err != nil {
-				t.Fatal(err)
-			}
-			return n
-		}
-		before := count()
-		if _, err := tx.Exec(ctx, sql, pgx.QueryExecModeSimpleProtocol); err != nil {
-			t.Fatal(err)
-		}
-		if plan := lastPlan(t, tx.Conn()); !strings.HasPrefix(plan, "accelerated") {
-			t.Fatalf("%s: last plan %q", sql, plan)
-		}
-		return count() - before
-	}
+	// PostgreSQL computed no distance: every candidate was the version
+	// the sidecar measured. Showing the distance computes them.
 	v := f.vector()
-	if n := calls("SELECT id FROM items ORDER BY embedding <-> '" + v + "' LIMIT 10"); n != 0 {
+	if n := distancesComputed(t, proxied, "SELECT id FROM items ORDER BY embedding <-> '"+v+"' LIMIT 10"); n != 0 {
 		t.Errorf("the fast path computed %d distances, want 0", n)
 	}
-	if n := calls("SELECT id, embedding <-> '" + v + "' FROM items ORDER BY embedding <-> '" + v + "' LIMIT 10"); n < 10 {
+	if n := distancesComputed(t, proxied, "SELECT id, embedding <-> '"+v+"' FROM items ORDER BY embedding <-> '"+v+"' LIMIT 10"); n < 10 {
 		t.Errorf("a statement showing the distance computed %d distances, want at least 10", n)
 	}
+}
+
+// distancesComputed runs sql, a statement the proxy accelerates, through
+// c in a transaction block and returns how many l2 distances PostgreSQL
+// computed for it (the operator's function is SQL, so track_functions =
+// all counts its calls).
+func distancesComputed(t *testing.T, c *pgx.Conn, sql string) int64 {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := c.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, "SET LOCAL track_functions = 'all'"); err != nil {
+		t.Fatal(err)
+	}
+	// The backend's counts add up over transactions until flushed (at
+	// most once a second, between them): a statement's are the
+	// difference within one.
+	count := func() (n int64) {
+		if err := tx.QueryRow(ctx, "SELECT coalesce(pg_stat_get_xact_function_calls('vecside.l2_distance(real[], real[])'::regprocedure), 0)").Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	before := count()
+	if _, err := tx.Exec(ctx, sql, pgx.QueryExecModeSimpleProtocol); err != nil {
+		t.Fatal(err)
+	}
+	if plan := lastPlan(t, tx.Conn()); !strings.HasPrefix(plan, "accelerated") {
+		t.Fatalf("%s: last plan %q", sql, plan)
+	}
+	return count() - before
 }
 
 // ids runs sql with the vector v as $1 and returns the first column.
@@ -204,5 +211,40 @@ func TestFastRestricted(t *testing.T) {
 				t.Errorf("%s (literal %v): %s, want %s\n%s", c.name, literal, got, c.want, sql)
 			}
 		}
+	}
+}
+
+// TestFastPathStandby: through a hot standby the fast path holds as on
+// the primary (the timeline is the standby's last restartpoint's): rows
+// the standby replayed come back, in exact order, no vector read.
+func TestFastPathStandby(t *testing.T) {
+	f := newFixtureOf(t, 1000, "items_l2=public.items(embedding) key=id metric=l2 kind=flat store=float",
+		"items_cosine=public.items(embedding) key=id metric=cosine kind=flat store=float")
+	standby := pgtest.Shared(t).NewStandby(t)
+	u, err := url.Parse(f.dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Host = fmt.Sprintf("127.0.0.1:%d", standby.Port)
+	p, via := startProxyWith(t, u.String(), f.side, Config{Upstream: u.Host})
+	waitIndexed(t, p, "items", "l2")
+	replica := connect(t, via)
+	direct := connect(t, u.String())
+	for range 10 {
+		v := f.vector()
+		sql := "SELECT id FROM items ORDER BY embedding <-> '" + v + "' LIMIT 10"
+		got := fmt.Sprint(run(t, replica, sql).Rows)
+		if plan := lastPlan(t, replica); !strings.Contains(plan, "ordered by the sidecar's distances") {
+			t.Fatalf("through the standby: %s", plan)
+		}
+		if want := fmt.Sprint(run(t, direct, sql).Rows); got != want {
+			t.Errorf("%s: through the standby's proxy %s, the standby itself %s", sql, got, want)
+		}
+	}
+	if n := distancesComputed(t, replica, "SELECT id FROM items ORDER BY embedding <-> '"+f.vector()+"' LIMIT 10"); n != 0 {
+		t.Errorf("through the standby, the fast path computed %d distances, want 0", n)
+	}
+	if n := p.Stats().FastPath; n != 11 {
+		t.Errorf("%d statements took the fast path, want 11", n)
 	}
 }
