@@ -709,18 +709,27 @@ func TestPreparedOnce(t *testing.T) {
 	}
 }
 
-// TestStandbyUpstream: through a hot standby, a statement asks the
-// sidecar (which follows the primary) to have applied what the standby
-// has replayed: every row the standby shows can be a candidate.
-func TestStandbyUpstream(t *testing.T) {
-	f := newFixture(t, 1000)
+// throughStandby starts a hot standby of the test cluster and a proxy in
+// front of it asking f's sidecar, and returns the proxy, the URL through
+// it and the standby's own.
+func (f *fixture) throughStandby(t *testing.T) (p *Proxy, via, direct string) {
+	t.Helper()
 	standby := pgtest.Shared(t).NewStandby(t)
 	u, err := url.Parse(f.dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
 	u.Host = fmt.Sprintf("127.0.0.1:%d", standby.Port)
-	_, via := startProxyWith(t, u.String(), f.side, Config{Upstream: u.Host})
+	p, via = startProxyWith(t, u.String(), f.side, Config{Upstream: u.Host})
+	return p, via, u.String()
+}
+
+// TestStandbyUpstream: through a hot standby, a statement asks the
+// sidecar (which follows the primary) to have applied what the standby
+// has replayed: every row the standby shows can be a candidate.
+func TestStandbyUpstream(t *testing.T) {
+	f := newFixture(t, 1000)
+	_, via, _ := f.throughStandby(t)
 	replica := connect(t, via)
 	before := f.p.Stats().Accelerated
 	for i := range 20 {

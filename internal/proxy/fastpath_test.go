@@ -5,7 +5,6 @@ package proxy
 import (
 	"context"
 	"fmt"
-	"net/url"
 	"strings"
 	"testing"
 
@@ -220,16 +219,10 @@ func TestFastRestricted(t *testing.T) {
 func TestFastPathStandby(t *testing.T) {
 	f := newFixtureOf(t, 1000, "items_l2=public.items(embedding) key=id metric=l2 kind=flat store=float",
 		"items_cosine=public.items(embedding) key=id metric=cosine kind=flat store=float")
-	standby := pgtest.Shared(t).NewStandby(t)
-	u, err := url.Parse(f.dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	u.Host = fmt.Sprintf("127.0.0.1:%d", standby.Port)
-	p, via := startProxyWith(t, u.String(), f.side, Config{Upstream: u.Host})
+	p, via, standby := f.throughStandby(t)
 	waitIndexed(t, p, "items", "l2")
 	replica := connect(t, via)
-	direct := connect(t, u.String())
+	direct := connect(t, standby)
 	for range 10 {
 		v := f.vector()
 		sql := "SELECT id FROM items ORDER BY embedding <-> '" + v + "' LIMIT 10"
