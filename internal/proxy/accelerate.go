@@ -52,10 +52,11 @@ const (
 // name the statement uses; then the settings the sidecar's search takes
 // (settingOptions). Between the two, the OID of pgvector's vector type
 // in this database, 0 without it: a vector parameter in binary comes with
-// that OID. Last, for the fast path: the indexed column's type, and
-// whether the role may read the control file (pg_control_system and
-// pg_control_checkpoint, which the fast statement names). It is built so
-// that it cannot fail.
+// that OID. Last, for the fast path: the indexed column's type, whether
+// the role has SELECT on the table (xmin takes it, where the statement
+// itself may need SELECT on some columns only), and whether it may read
+// the control file (pg_control_system and pg_control_checkpoint, which
+// the fast statement names). It is built so that it cannot fail.
 const probeSQL = `SELECT pg_current_xact_id_if_assigned() IS NOT NULL, current_setting('transaction_isolation'),
 CASE WHEN pg_is_in_recovery() THEN coalesce(pg_last_wal_replay_lsn()::text, '') ELSE pg_current_wal_insert_lsn()::text END, coalesce(to_regclass($1) = to_regclass($2), false),
 coalesce((SELECT t.oid FROM pg_catalog.pg_type t JOIN pg_catalog.pg_extension e ON e.extnamespace = t.typnamespace
@@ -63,6 +64,7 @@ coalesce((SELECT t.oid FROM pg_catalog.pg_type t JOIN pg_catalog.pg_extension e 
 current_setting('hnsw.ef_search', true), current_setting('ivfflat.probes', true),
 current_setting('vecside.ef_search', true), current_setting('vecside.probes', true), current_setting('vecside.oversample', true),
 coalesce((SELECT a.atttypid FROM pg_catalog.pg_attribute a WHERE a.attrelid = to_regclass($2) AND a.attname = $3 AND NOT a.attisdropped), 0),
+coalesce(has_table_privilege(to_regclass($2), 'SELECT'), false),
 has_function_privilege('pg_catalog.pg_control_system()', 'EXECUTE') AND has_function_privilege('pg_catalog.pg_control_checkpoint()', 'EXECUTE')`
 
 // probeTypes are probeSQL's parameter types: text.
@@ -79,8 +81,11 @@ const float4ArrayOID = 1021
 
 // resolution is what a probe found of a table name and indexed column.
 type resolution struct {
-	found  bool // the name finds the indexed table
-	floats bool // the column holds single-precision floats: vector or real[]
+	found bool // the name finds the indexed table
+	// xmins: the column holds single-precision floats (vector or
+	// real[]) and the role may read the table's xmin, as the fast path
+	// needs.
+	xmins bool
 }
 
 // settingOptions are the knn options the probe's last columns become:
@@ -351,7 +356,8 @@ func (s *session) checked() ([]message, error) {
 // through since the last one, or names the table in a way not checked
 // yet, and returns the LSN the sidecar must have applied and whether
 // the fast path may be taken: the indexed column holds single-precision
-// floats and the session knows its server's system identifier.
+// floats, the role may read xmin, and the session knows its server's
+// system identifier.
 func (s *session) checkSession(q *query, ix indexed) (minLSN string, fast bool, err error) {
 	tables := [3]string{pgx.Identifier{q.schema, q.table}.Sanitize(), pgx.Identifier{ix.schema, ix.table}.Sanitize(), ix.column}
 	if q.schema == "" {
@@ -361,10 +367,10 @@ func (s *session) checkSession(q *query, ix indexed) (minLSN string, fast bool, 
 		if !r.found {
 			return "", false, passThrough{"search_path"}
 		}
-		return "", r.floats && s.controlOK && s.systemID != "", nil
+		return "", r.xmins && s.controlOK && s.systemID != "", nil
 	}
 	// Named, not to drop the client's unnamed statement.
-	row, z, err := s.ownRow(probeSQL, probeTypes, [][]byte{[]byte(tables[0]), []byte(tables[1]), []byte(tables[2])}, 7+len(settingOptions))
+	row, z, err := s.ownRow(probeSQL, probeTypes, [][]byte{[]byte(tables[0]), []byte(tables[1]), []byte(tables[2])}, 8+len(settingOptions))
 	if err != nil {
 		return "", false, err
 	}
@@ -377,9 +383,10 @@ func (s *session) checkSession(q *query, ix indexed) (minLSN string, fast bool, 
 		s.vectorOID = uint32(oid)
 	}
 	options, ok := knnOptions(row[5 : 5+len(settingOptions)])
-	colType, _ := strconv.ParseUint(string(row[5+len(settingOptions)]), 10, 32)
-	r.floats = colType == float4ArrayOID || colType != 0 && uint32(colType) == s.vectorOID
-	s.controlOK = string(row[6+len(settingOptions)]) == "t"
+	last := row[5+len(settingOptions):]
+	colType, _ := strconv.ParseUint(string(last[0]), 10, 32)
+	r.xmins = (colType == float4ArrayOID || colType != 0 && uint32(colType) == s.vectorOID) && string(last[1]) == "t"
+	s.controlOK = string(last[2]) == "t"
 	inBlock := z != 'I'
 	switch {
 	case inBlock && wrote:
@@ -398,7 +405,7 @@ func (s *session) checkSession(q *query, ix indexed) (minLSN string, fast bool, 
 	if !r.found {
 		return "", false, passThrough{"search_path"}
 	}
-	if s.controlOK && s.systemID == "" && r.floats && ix.exact {
+	if s.controlOK && s.systemID == "" && r.xmins && ix.exact {
 		id, _, err := s.ownRow(systemIDSQL, nil, nil, 1)
 		if err != nil {
 			return "", false, err
@@ -407,7 +414,7 @@ func (s *session) checkSession(q *query, ix indexed) (minLSN string, fast bool, 
 			s.systemID = string(id[0])
 		}
 	}
-	return lsn, r.floats && s.controlOK && s.systemID != "", nil
+	return lsn, r.xmins && s.controlOK && s.systemID != "", nil
 }
 
 // ownRow runs one of the session's own statements, which return one row

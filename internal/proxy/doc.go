@@ -192,7 +192,9 @@
 // floats (pgvector's vector, or real[]), the sidecar's candidates come
 // with xids, as heapfetch's do: for each, the transaction that wrote the
 // version of the row it measured. If the statement's targets do not show
-// the vector (no reference to its column, no *), its sort key becomes
+// the vector (no reference to its column, no *) and the role has SELECT
+// on the table (xmin takes it, where the statement may need only some
+// columns), its sort key becomes
 //
 //	CASE WHEN xmin = <the row's xid> AND <timeline> = <the sidecar's>
 //	     THEN <the sidecar's distance> ELSE embedding <-> $1 END

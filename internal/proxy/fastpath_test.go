@@ -76,6 +76,21 @@ func TestFastPath(t *testing.T) {
 
 	// PostgreSQL computed no distance: every candidate was the version
 	// the sidecar measured. Showing the distance computes them.
+	// xmin takes SELECT on the table: a role with SELECT on its columns
+	// alone gets its rows, without the fast path.
+	for _, sql := range []string{
+		"DO $$ BEGIN CREATE ROLE proxy_columns LOGIN; EXCEPTION WHEN duplicate_object THEN NULL; END $$",
+		"GRANT SELECT (id, tenant, embedding) ON items TO proxy_columns",
+	} {
+		mustExec(t, f.db, sql)
+	}
+	columns := connect(t, strings.Replace(f.via, "postgres@", "proxy_columns@", 1))
+	sql := "SELECT id FROM items ORDER BY embedding <-> '" + f.vector() + "' LIMIT 10"
+	got := run(t, columns, sql)
+	if plan := lastPlan(t, columns); len(got.Rows) != 10 || !strings.HasPrefix(plan, "accelerated") || strings.Contains(plan, "ordered by the sidecar's distances") {
+		t.Errorf("SELECT on the columns only: %d rows, last plan %q", len(got.Rows), plan)
+	}
+
 	v := f.vector()
 	if n := distancesComputed(t, proxied, "SELECT id FROM items ORDER BY embedding <-> '"+v+"' LIMIT 10"); n != 0 {
 		t.Errorf("the fast path computed %d distances, want 0", n)
