@@ -95,3 +95,25 @@ func TestRestricted(t *testing.T) {
 		}
 	}
 }
+
+// TestReadsVector: the fast path is for statements whose targets cannot
+// show the vector column.
+func TestReadsVector(t *testing.T) {
+	for sql, want := range map[string]bool{
+		"SELECT id FROM items ORDER BY embedding <-> '[1]' LIMIT 1":                                                   false,
+		"SELECT id, note || 'x', tenant + 1 FROM items WHERE embedding IS NOT NULL ORDER BY embedding <-> $1 LIMIT 1": false,
+		"SELECT * FROM items ORDER BY embedding <-> $1 LIMIT 1":                                                       true,
+		"SELECT i.* FROM items i ORDER BY i.embedding <-> $1 LIMIT 1":                                                 true,
+		"SELECT id, embedding <-> $1 AS d FROM items ORDER BY embedding <-> $1 LIMIT 1":                               true,
+		"SELECT id, i.embedding IS NULL FROM items i ORDER BY embedding <-> $1 LIMIT 1":                               true,
+		"SELECT ARRAY[id, (embedding <#> $1)::int8] FROM items ORDER BY embedding <#> $1 LIMIT 1":                     true,
+	} {
+		q, reason := recognize(sql)
+		if q == nil {
+			t.Fatalf("%s: not accepted (%s)", sql, reason)
+		}
+		if got := q.readsVector(); got != want {
+			t.Errorf("%s: readsVector %v, want %v", sql, got, want)
+		}
+	}
+}
