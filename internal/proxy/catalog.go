@@ -4,11 +4,13 @@ package proxy
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/vecside/vecside/heapfetch"
 )
@@ -54,14 +56,37 @@ func (c *catalog) run(ctx context.Context, log *slog.Logger) {
 func (c *catalog) refresh(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, sidecarTimeout)
 	defer cancel()
-	rows, err := c.status.Query(ctx, "SELECT index_name, table_name, column_name, key_column, metric, state, exact_distances FROM vecside_status()")
+	m, err := c.read(ctx, true)
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && pe.Code == "42703" {
+		// A sidecar older than exact_distances: its indexes are read
+		// without it, none exact (no fast path), so that a proxy may be
+		// upgraded before the sidecars it asks.
+		m, err = c.read(ctx, false)
+	}
 	if err != nil {
 		return err
 	}
-	m := map[[2]string][]indexed{}
+	c.indexes.Store(&m)
+	return nil
+}
+
+// read reads the sidecar's ready indexes, with exact_distances if exact.
+func (c *catalog) read(ctx context.Context, exact bool) (map[[2]string][]indexed, error) {
+	columns := "index_name, table_name, column_name, key_column, metric, state"
 	var ix indexed
 	var table, state string
-	_, err = pgx.ForEachRow(rows, []any{&ix.name, &table, &ix.column, &ix.key, &ix.metric, &state, &ix.exact}, func() error {
+	dest := []any{&ix.name, &table, &ix.column, &ix.key, &ix.metric, &state}
+	if exact {
+		columns += ", exact_distances"
+		dest = append(dest, &ix.exact)
+	}
+	rows, err := c.status.Query(ctx, "SELECT "+columns+" FROM vecside_status()")
+	if err != nil {
+		return nil, err
+	}
+	m := map[[2]string][]indexed{}
+	_, err = pgx.ForEachRow(rows, dest, func() error {
 		if state != "ready" {
 			return nil
 		}
@@ -77,11 +102,7 @@ func (c *catalog) refresh(ctx context.Context) error {
 		m[k] = append(m[k], ix)
 		return nil
 	})
-	if err != nil {
-		return err
-	}
-	c.indexes.Store(&m)
-	return nil
+	return m, err
 }
 
 // lookup returns a ready index on schema.table(column) with metric; an

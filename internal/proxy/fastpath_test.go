@@ -9,8 +9,11 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/vecside/vecside/deploy"
+	"github.com/vecside/vecside/heapfetch"
 	"github.com/vecside/vecside/internal/pgtest"
 )
 
@@ -255,4 +258,41 @@ func TestFastPathStandby(t *testing.T) {
 	if n := p.Stats().FastPath; n != 11 {
 		t.Errorf("%d statements took the fast path, want 11", n)
 	}
+}
+
+// TestCatalogOlderSidecar: a sidecar older than vecside_status()'s
+// exact_distances still has its indexes found, none of them exact (no
+// fast path); a current one's float index is exact.
+func TestCatalogOlderSidecar(t *testing.T) {
+	ctx := context.Background()
+	f := newFixtureOf(t, 100, "items_l2=public.items(embedding) key=id metric=l2 kind=flat store=float",
+		"items_cosine=public.items(embedding) key=id metric=cosine kind=flat store=float")
+	pool, err := pgxpool.New(ctx, f.side)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	for _, c := range []struct {
+		name  string
+		q     heapfetch.Querier
+		exact bool
+	}{{"current", pool, true}, {"older", withoutExact{pool}, false}} {
+		cat := &catalog{status: c.q}
+		if err := cat.refresh(ctx); err != nil {
+			t.Fatalf("%s sidecar: %v", c.name, err)
+		}
+		if ix, ok := cat.lookup("public", "items", "embedding", "l2"); !ok || ix.exact != c.exact {
+			t.Errorf("%s sidecar: found %v, %+v; want exact %v", c.name, ok, ix, c.exact)
+		}
+	}
+}
+
+// withoutExact answers as a sidecar older than exact_distances does.
+type withoutExact struct{ heapfetch.Querier }
+
+func (w withoutExact) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	if strings.Contains(sql, "exact_distances") {
+		return nil, &pgconn.PgError{Severity: "ERROR", Code: "42703", Message: `column "exact_distances" does not exist`}
+	}
+	return w.Querier.Query(ctx, sql, args...)
 }
