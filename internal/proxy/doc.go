@@ -185,6 +185,19 @@
 // session is warm, one round trip and the execution of a prepared
 // statement over a few rows, and nothing of pgvector's index.
 //
+// Given up after step 1, the rest of the batch is sent on and its
+// replies relayed. The proxy remembers which of the client's prepared
+// statements it could answer, by name; a Close forgets one, a simple
+// Query the unnamed one, and a statement whose text mentions DEALLOCATE
+// or DISCARD all of them, lest SQL's PREPARE give a dropped one's name to
+// another statement (a statement merely dropped fails step 1).
+//
+// Every statement recognised but passed through is counted by reason
+// (Stats), and SHOW vecside.last_plan (a simple Query) tells a session
+// what became of its last one: the index and, per round, the candidates
+// asked for, given, and the rows that came back, or why it passed
+// through.
+//
 // The fast path. Reading a row's vector is most of what the restricted
 // statement costs (a large vector is TOASTed: more index and heap reads,
 // and a copy). Where the index's distances are exact (store=float:
@@ -211,19 +224,9 @@
 // and the sidecar in double, so they agree to single precision's
 // rounding, and two rows closer than that may come in the other order
 // than pgvector's. SHOW vecside.last_plan says when a statement took it.
-//
-// Given up after step 1, the rest of the batch is sent on and its
-// replies relayed. The proxy remembers which of the client's prepared
-// statements it could answer, by name; a Close forgets one, a simple
-// Query the unnamed one, and a statement whose text mentions DEALLOCATE
-// or DISCARD all of them, lest SQL's PREPARE give a dropped one's name to
-// another statement (a statement merely dropped fails step 1).
-//
-// Every statement recognised but passed through is counted by reason
-// (Stats), and SHOW vecside.last_plan (a simple Query) tells a session
-// what became of its last one: the index and, per round, the candidates
-// asked for, given, and the rows that came back, or why it passed
-// through.
+// On Fashion-MNIST (784-d, TOASTed) it took PostgreSQL's part of a
+// statement from 0.20–0.33 ms to 0.18–0.25 ms of CPU (docs/benchmarks,
+// "The proxy's fast path").
 //
 // # What a client can hold
 //
