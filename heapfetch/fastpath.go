@@ -67,8 +67,8 @@ type fastPath struct {
 // source is a sidecar's source system and timeline for an index, as last
 // read from vecside_status().
 type source struct {
-	systemID, timeline int64 // 0: unknown
-	read               time.Time
+	Source // zero: unknown
+	read   time.Time
 }
 
 // sourceTTL is how long a sidecar's source is taken as known: a sidecar
@@ -94,7 +94,7 @@ func (c *Client) source(ctx context.Context, name string) (source, error) {
 		var sys, tli *int64
 		_, err = pgx.ForEachRow(rows, []any{&index, &sys, &tli}, func() error {
 			if index == name && sys != nil && tli != nil {
-				s.systemID, s.timeline = *sys, *tli
+				s.SystemID, s.Timeline = *sys, *tli
 			}
 			return nil
 		})

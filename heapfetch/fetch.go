@@ -131,7 +131,7 @@ func fetch[T any](ctx context.Context, heap Querier, ix *index, req *Request, ca
 	if len(cands) == 0 {
 		return nil, nil
 	}
-	fast := src.systemID != 0 && !fp.denied.Load() && slices.ContainsFunc(cands, func(cd candidate) bool { return cd.xid != 0 })
+	fast := src.SystemID != 0 && !fp.denied.Load() && slices.ContainsFunc(cands, func(cd candidate) bool { return cd.xid != 0 })
 	keys := make([]any, len(cands))
 	for i, cd := range cands {
 		keys[i] = cd.key
@@ -144,7 +144,7 @@ func fetch[T any](ctx context.Context, heap Querier, ix *index, req *Request, ca
 			xids[i] = cd.xid
 			measured[mapKey(cd.key)] = cd.distance
 		}
-		hits, err := readHits(ctx, heap, ix, req, append(args, xids, src.systemID, src.timeline), measured, fn, fp)
+		hits, err := readHits(ctx, heap, ix, req, append(args, xids, src.SystemID, src.Timeline), measured, fn, fp)
 		var pgErr *pgconn.PgError
 		if !errors.As(err, &pgErr) || pgErr.Code != insufficientPrivilege {
 			return hits, err

@@ -151,7 +151,7 @@ func (c *Client) Candidates(ctx context.Context, req Request) ([]Candidate, Sour
 	for i, cd := range cands {
 		out[i] = Candidate{Key: keyText(cd.key), Distance: cd.distance, Xid: cd.xid}
 	}
-	return out, Source{a.source.systemID, a.source.timeline}, nil
+	return out, a.source.Source, nil
 }
 
 // ask is what a search asks every shard: the nearest keys, of the allowed
@@ -231,8 +231,8 @@ func (a ask) knnCall() (string, []any) {
 	if a.minLSN != "" {
 		opts = append(opts, "min_lsn="+a.minLSN)
 	}
-	if a.source.systemID != 0 {
-		opts = append(opts, fmt.Sprintf("with_xid=true xid_source=%d/%d", a.source.systemID, a.source.timeline))
+	if a.source.SystemID != 0 {
+		opts = append(opts, fmt.Sprintf("with_xid=true xid_source=%d/%d", a.source.SystemID, a.source.Timeline))
 	}
 	if a.options != "" {
 		opts = append(opts, a.options)

@@ -226,7 +226,7 @@ func (s *session) answer(q *query, ix indexed, vector func() ([]float32, string)
 		if round == 0 {
 			// The sidecar's xids count only on its source: later rounds
 			// bind the same statement, with no xid where none came.
-			fast = fast && strconv.FormatInt(src.SystemID, 10) == s.systemID &&
+			fast = fast && src.SystemID == s.systemID &&
 				slices.ContainsFunc(cands, func(c heapfetch.Candidate) bool { return c.Xid != 0 })
 			if fast {
 				sql, err = q.fastRestricted(ix.key)
@@ -367,7 +367,7 @@ func (s *session) checkSession(q *query, ix indexed) (minLSN string, fast bool, 
 		if !r.found {
 			return "", false, passThrough{"search_path"}
 		}
-		return "", r.xmins && s.controlOK && s.systemID != "", nil
+		return "", r.xmins && s.controlOK && s.systemID != 0, nil
 	}
 	// Named, not to drop the client's unnamed statement.
 	row, z, err := s.ownRow(probeSQL, probeTypes, [][]byte{[]byte(tables[0]), []byte(tables[1]), []byte(tables[2])}, 8+len(settingOptions))
@@ -405,16 +405,16 @@ func (s *session) checkSession(q *query, ix indexed) (minLSN string, fast bool, 
 	if !r.found {
 		return "", false, passThrough{"search_path"}
 	}
-	if s.controlOK && s.systemID == "" && r.xmins && ix.exact {
+	if s.controlOK && s.systemID == 0 && r.xmins && ix.exact {
 		id, _, err := s.ownRow(systemIDSQL, nil, nil, 1)
 		if err != nil {
 			return "", false, err
 		}
 		if id != nil {
-			s.systemID = string(id[0])
+			s.systemID, _ = strconv.ParseInt(string(id[0]), 10, 64)
 		}
 	}
-	return lsn, r.xmins && s.controlOK && s.systemID != "", nil
+	return lsn, r.xmins && s.controlOK && s.systemID != 0, nil
 }
 
 // ownRow runs one of the session's own statements, which return one row

@@ -55,10 +55,10 @@ type session struct {
 	// the last probe read it (0: not installed, or not probed yet).
 	vectorOID uint32
 	// systemID is the server's system identifier, read once a probe
-	// found the session's role may read the control file ("" until then):
+	// found the session's role may read the control file (0 until then):
 	// the fast path takes xids of that server only (accelerate.go).
 	// controlOK: the last probe found it may.
-	systemID  string
+	systemID  int64
 	controlOK bool
 	// stmts are the client's prepared statements the proxy could answer,
 	// by name (see noteParse); own, the session's (prepared.go).
