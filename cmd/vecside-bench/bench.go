@@ -63,7 +63,12 @@ and p50/p95/p99 latency with 1 and --clients clients, by each way in that
              fails if the proxy passed a statement through. On a real[]
              scratch column the throwaway database gets pgvector's
              operators over vecside's distance functions; --source must
-             have them, or the path is not measured. Needs a cgo build.
+             have them, or the path is not measured. Needs a cgo build
+  serve-proxy
+             the same statements through the proxy as vecside serve
+             --proxy runs it: in the sidecar's process, asking its indexes
+             with a function call instead of a round trip (not with
+             --process)
   pgvector   pgvector's HNSW, where the database offers the extension
 
 Every vecside point carries the candidates of the sidecar's recall pass,
@@ -152,7 +157,7 @@ and --svg write the results to files.`,
 		&cli.IntFlag{Name: "clients", Value: 8, Usage: "concurrent clients for the throughput runs"},
 		&cli.IntFlag{Name: "measure", Value: 1000, Usage: "queries timed per run with --clients clients, and end to end (cycling through the held-out ones); at one client the sidecar-only and pgvector timings are those of the recall pass over every query"},
 		&cli.DurationFlag{Name: "measure-time", Value: 3 * time.Second, Usage: "at most this long per timed run, whatever --measure says"},
-		&cli.StringFlag{Name: "paths", Value: strings.Join(allPaths, ","), Usage: "the ways in to measure, comma-separated: sidecar (the knn call alone), heapfetch (the Go client, end to end), sql (the SQL helpers vecside.search and vecside.search_rows through dblink), proxy (pgvector's statement through vecside proxy; needs a cgo build) and pgvector (its HNSW, where the database offers the extension); the sidecar's recall pass runs whatever is listed: it gives every vecside point its candidates"},
+		&cli.StringFlag{Name: "paths", Value: strings.Join(allPaths, ","), Usage: "the ways in to measure, comma-separated: sidecar (the knn call alone), heapfetch (the Go client, end to end), sql (the SQL helpers vecside.search and vecside.search_rows through dblink), proxy (pgvector's statement through vecside proxy; needs a cgo build), serve-proxy (the same through vecside serve --proxy, the proxy in the sidecar's process) and pgvector (its HNSW, where the database offers the extension); the sidecar's recall pass runs whatever is listed: it gives every vecside point its candidates"},
 		&cli.BoolFlag{Name: "e2e", Value: true, Usage: "false: leave out every end-to-end path of vecside's (heapfetch, sql, proxy), whatever --paths says"},
 		&cli.StringFlag{Name: "column-type", Value: "auto", Usage: "type of the scratch table's vector column, which the end-to-end path reads vectors from: vector (pgvector's, stored out of line), real[], or auto: vector where the database offers the extension, else real[]"},
 		&cli.BoolFlag{Name: "pgvector", Value: true, Usage: "false: leave out pgvector, whatever --paths says"},
@@ -224,6 +229,7 @@ and --svg write the results to files.`,
 			delete(p.paths, pathHeapfetch)
 			delete(p.paths, pathSQL)
 			delete(p.paths, pathProxy)
+			delete(p.paths, pathServeProxy)
 		}
 		if !p.pgvector {
 			delete(p.paths, pathPGVector)
@@ -394,10 +400,10 @@ type bench struct {
 	users           *rpc.Users
 	// sql and proxy are the connections of those paths, for one index at
 	// a time; nil when the path is not measured.
-	sql, proxy   *perIndex
-	sqlInstalled bool  // the bench installed the SQL helpers
-	proxyArgs    []any // each query as the proxy path binds it
-	tier         tier  // what --pg-cpus, --bench-cpus and --pg-memory did
+	sql, proxy, serveProxy *perIndex
+	sqlInstalled           bool  // the bench installed the SQL helpers
+	proxyArgs              []any // each query as the proxy path binds it
+	tier                   tier  // what --pg-cpus, --bench-cpus and --pg-memory did
 }
 
 func runBench(ctx context.Context, out io.Writer, p benchParams) error {

@@ -16,14 +16,15 @@ import (
 
 // The ways in that --paths names.
 const (
-	pathSidecar   = "sidecar"
-	pathHeapfetch = "heapfetch"
-	pathSQL       = "sql"
-	pathProxy     = "proxy"
-	pathPGVector  = "pgvector"
+	pathSidecar    = "sidecar"
+	pathHeapfetch  = "heapfetch"
+	pathSQL        = "sql"
+	pathProxy      = "proxy"
+	pathServeProxy = "serve-proxy"
+	pathPGVector   = "pgvector"
 )
 
-var allPaths = []string{pathSidecar, pathHeapfetch, pathSQL, pathProxy, pathPGVector}
+var allPaths = []string{pathSidecar, pathHeapfetch, pathSQL, pathProxy, pathServeProxy, pathPGVector}
 
 // parsePaths reads --paths. The proxy needs a cgo build: asked for by
 // name in a binary without it, that is an error; by default it is left
@@ -37,11 +38,12 @@ func parsePaths(s string, named bool) (map[string]bool, error) {
 		}
 		paths[f] = true
 	}
-	if paths[pathProxy] && !proxyBuilt {
+	if (paths[pathProxy] || paths[pathServeProxy]) && !proxyBuilt {
 		if named {
 			return nil, errProxyNotBuilt
 		}
 		delete(paths, pathProxy)
+		delete(paths, pathServeProxy)
 	}
 	return paths, nil
 }
@@ -174,21 +176,24 @@ func (b *bench) measureVecsidePaths(ctx context.Context, t *vecsideTarget, opts 
 			}
 		}
 	}
-	if b.proxy != nil {
-		pc, err := b.use(ctx, b.proxy, t)
+	for _, px := range []*perIndex{b.proxy, b.serveProxy} {
+		if px == nil {
+			continue
+		}
+		pc, err := b.use(ctx, px, t)
 		if err != nil {
 			return err
 		}
 		if err := b.setProxyOptions(ctx, pc.conns, opts); err != nil {
 			return err
 		}
-		if err := b.measurePath("vecside", t.def, benchreport.Proxy, params, cands, func(c, qi int) ([]int64, error) {
+		if err := b.measurePath("vecside", t.def, px.path, params, cands, func(c, qi int) ([]int64, error) {
 			return b.proxyQuery(ctx, pc.conns[c], qi)
 		}); err != nil {
 			return err
 		}
 		if err := pc.check(); err != nil {
-			return fmt.Errorf("proxy path, %s %s: %w", t.def, opts, err)
+			return fmt.Errorf("%s path, %s %s: %w", px.path, t.def, opts, err)
 		}
 	}
 	return nil
@@ -211,8 +216,8 @@ func (b *bench) startPaths(ctx context.Context, targets []*vecsideTarget) error 
 			return err
 		}
 	}
-	if b.p.paths[pathProxy] {
-		if err := b.startProxyPath(ctx); err != nil {
+	if b.p.paths[pathProxy] || b.p.paths[pathServeProxy] {
+		if err := b.startProxyPaths(ctx); err != nil {
 			return err
 		}
 	}
@@ -222,6 +227,7 @@ func (b *bench) startPaths(ctx context.Context, targets []*vecsideTarget) error 
 // stopPaths closes what startPaths and the sweep opened.
 func (b *bench) stopPaths() {
 	b.proxy.close()
+	b.serveProxy.close()
 	b.sql.close()
 	b.stopSQL()
 }

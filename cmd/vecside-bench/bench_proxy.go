@@ -11,56 +11,69 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/vecside/vecside/heapfetch"
+	"github.com/vecside/vecside/internal/benchreport"
 	"github.com/vecside/vecside/internal/proxy"
 )
 
 // proxyBuilt: this binary has the proxy (cgo).
 const proxyBuilt = true
 
-// openProxy runs a proxy in this process in front of the bench's
-// Postgres, asking t's sidecar, and opens a connection per client
-// through it, as an application would by changing its connection string.
-func (b *bench) openProxy(ctx context.Context, t *vecsideTarget) (*pathConns, error) {
-	up, err := pgconn.ParseConfig(b.dsn)
+// sidecarPool is a pool of connections to the sidecar at addr, one per
+// client and one more, so that a client's candidates never wait for one.
+func (b *bench) sidecarPool(ctx context.Context, addr string) (*pgxpool.Pool, error) {
+	pcfg, err := pgxpool.ParseConfig(b.sidecarURL(addr))
 	if err != nil {
 		return nil, err
 	}
-	upstream := net.JoinHostPort(up.Host, fmt.Sprint(up.Port))
-	if len(up.Host) > 0 && up.Host[0] == '/' { // a Unix socket's directory
-		upstream = fmt.Sprintf("%s/.s.PGSQL.%d", up.Host, up.Port)
-	}
-	pcfg, err := pgxpool.ParseConfig(b.sidecarURL(t.addr))
-	if err != nil {
-		return nil, err
-	}
-	pcfg.MaxConns = int32(b.p.clients) + 1 // a client's candidates never wait for a pooled connection
+	pcfg.MaxConns = int32(b.p.clients) + 1
 	pcfg.AfterConnect = func(_ context.Context, c *pgx.Conn) error {
 		heapfetch.RegisterTypes(c.TypeMap())
 		return nil
 	}
-	pctx, cancel := context.WithCancel(ctx)
-	pool, err := pgxpool.NewWithConfig(pctx, pcfg)
+	return pgxpool.NewWithConfig(ctx, pcfg)
+}
+
+// openProxy runs a proxy in this process in front of the bench's
+// Postgres, asking t's sidecar over pgwire (vecside proxy) or, if
+// inProcess, its indexer directly (vecside serve --proxy), and opens a
+// connection per client through it, as an application would by changing
+// its connection string.
+func (b *bench) openProxy(ctx context.Context, t *vecsideTarget, inProcess bool) (*pathConns, error) {
+	upstream, err := proxy.UpstreamOf(b.dsn)
 	if err != nil {
-		cancel()
 		return nil, err
 	}
-	side, err := heapfetch.NewClient(heapfetch.Config{Shards: [][]heapfetch.Querier{{pool}}})
-	var p *proxy.Proxy
-	if err == nil {
-		p, err = proxy.New(proxy.Config{Upstream: upstream, Sidecar: side, Status: pool, StatusInterval: 100 * time.Millisecond,
-			Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	pctx, cancel := context.WithCancel(ctx)
+	release := cancel
+	path, side := benchreport.ServeProxy, proxy.InProcess(t.indexer)
+	if !inProcess {
+		pool, err := b.sidecarPool(pctx, t.addr)
+		if err != nil {
+			cancel()
+			return nil, err
+		}
+		release = func() {
+			pool.Close()
+			cancel()
+		}
+		client, err := heapfetch.NewClient(heapfetch.Config{Shards: [][]heapfetch.Querier{{pool}}})
+		if err != nil {
+			release()
+			return nil, err
+		}
+		path, side = benchreport.Proxy, proxy.Remote(client, pool)
 	}
+	p, err := proxy.New(proxy.Config{Upstream: upstream, Sidecar: side, StatusInterval: 100 * time.Millisecond,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	var ln net.Listener
 	if err == nil {
 		ln, err = net.Listen("tcp", "127.0.0.1:0")
 	}
 	if err != nil {
-		pool.Close()
-		cancel()
+		release()
 		return nil, err
 	}
 	served := make(chan error, 1)
@@ -70,10 +83,10 @@ func (b *bench) openProxy(ctx context.Context, t *vecsideTarget) (*pathConns, er
 		if err := <-served; err != nil {
 			b.say("proxy: %v", err)
 		}
-		pool.Close()
+		release()
 		st := p.Stats()
-		b.say("proxy for %s: %d statements accelerated, %d of them by the fast path (no vector read where the sidecar measured the row)",
-			t.def, st.Accelerated, st.FastPath)
+		b.say("%s for %s: %d statements accelerated, %d of them by the fast path (no vector read where the sidecar measured the row)",
+			path, t.def, st.Accelerated, st.FastPath)
 	}
 	ccfg, err := pgx.ParseConfig(b.dsn)
 	if err != nil {

@@ -7,6 +7,6 @@ import "context"
 // proxyBuilt: this binary has no proxy, which needs cgo (pg_query).
 const proxyBuilt = false
 
-func (b *bench) openProxy(context.Context, *vecsideTarget) (*pathConns, error) {
+func (b *bench) openProxy(context.Context, *vecsideTarget, bool) (*pathConns, error) {
 	return nil, errProxyNotBuilt
 }

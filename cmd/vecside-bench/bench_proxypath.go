@@ -8,16 +8,17 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/vecside/vecside/deploy"
+	"github.com/vecside/vecside/internal/benchreport"
 	"github.com/vecside/vecside/internal/pgvalue"
 )
 
 var errProxyNotBuilt = errors.New("the proxy path needs a vecside built with cgo (the proxy's SQL parser, pg_query); this one was built with CGO_ENABLED=0")
 
-// startProxyPath readies the proxy path: the statement's operator must
+// startProxyPaths readies the proxy paths: the statement's operator must
 // exist for the scratch column's type. On real[] the bench creates it in
-// its throwaway database; --source's must have it already, or the path
-// is not measured.
-func (b *bench) startProxyPath(ctx context.Context) error {
+// its throwaway database; --source's must have it already, or the paths
+// are not measured. serve-proxy needs the sidecars in this process.
+func (b *bench) startProxyPaths(ctx context.Context) error {
 	if !b.vectorColumn {
 		var exists bool
 		op := fmt.Sprintf("public.%s(real[],real[])", b.p.metric.Operator())
@@ -26,7 +27,7 @@ func (b *bench) startProxyPath(ctx context.Context) error {
 		}
 		switch {
 		case !exists && b.cluster == nil:
-			b.say("proxy: --source has no operator %s for pgvector's statement on the real[] scratch table; the proxy path is not measured", op)
+			b.say("proxy: --source has no operator %s for pgvector's statement on the real[] scratch table; the proxy paths are not measured", op)
 			return nil
 		case !exists:
 			b.say("proxy: creating pgvector's operators over real[] from vecside's distance functions")
@@ -47,9 +48,23 @@ func (b *bench) startProxyPath(ctx context.Context) error {
 			b.proxyArgs[i] = string(pgvalue.AppendVectorText(nil, q))
 		}
 	}
-	b.proxy = &perIndex{path: pathProxy, open: b.openProxy, warm: func(ctx context.Context, _ *vecsideTarget, conn *pgx.Conn, qi int) ([]int64, error) {
+	warm := func(ctx context.Context, _ *vecsideTarget, conn *pgx.Conn, qi int) ([]int64, error) {
 		return b.proxyQuery(ctx, conn, qi)
-	}}
+	}
+	if b.p.paths[pathProxy] {
+		b.proxy = &perIndex{path: benchreport.Proxy, open: func(ctx context.Context, t *vecsideTarget) (*pathConns, error) {
+			return b.openProxy(ctx, t, false)
+		}, warm: warm}
+	}
+	switch {
+	case !b.p.paths[pathServeProxy]:
+	case b.p.process:
+		b.say("serve-proxy: not measured with --process: it runs the proxy in the bench's in-process sidecars")
+	default:
+		b.serveProxy = &perIndex{path: benchreport.ServeProxy, open: func(ctx context.Context, t *vecsideTarget) (*pathConns, error) {
+			return b.openProxy(ctx, t, true)
+		}, warm: warm}
+	}
 	return nil
 }
 

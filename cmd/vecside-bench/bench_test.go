@@ -18,7 +18,7 @@ import (
 	"github.com/vecside/vecside/kernels"
 )
 
-var benchModes = []string{benchreport.SidecarOnly, benchreport.EndToEnd, benchreport.SQLSearch, benchreport.SQLSearchRows, benchreport.Proxy}
+var benchModes = []string{benchreport.SidecarOnly, benchreport.EndToEnd, benchreport.SQLSearch, benchreport.SQLSearchRows, benchreport.Proxy, benchreport.ServeProxy}
 
 // readReport reads a bench's JSON and checks what every point must hold.
 func readReport(t *testing.T, path string) benchreport.Report {
@@ -169,7 +169,7 @@ func testBenchPaths(t *testing.T, column string) {
 	if column == "auto" && r.Header.Dataset.Column == "real[]" {
 		t.Skip("the test server has no pgvector: real[] again")
 	}
-	modes := []string{benchreport.SidecarOnly, benchreport.EndToEnd, benchreport.SQLSearch, benchreport.SQLSearchRows, benchreport.Proxy}
+	modes := benchModes
 	if !proxyBuilt {
 		modes = modes[:4]
 	}
@@ -236,9 +236,9 @@ func TestBenchOnATable(t *testing.T) {
 		t.Errorf("dataset %+v: want 2,000 rows less 20 held out", d)
 	}
 	// 2 concurrencies of the sidecar alone, heapfetch and the two SQL
-	// helpers; and of the proxy where the scratch column is pgvector's
-	// (its operators exist).
-	if want := map[bool]int{false: 8, true: 10}[proxyBuilt && strings.HasPrefix(r.Header.Dataset.Column, "vector")]; len(r.Points) != want || r.Points[0].Recall < 0.9 {
+	// helpers; and of the two ways to run the proxy where the scratch
+	// column is pgvector's (its operators exist).
+	if want := map[bool]int{false: 8, true: 12}[proxyBuilt && strings.HasPrefix(r.Header.Dataset.Column, "vector")]; len(r.Points) != want || r.Points[0].Recall < 0.9 {
 		t.Errorf("%d points, want %d: %+v", len(r.Points), want, r.Points)
 	}
 	if len(r.Writes) != 1 || r.Writes[0].LagP50 <= 0 || r.Writes[0].LagP99 < r.Writes[0].LagP50 || r.Writes[0].ApplyRate <= 0 || r.Writes[0].Written <= 0 {

@@ -23,11 +23,12 @@ import (
 // connections to it and to the heap.
 type vecsideTarget struct {
 	def, name string
-	addr      string         // the sidecar's
-	entry     *indexer.Entry // in process only
-	pid       int            // the vecside serve child's (--process only)
-	conns     []*pgx.Conn    // to the sidecar, one per client
-	heaps     []*pgx.Conn    // to Postgres, one per client
+	addr      string           // the sidecar's
+	entry     *indexer.Entry   // in process only
+	indexer   *indexer.Indexer // in process only
+	pid       int              // the vecside serve child's (--process only)
+	conns     []*pgx.Conn      // to the sidecar, one per client
+	heaps     []*pgx.Conn      // to Postgres, one per client
 	hf        []*heapfetch.Client
 	closers   []func()
 }
@@ -93,7 +94,7 @@ func (b *bench) startVecside(ctx context.Context, n int, def string) (t *vecside
 			return nil, err
 		}
 		t.closers = append(t.closers, func() { sc.Stop() })
-		t.addr, t.entry = sc.Addr.String(), entry
+		t.addr, t.entry, t.indexer = sc.Addr.String(), entry, sc.Indexer
 		st := entry.Status().IndexStats
 		build.IndexBytes, build.BytesPerRow = st.Bytes(), st.BytesPerRow()
 	}

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -30,6 +31,7 @@ func runWithConfig(t *testing.T, args ...string) (string, error) {
 // flags. serve reports the --memory-limit it was given before it connects
 // anywhere, which shows which source won.
 func TestConfigPrecedence(t *testing.T) {
+	keepFlags(t, serveCommand)
 	for _, v := range []string{"VECSIDE_MEMORY_LIMIT", "VECSIDE_SOURCE", "VECSIDE_INDEX", "VECSIDE_CONFIG"} {
 		t.Setenv(v, "")
 		os.Unsetenv(v) // applyConfig sets them; t.Setenv restores them after the test
@@ -61,6 +63,23 @@ checkpoint-interval: 1m
 	if err == nil || !strings.Contains(err.Error(), `"from-flag"`) {
 		t.Fatalf("file, environment and flag: %v, want the flag's memory-limit", err)
 	}
+}
+
+// keepFlags restores cmd's flags when the test ends: urfave/cli writes
+// the values it takes from the environment into the flags, which are the
+// package's, and the next command run would start from them.
+func keepFlags(t *testing.T, cmd *cli.Command) {
+	saved := make([]reflect.Value, len(cmd.Flags))
+	for i, f := range cmd.Flags {
+		v := reflect.ValueOf(f).Elem()
+		saved[i] = reflect.New(v.Type()).Elem()
+		saved[i].Set(v)
+	}
+	t.Cleanup(func() {
+		for i, f := range cmd.Flags {
+			reflect.ValueOf(f).Elem().Set(saved[i])
+		}
+	})
 }
 
 func TestConfigErrors(t *testing.T) {

@@ -22,54 +22,32 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/vecside/vecside/heapfetch"
+	"github.com/vecside/vecside/indexer"
 	"github.com/vecside/vecside/internal/proxy"
 )
 
 var proxyCommand = &cli.Command{
 	Name:  "proxy",
 	Usage: "speak PostgreSQL's protocol in front of it, answering pgvector's nearest-neighbour queries through a sidecar",
-	Description: `Clients connect to --listen as to PostgreSQL (same databases, roles and
-passwords: authentication is PostgreSQL's, relayed). Each session gets its
-own upstream connection, as its own role. Statements of the form
+	Description: `Clients connect to --proxy-listen as to PostgreSQL (same databases, roles
+and passwords: authentication is PostgreSQL's, relayed). Each session gets
+its own upstream connection, as its own role. Statements of the form
 SELECT ... FROM t [WHERE ...] ORDER BY col <->|<=>|<#> vector LIMIT k on a
 column the sidecar indexes are run restricted to the sidecar's candidates;
-everything else passes through unchanged. See internal/proxy's doc.`,
-	Flags: []cli.Flag{
-		// Flags named proxy-*: one config file serves every command, and
-		// serve's listen and limits mean other things.
-		&cli.StringFlag{Name: "proxy-listen", Value: "127.0.0.1:6432", Usage: "address clients connect to, as to PostgreSQL", EnvVars: []string{"VECSIDE_PROXY_LISTEN"}},
-		&cli.StringFlag{Name: "proxy-metrics-listen", Usage: "address of /metrics (the proxy's counters, Go and process series); empty disables. Names no table: it counts statements by outcome", EnvVars: []string{"VECSIDE_PROXY_METRICS_LISTEN"}},
-		&cli.StringFlag{Name: "upstream", Usage: "PostgreSQL's address: host:port, or a Unix socket's path (/var/run/postgresql/.s.PGSQL.5432). PostgreSQL sees every client coming from the proxy's address: its pg_hba.conf must ask that address for passwords", Required: true, EnvVars: []string{"VECSIDE_UPSTREAM"}},
-		&cli.StringFlag{Name: "upstream-sslmode", Value: "disable", Usage: "TLS to PostgreSQL: disable, require (encrypted, the certificate not checked) or verify-full (checked against --upstream-sslrootcert and the host of --upstream)", EnvVars: []string{"VECSIDE_UPSTREAM_SSLMODE"}},
-		&cli.StringFlag{Name: "upstream-sslrootcert", Usage: "CA certificates (PEM) that verify-full checks PostgreSQL's certificate against; empty: the system's", EnvVars: []string{"VECSIDE_UPSTREAM_SSLROOTCERT"}},
+everything else passes through unchanged. See internal/proxy's doc.
+
+vecside serve --proxy runs the same proxy inside the sidecar's process,
+which saves a round trip per statement.`,
+	Flags: append(proxyFlags(true),
 		addrFlag,
 		userFlag,
 		&cli.BoolFlag{Name: "no-sidecar", Usage: "pass every statement through, asking no sidecar", EnvVars: []string{"VECSIDE_NO_SIDECAR"}},
-		&cli.IntFlag{Name: "proxy-max-connections", Value: proxy.DefaultLimits.MaxConnections, Usage: "sessions at once (clients past their startup message), each holding one upstream connection; past it new ones are refused (53300)", EnvVars: []string{"VECSIDE_PROXY_MAX_CONNECTIONS"}},
-		&cli.StringFlag{Name: "proxy-tls-cert", Usage: "PEM certificate (chain) offered to clients that ask for TLS. With TLS upstream too, SCRAM clients must connect with channel_binding=disable: channel binding detects the proxy in the middle", EnvVars: []string{"VECSIDE_PROXY_TLS_CERT"}},
-		&cli.StringFlag{Name: "proxy-tls-key", Usage: "PEM private key of --proxy-tls-cert", EnvVars: []string{"VECSIDE_PROXY_TLS_KEY"}},
-		&cli.BoolFlag{Name: "proxy-tls-required", Usage: "refuse clients that do not use TLS (28000)", EnvVars: []string{"VECSIDE_PROXY_TLS_REQUIRED"}},
-		&cli.IntFlag{Name: "proxy-max-startups", Value: proxy.DefaultLimits.MaxStartups, Usage: "connections not yet authenticated, on top of --proxy-max-connections; a new one takes the slot of the one silent longest", EnvVars: []string{"VECSIDE_PROXY_MAX_STARTUPS"}},
-		&cli.IntFlag{Name: "proxy-max-startups-per-peer", Value: proxy.DefaultLimits.MaxStartupsPerPeer, Usage: "of --proxy-max-startups, those of one address that have sent nothing; past it its own oldest gives way", EnvVars: []string{"VECSIDE_PROXY_MAX_STARTUPS_PER_PEER"}},
-		&cli.DurationFlag{Name: "proxy-auth-timeout", Value: proxy.DefaultLimits.AuthTimeout, Usage: "time a client has from connecting to being authenticated", EnvVars: []string{"VECSIDE_PROXY_AUTH_TIMEOUT"}},
-	},
+	),
 	Action: func(c *cli.Context) error {
 		ctx, stop := shutdownOnSignal(c.Context)
 		defer stop()
-		cfg := proxy.Config{
-			Upstream: c.String("upstream"),
-			Limits: proxy.Limits{MaxConnections: c.Int("proxy-max-connections"), MaxStartups: c.Int("proxy-max-startups"),
-				MaxStartupsPerPeer: c.Int("proxy-max-startups-per-peer"), AuthTimeout: c.Duration("proxy-auth-timeout")},
-			Logger: slog.Default(),
-		}
-		var err error
-		if cfg.ClientTLS, err = loadTLS(c, "proxy-tls-cert", "proxy-tls-key"); err != nil {
-			return err
-		}
-		if cfg.ClientTLSRequired = c.Bool("proxy-tls-required"); cfg.ClientTLSRequired && cfg.ClientTLS == nil {
-			return errors.New("--proxy-tls-required needs --proxy-tls-cert and --proxy-tls-key")
-		}
-		if cfg.UpstreamTLS, err = upstreamTLS(c.String("upstream-sslmode"), c.String("upstream-sslrootcert"), cfg.Upstream); err != nil {
+		cfg, err := proxyConfig(c, c.String("upstream"))
+		if err != nil {
 			return err
 		}
 		if !c.Bool("no-sidecar") {
@@ -86,32 +64,105 @@ everything else passes through unchanged. See internal/proxy's doc.`,
 				return fmt.Errorf("--addr: %w", err)
 			}
 			defer pool.Close()
-			if cfg.Sidecar, err = heapfetch.NewClient(heapfetch.Config{Shards: [][]heapfetch.Querier{{pool}}}); err != nil {
-				return err
-			}
-			cfg.Status = pool
-		}
-		p, err := proxy.New(cfg)
-		if err != nil {
-			return err
-		}
-		ln, err := net.Listen("tcp", c.String("proxy-listen"))
-		if err != nil {
-			return err
-		}
-		if addr := c.String("proxy-metrics-listen"); addr != "" {
-			mln, err := net.Listen("tcp", addr)
+			client, err := heapfetch.NewClient(heapfetch.Config{Shards: [][]heapfetch.Querier{{pool}}})
 			if err != nil {
-				ln.Close()
 				return err
 			}
-			srv := &http.Server{Handler: proxyMetrics(p), ReadHeaderTimeout: 10 * time.Second}
-			go srv.Serve(mln)
-			defer srv.Close()
+			cfg.Sidecar = proxy.Remote(client, pool)
 		}
-		slog.Info("vecside proxy serving", "listen", ln.Addr().String(), "upstream", cfg.Upstream, "sidecar", !c.Bool("no-sidecar"))
-		return p.Serve(ctx, ln)
+		return runProxy(ctx, c, cfg)
 	},
+}
+
+// serveProxyFlags are serve's flags for --proxy.
+var serveProxyFlags = append([]cli.Flag{proxyFlag}, proxyFlags(false)...)
+
+// proxyFlags are the proxy's flags, of vecside proxy and of vecside
+// serve --proxy. They are named proxy-*: one config file serves every
+// command, and serve's listen and limits mean other things. serve's
+// --upstream is optional: PostgreSQL is where --source is.
+func proxyFlags(upstreamRequired bool) []cli.Flag {
+	upstream := "PostgreSQL's address: host:port, or a Unix socket's path (/var/run/postgresql/.s.PGSQL.5432). PostgreSQL sees every client coming from the proxy's address: its pg_hba.conf must ask that address for passwords"
+	if !upstreamRequired {
+		upstream += "; empty: the host and port of --source"
+	}
+	return []cli.Flag{
+		&cli.StringFlag{Name: "proxy-listen", Value: "127.0.0.1:6432", Usage: "address clients connect to, as to PostgreSQL", EnvVars: []string{"VECSIDE_PROXY_LISTEN"}},
+		&cli.StringFlag{Name: "proxy-metrics-listen", Usage: "address of /metrics (the proxy's counters, Go and process series); empty disables. Names no table: it counts statements by outcome", EnvVars: []string{"VECSIDE_PROXY_METRICS_LISTEN"}},
+		&cli.StringFlag{Name: "upstream", Usage: upstream, Required: upstreamRequired, EnvVars: []string{"VECSIDE_UPSTREAM"}},
+		&cli.StringFlag{Name: "upstream-sslmode", Value: "disable", Usage: "TLS to PostgreSQL: disable, require (encrypted, the certificate not checked) or verify-full (checked against --upstream-sslrootcert and the host of --upstream)", EnvVars: []string{"VECSIDE_UPSTREAM_SSLMODE"}},
+		&cli.StringFlag{Name: "upstream-sslrootcert", Usage: "CA certificates (PEM) that verify-full checks PostgreSQL's certificate against; empty: the system's", EnvVars: []string{"VECSIDE_UPSTREAM_SSLROOTCERT"}},
+		&cli.IntFlag{Name: "proxy-max-connections", Value: proxy.DefaultLimits.MaxConnections, Usage: "sessions at once (clients past their startup message), each holding one upstream connection; past it new ones are refused (53300)", EnvVars: []string{"VECSIDE_PROXY_MAX_CONNECTIONS"}},
+		&cli.StringFlag{Name: "proxy-tls-cert", Usage: "PEM certificate (chain) offered to clients that ask for TLS. With TLS upstream too, SCRAM clients must connect with channel_binding=disable: channel binding detects the proxy in the middle", EnvVars: []string{"VECSIDE_PROXY_TLS_CERT"}},
+		&cli.StringFlag{Name: "proxy-tls-key", Usage: "PEM private key of --proxy-tls-cert", EnvVars: []string{"VECSIDE_PROXY_TLS_KEY"}},
+		&cli.BoolFlag{Name: "proxy-tls-required", Usage: "refuse clients that do not use TLS (28000)", EnvVars: []string{"VECSIDE_PROXY_TLS_REQUIRED"}},
+		&cli.IntFlag{Name: "proxy-max-startups", Value: proxy.DefaultLimits.MaxStartups, Usage: "connections not yet authenticated, on top of --proxy-max-connections; a new one takes the slot of the one silent longest", EnvVars: []string{"VECSIDE_PROXY_MAX_STARTUPS"}},
+		&cli.IntFlag{Name: "proxy-max-startups-per-peer", Value: proxy.DefaultLimits.MaxStartupsPerPeer, Usage: "of --proxy-max-startups, those of one address that have sent nothing; past it its own oldest gives way", EnvVars: []string{"VECSIDE_PROXY_MAX_STARTUPS_PER_PEER"}},
+		&cli.DurationFlag{Name: "proxy-auth-timeout", Value: proxy.DefaultLimits.AuthTimeout, Usage: "time a client has from connecting to being authenticated", EnvVars: []string{"VECSIDE_PROXY_AUTH_TIMEOUT"}},
+	}
+}
+
+// proxyConfig is the proxy's configuration from its flags, forwarding to
+// upstream, asking no sidecar yet.
+func proxyConfig(c *cli.Context, upstream string) (proxy.Config, error) {
+	cfg := proxy.Config{
+		Upstream: upstream,
+		Limits: proxy.Limits{MaxConnections: c.Int("proxy-max-connections"), MaxStartups: c.Int("proxy-max-startups"),
+			MaxStartupsPerPeer: c.Int("proxy-max-startups-per-peer"), AuthTimeout: c.Duration("proxy-auth-timeout")},
+		Logger: slog.Default(),
+	}
+	var err error
+	if cfg.ClientTLS, err = loadTLS(c, "proxy-tls-cert", "proxy-tls-key"); err != nil {
+		return cfg, err
+	}
+	if cfg.ClientTLSRequired = c.Bool("proxy-tls-required"); cfg.ClientTLSRequired && cfg.ClientTLS == nil {
+		return cfg, errors.New("--proxy-tls-required needs --proxy-tls-cert and --proxy-tls-key")
+	}
+	cfg.UpstreamTLS, err = upstreamTLS(c.String("upstream-sslmode"), c.String("upstream-sslrootcert"), cfg.Upstream)
+	return cfg, err
+}
+
+// runProxy serves cfg on --proxy-listen, and its metrics on
+// --proxy-metrics-listen, until ctx ends.
+func runProxy(ctx context.Context, c *cli.Context, cfg proxy.Config) error {
+	p, err := proxy.New(cfg)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", c.String("proxy-listen"))
+	if err != nil {
+		return err
+	}
+	if addr := c.String("proxy-metrics-listen"); addr != "" {
+		mln, err := net.Listen("tcp", addr)
+		if err != nil {
+			ln.Close()
+			return err
+		}
+		srv := &http.Server{Handler: proxyMetrics(p), ReadHeaderTimeout: 10 * time.Second}
+		go srv.Serve(mln)
+		defer srv.Close()
+	}
+	slog.Info("vecside proxy serving", "listen", ln.Addr().String(), "upstream", cfg.Upstream, "sidecar", cfg.Sidecar != nil)
+	return p.Serve(ctx, ln)
+}
+
+// serveProxy runs vecside serve --proxy's proxy, asking the indexes of
+// this process, until ctx ends.
+func serveProxy(ctx context.Context, c *cli.Context, ix *indexer.Indexer) error {
+	upstream := c.String("upstream")
+	if upstream == "" {
+		var err error
+		if upstream, err = proxy.UpstreamOf(c.String("source")); err != nil {
+			return fmt.Errorf("--upstream: from --source: %w", err)
+		}
+	}
+	cfg, err := proxyConfig(c, upstream)
+	if err != nil {
+		return err
+	}
+	cfg.Sidecar = proxy.InProcess(ix)
+	return runProxy(ctx, c, cfg)
 }
 
 var (

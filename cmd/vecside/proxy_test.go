@@ -8,14 +8,17 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/vecside/vecside/deploy"
 	"github.com/vecside/vecside/internal/pgtest"
 	"github.com/vecside/vecside/internal/sidecar"
+	"github.com/vecside/vecside/replicate"
 )
 
 // TestProxyCommand: vecside proxy relays sessions to --upstream, asking
@@ -23,17 +26,7 @@ import (
 func TestProxyCommand(t *testing.T) {
 	addr := sidecarFor(t, "cli_proxy", sidecar.Config{Auth: "trust"})
 	cl := pgtest.Shared(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	listen := ln.Addr().String()
-	ln.Close()
-	if ln, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
-		t.Fatal(err)
-	}
-	metrics := ln.Addr().String()
-	ln.Close()
+	listen, metrics := freeAddr(t), freeAddr(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
@@ -46,31 +39,132 @@ func TestProxyCommand(t *testing.T) {
 			t.Errorf("vecside proxy: %v", err)
 		}
 	}()
-	via := strings.Replace(cl.DSN("postgres"), fmt.Sprintf("127.0.0.1:%d", cl.Port), listen, 1)
-	var c *pgx.Conn
-	for deadline := time.Now().Add(10 * time.Second); ; {
-		if c, err = pgx.Connect(ctx, via); err == nil || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close(context.Background())
+	c := dialProxy(t, ctx, cl.DSN("postgres"), listen, done)
 	var who string
 	if err := c.QueryRow(ctx, "SELECT current_user").Scan(&who); err != nil || who != "postgres" {
 		t.Errorf("through vecside proxy: %q, %v", who, err)
 	}
-	resp, err := http.Get("http://" + metrics + "/metrics")
+	if body := scrape(t, metrics); !strings.Contains(body, "vecside_proxy_sessions_total 1") {
+		t.Errorf("/metrics:\n%s", body)
+	}
+}
+
+// TestServeProxy: vecside serve --proxy answers pgvector's statement on
+// --proxy-listen from the index of its own process, forwarding to the
+// server of --source when --upstream is not given, and stops with the
+// sidecar.
+func TestServeProxy(t *testing.T) {
+	const name = "cli_serve_proxy"
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	dsn := pgtest.Shared(t).NewDatabase(t)
+	db := pgtest.Connect(t, dsn)
+	for _, sql := range []string{deploy.DistanceSQL, deploy.RealOperatorsSQL,
+		"CREATE TABLE t (id int PRIMARY KEY, v real[]); INSERT INTO t SELECT g, ARRAY[g, 0] FROM generate_series(1, 200) g"} {
+		if _, err := db.Exec(ctx, sql, pgx.QueryExecModeSimpleProtocol); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() {
+		if _, err := replicate.Teardown(context.Background(), dsn, name, sidecar.TeardownWait); err != nil {
+			t.Error(err)
+		}
+	})
+	listen, metrics, dataDir := freeAddr(t), freeAddr(t), t.TempDir()
+	done := make(chan error, 1)
+	go func() {
+		done <- newApp().RunContext(ctx, []string{"vecside", "--log-level", "error", "serve", "--source", dsn, "--name", name,
+			"--index", "t_v=t(v) key=id metric=l2 kind=hnsw", "--listen", "127.0.0.1:0", "--metrics-listen", "", "--data-dir", dataDir,
+			"--auth", "trust", "--proxy", "--proxy-listen", listen, "--proxy-metrics-listen", metrics})
+	}()
+	stopped := false
+	t.Cleanup(func() { // before dataDir goes
+		if !stopped {
+			cancel()
+			<-done
+		}
+	})
+	c := dialProxy(t, ctx, dsn, listen, done)
+	// Until the index is ready, the statement passes through.
+	var plan string
+	for deadline := time.Now().Add(time.Minute); !strings.HasPrefix(plan, "accelerated: index t_v;") && time.Now().Before(deadline); {
+		var ids []int32
+		rows, err := c.Query(ctx, "SELECT id FROM t ORDER BY v <-> $1 LIMIT 3", []float32{3.2, 0})
+		if err == nil {
+			ids, err = pgx.CollectRows(rows, pgx.RowTo[int32])
+		}
+		if err != nil || fmt.Sprint(ids) != "[3 4 2]" {
+			t.Fatalf("through vecside serve --proxy: %v, %v; want [3 4 2]", ids, err)
+		}
+		if err := c.QueryRow(ctx, "SHOW vecside.last_plan", pgx.QueryExecModeSimpleProtocol).Scan(&plan); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !strings.HasPrefix(plan, "accelerated: index t_v;") {
+		t.Errorf("last plan %q, want accelerated by t_v", plan)
+	}
+	if body := scrape(t, metrics); !strings.Contains(body, "vecside_proxy_accelerated_total") {
+		t.Errorf("/metrics:\n%s", body)
+	}
+	c.Close(ctx)
+	cancel()
+	stopped = true
+	if err := <-done; err != nil {
+		t.Errorf("vecside serve --proxy: %v", err)
+	}
+}
+
+// freeAddr is a loopback address with a port free a moment ago.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// dialProxy connects to the server of dsn through the proxy at listen,
+// waiting for it to listen, unless the command running it ends first
+// (done, a channel of one, left holding its result).
+func dialProxy(t *testing.T, ctx context.Context, dsn, listen string, done chan error) *pgx.Conn {
+	t.Helper()
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	host, port, _ := net.SplitHostPort(listen)
+	p, _ := strconv.Atoi(port)
+	cfg.Host, cfg.Port, cfg.Fallbacks = host, uint16(p), nil
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		c, err := pgx.ConnectConfig(ctx, cfg)
+		if err == nil {
+			t.Cleanup(func() { c.Close(context.Background()) })
+			return c
+		}
+		select {
+		case end := <-done:
+			done <- end
+			t.Fatalf("the proxy's command ended: %v", end)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal(err)
+		}
+	}
+}
+
+// scrape reads the /metrics at addr.
+func scrape(t *testing.T, addr string) string {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
-	if !strings.Contains(string(body), "vecside_proxy_sessions_total 1") {
-		t.Errorf("/metrics:\n%s", body)
-	}
+	return string(body)
 }
 
 func TestUpstreamSSLMode(t *testing.T) {

@@ -2,11 +2,13 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"slices"
 	"syscall"
 	"time"
 
@@ -29,7 +31,11 @@ metric is l2 (pgvector's <->), cosine (<=>) or ip (<#>); dims=N fixes the
 dimension of real[] columns (vector(n) columns carry theirs).
 
 vecside creates one publication and one replication slot, both named
---name; "vecside teardown" removes them.`,
+--name; "vecside teardown" removes them.
+
+--proxy also runs vecside proxy in this process, asking these indexes
+with no round trip: applications connect to --proxy-listen as to
+PostgreSQL (see vecside proxy --help).`,
 	Flags: append([]cli.Flag{
 		configFlag,
 		sourceFlag,
@@ -50,7 +56,7 @@ vecside creates one publication and one replication slot, both named
 		&cli.IntFlag{Name: "gc-percent", Value: 25, Usage: "Go garbage collector target: heap growth over the live heap, in percent, before a collection (GOGC, which overrides it); the indexes are large and hold no pointers, so collections are cheap and a low target keeps the process's size near the indexes' size", EnvVars: []string{"VECSIDE_GC_PERCENT"}},
 		&cli.StringFlag{Name: "memory-limit", Usage: "soft memory limit for the process, e.g. 6GiB (GOMEMLIMIT, which overrides it): the collector works harder as it nears it", EnvVars: []string{"VECSIDE_MEMORY_LIMIT"}},
 		&cli.StringSliceFlag{Name: "index", Usage: "an index: 'NAME=SCHEMA.TABLE(COLUMN) key=KEYCOL metric=l2|cosine|ip kind=flat' (repeatable); where='CONDITION' indexes only the rows that satisfy it, a condition on the key (a row filter on this sidecar's publication: one shard of a table several sidecars share)", EnvVars: []string{"VECSIDE_INDEX"}, Required: true},
-	}, append(authFlags, limitFlags...)...),
+	}, slices.Concat(authFlags, limitFlags, serveProxyFlags)...),
 	Action: func(c *cli.Context) error {
 		if err := setMemoryPolicy(c.Int("gc-percent"), c.String("memory-limit")); err != nil {
 			return err
@@ -102,8 +108,35 @@ vecside creates one publication and one replication slot, both named
 		if users != nil {
 			defer reloadUsersOnHangup(ctx, sc.Server, c.String("users"))()
 		}
+		if c.Bool("proxy") {
+			return serveWithProxy(ctx, c, sc)
+		}
 		return sc.Wait()
 	},
+}
+
+var proxyFlag = &cli.BoolFlag{Name: "proxy", Usage: "also run the proxy (vecside proxy) in this process, on --proxy-listen, asking these indexes: no round trip to a sidecar per statement, but a restart of the sidecar ends the proxy's sessions too", EnvVars: []string{"VECSIDE_PROXY"}}
+
+// serveWithProxy runs serve --proxy's proxy beside sc until either ends:
+// a proxy that fails stops the sidecar, and a sidecar that stops ends
+// the proxy.
+func serveWithProxy(ctx context.Context, c *cli.Context, sc *sidecar.Sidecar) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	proxied := make(chan error, 1)
+	go func() { proxied <- serveProxy(ctx, c, sc.Indexer) }()
+	waited := make(chan error, 1)
+	go func() { waited <- sc.Wait() }()
+	select {
+	case err := <-waited:
+		cancel()
+		return errors.Join(err, <-proxied)
+	case err := <-proxied:
+		if err != nil {
+			err = fmt.Errorf("proxy: %w", err)
+		}
+		return errors.Join(err, sc.Stop())
+	}
 }
 
 var sourceFlag = &cli.StringFlag{

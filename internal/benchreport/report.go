@@ -16,8 +16,11 @@ const (
 	// vecside.search and vecside.search_rows, called inside Postgres.
 	SQLSearch     = "sql-search"
 	SQLSearchRows = "sql-search-rows"
-	// Proxy is pgvector's statement, unchanged, through vecside proxy.
-	Proxy = "proxy"
+	// Proxy is pgvector's statement, unchanged, through vecside proxy;
+	// ServeProxy through vecside serve --proxy, the proxy in the
+	// sidecar's process.
+	Proxy      = "proxy"
+	ServeProxy = "serve-proxy"
 )
 
 // Series names the line a point belongs to in the plot: the system and

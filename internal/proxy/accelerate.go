@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
 
 	"github.com/vecside/vecside/heapfetch"
@@ -45,10 +44,14 @@ const (
 // sidecar cannot see its rows), its isolation (a snapshot older than the
 // sidecar's would be answered with newer candidates), the WAL position
 // its commits so far are below (read-your-writes: the sidecar waits for
-// it; the insert position, which with synchronous_commit off is past a
-// commit not yet written; on a hot standby, what it has replayed, so
-// that no row the standby shows is missing from the candidates, as
-// heapfetch asks), and whether its search_path finds the indexed table under the
+// it; the flush position, which a commit waits for; with
+// synchronous_commit off, the insert position, past a commit not yet
+// written, which the WAL writer flushes within wal_writer_delay, less a
+// page header: at a page's start it is past the header, which no record
+// ends at until the next is written, so a wait for it would last until
+// then); on a
+// hot standby, what it has replayed, so that no row the standby shows is
+// missing from the candidates, as heapfetch asks), and whether its search_path finds the indexed table under the
 // name the statement uses; then the settings the sidecar's search takes
 // (settingOptions). Between the two, the OID of pgvector's vector type
 // in this database, 0 without it: a vector parameter in binary comes with
@@ -58,7 +61,10 @@ const (
 // the control file (pg_control_system and pg_control_checkpoint, which
 // the fast statement names). It is built so that it cannot fail.
 const probeSQL = `SELECT pg_current_xact_id_if_assigned() IS NOT NULL, current_setting('transaction_isolation'),
-CASE WHEN pg_is_in_recovery() THEN coalesce(pg_last_wal_replay_lsn()::text, '') ELSE pg_current_wal_insert_lsn()::text END, coalesce(to_regclass($1) = to_regclass($2), false),
+CASE WHEN pg_is_in_recovery() THEN coalesce(pg_last_wal_replay_lsn()::text, '')
+  WHEN current_setting('synchronous_commit') = 'off' THEN (SELECT (l - CASE WHEN o.file_offset = 40 THEN 40
+    WHEN o.file_offset % current_setting('wal_block_size')::int = 24 THEN 24 ELSE 0 END)::text FROM pg_current_wal_insert_lsn() l, pg_walfile_name_offset(l) o)
+  ELSE pg_current_wal_flush_lsn()::text END, coalesce(to_regclass($1) = to_regclass($2), false),
 coalesce((SELECT t.oid FROM pg_catalog.pg_type t JOIN pg_catalog.pg_extension e ON e.extnamespace = t.typnamespace
   WHERE e.extname = 'vector' AND t.typname = 'vector'), 0),
 current_setting('hnsw.ef_search', true), current_setting('ivfflat.probes', true),
@@ -184,12 +190,12 @@ func (p passThrough) Error() string { return "pass through: " + p.reason }
 // Query (whose replies are in text, with no BindComplete). Each round is
 // one round trip ending with a Sync: outside a transaction block it is a
 // statement of its own, as the client's would have been.
-func (s *session) answer(q *query, ix indexed, vector func() ([]float32, string), bd *binding) error {
+func (s *session) answer(q *query, ix Index, vector func() ([]float32, string), bd *binding) error {
 	minLSN, fast, err := s.checkSession(q, ix)
 	if err != nil {
 		return err
 	}
-	fast = fast && ix.exact && !q.readsVector()
+	fast = fast && ix.Exact && !q.readsVector()
 	// Decoded once the probe has run: it knows pgvector's type OID.
 	vec, reason := vector()
 	if reason != "" {
@@ -219,7 +225,7 @@ func (s *session) answer(q *query, ix indexed, vector func() ([]float32, string)
 	var sql, name string
 	var parse *pgproto3.Parse // sent in the first round, if this session has not parsed sql yet
 	for round := 0; ; round++ {
-		cands, src, err := s.candidates(heapfetch.Request{Index: ix.name, Vector: vec, K: k, MinLSN: minLSN, Options: s.options, AlwaysFetch: !fast})
+		cands, src, err := s.candidates(heapfetch.Request{Index: ix.Name, Vector: vec, K: k, MinLSN: minLSN, Options: s.options, AlwaysFetch: !fast})
 		if err != nil {
 			return err
 		}
@@ -229,10 +235,10 @@ func (s *session) answer(q *query, ix indexed, vector func() ([]float32, string)
 			fast = fast && src.SystemID == s.systemID &&
 				slices.ContainsFunc(cands, func(c heapfetch.Candidate) bool { return c.Xid != 0 })
 			if fast {
-				sql, err = q.fastRestricted(ix.key)
+				sql, err = q.fastRestricted(ix.Key)
 				types = append(types, 0, 0, 0)
 			} else {
-				sql, err = q.restricted(ix.key)
+				sql, err = q.restricted(ix.Key)
 			}
 			if err != nil {
 				return passThrough{"deparse"}
@@ -314,7 +320,7 @@ func (s *session) answer(q *query, ix indexed, vector func() ([]float32, string)
 		out = append(out, message{b[0], b[5:]})
 	}
 	s.p.stats.accelerated.Add(1)
-	s.lastPlan = fmt.Sprintf("accelerated: index %s; rounds (candidates asked→given→rows) %s", ix.name, strings.Join(asked, ", "))
+	s.lastPlan = fmt.Sprintf("accelerated: index %s; rounds (candidates asked→given→rows) %s", ix.Name, strings.Join(asked, ", "))
 	if fast {
 		s.p.stats.fastPath.Add(1)
 		s.lastPlan += "; ordered by the sidecar's distances where xmin is its xid"
@@ -358,8 +364,8 @@ func (s *session) checked() ([]message, error) {
 // the fast path may be taken: the indexed column holds single-precision
 // floats, the role may read xmin, and the session knows its server's
 // system identifier.
-func (s *session) checkSession(q *query, ix indexed) (minLSN string, fast bool, err error) {
-	tables := [3]string{pgx.Identifier{q.schema, q.table}.Sanitize(), pgx.Identifier{ix.schema, ix.table}.Sanitize(), ix.column}
+func (s *session) checkSession(q *query, ix Index) (minLSN string, fast bool, err error) {
+	tables := [3]string{pgx.Identifier{q.schema, q.table}.Sanitize(), pgx.Identifier{ix.Schema, ix.Table}.Sanitize(), ix.Column}
 	if q.schema == "" {
 		tables[0] = pgx.Identifier{q.table}.Sanitize()
 	}
@@ -405,7 +411,7 @@ func (s *session) checkSession(q *query, ix indexed) (minLSN string, fast bool, 
 	if !r.found {
 		return "", false, passThrough{"search_path"}
 	}
-	if s.controlOK && s.systemID == 0 && r.xmins && ix.exact {
+	if s.controlOK && s.systemID == 0 && r.xmins && ix.Exact {
 		id, _, err := s.ownRow(systemIDSQL, nil, nil, 1)
 		if err != nil {
 			return "", false, err
@@ -466,10 +472,7 @@ func (s *session) candidates(req heapfetch.Request) ([]heapfetch.Candidate, heap
 	defer cancel()
 	cands, src, err := s.p.cfg.Sidecar.Candidates(ctx, req)
 	if err != nil {
-		// The statement's own fault (a vector of the wrong dimension, 22;
-		// an index gone, 42) says nothing of the sidecar.
-		var pe *pgconn.PgError
-		if !errors.As(err, &pe) || pe.Code[:2] != "22" && pe.Code[:2] != "42" {
+		if !statementFault(err) {
 			s.p.sidecarDown.Store(time.Now().Add(sidecarBackoff).UnixNano())
 		}
 		s.p.log.Debug("proxy: the sidecar did not answer; passing through", "index", req.Index, "err", err)

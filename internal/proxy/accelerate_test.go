@@ -63,6 +63,14 @@ func newFixtureOf(t *testing.T, rows int, defs ...string) *fixture {
 	return f
 }
 
+// askInProcess gives the fixture a proxy that asks its sidecar's indexes
+// in process, as vecside serve --proxy does, instead of over pgwire.
+func (f *fixture) askInProcess(t *testing.T) {
+	t.Helper()
+	f.p, f.via = startProxyWith(t, f.dsn, "", Config{Sidecar: InProcess(f.sc.Indexer)})
+	waitIndexed(t, f.p, "items", "l2", "cosine")
+}
+
 // waitApplied waits until every index is ready and has applied what is
 // committed now.
 func (f *fixture) waitApplied(t *testing.T) {
@@ -116,9 +124,12 @@ func run(t *testing.T, c *pgx.Conn, sql string) *pgconn.Result {
 // an offset, are answered through the sidecar with PostgreSQL's own
 // rows: exact distances, in order, only rows that match the filter, the
 // same RowDescription, and recall@10 ≥ 0.95 against the exact statement.
-func TestAccelerated(t *testing.T) {
+func TestAccelerated(t *testing.T) { eachWay(t, testAccelerated) }
+
+func testAccelerated(t *testing.T, ask func(*fixture, *testing.T)) {
 	const queries, k = 30, 10
 	f := newFixture(t, 3000)
+	ask(f, t)
 	ctx := context.Background()
 	proxied := connect(t, f.via)
 	for _, c := range []struct{ op, filter, offset string }{
@@ -261,8 +272,11 @@ func TestAccelerated(t *testing.T) {
 // proxy is found by the session's next accelerated statement; inside a
 // transaction block that inserted one, the statement passes through and
 // sees it.
-func TestReadYourWrites(t *testing.T) {
+func TestReadYourWrites(t *testing.T) { eachWay(t, testReadYourWrites) }
+
+func testReadYourWrites(t *testing.T, ask func(*fixture, *testing.T)) {
 	f := newFixture(t, 1000)
+	ask(f, t)
 	proxied := connect(t, f.via)
 	before := f.p.Stats().Accelerated
 	var found int
@@ -290,7 +304,28 @@ func TestReadYourWrites(t *testing.T) {
 			t.Errorf("synchronous_commit off: row %d not found: %q", id, r.Rows)
 		}
 	}
+	// The same where the WAL then ends at a page's end (see below).
+	v := f.vector()
+	run(t, proxied, fmt.Sprintf("INSERT INTO items VALUES (150100, 0, '%s')", v))
+	walToPageEnd(t, f.db)
+	before = f.p.Stats().Accelerated
+	if r := run(t, proxied, fmt.Sprintf("SELECT id FROM items ORDER BY embedding <-> '%s' LIMIT 1", v)); len(r.Rows) != 1 || string(r.Rows[0][0]) != "150100" || f.p.Stats().Accelerated-before != 1 {
+		t.Errorf("synchronous_commit off, WAL at a page's end: %q, %d accelerated; fallbacks %v", r.Rows, f.p.Stats().Accelerated-before, f.p.Stats().Fallbacks)
+	}
 	run(t, proxied, "RESET synchronous_commit")
+
+	// A write, then WAL that ends at a page's end: the insert position is
+	// then past the next page's header, which no record ends at until
+	// the next is written. The wait is for the session's commit.
+	v = f.vector()
+	run(t, proxied, fmt.Sprintf("INSERT INTO items VALUES (160000, 0, '%s')", v))
+	walToPageEnd(t, f.db)
+	before = f.p.Stats().Accelerated
+	start := time.Now()
+	r := run(t, proxied, fmt.Sprintf("SELECT id FROM items ORDER BY embedding <-> '%s' LIMIT 1", v))
+	if len(r.Rows) != 1 || string(r.Rows[0][0]) != "160000" || f.p.Stats().Accelerated-before != 1 {
+		t.Errorf("with WAL at a page's end: %q, %d accelerated in %v; fallbacks %v", r.Rows, f.p.Stats().Accelerated-before, time.Since(start), f.p.Stats().Fallbacks)
+	}
 
 	// A write elsewhere: the wait for its LSN is short.
 	mustExec(t, f.db, "CREATE TABLE other (x int)")
@@ -319,22 +354,71 @@ func TestReadYourWrites(t *testing.T) {
 	}
 	tx.Rollback(ctx)
 
-	v := f.vector()
+	v = f.vector()
 	run(t, proxied, "BEGIN")
 	run(t, proxied, fmt.Sprintf("INSERT INTO items VALUES (200000, 0, '%s')", v))
-	r := run(t, proxied, fmt.Sprintf("SELECT id FROM items ORDER BY embedding <-> '%s' LIMIT 1", v))
+	r = run(t, proxied, fmt.Sprintf("SELECT id FROM items ORDER BY embedding <-> '%s' LIMIT 1", v))
 	run(t, proxied, "ROLLBACK")
 	if len(r.Rows) != 1 || string(r.Rows[0][0]) != "200000" || f.p.Stats().Fallbacks["wrote in transaction"] != 2 {
 		t.Errorf("inside the transaction: %q; fallbacks %v", r.Rows, f.p.Stats().Fallbacks)
 	}
 }
 
+// walToPageEnd writes WAL (messages outside a transaction) until the
+// last record ends at the end of a page.
+func walToPageEnd(t *testing.T, db *pgx.Conn) {
+	t.Helper()
+	const page = 8192 // wal_block_size's default
+	ctx := context.Background()
+	insert := func() indexer.LSN {
+		var s string
+		if err := db.QueryRow(ctx, "SELECT pg_current_wal_insert_lsn()::text").Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		lsn, err := indexer.ParseLSN(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return lsn
+	}
+	emit := func(n int) {
+		mustExec(t, db, "SELECT pg_logical_emit_message(false, 'vecside_test', repeat('x', $1))", n)
+	}
+	// Contents of 256 bytes and more, whose length takes a record the same
+	// bytes beyond them.
+	const probe = 512
+	for range 20 {
+		start := insert()
+		emit(probe)
+		end := insert()
+		if start/page != end/page {
+			continue // past a page header: measure again
+		}
+		// A record's bytes beyond its content, aligned (probe is), and the
+		// content that makes the next one end at the page's end.
+		overhead := int(end-start) - probe
+		left := page - int(end%page)
+		if left-overhead < 256 {
+			emit(left) // into the next page
+			continue
+		}
+		emit(left - overhead)
+		if at := insert() % page; at == 24 || at == 40 { // a page header's end (a segment's first is longer)
+			return
+		}
+	}
+	t.Fatal("the WAL did not end at a page's end")
+}
+
 // TestPrivileges: the restricted statement runs as the client's role: a
 // role without SELECT gets PostgreSQL's permission error, and under
 // row-level security a role gets only its rows, as its own exact
 // statement would.
-func TestPrivileges(t *testing.T) {
+func TestPrivileges(t *testing.T) { eachWay(t, testPrivileges) }
+
+func testPrivileges(t *testing.T, ask func(*fixture, *testing.T)) {
 	f := newFixture(t, 2000)
+	ask(f, t)
 	ctx := context.Background()
 	for _, sql := range []string{
 		"DO $$ BEGIN CREATE ROLE proxy_nobody LOGIN; EXCEPTION WHEN duplicate_object THEN NULL; END $$",

@@ -268,7 +268,7 @@ func (s *session) accelerateBatch(b *heldBatch) error {
 // a later Bind of it costs no round trip before the sidecar is asked,
 // and the Describe that checks the statement still exists goes with the
 // answer's first round (see binding.check).
-func (s *session) answerBatch(b *heldBatch, q *query, ix indexed) error {
+func (s *session) answerBatch(b *heldBatch, q *query, ix Index) error {
 	rest := b.msgs
 	st := s.stmts[b.bind.PreparedStatement]
 	if b.parse == nil && st != nil && st.types != nil {
@@ -330,7 +330,7 @@ func (s *session) answerBatch(b *heldBatch, q *query, ix indexed) error {
 
 // answerBound answers a batch whose statement's parameter types are
 // known; check: its existence is to be checked with the first round.
-func (s *session) answerBound(b *heldBatch, q *query, ix indexed, types []uint32, owed []message, check bool, rest []message) error {
+func (s *session) answerBound(b *heldBatch, q *query, ix Index, types []uint32, owed []message, check bool, rest []message) error {
 	reason := ""
 	if len(types) != q.params {
 		reason = "parameter"

@@ -23,10 +23,13 @@ import (
 // that PostgreSQL reads no vector; its rows are the exact statement's,
 // in its order, prepared or not, with a filter or not. A statement that
 // shows the vector computes every distance, as before.
-func TestFastPath(t *testing.T) {
+func TestFastPath(t *testing.T) { eachWay(t, testFastPath) }
+
+func testFastPath(t *testing.T, ask func(*fixture, *testing.T)) {
 	const queries, k = 20, 10
 	f := newFixtureOf(t, 3000, "items_l2=public.items(embedding) key=id metric=l2 kind=hnsw store=float recall=0.99",
 		"items_cosine=public.items(embedding) key=id metric=cosine kind=hnsw store=float recall=0.99")
+	ask(f, t)
 	ctx := context.Background()
 	proxied := connect(t, f.via)
 	for _, c := range []struct{ op, filter string }{{"<->", ""}, {"<=>", "WHERE tenant IN (1, 2)"}} {
@@ -262,7 +265,8 @@ func TestFastPathStandby(t *testing.T) {
 
 // TestCatalogOlderSidecar: a sidecar older than vecside_status()'s
 // exact_distances still has its indexes found, none of them exact (no
-// fast path); a current one's float index is exact.
+// fast path); a current one's float index is exact, asked over pgwire or
+// in process.
 func TestCatalogOlderSidecar(t *testing.T) {
 	ctx := context.Background()
 	f := newFixtureOf(t, 100, "items_l2=public.items(embedding) key=id metric=l2 kind=flat store=float",
@@ -274,14 +278,14 @@ func TestCatalogOlderSidecar(t *testing.T) {
 	t.Cleanup(pool.Close)
 	for _, c := range []struct {
 		name  string
-		q     heapfetch.Querier
+		side  Sidecar
 		exact bool
-	}{{"current", pool, true}, {"older", withoutExact{pool}, false}} {
-		cat := &catalog{status: c.q}
+	}{{"current", Remote(nil, pool), true}, {"older", Remote(nil, withoutExact{pool}), false}, {"in-process", InProcess(f.sc.Indexer), true}} {
+		cat := &catalog{sidecar: c.side}
 		if err := cat.refresh(ctx); err != nil {
 			t.Fatalf("%s sidecar: %v", c.name, err)
 		}
-		if ix, ok := cat.lookup("public", "items", "embedding", "l2"); !ok || ix.exact != c.exact {
+		if ix, ok := cat.lookup("public", "items", "embedding", "l2"); !ok || ix.Exact != c.exact {
 			t.Errorf("%s sidecar: found %v, %+v; want exact %v", c.name, ok, ix, c.exact)
 		}
 	}

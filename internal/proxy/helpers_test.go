@@ -59,10 +59,14 @@ func startProxyWith(t testing.TB, dsn, side string, cfg Config) (*Proxy, string)
 			t.Fatal(err)
 		}
 		t.Cleanup(pool.Close)
-		if cfg.Sidecar, err = heapfetch.NewClient(heapfetch.Config{Shards: [][]heapfetch.Querier{{pool}}}); err != nil {
+		client, err := heapfetch.NewClient(heapfetch.Config{Shards: [][]heapfetch.Querier{{pool}}})
+		if err != nil {
 			t.Fatal(err)
 		}
-		cfg.Status, cfg.StatusInterval = pool, 100_000_000 // 100 ms
+		cfg.Sidecar = Remote(client, pool)
+	}
+	if cfg.StatusInterval == 0 {
+		cfg.StatusInterval = 100 * time.Millisecond
 	}
 	p, err := New(cfg)
 	if err != nil {
@@ -139,6 +143,14 @@ func waitIndexed(t *testing.T, p *Proxy, table string, metrics ...string) {
 			time.Sleep(20 * time.Millisecond)
 		}
 	}
+}
+
+// eachWay runs test with the fixture's proxy asking its sidecar over
+// pgwire (vecside proxy), then in process (vecside serve --proxy): ask
+// is what a test calls on its fixture to choose.
+func eachWay(t *testing.T, test func(t *testing.T, ask func(*fixture, *testing.T))) {
+	t.Run("pgwire", func(t *testing.T) { test(t, func(*fixture, *testing.T) {}) })
+	t.Run("in-process", func(t *testing.T) { test(t, (*fixture).askInProcess) })
 }
 
 // upstreamCounter relays connections to the test cluster and counts the

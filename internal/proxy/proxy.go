@@ -13,12 +13,15 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
 
-	"github.com/vecside/vecside/heapfetch"
+	"github.com/jackc/pgx/v5/pgconn"
+
 	"github.com/vecside/vecside/internal/pgstartup"
 )
 
@@ -37,18 +40,28 @@ type Config struct {
 	// that do not (28000), as a hostssl line of pg_hba.conf would.
 	ClientTLS         *tls.Config
 	ClientTLSRequired bool
-	// Sidecar, if not nil, answers the statements the proxy accelerates;
-	// nil passes everything through. Its Heap is not used: the rows come
-	// from the client's own upstream session.
-	Sidecar *heapfetch.Client
-	// Status is the sidecar's vecside_status(), asked again every
-	// StatusInterval (DefaultStatusInterval if 0): which tables and
-	// columns are indexed, by which index, with which metric and key, and
-	// whether the index is ready.
-	Status         heapfetch.Querier
+	// Sidecar, if not nil, answers the statements the proxy accelerates
+	// (Remote or InProcess); nil passes everything through. Its indexes
+	// are asked again every StatusInterval (DefaultStatusInterval if 0):
+	// which tables and columns are indexed, by which index, with which
+	// metric and key, and whether the index is ready.
+	Sidecar        Sidecar
 	StatusInterval time.Duration
 	Limits         Limits
 	Logger         *slog.Logger
+}
+
+// UpstreamOf is the Upstream of the server a libpq connection string or
+// URL names (its first host): host:port, or a Unix socket's path.
+func UpstreamOf(dsn string) (string, error) {
+	cfg, err := pgconn.ParseConfig(dsn)
+	if err != nil {
+		return "", err
+	}
+	if strings.HasPrefix(cfg.Host, "/") { // a Unix socket's directory
+		return fmt.Sprintf("%s/.s.PGSQL.%d", cfg.Host, cfg.Port), nil
+	}
+	return net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port))), nil
 }
 
 // DefaultStatusInterval is how often the proxy asks the sidecar what it
@@ -135,15 +148,12 @@ func New(cfg Config) (*Proxy, error) {
 	if cfg.ClientTLSRequired && cfg.ClientTLS == nil {
 		return nil, errors.New("proxy: Config.ClientTLSRequired without ClientTLS")
 	}
-	if (cfg.Sidecar == nil) != (cfg.Status == nil) {
-		return nil, errors.New("proxy: Config.Sidecar and Config.Status go together")
-	}
 	p := &Proxy{cfg: cfg, limits: cfg.Limits.withDefaults(), log: cfg.Logger, sessions: map[uint32]*session{}}
 	if p.log == nil {
 		p.log = slog.Default()
 	}
 	p.slots = make(chan struct{}, p.limits.MaxConnections)
-	p.cat = &catalog{status: cfg.Status, interval: cfg.StatusInterval}
+	p.cat = &catalog{sidecar: cfg.Sidecar, interval: cfg.StatusInterval}
 	if p.cat.interval <= 0 {
 		p.cat.interval = DefaultStatusInterval
 	}
@@ -158,7 +168,7 @@ func (p *Proxy) Serve(ctx context.Context, ln net.Listener) error {
 		<-ctx.Done()
 		ln.Close()
 	}()
-	if p.cfg.Status != nil {
+	if p.cfg.Sidecar != nil {
 		go p.cat.run(ctx, p.log)
 	}
 	l, err := newLoop()

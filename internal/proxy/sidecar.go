@@ -1,0 +1,176 @@
+//go:build cgo
+
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/vecside/vecside/heapfetch"
+	"github.com/vecside/vecside/indexer"
+	"github.com/vecside/vecside/internal/pgvalue"
+)
+
+// Sidecar is what the proxy asks of the sidecar: what it indexes, and a
+// statement's candidates. Remote asks one over pgwire, InProcess the
+// indexes of the process the proxy runs in.
+type Sidecar interface {
+	// Indexes lists the ready indexes.
+	Indexes(ctx context.Context) ([]Index, error)
+	// Candidates is heapfetch.Client.Candidates: the keys nearest to
+	// req.Vector, with xids of the source returned unless
+	// req.AlwaysFetch.
+	Candidates(ctx context.Context, req heapfetch.Request) ([]heapfetch.Candidate, heapfetch.Source, error)
+}
+
+// Index is one ready index of a sidecar, as vecside_status() reports it:
+// names as PostgreSQL stores them (unquoted, case kept), the table as
+// schema and name. Exact says its distances are exact (store=float), so
+// that its candidates come with xids (the fast path, accelerate.go).
+type Index struct {
+	Name, Schema, Table, Column, Key, Metric string
+	Exact                                    bool
+}
+
+// Remote is the sidecar that client asks for candidates, whose
+// vecside_status() status reads.
+func Remote(client *heapfetch.Client, status heapfetch.Querier) Sidecar {
+	return remote{client, status}
+}
+
+type remote struct {
+	*heapfetch.Client
+	status heapfetch.Querier
+}
+
+func (r remote) Indexes(ctx context.Context) ([]Index, error) {
+	ixs, err := r.read(ctx, true)
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && pe.Code == "42703" {
+		// A sidecar older than exact_distances: its indexes are read
+		// without it, none exact (no fast path), so that a proxy may be
+		// upgraded before the sidecars it asks.
+		ixs, err = r.read(ctx, false)
+	}
+	return ixs, err
+}
+
+// read reads the ready indexes, with exact_distances if exact.
+func (r remote) read(ctx context.Context, exact bool) ([]Index, error) {
+	columns := "index_name, table_name, column_name, key_column, metric, state"
+	var ix Index
+	var table, state string
+	dest := []any{&ix.Name, &table, &ix.Column, &ix.Key, &ix.Metric, &state}
+	if exact {
+		columns += ", exact_distances"
+		dest = append(dest, &ix.Exact)
+	}
+	rows, err := r.status.Query(ctx, "SELECT "+columns+" FROM vecside_status()")
+	if err != nil {
+		return nil, err
+	}
+	var out []Index
+	_, err = pgx.ForEachRow(rows, dest, func() error {
+		if state == string(indexer.StateReady) {
+			ix.Schema, ix.Table = splitTable(table)
+			out = append(out, ix)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// splitTable splits vecside_status()'s table_name, schema.table, neither
+// quoted, at its first dot: a name split at the wrong dot fails the probe
+// (accelerate.go) and passes through.
+func splitTable(name string) (schema, table string) {
+	schema, table, _ = strings.Cut(name, ".")
+	return schema, table
+}
+
+// InProcess is the sidecar whose indexes ix holds, in this process
+// (vecside serve --proxy-listen): a statement's candidates cost a
+// function call, not a round trip and the encoding of its vector.
+func InProcess(ix *indexer.Indexer) Sidecar { return inProcess{ix} }
+
+type inProcess struct{ ix *indexer.Indexer }
+
+func (l inProcess) Indexes(context.Context) ([]Index, error) {
+	var out []Index
+	for _, s := range l.ix.Status() {
+		if s.State == indexer.StateReady {
+			schema, table := splitTable(s.Table)
+			out = append(out, Index{Name: s.Name, Schema: schema, Table: table, Column: s.Column, Key: s.KeyColumn,
+				Metric: s.Metric.String(), Exact: s.ExactDistances})
+		}
+	}
+	return out, nil
+}
+
+// Candidates searches as knn would with the same options: the index's
+// default oversampling unless req says, req.Options on top of the
+// defaults, and the xids of this process's source.
+func (l inProcess) Candidates(ctx context.Context, req heapfetch.Request) (cands []heapfetch.Candidate, src heapfetch.Source, err error) {
+	if req.K < 1 {
+		return nil, src, fmt.Errorf("proxy: k=%d, want ≥ 1", req.K)
+	}
+	opts := indexer.DefaultSearchOptions()
+	parsed, err := indexer.ParseOptions(req.Options)
+	if err == nil {
+		err = opts.Apply(parsed)
+	}
+	if err != nil {
+		return nil, src, fmt.Errorf("%w: knn options: %v", indexer.ErrInvalidArgument, err)
+	}
+	if req.Oversample > 0 {
+		opts.Oversample = max(req.Oversample, 1)
+	}
+	if req.MinLSN != "" {
+		if opts.MinLSN, err = indexer.ParseLSN(req.MinLSN); err != nil {
+			return nil, src, fmt.Errorf("%w: min_lsn: %v", indexer.ErrInvalidArgument, err)
+		}
+	}
+	if s := l.ix.Source(); !req.AlwaysFetch && s.SystemID != 0 {
+		opts.WithXID, opts.XIDSource = true, &s
+		src = heapfetch.Source{SystemID: int64(s.SystemID), Timeline: int64(s.Timeline)}
+	}
+	ctx, cancel := context.WithTimeout(ctx, opts.Timeout)
+	defer cancel()
+	defer func() {
+		// A bug in a search fails its statement, which passes through,
+		// as the sidecar's server answers it with an error; it must not
+		// end every session of the process.
+		if r := recover(); r != nil {
+			cands, err = nil, fmt.Errorf("proxy: search of index %s failed: %v", req.Index, r)
+		}
+	}()
+	res, err := l.ix.Search(ctx, req.Index, req.Vector, req.K, opts)
+	if err != nil {
+		return nil, src, err
+	}
+	cands = make([]heapfetch.Candidate, len(res.Hits))
+	for i, h := range res.Hits {
+		cands[i] = heapfetch.Candidate{Key: res.KeyType.FormatKey(h.Key), Distance: h.Distance}
+		if opts.WithXID && h.Exact {
+			cands[i].Xid = int64(h.XID)
+		}
+	}
+	return cands, src, nil
+}
+
+// statementFault reports whether err, a sidecar's answer, is the
+// statement's own fault (a vector of the wrong dimension, an index gone)
+// rather than the sidecar's trouble.
+func statementFault(err error) bool {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return pe.Code[:2] == "22" || pe.Code[:2] == "42"
+	}
+	return errors.Is(err, indexer.ErrUnknownIndex) || errors.Is(err, indexer.ErrInvalidVector) ||
+		errors.Is(err, indexer.ErrInvalidArgument) || errors.Is(err, pgvalue.ErrMalformedVector)
+}
