@@ -67,8 +67,8 @@ and p50/p95/p99 latency with 1 and --clients clients, by each way in that
   serve-proxy
              the same statements through the proxy as vecside serve
              --proxy runs it: in the sidecar's process, asking its indexes
-             with a function call instead of a round trip (not with
-             --process)
+             with a function call instead of a round trip (with --process,
+             the child's own, its CPU the sidecar's)
   pgvector   pgvector's HNSW, where the database offers the extension
 
 Every vecside point carries the candidates of the sidecar's recall pass,
@@ -241,6 +241,13 @@ and --svg write the results to files.`,
 		if p.process {
 			if p.vecside, err = vecsideCommand(c.String("vecside")); err != nil {
 				return err
+			}
+			if p.paths[pathServeProxy] && !hasServeProxy(p.vecside) {
+				if p.pathsNamed {
+					return fmt.Errorf("--paths serve-proxy with --process: %s was built without cgo, and its serve has no --proxy", p.vecside)
+				}
+				fmt.Fprintf(os.Stderr, "serve-proxy: not measured: %s was built without cgo, and its serve has no --proxy\n", p.vecside)
+				delete(p.paths, pathServeProxy)
 			}
 		}
 		return runBench(c.Context, c.App.Writer, p)

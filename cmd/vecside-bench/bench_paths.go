@@ -107,13 +107,17 @@ type pathConns struct {
 
 func (p *perIndex) close() {
 	if p != nil && p.cur != nil {
-		for _, c := range p.cur.conns {
-			c.Close(context.Background())
-		}
-		if p.cur.stop != nil {
-			p.cur.stop()
-		}
+		p.cur.close()
 		p.cur, p.t = nil, nil
+	}
+}
+
+func (pc *pathConns) close() {
+	for _, c := range pc.conns {
+		c.Close(context.Background())
+	}
+	if pc.stop != nil {
+		pc.stop()
 	}
 }
 

@@ -28,6 +28,29 @@ type sidecarProcess struct {
 	rows       int
 	indexBytes int64
 	rss, peak  int64 // resident bytes once ready, and the most ever (VmHWM)
+	proxy      *childProxy
+	exited     chan struct{} // closed when the process has ended
+	waitErr    error         // then, how
+}
+
+// hasServeProxy reports whether the vecside command at path has serve
+// --proxy: a build without cgo has no proxy.
+func hasServeProxy(path string) bool {
+	out, _ := exec.Command(path, "serve", "--help").CombinedOutput()
+	return strings.Contains(string(out), "--proxy-listen")
+}
+
+// childProxy is where a child's serve --proxy listens, and its /metrics.
+type childProxy struct{ listen, metrics string }
+
+// freeAddr is a loopback address whose port was free a moment ago.
+func freeAddr() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
 }
 
 // vecsideCommand finds the vecside command that --process runs: the one
@@ -54,14 +77,23 @@ func vecsideCommand(named string) (string, error) {
 }
 
 // startProcess starts vecside serve for one index over the bench table and
-// waits until the index is ready.
+// waits until the index is ready; with --proxy too where the serve-proxy
+// path is measured.
 func (b *bench) startProcess(ctx context.Context, name, def string) (*sidecarProcess, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := freeAddr()
 	if err != nil {
 		return nil, err
 	}
-	addr := ln.Addr().String()
-	ln.Close()
+	var px *childProxy
+	if b.p.paths[pathServeProxy] {
+		px = &childProxy{}
+		if px.listen, err = freeAddr(); err == nil {
+			px.metrics, err = freeAddr()
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
 	dir, err := os.MkdirTemp("", "vecside-bench-")
 	if err != nil {
 		return nil, err
@@ -71,7 +103,7 @@ func (b *bench) startProcess(ctx context.Context, name, def string) (*sidecarPro
 		return nil, err
 	}
 	b.say("%s: starting vecside serve for %s", def, spec)
-	p := &sidecarProcess{addr: addr, dir: dir, url: b.sidecarURL(addr)}
+	p := &sidecarProcess{addr: addr, dir: dir, url: b.sidecarURL(addr), proxy: px}
 	users := filepath.Join(dir, "users")
 	v, err := rpc.NewVerifier(b.sidecarPassword, rpc.DefaultScramIterations)
 	if err == nil {
@@ -81,13 +113,22 @@ func (b *bench) startProcess(ctx context.Context, name, def string) (*sidecarPro
 		os.RemoveAll(dir)
 		return nil, err
 	}
-	p.cmd = exec.CommandContext(ctx, b.p.vecside, "--log-level", "warn", "serve", "--source", b.dsn, "--name", "vecside_"+name,
-		"--listen", addr, "--metrics-listen", "", "--data-dir", dir, "--auth", rpc.AuthSCRAM, "--users", users, "--index", spec)
+	args := []string{"--log-level", "warn", "serve", "--source", b.dsn, "--name", "vecside_" + name,
+		"--listen", addr, "--metrics-listen", "", "--data-dir", dir, "--auth", rpc.AuthSCRAM, "--users", users, "--index", spec}
+	if px != nil {
+		args = append(args, "--proxy", "--proxy-listen", px.listen, "--proxy-metrics-listen", px.metrics)
+	}
+	p.cmd = exec.CommandContext(ctx, b.p.vecside, args...)
 	p.cmd.Stderr = os.Stderr
 	if err := startOn(p.cmd, b.p.sidecarCPUs); err != nil {
 		os.RemoveAll(dir)
 		return nil, err
 	}
+	p.exited = make(chan struct{})
+	go func() {
+		p.waitErr = p.cmd.Wait()
+		close(p.exited)
+	}()
 	if err := p.waitReady(ctx, name, time.Hour); err != nil {
 		p.stop()
 		return nil, err
@@ -103,6 +144,11 @@ func (b *bench) startProcess(ctx context.Context, name, def string) (*sidecarPro
 func (p *sidecarProcess) waitReady(ctx context.Context, name string, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for ; time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		select {
+		case <-p.exited:
+			return fmt.Errorf("vecside serve ended before index %s was ready: %v", name, p.waitErr)
+		default:
+		}
 		conn, err := pgx.Connect(ctx, p.url)
 		if err != nil {
 			continue // not listening yet
@@ -129,13 +175,11 @@ func (p *sidecarProcess) waitReady(ctx context.Context, name string, timeout tim
 // stop ends the process and removes its checkpoints.
 func (p *sidecarProcess) stop() {
 	p.cmd.Process.Signal(os.Interrupt)
-	done := make(chan struct{})
-	go func() { p.cmd.Wait(); close(done) }()
 	select {
-	case <-done:
+	case <-p.exited:
 	case <-time.After(time.Minute):
 		p.cmd.Process.Kill()
-		<-done
+		<-p.exited
 	}
 	os.RemoveAll(p.dir)
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -12,9 +13,17 @@ import (
 
 // TestBenchProcess: with --process each sidecar is a vecside serve child
 // of the vecside command named, whose memory and CPU time per query the
-// report gives.
+// report gives; serve-proxy's statements go through the child's own
+// proxy (a vecside built with cgo), whose work is the child's CPU.
 func TestBenchProcess(t *testing.T) {
-	out, md, err := tierBench(t, "--process", "--vecside", vecsidebin.Path(t), "--index", "kind=hnsw")
+	vecside, paths := vecsidebin.Path(t), "sidecar,heapfetch"
+	if proxyBuilt {
+		vecside, paths = filepath.Join(t.TempDir(), "vecside"), paths+",serve-proxy"
+		if out, err := exec.Command("go", "build", "-o", vecside, "github.com/vecside/vecside/cmd/vecside").CombinedOutput(); err != nil {
+			t.Fatalf("go build: %v\n%s", err, out)
+		}
+	}
+	out, md, err := tierBench(t, "--process", "--vecside", vecside, "--index", "kind=hnsw", "--paths", paths)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, md)
 	}
@@ -30,11 +39,23 @@ func TestBenchProcess(t *testing.T) {
 	if len(r.Points) == 0 {
 		t.Fatal("no points")
 	}
+	proxied, alone := 0, 0
 	for _, p := range r.Points {
-		// Each index's own child answers its sidecar-only queries.
-		if p.SidecarCPU == nil || *p.SidecarCPU < 0 || p.Mode == benchreport.SidecarOnly && *p.SidecarCPU == 0 {
+		// Each index's own child answers its sidecar-only and proxied
+		// queries.
+		working := p.Mode == benchreport.SidecarOnly || p.Mode == benchreport.ServeProxy
+		if p.SidecarCPU == nil || *p.SidecarCPU < 0 || working && *p.SidecarCPU == 0 {
 			t.Errorf("%s %s %s c=%d: sidecar CPU %v, want the child's time per query", p.System, p.Index, p.Mode, p.Concurrency, p.SidecarCPU)
 		}
+		switch p.Mode {
+		case benchreport.ServeProxy:
+			proxied++
+		case benchreport.SidecarOnly:
+			alone++
+		}
+	}
+	if want := map[bool]int{true: alone}[proxyBuilt]; proxied != want {
+		t.Errorf("%d serve-proxy points, want %d (one per setting and concurrency)", proxied, want)
 	}
 }
 

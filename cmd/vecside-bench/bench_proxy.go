@@ -3,11 +3,16 @@
 package main
 
 import (
+	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -39,9 +44,12 @@ func (b *bench) sidecarPool(ctx context.Context, addr string) (*pgxpool.Pool, er
 // openProxy runs a proxy in this process in front of the bench's
 // Postgres, asking t's sidecar over pgwire (vecside proxy) or, if
 // inProcess, its indexer directly (vecside serve --proxy), and opens a
-// connection per client through it, as an application would by changing
-// its connection string.
+// connection per client through it. With --process, serve --proxy is
+// the child's own.
 func (b *bench) openProxy(ctx context.Context, t *vecsideTarget, inProcess bool) (*pathConns, error) {
+	if inProcess && t.proxy != nil {
+		return b.childProxy(ctx, t)
+	}
 	upstream, err := proxy.UpstreamOf(b.dsn)
 	if err != nil {
 		return nil, err
@@ -84,29 +92,91 @@ func (b *bench) openProxy(ctx context.Context, t *vecsideTarget, inProcess bool)
 			b.say("proxy: %v", err)
 		}
 		release()
-		st := p.Stats()
-		b.say("%s for %s: %d statements accelerated, %d of them by the fast path (no vector read where the sidecar measured the row)",
-			path, t.def, st.Accelerated, st.FastPath)
+		b.sayProxyStats(path, t, p.Stats(), nil)
 	}
-	ccfg, err := pgx.ParseConfig(b.dsn)
-	if err != nil {
-		stop()
-		return nil, err
-	}
-	// The proxy declines TLS from clients.
-	addr := ln.Addr().(*net.TCPAddr)
-	ccfg.Host, ccfg.Port, ccfg.TLSConfig, ccfg.Fallbacks = addr.IP.String(), uint16(addr.Port), nil, nil
-	pc, err := b.openClients(ctx, func(ctx context.Context) (*pgx.Conn, error) { return pgx.ConnectConfig(ctx, ccfg.Copy()) })
+	pc, err := b.proxyClients(ctx, ln.Addr().String(), func() (proxy.Stats, error) { return p.Stats(), nil })
 	if err != nil {
 		stop()
 		return nil, err
 	}
 	pc.stop = stop
-	// check fails when a statement was passed through since the last
-	// check: it would have measured Postgres scanning the table.
+	return pc, nil
+}
+
+// childProxy opens a connection per client through the proxy of t's
+// child process, once it accelerates: it learns that the index is ready
+// a moment after the bench does.
+func (b *bench) childProxy(ctx context.Context, t *vecsideTarget) (*pathConns, error) {
+	stats := func() (proxy.Stats, error) { return scrapeProxy(t.proxy.metrics) }
+	pc, err := b.proxyClients(ctx, t.proxy.listen, stats)
+	if err != nil {
+		return nil, err
+	}
+	pc.stop = func() {
+		st, err := stats()
+		b.sayProxyStats(benchreport.ServeProxy, t, st, err)
+	}
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
+		before, err := stats()
+		if err == nil {
+			_, err = b.proxyQuery(ctx, pc.conns[0], 0)
+		}
+		var after proxy.Stats
+		if err == nil {
+			after, err = stats()
+		}
+		if err == nil && after.Accelerated > before.Accelerated {
+			return pc, nil
+		}
+		if err == nil && time.Now().After(deadline) {
+			err = errors.New("no statement accelerated in a minute")
+		}
+		if err != nil {
+			pc.close()
+			return nil, fmt.Errorf("the proxy of vecside serve --proxy: %w", err)
+		}
+	}
+}
+
+func (b *bench) sayProxyStats(path string, t *vecsideTarget, st proxy.Stats, err error) {
+	if err != nil {
+		b.say("%s for %s: %v", path, t.def, err)
+		return
+	}
+	b.say("%s for %s: %d statements accelerated, %d of them by the fast path (no vector read where the sidecar measured the row)",
+		path, t.def, st.Accelerated, st.FastPath)
+}
+
+// proxyClients opens a connection per client through the proxy at addr,
+// as an application would by changing its connection string. Their check
+// fails when the proxy, whose counts stats reads, passed a statement
+// through since the last check: it would have measured Postgres scanning
+// the table.
+func (b *bench) proxyClients(ctx context.Context, addr string, stats func() (proxy.Stats, error)) (*pathConns, error) {
+	ccfg, err := pgx.ParseConfig(b.dsn)
+	if err != nil {
+		return nil, err
+	}
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, err
+	}
+	p, err := strconv.ParseUint(port, 10, 16)
+	if err != nil {
+		return nil, err
+	}
+	// The proxy declines TLS from clients.
+	ccfg.Host, ccfg.Port, ccfg.TLSConfig, ccfg.Fallbacks = host, uint16(p), nil, nil
+	pc, err := b.openClients(ctx, func(ctx context.Context) (*pgx.Conn, error) { return pgx.ConnectConfig(ctx, ccfg.Copy()) })
+	if err != nil {
+		return nil, err
+	}
 	var last proxy.Stats
 	pc.check = func() error {
-		st := p.Stats()
+		st, err := stats()
+		if err != nil {
+			return err
+		}
 		defer func() { last = st }()
 		passed := map[string]uint64{}
 		for reason, n := range st.Fallbacks {
@@ -124,4 +194,32 @@ func (b *bench) openProxy(ctx context.Context, t *vecsideTarget, inProcess bool)
 		return nil
 	}
 	return pc, nil
+}
+
+// scrapeProxy reads a proxy's counts from its /metrics at addr.
+func scrapeProxy(addr string) (proxy.Stats, error) {
+	st := proxy.Stats{Fallbacks: map[string]uint64{}}
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		return st, err
+	}
+	defer resp.Body.Close()
+	lines := bufio.NewScanner(resp.Body)
+	for lines.Scan() {
+		series, value, ok := strings.Cut(lines.Text(), " ")
+		n, err := strconv.ParseFloat(value, 64)
+		if !ok || err != nil || strings.HasPrefix(series, "#") {
+			continue
+		}
+		switch name, labels, _ := strings.Cut(series, "{"); name {
+		case "vecside_proxy_accelerated_total":
+			st.Accelerated = uint64(n)
+		case "vecside_proxy_fast_path_total":
+			st.FastPath = uint64(n)
+		case "vecside_proxy_passed_through_total":
+			reason := strings.TrimSuffix(strings.TrimPrefix(labels, `reason="`), `"}`)
+			st.Fallbacks[reason] = uint64(n)
+		}
+	}
+	return st, lines.Err()
 }

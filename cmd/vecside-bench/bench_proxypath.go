@@ -17,7 +17,7 @@ var errProxyNotBuilt = errors.New("the proxy path needs a vecside built with cgo
 // startProxyPaths readies the proxy paths: the statement's operator must
 // exist for the scratch column's type. On real[] the bench creates it in
 // its throwaway database; --source's must have it already, or the paths
-// are not measured. serve-proxy needs the sidecars in this process.
+// are not measured.
 func (b *bench) startProxyPaths(ctx context.Context) error {
 	if !b.vectorColumn {
 		var exists bool
@@ -56,11 +56,7 @@ func (b *bench) startProxyPaths(ctx context.Context) error {
 			return b.openProxy(ctx, t, false)
 		}, warm: warm}
 	}
-	switch {
-	case !b.p.paths[pathServeProxy]:
-	case b.p.process:
-		b.say("serve-proxy: not measured with --process: it runs the proxy in the bench's in-process sidecars")
-	default:
+	if b.p.paths[pathServeProxy] {
 		b.serveProxy = &perIndex{path: benchreport.ServeProxy, open: func(ctx context.Context, t *vecsideTarget) (*pathConns, error) {
 			return b.openProxy(ctx, t, true)
 		}, warm: warm}

@@ -26,6 +26,7 @@ type vecsideTarget struct {
 	addr      string           // the sidecar's
 	entry     *indexer.Entry   // in process only
 	indexer   *indexer.Indexer // in process only
+	proxy     *childProxy      // the child's serve --proxy (--process only)
 	pid       int              // the vecside serve child's (--process only)
 	conns     []*pgx.Conn      // to the sidecar, one per client
 	heaps     []*pgx.Conn      // to Postgres, one per client
@@ -85,7 +86,7 @@ func (b *bench) startVecside(ctx context.Context, n int, def string) (t *vecside
 		}
 		t.pid = proc.cmd.Process.Pid
 		t.closers = append(t.closers, proc.stop)
-		t.addr = proc.addr
+		t.addr, t.proxy = proc.addr, proc.proxy
 		build.IndexBytes, build.BytesPerRow = proc.indexBytes, perRow(proc.indexBytes, proc.rows)
 		build.RSSBytes, build.PeakRSSBytes = proc.rss, proc.peak
 	} else {
