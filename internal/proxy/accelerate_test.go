@@ -266,6 +266,26 @@ func testAccelerated(t *testing.T, ask func(*fixture, *testing.T)) {
 		t.Errorf("last plan %q, want passed through: setting", got)
 	}
 	run(t, proxied, "RESET ALL")
+
+	// SHOW vecside.last_plan in every exec mode of pgx's, each twice (a
+	// statement prepared once, then bound again), as drivers that always
+	// use the extended protocol send it; and a statement of the client's
+	// in between, passed through.
+	for _, mode := range []pgx.QueryExecMode{pgx.QueryExecModeCacheStatement, pgx.QueryExecModeCacheDescribe,
+		pgx.QueryExecModeDescribeExec, pgx.QueryExecModeExec, pgx.QueryExecModeSimpleProtocol} {
+		for i := range 2 {
+			filter := fmt.Sprintf("WHERE tenant = %d", i+1)
+			run(t, proxied, "SELECT id FROM items "+filter+" ORDER BY embedding <-> '"+f.vector()+"' LIMIT 10")
+			var plan string
+			if err := proxied.QueryRow(ctx, "SHOW vecside.last_plan", mode).Scan(&plan); err != nil || plan != show() {
+				t.Errorf("SHOW vecside.last_plan, %v, #%d: %q, %v; want %q", mode, i+1, plan, err, show())
+			}
+			var one int
+			if err := proxied.QueryRow(ctx, "SELECT 1", mode).Scan(&one); err != nil || one != 1 {
+				t.Errorf("SELECT 1 after it, %v: %d, %v", mode, one, err)
+			}
+		}
+	}
 }
 
 // TestReadYourWrites: each of 100 rows inserted and committed through the

@@ -198,10 +198,13 @@
 // another statement (a statement merely dropped fails step 1).
 //
 // Every statement recognised but passed through is counted by reason
-// (Stats), and SHOW vecside.last_plan (a simple Query) tells a session
-// what became of its last one: the index and, per round, the candidates
-// asked for, given, and the rows that came back, or why it passed
-// through.
+// (Stats), and SHOW vecside.last_plan tells a session what became of its
+// last one: the index and, per round, the candidates asked for, given,
+// and the rows that came back, or why it passed through. The proxy
+// answers it as a simple Query, and as an extended-protocol batch that
+// only prepares, describes and runs it (the statement prepared is the
+// proxy's own, which PostgreSQL never sees: a batch that mixes it with
+// others passes through and fails there).
 //
 // The fast path. Reading a row's vector is most of what the restricted
 // statement costs (a large vector is TOASTed: more index and heap reads,

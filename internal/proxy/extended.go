@@ -42,10 +42,12 @@ func (s *session) noteParse(p *pgproto3.Parse) {
 
 // clientStatement is a prepared statement of the client's that the
 // proxy could answer: its recognised form, and its parameter types once
-// an answer has described it.
+// an answer has described it; or, showsPlan, a SHOW vecside.last_plan
+// the proxy prepared itself (lastplan.go).
 type clientStatement struct {
-	q     *query
-	types []uint32
+	q         *query
+	types     []uint32
+	showsPlan bool
 }
 
 // remember notes statement name as q, nil if the proxy cannot answer it.
@@ -118,8 +120,9 @@ type heldBatch struct {
 }
 
 // hold reads the rest of the batch that first starts, up to its Sync.
-// It returns the batch when the proxy may answer it, else nil, the
-// messages having been sent on as they came.
+// It returns the batch when the proxy may answer it through the sidecar,
+// else nil, the messages having been answered (SHOW vecside.last_plan)
+// or sent on as they came.
 func (s *session) hold(first message) (*heldBatch, error) {
 	b := &heldBatch{}
 	m := first
@@ -140,6 +143,9 @@ func (s *session) hold(first message) (*heldBatch, error) {
 		if m, err = s.c.body(typ, n); err != nil {
 			return nil, err
 		}
+	}
+	if answered, err := s.answerLastPlan(b.msgs); answered || err != nil {
+		return nil, err
 	}
 	if !b.parseShape() {
 		s.release(b.msgs)

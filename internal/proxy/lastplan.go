@@ -27,26 +27,117 @@ func (s *session) passed(reason string) {
 // and the rows that came back; or why it passed through).
 func (s *session) showLastPlan(m message) (bool, error) {
 	sql := string(bytes.TrimSuffix(m.body, []byte{0}))
-	if !containsFold(sql, lastPlanName) || s.pending.Load() != 0 || s.batch {
+	if s.pending.Load() != 0 || s.batch || !showsLastPlan(sql) {
 		return false, nil
+	}
+	msgs := append([]pgproto3.BackendMessage{s.planDescription(0)}, s.planRow()...)
+	return true, s.replyOwn(append(msgs, s.readyForQuery())...)
+}
+
+// showsLastPlan reports whether sql is exactly SHOW vecside.last_plan.
+func showsLastPlan(sql string) bool {
+	if !containsFold(sql, lastPlanName) {
+		return false
 	}
 	tree, err := pg_query.Parse(sql)
-	if err != nil || len(tree.Stmts) != 1 || tree.Stmts[0].Stmt.GetVariableShowStmt().GetName() != lastPlanName {
+	return err == nil && len(tree.Stmts) == 1 && tree.Stmts[0].Stmt.GetVariableShowStmt().GetName() == lastPlanName
+}
+
+// answerLastPlan answers an extended-protocol batch that only prepares,
+// describes and runs SHOW vecside.last_plan, as drivers that always use
+// the extended protocol send it (pgx, JDBC, asyncpg): the replies
+// PostgreSQL would give a SHOW. The statements it prepares are the
+// proxy's, remembered by name; PostgreSQL never sees them, so a batch
+// that mixes them with others passes through and fails there. Any other
+// batch it leaves alone, reporting false.
+func (s *session) answerLastPlan(msgs []message) (bool, error) {
+	if len(msgs) == 0 || msgs[len(msgs)-1].typ != 'S' {
 		return false, nil
 	}
+	shows := func(name string) bool { st := s.stmts[name]; return st != nil && st.showsPlan }
+	prepared := map[string]bool{} // by this batch
+	var out []pgproto3.BackendMessage
+	bound, format := false, int16(0)
+	for _, m := range msgs {
+		switch m.typ {
+		case 'P':
+			var p pgproto3.Parse
+			if p.Decode(m.body) != nil || !showsLastPlan(p.Query) {
+				return false, nil
+			}
+			prepared[p.Name] = true
+			out = append(out, &pgproto3.ParseComplete{})
+		case 'D':
+			var d pgproto3.Describe
+			switch {
+			case d.Decode(m.body) != nil:
+				return false, nil
+			case d.ObjectType == 'S' && (prepared[d.Name] || shows(d.Name)):
+				out = append(out, &pgproto3.ParameterDescription{}, s.planDescription(0))
+			case d.ObjectType == 'P' && d.Name == "" && bound:
+				out = append(out, s.planDescription(format))
+			default:
+				return false, nil
+			}
+		case 'B':
+			var b pgproto3.Bind
+			if b.Decode(m.body) != nil || b.DestinationPortal != "" || len(b.Parameters) != 0 || len(b.ResultFormatCodes) > 1 ||
+				!prepared[b.PreparedStatement] && !shows(b.PreparedStatement) {
+				return false, nil
+			}
+			bound, format = true, 0
+			if len(b.ResultFormatCodes) == 1 {
+				format = b.ResultFormatCodes[0] // text's binary form is its bytes
+			}
+			out = append(out, &pgproto3.BindComplete{})
+		case 'E':
+			var e pgproto3.Execute
+			if e.Decode(m.body) != nil || e.Portal != "" || e.MaxRows != 0 || !bound {
+				return false, nil
+			}
+			out = append(out, s.planRow()...)
+		case 'S':
+			out = append(out, s.readyForQuery())
+		default:
+			return false, nil
+		}
+	}
+	for name := range prepared {
+		s.remember(name, nil)
+		if s.stmts == nil {
+			s.stmts = map[string]*clientStatement{}
+		}
+		if len(s.stmts) < maxStatements {
+			s.stmts[name] = &clientStatement{showsPlan: true}
+		}
+	}
+	return true, s.replyOwn(out...)
+}
+
+// planDescription describes SHOW vecside.last_plan's one text column.
+func (s *session) planDescription(format int16) *pgproto3.RowDescription {
+	return &pgproto3.RowDescription{Fields: []pgproto3.FieldDescription{{Name: []byte(lastPlanName), DataTypeOID: 25, DataTypeSize: -1, TypeModifier: -1, Format: format}}}
+}
+
+// planRow is SHOW vecside.last_plan's row and command tag.
+func (s *session) planRow() []pgproto3.BackendMessage {
 	plan := s.lastPlan
 	if plan == "" {
 		plan = "none: no nearest-neighbour statement yet"
 	}
-	var out []message
-	for _, msg := range []pgproto3.BackendMessage{
-		&pgproto3.RowDescription{Fields: []pgproto3.FieldDescription{{Name: []byte(lastPlanName), DataTypeOID: 25, DataTypeSize: -1, TypeModifier: -1}}},
-		&pgproto3.DataRow{Values: [][]byte{[]byte(plan)}},
-		&pgproto3.CommandComplete{CommandTag: []byte("SHOW")},
-		&pgproto3.ReadyForQuery{TxStatus: byte(s.status.Load())},
-	} {
+	return []pgproto3.BackendMessage{&pgproto3.DataRow{Values: [][]byte{[]byte(plan)}}, &pgproto3.CommandComplete{CommandTag: []byte("SHOW")}}
+}
+
+func (s *session) readyForQuery() *pgproto3.ReadyForQuery {
+	return &pgproto3.ReadyForQuery{TxStatus: byte(s.status.Load())}
+}
+
+// replyOwn sends the proxy's own replies to the client.
+func (s *session) replyOwn(msgs ...pgproto3.BackendMessage) error {
+	out := make([]message, 0, len(msgs))
+	for _, msg := range msgs {
 		b, _ := msg.Encode(nil)
 		out = append(out, message{b[0], b[5:]})
 	}
-	return true, s.toClient(out...)
+	return s.toClient(out...)
 }

@@ -198,7 +198,7 @@ func (s *session) looksAccelerable(m message) bool {
 	case 'P':
 		// hold would send on a Parse of a statement recognize cannot
 		// take, and what follows it, as they came.
-		return s.holds() && mentionsDistance(string(m.body))
+		return s.holds() && (mentionsDistance(string(m.body)) || containsFold(string(m.body), lastPlanName))
 	case 'B':
 		// A Bind's portal, then its statement.
 		_, rest, _ := bytes.Cut(m.body, []byte{0})
