@@ -22,8 +22,8 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/vecside/vecside/heapfetch"
-	"github.com/vecside/vecside/indexer"
 	"github.com/vecside/vecside/internal/proxy"
+	"github.com/vecside/vecside/internal/sidecar"
 )
 
 var proxyCommand = &cli.Command{
@@ -70,7 +70,7 @@ which saves a round trip per statement.`,
 			}
 			cfg.Sidecar = proxy.Remote(client, pool)
 		}
-		return runProxy(ctx, c, cfg)
+		return runProxy(ctx, c, cfg, nil)
 	},
 }
 
@@ -123,11 +123,17 @@ func proxyConfig(c *cli.Context, upstream string) (proxy.Config, error) {
 }
 
 // runProxy serves cfg on --proxy-listen, and its metrics on
-// --proxy-metrics-listen, until ctx ends.
-func runProxy(ctx context.Context, c *cli.Context, cfg proxy.Config) error {
+// --proxy-metrics-listen and, if register is not nil, wherever it
+// registers them, until ctx ends.
+func runProxy(ctx context.Context, c *cli.Context, cfg proxy.Config, register func(prometheus.Collector) error) error {
 	p, err := proxy.New(cfg)
 	if err != nil {
 		return err
+	}
+	if register != nil {
+		if err := register(proxyCollector{p}); err != nil {
+			return err
+		}
 	}
 	ln, err := net.Listen("tcp", c.String("proxy-listen"))
 	if err != nil {
@@ -148,8 +154,8 @@ func runProxy(ctx context.Context, c *cli.Context, cfg proxy.Config) error {
 }
 
 // serveProxy runs vecside serve --proxy's proxy, asking the indexes of
-// this process, until ctx ends.
-func serveProxy(ctx context.Context, c *cli.Context, ix *indexer.Indexer) error {
+// sc, with its series on sc's /metrics too, until ctx ends.
+func serveProxy(ctx context.Context, c *cli.Context, sc *sidecar.Sidecar) error {
 	upstream := c.String("upstream")
 	if upstream == "" {
 		var err error
@@ -161,8 +167,8 @@ func serveProxy(ctx context.Context, c *cli.Context, ix *indexer.Indexer) error 
 	if err != nil {
 		return err
 	}
-	cfg.Sidecar = proxy.InProcess(ix)
-	return runProxy(ctx, c, cfg)
+	cfg.Sidecar = proxy.InProcess(sc.Indexer)
+	return runProxy(ctx, c, cfg, sc.Register)
 }
 
 var (

@@ -8,7 +8,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/vecside/vecside/indexer"
+	"github.com/vecside/vecside/internal/sidecar"
 )
 
 var errNoCgo = errors.New("this vecside was built with CGO_ENABLED=0; the proxy needs cgo (PostgreSQL's parser, pg_query): build with CGO_ENABLED=1 and a C compiler")
@@ -28,4 +28,4 @@ var proxyCommand = &cli.Command{
 // flags come with it.
 var serveProxyFlags = []cli.Flag{proxyFlag}
 
-func serveProxy(context.Context, *cli.Context, *indexer.Indexer) error { return errNoCgo }
+func serveProxy(context.Context, *cli.Context, *sidecar.Sidecar) error { return errNoCgo }

@@ -51,8 +51,8 @@ func TestProxyCommand(t *testing.T) {
 
 // TestServeProxy: vecside serve --proxy answers pgvector's statement on
 // --proxy-listen from the index of its own process, forwarding to the
-// server of --source when --upstream is not given, and stops with the
-// sidecar.
+// server of --source when --upstream is not given, counts it on its own
+// /metrics and the sidecar's, and stops with the sidecar.
 func TestServeProxy(t *testing.T) {
 	const name = "cli_serve_proxy"
 	ctx, cancel := context.WithCancel(context.Background())
@@ -70,11 +70,11 @@ func TestServeProxy(t *testing.T) {
 			t.Error(err)
 		}
 	})
-	listen, metrics, dataDir := freeAddr(t), freeAddr(t), t.TempDir()
+	listen, metrics, sidecarMetrics, dataDir := freeAddr(t), freeAddr(t), freeAddr(t), t.TempDir()
 	done := make(chan error, 1)
 	go func() {
 		done <- newApp().RunContext(ctx, []string{"vecside", "--log-level", "error", "serve", "--source", dsn, "--name", name,
-			"--index", "t_v=t(v) key=id metric=l2 kind=hnsw", "--listen", "127.0.0.1:0", "--metrics-listen", "", "--data-dir", dataDir,
+			"--index", "t_v=t(v) key=id metric=l2 kind=hnsw", "--listen", "127.0.0.1:0", "--metrics-listen", sidecarMetrics, "--data-dir", dataDir,
 			"--auth", "trust", "--proxy", "--proxy-listen", listen, "--proxy-metrics-listen", metrics})
 	}()
 	stopped := false
@@ -103,8 +103,10 @@ func TestServeProxy(t *testing.T) {
 	if !strings.HasPrefix(plan, "accelerated: index t_v;") {
 		t.Errorf("last plan %q, want accelerated by t_v", plan)
 	}
-	if body := scrape(t, metrics); !strings.Contains(body, "vecside_proxy_accelerated_total") {
-		t.Errorf("/metrics:\n%s", body)
+	for _, addr := range []string{metrics, sidecarMetrics} {
+		if body := scrape(t, addr); !strings.Contains(body, "\nvecside_proxy_accelerated_total ") {
+			t.Errorf("/metrics at %s:\n%s", addr, body)
+		}
 	}
 	c.Close(ctx)
 	cancel()

@@ -124,7 +124,7 @@ func serveWithProxy(ctx context.Context, c *cli.Context, sc *sidecar.Sidecar) er
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	proxied := make(chan error, 1)
-	go func() { proxied <- serveProxy(ctx, c, sc.Indexer) }()
+	go func() { proxied <- serveProxy(ctx, c, sc) }()
 	waited := make(chan error, 1)
 	go func() { waited <- sc.Wait() }()
 	select {

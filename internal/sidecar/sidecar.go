@@ -38,6 +38,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/vecside/vecside/indexer"
 	"github.com/vecside/vecside/replicate"
 	"github.com/vecside/vecside/rpc"
@@ -104,12 +106,13 @@ type Sidecar struct {
 	// for those disabled.
 	MetricsAddr, ProbesAddr net.Addr
 
-	cfg     Config
-	errs    chan error
-	ctx     context.Context
-	cancel  context.CancelFunc
-	running int
-	log     *slog.Logger
+	cfg      Config
+	registry *prometheus.Registry // what /metrics serves
+	errs     chan error
+	ctx      context.Context
+	cancel   context.CancelFunc
+	running  int
+	log      *slog.Logger
 }
 
 // Start checks cfg, starts every part and returns; Wait or Stop ends it.
@@ -163,6 +166,7 @@ func Start(parent context.Context, cfg Config) (*Sidecar, error) {
 	}
 	ctx, cancel := context.WithCancel(parent)
 	sc := &Sidecar{Indexer: ix, Replicator: rep, Server: srv, Addr: ls.pgwire.Addr(), cfg: cfg, errs: make(chan error, 5), ctx: ctx, cancel: cancel, log: log}
+	sc.registry = newRegistry(sc)
 	sc.goRun("replication", func() error { return rep.Run(ctx) })
 	sc.goRun("pgwire", func() error { return srv.Serve(ctx, ls.pgwire) })
 	if ls.unix != nil {
@@ -179,7 +183,7 @@ func Start(parent context.Context, cfg Config) (*Sidecar, error) {
 	}
 	if ls.metrics != nil {
 		sc.MetricsAddr = ls.metrics.Addr()
-		sc.serveHTTP("metrics", ls.metrics, sc.metricsHandler(newRegistry(sc), cfg.MetricsToken))
+		sc.serveHTTP("metrics", ls.metrics, sc.metricsHandler(sc.registry, cfg.MetricsToken))
 	}
 	if ls.probes != nil {
 		sc.ProbesAddr = ls.probes.Addr()
@@ -188,6 +192,10 @@ func Start(parent context.Context, cfg Config) (*Sidecar, error) {
 	log.Info("vecside serving", "listen", sc.Addr.String(), "metrics", addrText(sc.MetricsAddr), "probes", addrText(sc.ProbesAddr), "indexes", len(cfg.Indexes))
 	return sc, nil
 }
+
+// Register adds c's series to those /metrics serves, as vecside serve
+// --proxy adds its proxy's.
+func (sc *Sidecar) Register(c prometheus.Collector) error { return sc.registry.Register(c) }
 
 // listeners are the sidecar's sockets, all opened before anything runs
 // so that an address in use fails Start cleanly.
