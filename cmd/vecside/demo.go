@@ -24,9 +24,10 @@ var demoCommand = &cli.Command{
 	Description: `Starts a PostgreSQL from the local server binaries (PG_BINDIR, default
 /usr/lib/postgresql/15/bin) in a temporary directory, loads a seeded
 clustered data set, starts a sidecar in-process, searches with held-out
-queries through heapfetch and compares with exact SQL, then writes to the
-table and shows each change in the next answer. Everything is removed at
-the end.`,
+queries through heapfetch and compares with exact SQL, sends pgvector's
+own statement through the proxy as vecside serve --proxy runs it (a cgo
+build), then writes to the table and shows each change in the next
+answer. Everything is removed at the end.`,
 	Flags: []cli.Flag{
 		&cli.IntFlag{Name: "rows", Value: 20000, Usage: "rows in the data set"},
 		&cli.IntFlag{Name: "dims", Value: 128, Usage: "dimensions"},
@@ -117,6 +118,7 @@ func runDemo(ctx context.Context, out io.Writer, p demoParams) error {
 	every := max(1, len(queries)/5)
 	var latencies []time.Duration
 	var recall float64
+	exact := make([][]float64, len(queries))
 	for i, q := range queries {
 		t0 := time.Now()
 		got, err := client.Search(ctx, heapfetch.Request{Index: index, Vector: q, K: demoK})
@@ -128,6 +130,7 @@ func runDemo(ctx context.Context, out io.Writer, p demoParams) error {
 		if err != nil {
 			return err
 		}
+		exact[i] = want
 		recall += recallAt(got, want)
 		if n := i + 1; n%every == 0 || n == len(queries) {
 			say("  %d of %d queries answered both ways", n, len(queries))
@@ -137,6 +140,9 @@ func runDemo(ctx context.Context, out io.Writer, p demoParams) error {
 	say("recall@%d = %.2f   latency p50 = %s, p95 = %s (heapfetch end to end)", demoK, recall/float64(len(queries)),
 		latencies[len(latencies)/2].Round(time.Microsecond), latencies[len(latencies)*95/100].Round(time.Microsecond))
 
+	if err := demoProxy(ctx, say, db, dsn, sc, queries, exact); err != nil {
+		return err
+	}
 	return demoLiveUpdates(ctx, say, db, client, entry, queries[0])
 }
 
