@@ -116,6 +116,34 @@ func TestServeProxy(t *testing.T) {
 	}
 }
 
+// TestServeProxyFails: a proxy that cannot listen stops the sidecar, and
+// vecside serve --proxy says why.
+func TestServeProxyFails(t *testing.T) {
+	const name = "cli_serve_proxy_fails"
+	dsn := pgtest.Shared(t).NewDatabase(t)
+	if _, err := pgtest.Connect(t, dsn).Exec(context.Background(), "CREATE TABLE t (id int PRIMARY KEY, v real[])"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if _, err := replicate.Teardown(context.Background(), dsn, name, sidecar.TeardownWait); err != nil {
+			t.Error(err)
+		}
+	})
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	err = newApp().RunContext(ctx, []string{"vecside", "--log-level", "error", "serve", "--source", dsn, "--name", name,
+		"--index", "t_v=t(v) key=id metric=l2 dims=2", "--listen", "127.0.0.1:0", "--metrics-listen", "", "--data-dir", t.TempDir(),
+		"--auth", "trust", "--proxy", "--proxy-listen", taken.Addr().String()})
+	if err == nil || !strings.Contains(err.Error(), "proxy:") || !strings.Contains(err.Error(), "address already in use") || ctx.Err() != nil {
+		t.Errorf("vecside serve --proxy on a taken address: %v (context: %v)", err, ctx.Err())
+	}
+}
+
 // freeAddr is a loopback address with a port free a moment ago.
 func freeAddr(t *testing.T) string {
 	t.Helper()

@@ -124,19 +124,17 @@ func serveWithProxy(ctx context.Context, c *cli.Context, sc *sidecar.Sidecar) er
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	proxied := make(chan error, 1)
-	go func() { proxied <- serveProxy(ctx, c, sc) }()
-	waited := make(chan error, 1)
-	go func() { waited <- sc.Wait() }()
-	select {
-	case err := <-waited:
-		cancel()
-		return errors.Join(err, <-proxied)
-	case err := <-proxied:
+	go func() {
+		err := serveProxy(ctx, c, sc)
 		if err != nil {
+			sc.Shutdown()
 			err = fmt.Errorf("proxy: %w", err)
 		}
-		return errors.Join(err, sc.Stop())
-	}
+		proxied <- err
+	}()
+	err := sc.Wait()
+	cancel()
+	return errors.Join(err, <-proxied)
 }
 
 var sourceFlag = &cli.StringFlag{

@@ -363,9 +363,13 @@ const TeardownWait = 5 * time.Second
 
 // Stop shuts the sidecar down and waits for it.
 func (sc *Sidecar) Stop() error {
-	sc.cancel()
+	sc.Shutdown()
 	return sc.Wait()
 }
+
+// Shutdown asks the sidecar to stop and returns; Wait returns once it
+// has. Only one goroutine may Wait.
+func (sc *Sidecar) Shutdown() { sc.cancel() }
 
 // addrText is where a listener is, or "off".
 func addrText(a net.Addr) string {
