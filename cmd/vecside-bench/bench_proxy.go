@@ -153,20 +153,11 @@ func (b *bench) sayProxyStats(path string, t *vecsideTarget, st proxy.Stats, err
 // through since the last check: it would have measured Postgres scanning
 // the table.
 func (b *bench) proxyClients(ctx context.Context, addr string, stats func() (proxy.Stats, error)) (*pathConns, error) {
-	ccfg, err := pgx.ParseConfig(b.dsn)
+	ccfg, err := proxy.ClientConfig(b.dsn, addr)
 	if err != nil {
 		return nil, err
 	}
-	host, port, err := net.SplitHostPort(addr)
-	if err != nil {
-		return nil, err
-	}
-	p, err := strconv.ParseUint(port, 10, 16)
-	if err != nil {
-		return nil, err
-	}
-	// The proxy declines TLS from clients.
-	ccfg.Host, ccfg.Port, ccfg.TLSConfig, ccfg.Fallbacks = host, uint16(p), nil, nil
+	ccfg.TLSConfig = nil // the bench's proxies decline TLS from clients
 	pc, err := b.openClients(ctx, func(ctx context.Context) (*pgx.Conn, error) { return pgx.ConnectConfig(ctx, ccfg.Copy()) })
 	if err != nil {
 		return nil, err

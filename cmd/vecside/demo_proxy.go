@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net"
 	"slices"
-	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -50,13 +49,10 @@ func demoProxy(ctx context.Context, say func(string, ...any), db *pgx.Conn, dsn 
 		cancel()
 		<-served
 	}()
-	cfg, err := pgx.ParseConfig(dsn)
+	cfg, err := proxy.ClientConfig(dsn, ln.Addr().String())
 	if err != nil {
 		return err
 	}
-	host, port, _ := net.SplitHostPort(ln.Addr().String())
-	n, _ := strconv.Atoi(port)
-	cfg.Host, cfg.Port, cfg.Fallbacks = host, uint16(n), nil
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return err

@@ -8,7 +8,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/vecside/vecside/deploy"
 	"github.com/vecside/vecside/internal/pgtest"
+	"github.com/vecside/vecside/internal/proxy"
 	"github.com/vecside/vecside/internal/sidecar"
 	"github.com/vecside/vecside/replicate"
 )
@@ -160,13 +160,10 @@ func freeAddr(t *testing.T) string {
 // (done, a channel of one, left holding its result).
 func dialProxy(t *testing.T, ctx context.Context, dsn, listen string, done chan error) *pgx.Conn {
 	t.Helper()
-	cfg, err := pgx.ParseConfig(dsn)
+	cfg, err := proxy.ClientConfig(dsn, listen)
 	if err != nil {
 		t.Fatal(err)
 	}
-	host, port, _ := net.SplitHostPort(listen)
-	p, _ := strconv.Atoi(port)
-	cfg.Host, cfg.Port, cfg.Fallbacks = host, uint16(p), nil
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		c, err := pgx.ConnectConfig(ctx, cfg)
 		if err == nil {

@@ -49,10 +49,10 @@ const (
 // written, which the WAL writer flushes within wal_writer_delay, less a
 // page header: at a page's start it is past the header, which no record
 // ends at until the next is written, so a wait for it would last until
-// then); on a
-// hot standby, what it has replayed, so that no row the standby shows is
-// missing from the candidates, as heapfetch asks), and whether its search_path finds the indexed table under the
-// name the statement uses; then the settings the sidecar's search takes
+// then; on a hot standby, what it has replayed, so that no row the
+// standby shows is missing from the candidates, as heapfetch asks), and
+// whether its search_path finds the indexed table under the name the
+// statement uses; then the settings the sidecar's search takes
 // (settingOptions). Between the two, the OID of pgvector's vector type
 // in this database, 0 without it: a vector parameter in binary comes with
 // that OID. Last, for the fast path: the indexed column's type, whether

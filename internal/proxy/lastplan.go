@@ -51,10 +51,16 @@ func showsLastPlan(sql string) bool {
 // that mixes them with others passes through and fails there. Any other
 // batch it leaves alone, reporting false.
 func (s *session) answerLastPlan(msgs []message) (bool, error) {
-	if len(msgs) == 0 || msgs[len(msgs)-1].typ != 'S' {
+	shows := func(name string) bool { st := s.stmts[name]; return st != nil && st.showsPlan }
+	// Told at its first message, without decoding the batch: every other
+	// batch held is one the sidecar may answer.
+	switch first := msgs[0]; {
+	case msgs[len(msgs)-1].typ != 'S':
+		return false, nil
+	case first.typ == 'P' && !containsFold(string(first.body), lastPlanName),
+		first.typ == 'B' && !shows(boundStatement(first.body)):
 		return false, nil
 	}
-	shows := func(name string) bool { st := s.stmts[name]; return st != nil && st.showsPlan }
 	prepared := map[string]bool{} // by this batch
 	var out []pgproto3.BackendMessage
 	bound, format := false, int16(0)

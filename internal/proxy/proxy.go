@@ -20,6 +20,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/vecside/vecside/internal/pgstartup"
@@ -62,6 +63,26 @@ func UpstreamOf(dsn string) (string, error) {
 		return fmt.Sprintf("%s/.s.PGSQL.%d", cfg.Host, cfg.Port), nil
 	}
 	return net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port))), nil
+}
+
+// ClientConfig is how a client of the server dsn names connects through
+// a proxy listening at addr (host:port) instead: the same database, role
+// and password.
+func ClientConfig(dsn, addr string) (*pgx.ConnConfig, error) {
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		return nil, err
+	}
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, err
+	}
+	p, err := strconv.ParseUint(port, 10, 16)
+	if err != nil {
+		return nil, fmt.Errorf("proxy address %s: %w", addr, err)
+	}
+	cfg.Host, cfg.Port, cfg.Fallbacks = host, uint16(p), nil
+	return cfg, nil
 }
 
 // DefaultStatusInterval is how often the proxy asks the sidecar what it

@@ -200,12 +200,17 @@ func (s *session) looksAccelerable(m message) bool {
 		// take, and what follows it, as they came.
 		return s.holds() && (mentionsDistance(string(m.body)) || containsFold(string(m.body), lastPlanName))
 	case 'B':
-		// A Bind's portal, then its statement.
-		_, rest, _ := bytes.Cut(m.body, []byte{0})
-		name, _, _ := bytes.Cut(rest, []byte{0})
-		return s.holds() && s.stmts[string(name)] != nil
+		return s.holds() && s.stmts[boundStatement(m.body)] != nil
 	}
 	return false
+}
+
+// boundStatement is the statement a Bind message's body binds: after its
+// portal's name.
+func boundStatement(body []byte) string {
+	_, rest, _ := bytes.Cut(body, []byte{0})
+	name, _, _ := bytes.Cut(rest, []byte{0})
+	return string(name)
 }
 
 // passOn sends a client message upstream that the proxy does not answer.
