@@ -4,6 +4,7 @@ package rpc
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"slices"
 	"strings"
@@ -128,13 +129,8 @@ type running struct {
 // (it must be idle). The client is driven by hand: a driver would send a
 // CancelRequest of its own before closing.
 func TestSearchStopsWorking(t *testing.T) {
-	const (
-		window  = 250 * time.Millisecond
-		grace   = 50 * time.Millisecond
-		timeout = 400 * time.Millisecond // longer than window
-	)
+	const timeout = 400 * time.Millisecond // longer than stopsWorking's window
 	cat := newRepeatCatalog(t)
-	q := vectorText(make([]float32, bigDims))
 	cases := []struct {
 		name    string
 		options string
@@ -175,60 +171,76 @@ func TestSearchStopsWorking(t *testing.T) {
 				return deadline
 			}},
 	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			if c.want == "" && !detectsClientGone {
-				t.Skip("closed client connections are not detected on this platform")
-			}
-			// A server of its own, whose shutdown stops whatever the
-			// subtest failed to, so that it cannot busy the next one.
-			_, addr := startServer(t, cat)
-			raw := dialRaw(t, addr)
-			var key *pgproto3.BackendKeyData
-			for _, m := range raw.startup(pgproto3.ProtocolVersion30, map[string]string{"user": "raw"}) {
-				if k, ok := m.(*pgproto3.BackendKeyData); ok {
-					key = k
-				}
-			}
-			raw.fe.Send(&pgproto3.Query{String: "SELECT * FROM knn('big', '" + q + "', 10, '" + c.options + "')"})
-			if err := raw.fe.Flush(); err != nil {
-				t.Fatal(err)
-			}
-			s := running{addr: addr, raw: raw, key: key}
-			select {
-			case s.entered = <-cat.entered:
-			case <-time.After(5 * time.Second):
-				t.Fatal("the search did not start")
-			}
-			busy := cpuDuring(t, window)
-			stopped := c.stop(t, s)
-			time.Sleep(time.Until(stopped.Add(grace)))
-			// Up to one core, as much as the machine's other work leaves
-			// the search.
-			if busy < window/12 {
-				t.Fatalf("only %v of CPU over %v while the search ran: the test measures nothing", busy, window)
-			}
-			// A little for the test's own goroutines and the GC; a search
-			// still running would take about as much as before, in every
-			// window, where the GC or a finished test's cleanup takes one.
-			limit := min(10*time.Millisecond, busy/4)
-			idle := []time.Duration{cpuDuring(t, window)}
-			for len(idle) < 3 && idle[len(idle)-1] > limit {
-				idle = append(idle, cpuDuring(t, window))
-			}
-			t.Logf("CPU over %v: %v while searching, %v from %v after the search was ended", window, busy, idle, grace)
-			if slices.Min(idle) > limit {
-				t.Errorf("%v of CPU in each of %d windows of %v, starting %v after the search was ended (more than %v): it is still running", idle, len(idle), window, grace, limit)
-			}
-			if c.want != "" {
-				got := raw.until()
-				if e, ok := got[0].(*pgproto3.ErrorResponse); !ok || !strings.Contains(e.Message, c.want) {
-					t.Errorf("the client got %s %+v, want an error saying %q", describeMsgs(got), got[0], c.want)
-				}
-			}
-		})
+	// Both ways the server makes calls: on the connection's goroutine (a
+	// prompt Catalog, as the sidecar's is) and on one of their own.
+	for _, prompt := range []bool{true, false} {
+		for _, c := range cases {
+			t.Run(fmt.Sprintf("%s/prompt=%v", c.name, prompt), func(t *testing.T) {
+				stopsWorking(t, cat, c.options, c.stop, c.want, prompt)
+			})
+		}
 	}
 	cat.mu.Lock()
 	defer cat.mu.Unlock()
 	t.Logf("the flat index returned at most %v after its context ended", cat.stopLag)
+}
+
+// stopsWorking starts a search of cat's index with options on a server
+// of its own, ends it with stop, and checks that it stops using the CPU
+// and that the client is told want ("" if it is gone).
+func stopsWorking(t *testing.T, cat *repeatCatalog, options string, stop func(*testing.T, running) time.Time, want string, prompt bool) {
+	const (
+		window = 250 * time.Millisecond
+		grace  = 50 * time.Millisecond
+	)
+	if want == "" && !detectsClientGone {
+		t.Skip("closed client connections are not detected on this platform")
+	}
+	// A server of its own, whose shutdown stops whatever the subtest
+	// failed to, so that it cannot busy the next one.
+	_, addr := startServerConfig(t, Config{Catalog: cat, PromptCatalog: prompt, Auth: "trust", Version: "test"})
+	raw := dialRaw(t, addr)
+	var key *pgproto3.BackendKeyData
+	for _, m := range raw.startup(pgproto3.ProtocolVersion30, map[string]string{"user": "raw"}) {
+		if k, ok := m.(*pgproto3.BackendKeyData); ok {
+			key = k
+		}
+	}
+	q := vectorText(make([]float32, bigDims))
+	raw.fe.Send(&pgproto3.Query{String: "SELECT * FROM knn('big', '" + q + "', 10, '" + options + "')"})
+	if err := raw.fe.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	s := running{addr: addr, raw: raw, key: key}
+	select {
+	case s.entered = <-cat.entered:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the search did not start")
+	}
+	busy := cpuDuring(t, window)
+	stopped := stop(t, s)
+	time.Sleep(time.Until(stopped.Add(grace)))
+	// Up to one core, as much as the machine's other work leaves the
+	// search.
+	if busy < window/12 {
+		t.Fatalf("only %v of CPU over %v while the search ran: the test measures nothing", busy, window)
+	}
+	// A little for the test's own goroutines and the GC; a search still
+	// running would take about as much as before, in every window, where
+	// the GC or a finished test's cleanup takes one.
+	limit := min(10*time.Millisecond, busy/4)
+	idle := []time.Duration{cpuDuring(t, window)}
+	for len(idle) < 3 && idle[len(idle)-1] > limit {
+		idle = append(idle, cpuDuring(t, window))
+	}
+	t.Logf("CPU over %v: %v while searching, %v from %v after the search was ended", window, busy, idle, grace)
+	if slices.Min(idle) > limit {
+		t.Errorf("%v of CPU in each of %d windows of %v, starting %v after the search was ended (more than %v): it is still running", idle, len(idle), window, grace, limit)
+	}
+	if want != "" {
+		got := raw.until()
+		if e, ok := got[0].(*pgproto3.ErrorResponse); !ok || !strings.Contains(e.Message, want) {
+			t.Errorf("the client got %s %+v, want an error saying %q", describeMsgs(got), got[0], want)
+		}
+	}
 }

@@ -149,18 +149,24 @@
 // connection's key cancels (the key is compared in constant time; wrong
 // keys cost the guesser a pause) and that ends when the server stops.
 // Calls into the Catalog also run under the search timeout (SET
-// vecside.timeout, or knn's timeout= option, default 30s), in a goroutine
-// the request stops waiting for when the context ends: the client is
+// vecside.timeout, or knn's timeout= option, default 30s). A Catalog
+// that ends its calls soon after their context does (Config.PromptCatalog,
+// as the sidecar's indexer does: its searches check the context, its
+// waits select on it, and a search takes no lock) is called on the
+// connection's own goroutine. Any other is called on a goroutine the
+// request stops waiting for when the context ends: the client is
 // answered 57014 at the deadline even if the index does not check its
-// context. This matters for dblink, which cannot interrupt a call on
-// PostgreSQL 15.
+// context. The deadline matters for dblink, which cannot interrupt a
+// call on PostgreSQL 15; the goroutine costs a hand-off between threads
+// per call (see callHere).
 //
 // Nothing reads the socket while a request runs, so a client that just
 // closes its connection (a backend that exits, a killed process) would
-// otherwise leave its search running. While a request waits for the
-// Catalog, the server therefore checks the socket every 5 ms without
-// reading from it, as PostgreSQL's client_connection_check_interval does:
-// a poll for POLLRDHUP, which also sees a close behind queries the client
+// otherwise leave its search running. While a call into the Catalog
+// runs, the server therefore checks the socket every 5 ms (a timer: a
+// shorter call costs nothing more) without reading from it, as
+// PostgreSQL's client_connection_check_interval does: a poll for
+// POLLRDHUP, which also sees a close behind queries the client
 // pipelined. A client gone cancels the request's context, and the
 // connection ends without running what it had pipelined. This needs
 // Linux; elsewhere such a search runs until it ends or times out.

@@ -157,7 +157,9 @@ func abs(f float64) float64 { return max(f, -f) }
 
 // startServer serves cat on a loopback port until the test ends.
 func startServer(t testing.TB, cat Catalog) (*Server, string) {
-	return startServerConfig(t, Config{Catalog: cat, Auth: "trust", Version: "test"})
+	// A slowCatalog ignores its context, as a prompt Catalog must not.
+	_, slow := cat.(*slowCatalog)
+	return startServerConfig(t, Config{Catalog: cat, PromptCatalog: !slow, Auth: "trust", Version: "test"})
 }
 
 // startServerConfig serves with cfg on a loopback port until the test

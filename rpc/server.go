@@ -35,6 +35,13 @@ type Catalog interface {
 type Config struct {
 	// Catalog answers searches and status queries. Required.
 	Catalog Catalog
+	// PromptCatalog says that the Catalog's calls return soon after their
+	// context ends (its searches check it, its waits select on it). The
+	// server then makes each call on the connection's own goroutine,
+	// which saves a hand-off between threads per search; otherwise each
+	// call runs on a goroutine of its own, and the client is answered at
+	// the deadline even if the call goes on.
+	PromptCatalog bool
 	// Auth is how clients authenticate: AuthSCRAM (the default), with
 	// the verifiers of Users, or AuthTrust (no password), which must be
 	// asked for explicitly.
