@@ -105,7 +105,7 @@ func (p *Proxy) startup(st *pgstartup.Startup) (*session, error) {
 		up.Close()
 		return nil, err
 	}
-	if err := s.authenticate(); err != nil {
+	if err := s.authenticate(st.Release); err != nil {
 		up.Close()
 		return s, err
 	}
@@ -116,8 +116,10 @@ func (p *Proxy) startup(st *pgstartup.Startup) (*session, error) {
 }
 
 // authenticate relays until PostgreSQL's first ReadyForQuery, or its
-// error.
-func (s *session) authenticate() error {
+// error. It calls authenticated before relaying that ReadyForQuery: a
+// client that has seen it can connect again and find the startup slot
+// free.
+func (s *session) authenticate(authenticated func()) error {
 	for {
 		m, err := s.u.read()
 		if err != nil {
@@ -163,6 +165,7 @@ func (s *session) authenticate() error {
 			if s.pid == 0 {
 				return errors.New("the server sent no BackendKeyData")
 			}
+			authenticated()
 			s.c.send(m)
 			s.status.Store(uint32(m.body[0]))
 			return s.c.flush()
