@@ -100,6 +100,13 @@ func (m *metrics) observeSearch(index string, err error, d time.Duration) {
 	histogramFor(m.searches, index).observe(d)
 }
 
+// ObserveSearch counts a search made beside the server, in the same
+// process (vecside serve --proxy's), with its knn calls: index, its
+// error (nil if none), how long it took.
+func (s *Server) ObserveSearch(index string, err error, d time.Duration) {
+	s.metrics.observeSearch(index, err, d)
+}
+
 func histogramFor(hs map[string]*Histogram, key string) *Histogram {
 	h := hs[key]
 	if h == nil {

@@ -56,7 +56,7 @@ func (b *bench) openProxy(ctx context.Context, t *vecsideTarget, inProcess bool)
 	}
 	pctx, cancel := context.WithCancel(ctx)
 	release := cancel
-	path, side := benchreport.ServeProxy, proxy.InProcess(t.indexer)
+	path, side := benchreport.ServeProxy, proxy.InProcess(t.indexer, nil)
 	if !inProcess {
 		pool, err := b.sidecarPool(pctx, t.addr)
 		if err != nil {

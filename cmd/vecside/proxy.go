@@ -167,7 +167,7 @@ func serveProxy(ctx context.Context, c *cli.Context, sc *sidecar.Sidecar) error 
 	if err != nil {
 		return err
 	}
-	cfg.Sidecar = proxy.InProcess(sc.Indexer)
+	cfg.Sidecar = proxy.InProcess(sc.Indexer, sc.Server.ObserveSearch)
 	return runProxy(ctx, c, cfg, sc.Register)
 }
 

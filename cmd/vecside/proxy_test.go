@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -107,6 +108,11 @@ func TestServeProxy(t *testing.T) {
 		if body := scrape(t, addr); !strings.Contains(body, "\nvecside_proxy_accelerated_total ") {
 			t.Errorf("/metrics at %s:\n%s", addr, body)
 		}
+	}
+	// The sidecar's search histogram counts the proxy's searches, though
+	// no knn call was made.
+	if body := scrape(t, sidecarMetrics); !regexp.MustCompile(`\nvecside_index_search_duration_seconds_count\{index="t_v",kind="hnsw"\} [1-9]`).MatchString(body) {
+		t.Errorf("no search of t_v counted in the sidecar's /metrics:\n%s", body)
 	}
 	c.Close(ctx)
 	cancel()

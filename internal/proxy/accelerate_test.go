@@ -67,7 +67,7 @@ func newFixtureOf(t *testing.T, rows int, defs ...string) *fixture {
 // in process, as vecside serve --proxy does, instead of over pgwire.
 func (f *fixture) askInProcess(t *testing.T) {
 	t.Helper()
-	f.p, f.via = startProxyWith(t, f.dsn, "", Config{Sidecar: InProcess(f.sc.Indexer)})
+	f.p, f.via = startProxyWith(t, f.dsn, "", Config{Sidecar: InProcess(f.sc.Indexer, nil)})
 	waitIndexed(t, f.p, "items", "l2", "cosine")
 }
 

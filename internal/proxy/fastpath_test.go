@@ -280,7 +280,7 @@ func TestCatalogOlderSidecar(t *testing.T) {
 		name  string
 		side  Sidecar
 		exact bool
-	}{{"current", Remote(nil, pool), true}, {"older", Remote(nil, withoutExact{pool}), false}, {"in-process", InProcess(f.sc.Indexer), true}} {
+	}{{"current", Remote(nil, pool), true}, {"older", Remote(nil, withoutExact{pool}), false}, {"in-process", InProcess(f.sc.Indexer, nil), true}} {
 		cat := &catalog{sidecar: c.side}
 		if err := cat.refresh(ctx); err != nil {
 			t.Fatalf("%s sidecar: %v", c.name, err)

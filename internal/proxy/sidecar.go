@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -96,9 +97,18 @@ func splitTable(name string) (schema, table string) {
 // InProcess is the sidecar whose indexes ix holds, in this process
 // (vecside serve --proxy-listen): a statement's candidates cost a
 // function call, not a round trip and the encoding of its vector.
-func InProcess(ix *indexer.Indexer) Sidecar { return inProcess{ix} }
+// observe, if not nil, is told of each search, so that the sidecar counts
+// them with its knn calls (rpc.Server.ObserveSearch).
+func InProcess(ix *indexer.Indexer, observe SearchObserver) Sidecar { return inProcess{ix, observe} }
 
-type inProcess struct{ ix *indexer.Indexer }
+// SearchObserver is told of a search: its index, its error (nil if it
+// succeeded) and how long it took.
+type SearchObserver func(index string, err error, d time.Duration)
+
+type inProcess struct {
+	ix      *indexer.Indexer
+	observe SearchObserver
+}
 
 func (l inProcess) Indexes(context.Context) ([]Index, error) {
 	var out []Index
@@ -149,7 +159,11 @@ func (l inProcess) Candidates(ctx context.Context, req heapfetch.Request) (cands
 			cands, err = nil, fmt.Errorf("proxy: search of index %s failed: %v", req.Index, r)
 		}
 	}()
+	start := time.Now()
 	res, err := l.ix.Search(ctx, req.Index, req.Vector, req.K, opts)
+	if l.observe != nil {
+		l.observe(req.Index, err, time.Since(start))
+	}
 	if err != nil {
 		return nil, src, err
 	}

@@ -77,7 +77,7 @@ var (
 	mWaiting        = newDesc("vecside_searches_waiting", "Searches waiting for a turn to run.", gauge)
 	mAdmitted       = newDesc("vecside_searches_admitted_total", "Searches admitted to run.", counter)
 	mRejected       = newDesc("vecside_searches_rejected_total", "Searches turned away because too many were running and waiting (SQLSTATE 53000).", counter)
-	mSearchDuration = prometheus.NewDesc("vecside_index_search_duration_seconds", "Time to answer a knn call, failed ones included, by index and index kind; _count is the number of calls.", []string{"index", "kind"}, nil)
+	mSearchDuration = prometheus.NewDesc("vecside_index_search_duration_seconds", "Time to answer a search (a knn call, or a statement of serve --proxy), failed ones included, by index and index kind; _count is the number of searches.", []string{"index", "kind"}, nil)
 )
 
 // The pgwire server, from rpc.Stats.
