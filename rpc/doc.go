@@ -158,7 +158,7 @@
 // answered 57014 at the deadline even if the index does not check its
 // context. The deadline matters for dblink, which cannot interrupt a
 // call on PostgreSQL 15; the goroutine costs a hand-off between threads
-// per call (see callHere).
+// per call (see callCatalog).
 //
 // Nothing reads the socket while a request runs, so a client that just
 // closes its connection (a backend that exits, a killed process) would

@@ -159,11 +159,19 @@ func (c *conn) callCatalog(ctx context.Context, timeout time.Duration, fn func(c
 	defer leave(nil)
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	if detectsClientGone {
+		defer c.watchClient(leave)()
+	}
 	var err error
 	if c.srv.cfg.PromptCatalog {
-		err = c.callHere(ctx, fn, leave)
+		// On the connection's goroutine: a goroutine per call wakes an
+		// idle thread, which spins, and passes the call between threads.
+		// With clients in other processes, on two cores, that was a
+		// tenth of the sidecar's CPU for a search asked through the SQL
+		// helpers and a fifth for a prepared knn statement sent in a loop.
+		err = c.callGuarded(ctx, fn)
 	} else {
-		err = c.callAside(ctx, fn, leave)
+		err = c.callAside(ctx, fn)
 	}
 	if err == nil {
 		return nil
@@ -182,16 +190,8 @@ func (c *conn) callCatalog(ctx context.Context, timeout time.Duration, fn func(c
 	return err
 }
 
-// callHere makes a call to a prompt Catalog on the connection's
-// goroutine. A goroutine per call wakes an idle thread, which spins, and
-// passes the call between threads: with clients in other processes, on
-// two cores, that was a tenth of the sidecar's CPU for a search asked
-// through the SQL helpers and a fifth for a prepared knn statement sent
-// in a loop.
-func (c *conn) callHere(ctx context.Context, fn func(context.Context) error, leave context.CancelCauseFunc) (err error) {
-	if detectsClientGone {
-		defer c.watchClient(leave)()
-	}
+// callGuarded runs fn, a panic in it turned into an internal error.
+func (c *conn) callGuarded(ctx context.Context, fn func(context.Context) error) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = c.internalError(r)
@@ -200,19 +200,17 @@ func (c *conn) callHere(ctx context.Context, fn func(context.Context) error, lea
 	return fn(ctx)
 }
 
-// callAside makes a call on a goroutine of its own and waits for it or
-// the end of ctx.
-func (c *conn) callAside(ctx context.Context, fn func(context.Context) error, leave context.CancelCauseFunc) error {
+// callAside makes a call on a goroutine of its own and returns when it
+// does or when ctx ends.
+func (c *conn) callAside(ctx context.Context, fn func(context.Context) error) error {
 	done := make(chan error, 1)
-	go func() {
-		defer func() {
-			if r := recover(); r != nil {
-				done <- c.internalError(r)
-			}
-		}()
-		done <- fn(ctx)
-	}()
-	return c.await(ctx, done, leave)
+	go func() { done <- c.callGuarded(ctx, fn) }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // watchClient checks every clientCheckInterval, until the returned func
@@ -243,30 +241,6 @@ func (c *conn) watchClient(leave context.CancelCauseFunc) (stop func()) {
 		defer mu.Unlock()
 		stopped = true
 		t.Stop()
-	}
-}
-
-// await waits for a call's result or the end of ctx. Every
-// clientCheckInterval meanwhile, it checks that the client is still
-// connected, and if not, ends ctx with leave(errClientGone).
-func (c *conn) await(ctx context.Context, done <-chan error, leave context.CancelCauseFunc) error {
-	var check <-chan time.Time
-	if detectsClientGone {
-		t := time.NewTicker(clientCheckInterval)
-		defer t.Stop()
-		check = t.C
-	}
-	for {
-		select {
-		case err := <-done:
-			return err
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-check:
-			if clientGone(c.nc) {
-				leave(errClientGone)
-			}
-		}
 	}
 }
 
