@@ -29,13 +29,24 @@ import (
 // Trailing length and checksum let the body be streamed out without
 // knowing its size in advance; a reader checks both before it parses the
 // body, so a torn or corrupt file is refused, never half-loaded.
+//
+// Versions: 3 added the rows' xids, 4 the recall calibration, 5 the
+// table's OID (and the database's name) in the header. Version 5 changed
+// no byte of the body: it is a new number because a file without the OID
+// cannot show that it is of the table now under its name, which may have
+// been dropped and created again since. ReadCheckpoint still reads the
+// older versions' framing (a tool may inspect them), but LoadCheckpoint
+// refuses them, and the table is copied again.
 const (
 	checkpointMagic   = "VECSIDE\x00"
-	checkpointVersion = 4
-	// oldestCheckpoint is the oldest format this build reads: version 2
-	// has no xids, and loads with none known.
+	checkpointVersion = 5
+	// oldestCheckpoint is the oldest format whose framing this build
+	// reads.
 	oldestCheckpoint = 2
-	trailerLen       = 12
+	// tableOIDCheckpoint is the first format that records the table's
+	// OID, and the oldest LoadCheckpoint loads.
+	tableOIDCheckpoint = 5
+	trailerLen         = 12
 )
 
 // ErrCorruptCheckpoint marks a checkpoint file that fails its checks.
@@ -59,6 +70,11 @@ type CheckpointHeader struct {
 	SystemID   uint64 `json:"system_id"`
 	Timeline   uint32 `json:"timeline"`
 	Slot       string `json:"slot"`
+	// Database is the source database's name (see Source.Database).
+	Database string `json:"database"`
+	// TableOID is the pg_class OID of the table the index followed (see
+	// Table); 0 if none was known. From format 5.
+	TableOID uint32 `json:"table_oid"`
 	// Format is the file's format version, set by ReadCheckpoint.
 	Format uint16 `json:"-"`
 }

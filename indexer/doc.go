@@ -142,11 +142,16 @@
 //
 // WriteCheckpoint and ReadCheckpoint frame any kind's body with a header
 // (index, kind, parameters, dimension, metric, the LSN covered, the
-// source's system identifier, timeline and slot) and a CRC-32C trailer,
-// written atomically. Format 3 keeps the rows' xids (captured with the
-// live rows, so each belongs to the row written); format 2 files still
-// load, with no xid known. A reader checks the whole file before it parses the
-// body, so a damaged file is refused whole.
+// source's system identifier, timeline, slot and database, and the OID of
+// the table followed) and a CRC-32C trailer, written atomically. Format 3
+// keeps the rows' xids (captured with the live rows, so each belongs to
+// the row written), format 4 the recall calibration, format 5 the table's
+// OID. A checkpoint is loaded only into the index it was written for: the
+// same definition, source and table OID (Durability.SetTable), so that a
+// table dropped and created again under its name is copied again rather
+// than served from its predecessor's rows; files of formats before 5 have
+// no OID to show and are refused alike. A reader checks the whole file
+// before it parses the body, so a damaged file is refused whole.
 //
 // RunCheckpoints writes them by time and by change count. Taking one
 // pauses the apply path only while the kind copies its set of live rows (a

@@ -23,6 +23,33 @@ type Source struct {
 	SystemID uint64
 	Timeline uint32
 	Slot     string
+	// Database is the source database's name, as IDENTIFY_SYSTEM reports
+	// it (current_database()). Checkpoints record it, but a checkpoint of
+	// another name is not refused for it: the slot belongs to one
+	// database and the table OID to one table, and a renamed database
+	// keeps both.
+	Database string
+}
+
+// Table is the table an index follows, as the replication layer resolved
+// it from the catalog and as Relation messages name it since: its
+// pg_class OID, which a rename keeps and a drop and re-create changes, and
+// its current schema and name.
+type Table struct {
+	OID    uint32
+	Schema string
+	Name   string
+}
+
+// SetTable records the table the entry follows. Checkpoints record its
+// OID, and one of another OID is never loaded; Status reports its OID and
+// name. A caller that binds an entry holding rows to another OID empties
+// it first (a first copy), or a checkpoint could record the old table's
+// rows under the new OID.
+func (e *Durability) SetTable(t Table) {
+	e.c.mu.Lock()
+	defer e.c.mu.Unlock()
+	e.c.table = t
 }
 
 // CheckpointPath is where the entry's checkpoint lives in dir.
@@ -78,6 +105,8 @@ func (e *Durability) Checkpoint(dir string, src Source) (pause time.Duration, er
 		SystemID:   src.SystemID,
 		Timeline:   src.Timeline,
 		Slot:       src.Slot,
+		Database:   src.Database,
+		TableOID:   e.c.table.OID,
 	}
 	e.c.mu.Unlock()
 	e.c.wmu.Unlock()
@@ -200,21 +229,26 @@ func (c *coverage) report(st *Status) {
 }
 
 // LoadCheckpoint replaces the entry's contents with its checkpoint in dir,
-// if that checkpoint was written for the same spec and source, and marks
-// it ready and covered. An idle position in state (see SaveIdleState) for
-// the same version extends what is covered. The entry is left untouched
-// on any error.
+// if that checkpoint was written for the same spec, source and table, and
+// marks it ready and covered. An idle position in state (see
+// SaveIdleState) for the same version extends what is covered. The entry
+// is left untouched on any error.
+//
+// The table is the one SetTable recorded: a checkpoint of another table
+// OID (the table was dropped and created again under its name) is
+// refused. An entry that knows no table (a tool reading a checkpoint
+// outside a sidecar) takes the checkpoint's word for it.
 func (e *Durability) LoadCheckpoint(dir string, src Source, state IdleState) (LSN, error) {
 	var loaded Index
 	var skipped []string
 	var xids []keyXID
-	h, err := ReadCheckpoint(e.CheckpointPath(dir), func(h CheckpointHeader, body io.Reader) error {
-		switch {
-		case h.Params != e.c.spec.String():
-			return fmt.Errorf("written for index %q, now defined as %q", h.Params, e.c.spec.String())
-		case h.SystemID != src.SystemID || h.Timeline != src.Timeline || h.Slot != src.Slot:
-			return fmt.Errorf("written for system %d timeline %d slot %q, now following system %d timeline %d slot %q",
-				h.SystemID, h.Timeline, h.Slot, src.SystemID, src.Timeline, src.Slot)
+	path := e.CheckpointPath(dir)
+	// refused is a checkpoint sound in itself but not this index's: said
+	// as it is, not as corruption.
+	var refused error
+	h, err := ReadCheckpoint(path, func(h CheckpointHeader, body io.Reader) error {
+		if refused = e.refuse(h, src); refused != nil {
+			return refused
 		}
 		// As large as a BodyReader's buffer, so that the kinds' readers
 		// read through it rather than ahead of each other.
@@ -223,16 +257,17 @@ func (e *Durability) LoadCheckpoint(dir string, src Source, state IdleState) (LS
 		if skipped, err = readKeys(br); err != nil {
 			return err
 		}
-		if h.Format >= 3 {
-			if xids, err = readXIDs(br); err != nil {
-				return err
-			}
+		if xids, err = readXIDs(br); err != nil {
+			return err
 		}
 		if h.HasIndex {
 			loaded, err = loadIndex(e.c.spec, pgvalue.KeyType(h.KeyType), h.Dims, br, h.Format)
 		}
 		return err
 	})
+	if refused != nil {
+		return 0, fmt.Errorf("%s: %w", path, refused)
+	}
 	if err != nil {
 		return 0, err
 	}
@@ -264,6 +299,28 @@ func (e *Durability) LoadCheckpoint(dir string, src Source, state IdleState) (LS
 	e.c.wmu.Unlock()
 	e.c.advance(lsn)
 	return lsn, nil
+}
+
+// refuse says why a checkpoint with header h is not the entry's, or nil:
+// it is of an older format, another definition, another source, or
+// another table.
+func (e *Durability) refuse(h CheckpointHeader, src Source) error {
+	e.c.mu.Lock()
+	table := e.c.table
+	e.c.mu.Unlock()
+	switch {
+	case h.Format < tableOIDCheckpoint:
+		return fmt.Errorf("checkpoint format %d, written by an older vecside, does not record the table's OID: the table may have been dropped and created again since, so it is not trusted", h.Format)
+	case h.Params != e.c.spec.String():
+		return fmt.Errorf("written for index %q, now defined as %q", h.Params, e.c.spec.String())
+	case h.SystemID != src.SystemID || h.Timeline != src.Timeline || h.Slot != src.Slot:
+		return fmt.Errorf("written for system %d timeline %d slot %q, now following system %d timeline %d slot %q",
+			h.SystemID, h.Timeline, h.Slot, src.SystemID, src.Timeline, src.Slot)
+	case table.OID != 0 && h.TableOID != table.OID:
+		return fmt.Errorf("checkpoint is of table OID %d, the table %s is now OID %d (dropped and re-created)",
+			h.TableOID, e.c.spec.QualifiedTable(), table.OID)
+	}
+	return nil
 }
 
 // writeKeys writes a count and length-prefixed keys.

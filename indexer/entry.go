@@ -73,6 +73,7 @@ type core struct {
 	// a few field reads or writes at a time, never across a search, a
 	// build or a file write.
 	mu       sync.Mutex
+	table    Table // as the replication layer resolved it (SetTable)
 	keyType  pgvalue.KeyType
 	vecType  pgvalue.VectorType
 	dims     int
@@ -273,8 +274,12 @@ func (e *Entry) Search(ctx context.Context, q []float32, n int, opts SearchOptio
 // Status is a snapshot of an index's state, for vecside_status() and
 // metrics.
 type Status struct {
-	Name           string
-	Table          string // schema.table
+	Name  string
+	Table string // schema.table, as the table is named now (see Table)
+	// TableOID is the pg_class OID of the table the index follows, as the
+	// replication layer resolved it: 0 until known. A drop and re-create
+	// changes it, a rename keeps it.
+	TableOID       uint32
 	Column         string
 	KeyColumn      string
 	Kind           string
@@ -302,6 +307,9 @@ type Status struct {
 	// replication connection (0 until it has connected).
 	SystemID uint64
 	Timeline uint32
+	// Database is the source database's name (current_database() there),
+	// as the replication connection reports it: "" until it has connected.
+	Database string
 	LagBytes int64 // source WAL position − Applied
 	// LagSeconds is how long ago the source's WAL, as health checks saw
 	// it, was at the oldest position not yet applied: 0 when caught up,
@@ -335,9 +343,14 @@ func (e *Entry) Status() Status {
 	sv := e.c.serving.Load()
 	e.c.mu.Lock()
 	defer e.c.mu.Unlock()
+	table := e.c.spec.Schema + "." + e.c.spec.Table
+	if e.c.table.Name != "" {
+		table = e.c.table.Schema + "." + e.c.table.Name
+	}
 	s := Status{
 		Name:           e.c.spec.Name,
-		Table:          e.c.spec.Schema + "." + e.c.spec.Table,
+		Table:          table,
+		TableOID:       e.c.table.OID,
 		Column:         e.c.spec.Column,
 		KeyColumn:      e.c.spec.Key,
 		Kind:           e.c.spec.Kind,

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -219,6 +220,82 @@ func TestCheckpointRefusals(t *testing.T) {
 	}
 	if entries, _ := filepath.Glob(filepath.Join(dir, "*.tmp-*")); len(entries) != 0 {
 		t.Errorf("temporary files left behind: %v", entries)
+	}
+}
+
+// TestCheckpointOfAnotherTable: a checkpoint records the OID of the table
+// its entry follows and the source's database; an entry that follows a
+// table of another OID (the table was dropped and created again under
+// its name) refuses it and is left untouched, one of the same OID loads
+// it, and one that knows no table takes the checkpoint's word.
+func TestCheckpointOfAnotherTable(t *testing.T) {
+	dir := t.TempDir()
+	e := filledEntry(t)
+	e.Durable().SetTable(Table{OID: 16400, Schema: "public", Name: "t"})
+	src := testSource
+	src.Database = "app"
+	if _, err := e.Durable().Checkpoint(dir, src); err != nil {
+		t.Fatal(err)
+	}
+	h, err := ReadCheckpoint(e.Durable().CheckpointPath(dir), func(_ CheckpointHeader, r io.Reader) error { _, err := io.Copy(io.Discard, r); return err })
+	if err != nil || h.TableOID != 16400 || h.Database != "app" || h.SystemID != 7 {
+		t.Fatalf("header %+v (%v), want table OID 16400, database app, system 7", h, err)
+	}
+	recreated := newTestEntry(t, "e=t(v) key=id metric=cosine")
+	recreated.Durable().SetTable(Table{OID: 16411, Schema: "public", Name: "t"})
+	_, err = recreated.Durable().LoadCheckpoint(dir, src, nil)
+	if err == nil {
+		t.Fatal("a checkpoint of table OID 16400 loaded into an index of table OID 16411")
+	}
+	for _, want := range []string{"table OID 16400", "now OID 16411", "dropped and re-created"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("refusal %q does not say %q", err, want)
+		}
+	}
+	if errors.Is(err, ErrCorruptCheckpoint) {
+		t.Errorf("refusal %q is reported as corruption", err)
+	}
+	if st := recreated.Status(); st.Rows != 0 || st.State != StateBuilding || st.TableOID != 16411 {
+		t.Errorf("a refused checkpoint changed the entry: %+v", st)
+	}
+	same := newTestEntry(t, "e=t(v) key=id metric=cosine")
+	same.Durable().SetTable(Table{OID: 16400, Schema: "public", Name: "t"})
+	if _, err := same.Durable().LoadCheckpoint(dir, src, nil); err != nil {
+		t.Fatalf("same table OID: %v", err)
+	}
+	if st := same.Status(); st.Rows != 4 || st.TableOID != 16400 {
+		t.Errorf("same table OID: loaded %+v", st)
+	}
+	// A database renamed keeps its slot and its tables: not a reason to
+	// copy again.
+	renamed := newTestEntry(t, "e=t(v) key=id metric=cosine")
+	renamed.Durable().SetTable(Table{OID: 16400, Schema: "public", Name: "t"})
+	if _, err := renamed.Durable().LoadCheckpoint(dir, testSource, nil); err != nil {
+		t.Fatalf("another database name: %v", err)
+	}
+	if _, err := newTestEntry(t, "e=t(v) key=id metric=cosine").Durable().LoadCheckpoint(dir, src, nil); err != nil {
+		t.Fatalf("no table known: %v", err)
+	}
+}
+
+// TestStatusReportsTable: Status shows the table's OID and its current
+// name once the replication layer has set them, and the source's
+// database; the definition's name and zeros before.
+func TestStatusReportsTable(t *testing.T) {
+	ix := New()
+	spec, _ := ParseSpec("e=docs(v) key=id metric=l2")
+	e, _ := ix.Add(spec)
+	if st := ix.Status()[0]; st.Table != "public.docs" || st.TableOID != 0 || st.Database != "" {
+		t.Fatalf("before: table %q OID %d database %q, want public.docs, 0, empty", st.Table, st.TableOID, st.Database)
+	}
+	ix.SetSource(Source{SystemID: 7, Timeline: 1, Slot: "vecside", Database: "app"})
+	e.Durable().SetTable(Table{OID: 16400, Schema: "public", Name: "docs"})
+	if st := ix.Status()[0]; st.Table != "public.docs" || st.TableOID != 16400 {
+		t.Fatalf("bound: table %q OID %d, want public.docs, 16400", st.Table, st.TableOID)
+	}
+	e.Durable().SetTable(Table{OID: 16400, Schema: "archive", Name: "old_docs"}) // renamed
+	if st := ix.Status()[0]; st.Table != "archive.old_docs" || st.TableOID != 16400 || st.Database != "app" {
+		t.Fatalf("after: table %q OID %d database %q, want archive.old_docs, 16400, app", st.Table, st.TableOID, st.Database)
 	}
 }
 

@@ -71,7 +71,7 @@ func (ix *Indexer) Status() []Status {
 	for i, e := range entries {
 		out[i] = e.Status()
 		out[i].SlotState = health.SlotState
-		out[i].SystemID, out[i].Timeline = src.SystemID, src.Timeline
+		out[i].SystemID, out[i].Timeline, out[i].Database = src.SystemID, src.Timeline, src.Database
 		if health.WAL > out[i].Applied {
 			out[i].LagBytes = int64(health.WAL - out[i].Applied)
 		}

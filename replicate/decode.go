@@ -25,6 +25,7 @@ type decoder struct {
 	tables  []*table
 	rels    map[uint32]*relation
 	names   map[*column]string // as last seen in a Relation message
+	tnames  map[*table]string  // schema.table, as last seen in a Relation message
 	repair  func(ctx context.Context, t *table, e Index, key string, xid uint32) error
 	log     *slog.Logger
 	stats   *Stats
@@ -35,7 +36,7 @@ type decoder struct {
 }
 
 func newDecoder(tables []*table, repair func(context.Context, *table, Index, string, uint32) error, log *slog.Logger, stats *Stats) *decoder {
-	return &decoder{tables: tables, rels: map[uint32]*relation{}, names: map[*column]string{}, repair: repair, log: log, stats: stats, applyTo: map[Index]bool{}}
+	return &decoder{tables: tables, rels: map[uint32]*relation{}, names: map[*column]string{}, tnames: map[*table]string{}, repair: repair, log: log, stats: stats, applyTo: map[Index]bool{}}
 }
 
 // handle applies one pgoutput message. A message it cannot parse is
@@ -161,6 +162,7 @@ func (d *decoder) relation(m *pglogrepl.RelationMessage) {
 	if t == nil {
 		return
 	}
+	d.rename(t, m)
 	pos := d.locate(t, m.Columns)
 	keyErr := d.fits(t, t.key, m.Columns, pos[t.key])
 	if keyErr == nil {
@@ -180,6 +182,26 @@ func (d *decoder) relation(m *pglogrepl.RelationMessage) {
 			continue
 		}
 		r.vecPos[e] = pos[c]
+	}
+}
+
+// rename follows a new name of the table (its OID is the same): the
+// status of its indexes names it so from now on. SQL issued later (a
+// repair read, a rebuild's copy) still names the table as it was
+// resolved, and a restart looks it up by the name the definitions give.
+func (d *decoder) rename(t *table, m *pglogrepl.RelationMessage) {
+	was, ok := d.tnames[t]
+	if !ok {
+		was = t.schema + "." + t.name
+	}
+	now := m.Namespace + "." + m.RelationName
+	if now == was {
+		return
+	}
+	d.tnames[t] = now
+	d.log.Info("following a renamed table", "oid", t.oid, "was", was, "now", now)
+	for _, e := range t.entries {
+		e.Durable().SetTable(indexer.Table{OID: t.oid, Schema: m.Namespace, Name: m.RelationName})
 	}
 }
 

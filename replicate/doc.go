@@ -66,8 +66,8 @@
 // (see the indexer's xid.go): the copy's xmin, the Begin message's xid for
 // streamed changes (recorded at Commit), the xmin of a row read by key
 // together with pg_current_wal_lsn() (recorded once the stream has been
-// applied that far). The source's system identifier and timeline, from
-// IDENTIFY_SYSTEM, go to ReportSource, for status.
+// applied that far). The source's system identifier, timeline and
+// database name, from IDENTIFY_SYSTEM, go to ReportSource, for status.
 //
 // # Streaming
 //
@@ -109,12 +109,19 @@
 // # Restarts, reconnects and new indexes
 //
 // At start, indexes load their checkpoints (Config.DataDir) and the stream
-// resumes from the oldest position they hold. An index whose position the
-// slot has confirmed past (Postgres silently starts later than asked: the
-// changes between are gone), whose checkpoint was written for other column
-// types, or whose columns the publication did not list, has its table
-// copied again, on its own, as a new index's is; only when no index holds
-// state is the slot recreated and every table copied under its snapshot.
+// resumes from the oldest position they hold. Each index is bound to its
+// table's OID as the catalog resolves it (Checkpoints.SetTable), and a
+// checkpoint records it: a checkpoint of another OID (the table was
+// dropped and created again under its name) is not loaded, nor one of a
+// format that records none. An index whose checkpoint is refused so, whose
+// position the slot has confirmed past (Postgres silently starts later
+// than asked: the changes between are gone), whose checkpoint was written
+// for other column types, or whose columns the publication did not list,
+// has its table copied again, on its own, as a new index's is; only when
+// no index holds state is the slot recreated and every table copied under
+// its snapshot. A reconnect that finds the table under another OID copies
+// it again too. A Relation message that names the table (same OID) anew
+// is followed: the status reports the new name.
 // After a lost connection the replicator reconnects with backoff, resets
 // its relation cache, and resumes from what the indexes have applied,
 // skipping transactions each has already applied. A connection can also

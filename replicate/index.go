@@ -57,10 +57,13 @@ type Copies interface {
 }
 
 // Checkpoints are an index's files on disk: where they are, how far they
-// cover the stream, and loading them at start (see indexer.Durability).
+// cover the stream, the table they are bound to (its OID, as resolved
+// from the catalog, and its current name), and loading them at start (see
+// indexer.Durability).
 type Checkpoints interface {
 	CheckpointPath(dir string) string
 	Covered() indexer.LSN
+	SetTable(t indexer.Table)
 	LoadCheckpoint(dir string, src indexer.Source, state indexer.IdleState) (indexer.LSN, error)
 }
 

@@ -75,8 +75,8 @@ type Config struct {
 	// waits while it blocks (a test hook, to hold a transaction half
 	// applied).
 	BeforeMessage func(typ byte)
-	// ReportSource, if set, is told the system, timeline and slot
-	// followed, each time streaming starts.
+	// ReportSource, if set, is told the system, timeline, slot and
+	// database followed, each time streaming starts.
 	ReportSource func(indexer.Source)
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
@@ -260,6 +260,7 @@ func (r *Replicator) runOnce(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	r.follow(tables)
 	specs := make([]indexer.Spec, len(r.indexes))
 	for i, e := range r.indexes {
 		specs[i] = e.Spec()
@@ -287,7 +288,9 @@ func (r *Replicator) runOnce(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("IDENTIFY_SYSTEM: %w", err)
 	}
-	src := indexer.Source{SystemID: parseSystemID(sys.SystemID), Timeline: uint32(sys.Timeline), Slot: r.cfg.Name}
+	// IDENTIFY_SYSTEM's dbname is current_database() of the replication
+	// connection, which connects as conn does.
+	src := indexer.Source{SystemID: parseSystemID(sys.SystemID), Timeline: uint32(sys.Timeline), Slot: r.cfg.Name, Database: sys.DBName}
 	r.mu.Lock()
 	prev := r.source
 	r.mu.Unlock()
@@ -373,9 +376,31 @@ func (r *Replicator) runOnce(ctx context.Context) error {
 	}
 }
 
+// follow binds each entry to its table as just resolved: its OID, which
+// checkpoints record (one of another OID is not loaded), and its name. An
+// entry that holds rows of a table of another OID, which was dropped and
+// created again under its name while the replicator was away (a
+// reconnect), holds rows of a table that is gone: its table is copied
+// again. It is emptied before it takes the new OID, so that no checkpoint
+// records the old table's rows under the new table's OID. Entries in
+// error need nothing.
+func (r *Replicator) follow(tables []*table) {
+	for _, t := range tables {
+		for _, e := range t.entries {
+			was := e.Status().TableOID
+			if state, _ := e.State(); was != 0 && was != t.oid && state != indexer.StateError {
+				r.recopy(e, "the table was dropped and created again (another OID)", "table", t.qualified(), "was_oid", was, "oid", t.oid)
+			}
+			e.Durable().SetTable(indexer.Table{OID: t.oid, Schema: t.schema, Name: t.name})
+		}
+	}
+}
+
 // restore loads the indexes that have a checkpoint of this source; the
 // others stay pending and are copied, each table on its own, while the
-// loaded ones stream from where they left off. A checkpoint written for
+// loaded ones stream from where they left off. A checkpoint of another
+// table OID (the table was dropped and created again) or of a format
+// that does not record one is refused by LoadCheckpoint; one written for
 // other column types (the key's type was changed) is no use either.
 func (r *Replicator) restore(tables []*table, src indexer.Source) {
 	state := indexer.ReadIdleState(r.cfg.DataDir)

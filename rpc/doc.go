@@ -23,7 +23,11 @@
 // system_identifier and timeline, against which the client checks the
 // heap server before trusting xids; xid_source=<system_identifier>/<timeline>
 // makes knn return xids only from a search that ran entirely under that
-// source. A target list of array_agg(column)s, as in
+// source. Its last two columns, table_oid (oid: the pg_class OID of the
+// table the index follows, as the replicator resolved it) and
+// database_name (text: current_database() of the source), NULL until
+// known, say with system_identifier which table of which server the
+// candidates are rows of. A target list of array_agg(column)s, as in
 //
 //	SELECT array_agg(id), array_agg(distance), array_agg(xid) FROM knn(...)
 //

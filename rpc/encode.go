@@ -22,9 +22,10 @@ const (
 )
 
 // column describes one result column. Values of a column are nil (NULL),
-// int64 (int2/int4/int8), float64 (float8), bool, indexer.LSN (pg_lsn),
-// string: text, or a key in the canonical form of keyType, or for an
-// array column []any of its element's values.
+// int64 (int2/int4/int8, and oid, which is 4 bytes unsigned), float64
+// (float8), bool, indexer.LSN (pg_lsn), string: text, or a key in the
+// canonical form of keyType, or for an array column []any of its
+// element's values.
 type column struct {
 	name    string
 	oid     uint32
@@ -38,6 +39,7 @@ var arrayOIDs = map[uint32]uint32{
 	pgtype.Int2OID: pgtype.Int2ArrayOID, pgtype.Int4OID: pgtype.Int4ArrayOID, pgtype.Int8OID: pgtype.Int8ArrayOID,
 	pgtype.Float8OID: pgtype.Float8ArrayOID, pgtype.BoolOID: pgtype.BoolArrayOID, pgtype.TextOID: pgtype.TextArrayOID,
 	pgtype.VarcharOID: pgtype.VarcharArrayOID, pgtype.UUIDOID: pgtype.UUIDArrayOID, oidPgLSN: oidPgLSNArray,
+	pgtype.OIDOID: pgtype.OIDArrayOID,
 }
 
 // arrayOf is array_agg(c)'s column, named as PostgreSQL names it.

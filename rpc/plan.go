@@ -86,6 +86,13 @@ var statusColumns = []column{
 	// Whether knn's distances are exact (store=float), and so come with
 	// xids.
 	{name: "exact_distances", oid: pgtype.BoolOID, size: 1},
+	// The table the index follows, as the replicator resolved it: its
+	// pg_class OID (a drop and re-create changes it, a rename keeps it),
+	// and the source database's name (current_database() there); NULL
+	// until known. With system_identifier they say which table of which
+	// server the candidates are rows of.
+	{name: "table_oid", oid: pgtype.OIDOID, size: 4},
+	textColumn("database_name"),
 }
 
 // nullIfEmpty is NULL for an empty string.
@@ -117,7 +124,8 @@ func statusRow(s indexer.Status) []any {
 		s.KeyColumn, slot, s.LagBytes, s.Covered, s.CopiedRows,
 		x.Bytes(), x.BytesPerRow(), int64(lists), int64(listMax), s.Rebuilds, s.Rebuilding, nullIfEmpty(s.RebuildError),
 		nullIfZero(int64(s.SystemID)), nullIfZero(int64(s.Timeline)), nullIfEmpty(x.FigurePairs()),
-		target, setting, estimate, offset, s.ExactDistances}
+		target, setting, estimate, offset, s.ExactDistances,
+		nullIfZero(int64(s.TableOID)), nullIfEmpty(s.Database)}
 }
 
 // nullIfZero is NULL for 0: not known yet.

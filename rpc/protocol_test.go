@@ -383,7 +383,7 @@ func TestDescribeParameters(t *testing.T) {
 		{"SELECT distance, id FROM knn('items_int2', $1, 3)", nil, []uint32{1021}, []uint32{701, 21}},
 		{"SELECT * FROM knn('items_uuid', $2, $1, 'with_xid=true')", nil, []uint32{23, 1021}, []uint32{2950, 701, 20}},
 		{"SELECT xid, id FROM knn('items_int2', $1, 3, $2)", nil, []uint32{1021, 25}, []uint32{20, 21}},
-		{"SELECT * FROM vecside_status()", nil, []uint32{}, []uint32{25, 25, 25, 25, 25, 23, 20, 20, 25, 3220, 25, 20, 25, 25, 20, 3220, 20, 20, 701, 20, 20, 20, 16, 25, 20, 20, 25, 701, 25, 701, 701, 16}},
+		{"SELECT * FROM vecside_status()", nil, []uint32{}, []uint32{25, 25, 25, 25, 25, 23, 20, 20, 25, 3220, 25, 20, 25, 25, 20, 3220, 20, 20, 701, 20, 20, 20, 16, 25, 20, 20, 25, 701, 25, 701, 701, 16, 26, 25}},
 		{"SET vecside.timeout = '1s'", nil, []uint32{}, nil},
 	}
 	for i, c := range cases {

@@ -99,6 +99,7 @@ func proxyFlags(upstreamRequired bool) []cli.Flag {
 		&cli.IntFlag{Name: "proxy-max-startups", Value: proxy.DefaultLimits.MaxStartups, Usage: "connections not yet authenticated, on top of --proxy-max-connections; a new one takes the slot of the one silent longest", EnvVars: []string{"VECSIDE_PROXY_MAX_STARTUPS"}},
 		&cli.IntFlag{Name: "proxy-max-startups-per-peer", Value: proxy.DefaultLimits.MaxStartupsPerPeer, Usage: "of --proxy-max-startups, those of one address that have sent nothing; past it its own oldest gives way", EnvVars: []string{"VECSIDE_PROXY_MAX_STARTUPS_PER_PEER"}},
 		&cli.DurationFlag{Name: "proxy-auth-timeout", Value: proxy.DefaultLimits.AuthTimeout, Usage: "time a client has from connecting to being authenticated", EnvVars: []string{"VECSIDE_PROXY_AUTH_TIMEOUT"}},
+		&cli.DurationFlag{Name: "proxy-candidate-wait", Value: proxy.DefaultCandidateWait, Usage: "longest a statement waits for the sidecar's candidates (read-your-writes wait included; less under a shorter statement_timeout); past it the statement passes through", EnvVars: []string{"VECSIDE_PROXY_CANDIDATE_WAIT"}},
 	}
 }
 
@@ -109,7 +110,8 @@ func proxyConfig(c *cli.Context, upstream string) (proxy.Config, error) {
 		Upstream: upstream,
 		Limits: proxy.Limits{MaxConnections: c.Int("proxy-max-connections"), MaxStartups: c.Int("proxy-max-startups"),
 			MaxStartupsPerPeer: c.Int("proxy-max-startups-per-peer"), AuthTimeout: c.Duration("proxy-auth-timeout")},
-		Logger: slog.Default(),
+		CandidateWait: c.Duration("proxy-candidate-wait"),
+		Logger:        slog.Default(),
 	}
 	var err error
 	if cfg.ClientTLS, err = loadTLS(c, "proxy-tls-cert", "proxy-tls-key"); err != nil {

@@ -7,13 +7,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgproto3"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/vecside/vecside/heapfetch"
 	"github.com/vecside/vecside/internal/knnlimits"
@@ -27,54 +28,106 @@ const (
 	// maxCandidates is the most candidates asked for (the sidecar's cap
 	// on k × oversample, over its largest default oversampling, 3).
 	maxCandidates = knnlimits.MaxCandidates / 3
-	// sidecarTimeout bounds a candidates request, read-your-writes wait
-	// included; past it the statement passes through.
-	sidecarTimeout = 5 * time.Second
 	// maxResult bounds the bytes of one round's replies the session
 	// holds; a larger result passes the statement through.
 	maxResult = 16 << 20
 	// sidecarBackoff is how long statements pass through without asking
-	// after the sidecar failed, so that a dead sidecar costs one attempt,
-	// not one per statement.
+	// after the sidecar failed or stalled, so that a dead sidecar costs
+	// one attempt, not one per statement.
 	sidecarBackoff = time.Second
+	// maxQueryComponent bounds the query vector's components: past it a
+	// distance may overflow single precision (pgvector's) to infinity,
+	// and rows that tie at infinity come in PostgreSQL's order, not the
+	// sidecar's.
+	maxQueryComponent = 1e15
 )
 
-// probeSQL tells, in one round trip, what a session's earlier statements
-// may have changed: whether its transaction block has written (then the
-// sidecar cannot see its rows), its isolation (a snapshot older than the
-// sidecar's would be answered with newer candidates), the WAL position
-// its commits so far are below (read-your-writes: the sidecar waits for
-// it; the flush position, which a commit waits for; with
-// synchronous_commit off, the insert position, past a commit not yet
-// written, which the WAL writer flushes within wal_writer_delay, less a
-// page header: at a page's start it is past the header, which no record
-// ends at until the next is written, so a wait for it would last until
-// then; on a hot standby, what it has replayed, so that no row the
-// standby shows is missing from the candidates, as heapfetch asks), and
-// whether its search_path finds the indexed table under the name the
-// statement uses; then the settings the sidecar's search takes
-// (settingOptions). Between the two, the OID of pgvector's vector type
-// in this database, 0 without it: a vector parameter in binary comes with
-// that OID. Last, for the fast path: the indexed column's type, whether
-// the role has SELECT on the table (xmin takes it, where the statement
-// itself may need SELECT on some columns only), and whether it may read
-// the control file (pg_control_system and pg_control_checkpoint, which
-// the fast statement names). It is built so that it cannot fail.
-const probeSQL = `SELECT pg_current_xact_id_if_assigned() IS NOT NULL, current_setting('transaction_isolation'),
-CASE WHEN pg_is_in_recovery() THEN coalesce(pg_last_wal_replay_lsn()::text, '')
-  WHEN current_setting('synchronous_commit') = 'off' THEN (SELECT (l - CASE WHEN o.file_offset = 40 THEN 40
-    WHEN o.file_offset % current_setting('wal_block_size')::int = 24 THEN 24 ELSE 0 END)::text FROM pg_current_wal_insert_lsn() l, pg_walfile_name_offset(l) o)
-  ELSE pg_current_wal_flush_lsn()::text END, coalesce(to_regclass($1) = to_regclass($2), false),
+// probeSQL tells, in one round trip, what the session's earlier
+// statements may have changed, for the table of OID $1, its indexed
+// column $2 and key $3. It is built of functions and catalog reads that
+// cannot fail whatever the role, the search_path or the table's fate (an
+// OID of a table dropped since reads as nothing), so that running it
+// inside the client's transaction block changes nothing there. In order:
+//
+//   - whether the transaction block has written (then the sidecar cannot
+//     see its rows), its isolation (a snapshot older than the sidecar's
+//     would be answered with newer candidates);
+//   - the WAL position its commits so far are below (read-your-writes:
+//     the sidecar waits for it; the flush position, which a commit waits
+//     for; with synchronous_commit off, the insert position, past a
+//     commit not yet written, which the WAL writer flushes within
+//     wal_writer_delay, less a page header: at a page's start it is past
+//     the header, which no record ends at until the next is written, so
+//     a wait for it would last until then; on a hot standby, what it has
+//     replayed, so that no row the standby shows is missing from the
+//     candidates, as heapfetch asks);
+//   - the database, which an answer must be of the sidecar's, and the
+//     schemas the search_path finds, which choose among indexes of
+//     tables of one name in several schemas;
+//   - the OID of pgvector's vector type in this database, 0 without it: a
+//     vector parameter in binary comes with that OID;
+//   - the settings the sidecar's search takes (settingOptions), each only
+//     if something set it (a session's SET, ALTER ROLE or DATABASE, the
+//     configuration file): pgvector's defaults, which appear once its
+//     library is loaded, are not the session's choice, and the index's
+//     calibrated settings stand;
+//   - statement_timeout in milliseconds, which bounds the wait for
+//     candidates;
+//   - for the fast path, the indexed column's type and whether the role
+//     may read the table's xmin (SELECT on the table, where the
+//     statement itself may need it on some columns only); whether the
+//     role may read the key column, which the restricted statement
+//     names; whether it may read the control file (pg_control_system and
+//     pg_control_checkpoint, which the fast statement names);
+//   - whether other tables inherit from this one (not partitions, which
+//     the sidecar follows through their root): their rows are the
+//     statement's too, and not the sidecar's;
+//   - the table's column names, system columns included: a qualified
+//     name that is not one of them calls a function of the row.
+var probeSQL = `SELECT pg_catalog.pg_current_xact_id_if_assigned() IS NOT NULL, pg_catalog.current_setting('transaction_isolation'),
+CASE WHEN pg_catalog.pg_is_in_recovery() THEN coalesce(pg_catalog.pg_last_wal_replay_lsn()::text, '')
+  WHEN pg_catalog.current_setting('synchronous_commit') = 'off' THEN (SELECT (l - CASE WHEN o.file_offset = 40 THEN 40
+    WHEN o.file_offset % pg_catalog.current_setting('wal_block_size')::int = 24 THEN 24 ELSE 0 END)::text
+    FROM pg_catalog.pg_current_wal_insert_lsn() l, pg_catalog.pg_walfile_name_offset(l) o)
+  ELSE pg_catalog.pg_current_wal_flush_lsn()::text END,
+pg_catalog.current_database(), pg_catalog.current_schemas(true)::text,
 coalesce((SELECT t.oid FROM pg_catalog.pg_type t JOIN pg_catalog.pg_extension e ON e.extnamespace = t.typnamespace
   WHERE e.extname = 'vector' AND t.typname = 'vector'), 0),
-current_setting('hnsw.ef_search', true), current_setting('ivfflat.probes', true),
-current_setting('vecside.ef_search', true), current_setting('vecside.probes', true), current_setting('vecside.oversample', true),
-coalesce((SELECT a.atttypid FROM pg_catalog.pg_attribute a WHERE a.attrelid = to_regclass($2) AND a.attname = $3 AND NOT a.attisdropped), 0),
-coalesce(has_table_privilege(to_regclass($2), 'SELECT'), false),
-has_function_privilege('pg_catalog.pg_control_system()', 'EXECUTE') AND has_function_privilege('pg_catalog.pg_control_checkpoint()', 'EXECUTE')`
+` + settingsSQL + `,
+(SELECT setting FROM pg_catalog.pg_settings WHERE name = 'statement_timeout'),
+coalesce((SELECT a.atttypid FROM pg_catalog.pg_attribute a WHERE a.attrelid = $1::oid AND a.attname = $2 AND NOT a.attisdropped), 0),
+coalesce(pg_catalog.has_table_privilege($1::oid, 'SELECT'), false),
+coalesce(pg_catalog.has_column_privilege($1::oid,
+  (SELECT a.attnum FROM pg_catalog.pg_attribute a WHERE a.attrelid = $1::oid AND a.attname = $3 AND NOT a.attisdropped), 'SELECT'), false),
+pg_catalog.has_function_privilege('pg_catalog.pg_control_system()', 'EXECUTE') AND pg_catalog.has_function_privilege('pg_catalog.pg_control_checkpoint()', 'EXECUTE'),
+coalesce((SELECT c.relhassubclass AND c.relkind <> 'p' FROM pg_catalog.pg_class c WHERE c.oid = $1::oid), false),
+(SELECT pg_catalog.array_agg(a.attname::text) FROM pg_catalog.pg_attribute a WHERE a.attrelid = $1::oid AND NOT a.attisdropped)`
 
-// probeTypes are probeSQL's parameter types: text.
-var probeTypes = []uint32{25, 25, 25}
+// probeColumns is how many columns probeSQL has.
+var probeColumns = 6 + len(settingOptions) + 7
+
+// settingNames are the settings the probe reads, in settingOptions'
+// order: pgvector's, then vecside's, which take precedence.
+var settingNames = []string{"hnsw.ef_search", "ivfflat.probes", "vecside.ef_search", "vecside.probes", "vecside.oversample"}
+
+// settingOptions are the knn options settingNames become.
+var settingOptions = []string{"ef_search", "probes", "ef_search", "probes", "oversample"}
+
+// settingsSQL reads each of settingNames where something set it.
+var settingsSQL = settingsSQLFor(settingNames)
+
+// settingsSQLFor is the probe's columns reading each of names where
+// something set it: a setting of a library not loaded (a placeholder,
+// absent from pg_settings) only has a value if it was set; a loaded one
+// at its default reads as NULL.
+func settingsSQLFor(names []string) string {
+	var cols []string
+	for _, name := range names {
+		cols = append(cols, fmt.Sprintf(`CASE WHEN EXISTS (SELECT FROM pg_catalog.pg_settings WHERE name = '%[1]s' AND source = 'default')
+  THEN NULL ELSE pg_catalog.current_setting('%[1]s', true) END`, name))
+	}
+	return strings.Join(cols, ",\n")
+}
 
 // systemIDSQL reads the server's system identifier, once per session,
 // where the probe found the role may.
@@ -85,18 +138,18 @@ const systemIDSQL = `SELECT system_identifier FROM pg_catalog.pg_control_system(
 // distances are the ones PostgreSQL computes.
 const float4ArrayOID = 1021
 
-// resolution is what a probe found of a table name and indexed column.
-type resolution struct {
-	found bool // the name finds the indexed table
+// tableFacts is what a probe found of the indexed table, for the role.
+type tableFacts struct {
 	// xmins: the column holds single-precision floats (vector or
 	// real[]) and the role may read the table's xmin, as the fast path
 	// needs.
 	xmins bool
+	key   bool // the role may read the key column
+	// inherited: other tables inherit from it, whose rows the statement
+	// reads and the sidecar does not have.
+	inherited bool
+	columns   map[string]bool // the table's columns' names, system columns included
 }
-
-// settingOptions are the knn options the probe's last columns become:
-// pgvector's settings, and vecside.* over them.
-var settingOptions = []string{"ef_search", "probes", "ef_search", "probes", "oversample"}
 
 // knnOptions turns the probe's settings into knn options; a value that
 // is not a number is not the sidecar's to judge: the statement passes
@@ -157,7 +210,7 @@ func (s *session) accelerateQuery(m message) (handled bool, err error) {
 		s.passed("vector")
 		return false, nil
 	}
-	ix, ok := s.p.cat.lookup(q.schema, q.table, q.column, q.metric)
+	ix, ok := s.p.cat.lookup(q.schema, q.table, q.column, q.metric, s.schemas)
 	if !ok {
 		s.passed("not indexed")
 		return false, nil
@@ -183,27 +236,73 @@ type passThrough struct{ reason string }
 
 func (p passThrough) Error() string { return "pass through: " + p.reason }
 
+// wants is how many candidates a statement asks for first: LIMIT +
+// OFFSET, and with an OFFSET as many again, so that a candidate the
+// index misses among the rows skipped does not shift the page; "" or why
+// the sidecar cannot cover it.
+func wants(q *query) (int, string) {
+	if q.limit > maxCandidates || q.offset > maxCandidates {
+		return 0, "limit"
+	}
+	want := q.limit + q.offset
+	if q.offset > 0 {
+		want *= 2
+	}
+	if want > maxCandidates {
+		return 0, "offset"
+	}
+	return int(want), ""
+}
+
+// vectorFault says why the sidecar's order of distances to vec cannot be
+// PostgreSQL's, "" if it can: a component not finite or so large that a
+// distance may overflow, or, for cosine, a zero vector, to which every
+// distance is NaN.
+func vectorFault(vec []float32, metric string) string {
+	zero := true
+	for _, x := range vec {
+		if math.IsNaN(float64(x)) || math.Abs(float64(x)) > maxQueryComponent {
+			return "vector value"
+		}
+		zero = zero && x == 0
+	}
+	if zero && metric == "cosine" {
+		return "zero vector"
+	}
+	return ""
+}
+
 // answer runs q restricted to the sidecar's candidates, widening while
 // fewer than its LIMIT rows come back and the sidecar has more, and sends
-// the client the last round's replies as PostgreSQL sent them. bd is the
-// client's Bind of an extended-protocol statement, nil for a simple
-// Query (whose replies are in text, with no BindComplete). Each round is
-// one round trip ending with a Sync: outside a transaction block it is a
-// statement of its own, as the client's would have been.
+// the client the last round's replies as PostgreSQL sent them; when even
+// then fewer rows come back than LIMIT, rows the sidecar does not have
+// (a NULL vector, a row it has not applied yet) may belong to the
+// answer, and the statement passes through. bd is the client's Bind of
+// an extended-protocol statement, nil for a simple Query (whose replies
+// are in text, with no BindComplete). Each round is one round trip
+// ending with a Sync: outside a transaction block it is a statement of
+// its own, as the client's would have been.
 func (s *session) answer(q *query, ix Index, vector func() ([]float32, string), bd *binding) error {
-	minLSN, fast, err := s.checkSession(q, ix)
+	sess, err := s.checkSession(q, ix)
+	if again, ok := err.(repick); ok {
+		ix = again.ix
+		sess, err = s.checkSession(q, ix)
+	}
 	if err != nil {
 		return err
 	}
-	fast = fast && ix.Exact && !q.readsVector()
+	fast := sess.fast && ix.Exact && !q.readsVector()
 	// Decoded once the probe has run: it knows pgvector's type OID.
 	vec, reason := vector()
+	if reason == "" {
+		reason = vectorFault(vec, q.metric)
+	}
 	if reason != "" {
 		return passThrough{reason}
 	}
-	want := q.limit + q.offset
-	if want > maxCandidates {
-		return passThrough{"limit"}
+	k, reason := wants(q)
+	if reason != "" {
+		return passThrough{reason}
 	}
 	// The client's parameters, then the candidates, then a literal
 	// vector's text (recognize.go's restricted), then the fast path's
@@ -219,60 +318,53 @@ func (s *session) answer(q *query, ix Index, vector func() ([]float32, string), 
 		types = append(types, 0)
 		literal = [][]byte{[]byte(q.vector.literal)}
 	}
-	k := int(want)
 	var res result
 	var asked []string
-	var sql, name string
-	var parse *pgproto3.Parse // sent in the first round, if this session has not parsed sql yet
+	var sql string
 	for round := 0; ; round++ {
-		cands, src, err := s.candidates(heapfetch.Request{Index: ix.Name, Vector: vec, K: k, MinLSN: minLSN, Options: s.options, AlwaysFetch: !fast})
+		cands, src, err := s.candidates(heapfetch.Request{Index: ix.Name, Vector: vec, K: k, MinLSN: sess.minLSN, Options: s.options, AlwaysFetch: !fast}, sess.timeout)
 		if err != nil {
 			return err
 		}
 		if round == 0 {
 			// The sidecar's xids count only on its source: later rounds
-			// bind the same statement, with no xid where none came.
+			// run the same statement, with no xid where none came.
 			fast = fast && src.SystemID == s.systemID &&
 				slices.ContainsFunc(cands, func(c heapfetch.Candidate) bool { return c.Xid != 0 })
 			if fast {
-				sql, err = q.fastRestricted(ix.Key)
+				sql, err = q.fastRestricted(ix.Key, ix.TableOID)
 				types = append(types, 0, 0, 0)
 			} else {
-				sql, err = q.restricted(ix.Key)
+				sql, err = q.restricted(ix.Key, ix.TableOID)
 			}
 			if err != nil {
 				return passThrough{"deparse"}
 			}
-			name, parse = s.own.prepare(sql, types)
-			s.sendUp(s.own.closes()...)
 			if bd != nil && bd.check {
 				s.sendUp(&pgproto3.Describe{ObjectType: 'S', Name: bd.bind.PreparedStatement})
-			}
-			if parse != nil {
-				s.sendUp(parse)
 			}
 		}
 		params := append([][]byte{keyArray(cands)}, literal...)
 		if fast {
 			params = append(params, xidArray(cands), distanceArray(cands), strconv.AppendInt(nil, src.Timeline, 10))
 		}
+		// The session's own statement, prepared and closed in this round
+		// trip: nothing of it is left for the client to see, and
+		// PostgreSQL analyses the statement again, as it would the
+		// client's (its search_path, its constants, its tables' columns
+		// now).
+		s.sendUp(&pgproto3.Parse{Name: s.ownName, Query: sql, ParameterOIDs: types})
 		if bd != nil {
-			s.sendUp(bd.restrictedBind(name, params))
+			s.sendUp(bd.restrictedBind(s.ownName, params))
 		} else {
-			s.sendUp(&pgproto3.Bind{PreparedStatement: name, ParameterFormatCodes: []int16{0}, Parameters: params})
+			s.sendUp(&pgproto3.Bind{PreparedStatement: s.ownName, ParameterFormatCodes: []int16{0}, Parameters: params})
 		}
-		if round == 0 {
-			s.sendUp(&pgproto3.Describe{ObjectType: 'P'})
-		}
-		s.sendUp(&pgproto3.Execute{}, &pgproto3.Sync{})
+		s.sendUp(&pgproto3.Describe{ObjectType: 'P'}, &pgproto3.Execute{}, &pgproto3.Close{ObjectType: 'S', Name: s.ownName}, &pgproto3.Sync{})
 		if err := s.u.flush(); err != nil {
 			return err
 		}
 		if round == 0 && bd != nil && bd.check {
 			if gone, err := s.checked(); err != nil || gone != nil {
-				if parse != nil {
-					s.own.drop(statementKey(sql, types)) // skipped with the rest
-				}
 				if err != nil {
 					return err
 				}
@@ -282,11 +374,14 @@ func (s *session) answer(q *query, ix Index, vector func() ([]float32, string), 
 		if err := s.collect(&res); err != nil {
 			return err
 		}
-		if round == 0 && res.err != nil && parse != nil {
-			s.own.drop(statementKey(sql, types)) // its Parse may be what failed
+		if res.err != nil {
+			// Its Close was skipped with the rest of the round.
+			if err := s.closeOwn(&res); err != nil {
+				return err
+			}
 		}
 		rows := int64(res.rows())
-		asked = append(asked, fmt.Sprintf("%d→%d→%d", k, len(cands), rows))
+		asked = append(asked, fmt.Sprintf("%d→%d", k, rows))
 		exhausted := len(cands) < k // see heapfetch's widening
 		if res.err != nil || res.tooLarge || rows >= q.limit || exhausted || round+1 == maxRounds || k >= maxCandidates {
 			break
@@ -297,10 +392,13 @@ func (s *session) answer(q *query, ix Index, vector func() ([]float32, string), 
 		if rows > 0 {
 			matched = float64(rows + q.offset)
 		}
-		k = int(min(float64(maxCandidates), max(float64(2*k), 2*float64(want)*float64(k)/matched)))
+		k = int(min(float64(maxCandidates), max(float64(2*k), 2*float64(q.limit+q.offset)*float64(k)/matched)))
 	}
-	if res.tooLarge {
+	switch {
+	case res.tooLarge:
 		return passThrough{"result too large"}
+	case res.err == nil && int64(res.rows()) < q.limit:
+		return passThrough{"too few rows"}
 	}
 	var out []message
 	if bd != nil {
@@ -312,15 +410,20 @@ func (s *session) answer(q *query, ix Index, vector func() ([]float32, string), 
 		}
 		out = append(out, m)
 	}
+	s.p.stats.accelerated.Add(1)
+	s.lastPlan = "accelerated: index " + ix.Name
 	if res.err != nil {
 		// PostgreSQL's error for the restricted statement: a position
 		// in its text would point at the wrong place in the client's.
+		// What the rounds found is not said: the client's statement
+		// failed.
 		res.err.Position = 0
 		b, _ := res.err.Encode(nil)
 		out = append(out, message{b[0], b[5:]})
+		s.lastPlan += "; the statement failed"
+		return s.toClient(append(out, res.ready)...)
 	}
-	s.p.stats.accelerated.Add(1)
-	s.lastPlan = fmt.Sprintf("accelerated: index %s; rounds (candidates asked→given→rows) %s", ix.Name, strings.Join(asked, ", "))
+	s.lastPlan += "; rounds (candidates asked→rows) " + strings.Join(asked, ", ")
 	if fast {
 		s.p.stats.fastPath.Add(1)
 		s.lastPlan += "; ordered by the sidecar's distances where xmin is its xid"
@@ -328,10 +431,34 @@ func (s *session) answer(q *query, ix Index, vector func() ([]float32, string), 
 	if s.options != "" {
 		s.lastPlan += "; options " + s.options
 	}
-	if minLSN != "" {
-		s.lastPlan += "; waited for " + minLSN
+	if sess.minLSN != "" {
+		s.lastPlan += "; waited for " + sess.minLSN
 	}
 	return s.toClient(append(out, res.ready)...)
+}
+
+// closeOwn closes the session's own statement after a round that failed
+// (its Close skipped with the rest), in a round trip of its own; the
+// ReadyForQuery the client gets is that one's.
+func (s *session) closeOwn(res *result) error {
+	z, err := s.sync(&pgproto3.Close{ObjectType: 'S', Name: s.ownName})
+	res.ready = z
+	return err
+}
+
+// sync sends msgs and a Sync and reads the replies up to its
+// ReadyForQuery, which it returns.
+func (s *session) sync(msgs ...pgproto3.FrontendMessage) (message, error) {
+	s.sendUp(append(msgs, &pgproto3.Sync{})...)
+	if err := s.u.flush(); err != nil {
+		return message{}, err
+	}
+	z, err := s.until('Z')
+	if err != nil {
+		return message{}, err
+	}
+	s.status.Store(uint32(z.body[0]))
+	return z, nil
 }
 
 // checked reads the replies to the Describe of the client's statement
@@ -358,81 +485,131 @@ func (s *session) checked() ([]message, error) {
 	}
 }
 
+// repick: the probe read a search_path on which another index's table
+// comes first under the statement's name.
+type repick struct{ ix Index }
+
+func (r repick) Error() string { return "another index: " + r.ix.Name }
+
+// sessionFacts is what an answer takes from the session's probe.
+type sessionFacts struct {
+	minLSN string // the LSN the sidecar must have applied
+	// fast: the fast path may be taken: the indexed column holds
+	// single-precision floats, the role may read xmin, and the session
+	// knows its server's system identifier.
+	fast    bool
+	timeout time.Duration // statement_timeout, 0 if none
+}
+
 // checkSession runs the probe when the session has passed a statement
-// through since the last one, or names the table in a way not checked
-// yet, and returns the LSN the sidecar must have applied and whether
-// the fast path may be taken: the indexed column holds single-precision
-// floats, the role may read xmin, and the session knows its server's
-// system identifier.
-func (s *session) checkSession(q *query, ix Index) (minLSN string, fast bool, err error) {
-	tables := [3]string{pgx.Identifier{q.schema, q.table}.Sanitize(), pgx.Identifier{ix.Schema, ix.Table}.Sanitize(), ix.Column}
-	if q.schema == "" {
-		tables[0] = pgx.Identifier{q.table}.Sanitize()
-	}
-	if r, known := s.resolved[tables]; !s.dirty && known {
-		if !r.found {
-			return "", false, passThrough{"search_path"}
+// through since the last one, or has not probed this index's table yet,
+// and says whether the statement may be answered for this session.
+func (s *session) checkSession(q *query, ix Index) (sessionFacts, error) {
+	var f sessionFacts
+	facts, known := s.tables[ix.TableOID]
+	if s.dirty || !known {
+		var err error
+		if facts, f.minLSN, err = s.probe(ix); err != nil {
+			return f, err
 		}
-		return "", r.xmins && s.controlOK && s.systemID != 0, nil
+		if better, ok := s.p.cat.lookup(q.schema, q.table, q.column, q.metric, s.schemas); ok && better.TableOID != ix.TableOID {
+			return f, repick{better}
+		}
 	}
-	// Named, not to drop the client's unnamed statement.
-	row, z, err := s.ownRow(probeSQL, probeTypes, [][]byte{[]byte(tables[0]), []byte(tables[1]), []byte(tables[2])}, 8+len(settingOptions))
+	switch {
+	case ix.TableOID == 0 || ix.Database == "":
+		return f, passThrough{"sidecar too old"}
+	case s.database != ix.Database:
+		return f, passThrough{"another database"}
+	case s.systemID != 0 && ix.SystemID != 0 && s.systemID != ix.SystemID:
+		return f, passThrough{"another server"}
+	case !facts.key:
+		return f, passThrough{"key privilege"}
+	case facts.inherited && !q.only:
+		return f, passThrough{"inheritance"}
+	}
+	for _, name := range q.qualified {
+		if !facts.columns[name] {
+			return f, passThrough{"attribute notation"}
+		}
+	}
+	f.fast = facts.xmins && s.controlOK && s.systemID != 0
+	f.timeout = s.timeout
+	return f, nil
+}
+
+// probe runs probeSQL for ix's table and notes what it found; minLSN is
+// the LSN the sidecar must have applied.
+func (s *session) probe(ix Index) (tableFacts, string, error) {
+	var t tableFacts
+	oid := strconv.FormatUint(uint64(ix.TableOID), 10)
+	row, z, err := s.ownRow(probeSQL, []uint32{25, 25, 25}, [][]byte{[]byte(oid), []byte(ix.Column), []byte(ix.Key)}, probeColumns)
 	if err != nil {
-		return "", false, err
+		return t, "", err
 	}
 	if row == nil {
-		return "", false, passThrough{"probe failed"}
+		return t, "", passThrough{"probe failed"}
 	}
 	wrote, isolation, lsn := string(row[0]) == "t", string(row[1]), string(row[2])
-	r := resolution{found: string(row[3]) == "t"}
-	if oid, err := strconv.ParseUint(string(row[4]), 10, 32); err == nil {
+	s.database = string(row[3])
+	s.schemas = nil
+	pgtype.NewMap().Scan(pgtype.TextArrayOID, pgtype.TextFormatCode, row[4], &s.schemas)
+	if oid, err := strconv.ParseUint(string(row[5]), 10, 32); err == nil {
 		s.vectorOID = uint32(oid)
 	}
-	options, ok := knnOptions(row[5 : 5+len(settingOptions)])
-	last := row[5+len(settingOptions):]
-	colType, _ := strconv.ParseUint(string(last[0]), 10, 32)
-	r.xmins = (colType == float4ArrayOID || colType != 0 && uint32(colType) == s.vectorOID) && string(last[1]) == "t"
-	s.controlOK = string(last[2]) == "t"
+	options, ok := knnOptions(row[6 : 6+len(settingOptions)])
+	last := row[6+len(settingOptions):]
+	ms, _ := strconv.ParseInt(string(last[0]), 10, 64)
+	s.timeout = time.Duration(ms) * time.Millisecond
+	colType, _ := strconv.ParseUint(string(last[1]), 10, 32)
+	t.xmins = (colType == float4ArrayOID || colType != 0 && uint32(colType) == s.vectorOID) && string(last[2]) == "t"
+	t.key = string(last[3]) == "t"
+	s.controlOK = string(last[4]) == "t"
+	t.inherited = string(last[5]) == "t"
+	t.columns = map[string]bool{}
+	if last[6] != nil {
+		var names []string
+		if err := pgtype.NewMap().Scan(pgtype.TextArrayOID, pgtype.TextFormatCode, last[6], &names); err == nil {
+			for _, n := range names {
+				t.columns[n] = true
+			}
+		}
+	}
 	inBlock := z != 'I'
 	switch {
 	case inBlock && wrote:
-		return "", false, passThrough{"wrote in transaction"}
+		return t, "", passThrough{"wrote in transaction"}
 	case inBlock && isolation != "read committed":
-		return "", false, passThrough{"isolation"}
+		return t, "", passThrough{"isolation"}
 	case !ok:
-		return "", false, passThrough{"setting"}
+		return t, "", passThrough{"setting"}
 	}
 	s.options = options
 	s.dirty = false
-	if s.resolved == nil || len(s.resolved) > 64 {
-		s.resolved = map[[3]string]resolution{}
+	if s.tables == nil || len(s.tables) > 64 {
+		s.tables = map[uint32]tableFacts{}
 	}
-	s.resolved[tables] = r
-	if !r.found {
-		return "", false, passThrough{"search_path"}
-	}
-	if s.controlOK && s.systemID == 0 && r.xmins && ix.Exact {
+	s.tables[ix.TableOID] = t
+	if s.controlOK && s.systemID == 0 {
 		id, _, err := s.ownRow(systemIDSQL, nil, nil, 1)
 		if err != nil {
-			return "", false, err
+			return t, "", err
 		}
 		if id != nil {
 			s.systemID, _ = strconv.ParseInt(string(id[0]), 10, 64)
 		}
 	}
-	return lsn, r.xmins && s.controlOK && s.systemID != 0, nil
+	return t, lsn, nil
 }
 
 // ownRow runs one of the session's own statements, which return one row
-// of n columns and cannot fail, in a round trip of its own, and returns
-// the row (nil if it failed after all) and the ReadyForQuery's status.
+// of n columns and cannot fail, in a round trip of its own, prepared and
+// closed there, and returns the row (nil if it failed after all) and the
+// ReadyForQuery's status.
 func (s *session) ownRow(sql string, types []uint32, params [][]byte, n int) (row [][]byte, status byte, err error) {
-	name, parse := s.own.prepare(sql, types)
-	s.sendUp(s.own.closes()...)
-	if parse != nil {
-		s.sendUp(parse)
-	}
-	s.sendUp(&pgproto3.Bind{PreparedStatement: name, Parameters: params}, &pgproto3.Execute{}, &pgproto3.Sync{})
+	s.sendUp(&pgproto3.Parse{Name: s.ownName, Query: sql, ParameterOIDs: types},
+		&pgproto3.Bind{PreparedStatement: s.ownName, Parameters: params}, &pgproto3.Execute{},
+		&pgproto3.Close{ObjectType: 'S', Name: s.ownName}, &pgproto3.Sync{})
 	if err := s.u.flush(); err != nil {
 		return nil, 0, err
 	}
@@ -455,30 +632,58 @@ func (s *session) ownRow(sql string, types []uint32, params [][]byte, n int) (ro
 			failed = true
 		case 'Z':
 			s.status.Store(uint32(m.body[0]))
-			if failed || row == nil {
-				s.own.drop(statementKey(sql, types))
-				return nil, m.body[0], nil
+			if failed {
+				var res result
+				if err := s.closeOwn(&res); err != nil {
+					return nil, 0, err
+				}
+				return nil, res.ready.body[0], nil
 			}
 			return row, m.body[0], nil
 		}
 	}
 }
 
-// candidates asks the sidecar; its failure passes the statement through
-// and, unless the statement caused it, keeps the next ones from asking
-// for a while.
-func (s *session) candidates(req heapfetch.Request) ([]heapfetch.Candidate, heapfetch.Source, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), sidecarTimeout)
+// candidates asks the sidecar, waiting at most Config.CandidateWait,
+// less if the session's statement_timeout is shorter, and no longer than
+// until the client cancels (a CancelRequest for the session); then, or
+// when the sidecar fails, the statement passes through. Only the
+// sidecar's own trouble (it is unreachable, or stalled past the wait)
+// keeps other statements from asking for a while; a statement's fault (a
+// wrong dimension) or its session's (a cancel, a short
+// statement_timeout, a read-your-writes wait for WAL not yet written,
+// as with synchronous_commit off) does not.
+func (s *session) candidates(req heapfetch.Request, statementTimeout time.Duration) ([]heapfetch.Candidate, heapfetch.Source, error) {
+	wait := s.p.wait
+	own := statementTimeout > 0 && statementTimeout < wait
+	if own {
+		wait = statementTimeout
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
+	s.waiting.Store(&cancel)
+	defer s.waiting.Store(nil)
 	cands, src, err := s.p.cfg.Sidecar.Candidates(ctx, req)
 	if err != nil {
-		if !statementFault(err) {
+		cancelled := errors.Is(ctx.Err(), context.Canceled)
+		if !statementFault(err) && !cancelled && !own && req.MinLSN == "" {
 			s.p.sidecarDown.Store(time.Now().Add(sidecarBackoff).UnixNano())
 		}
 		s.p.log.Debug("proxy: the sidecar did not answer; passing through", "index", req.Index, "err", err)
+		if cancelled {
+			return nil, heapfetch.Source{}, passThrough{"cancelled"}
+		}
 		return nil, heapfetch.Source{}, passThrough{"sidecar"}
 	}
 	return cands, src, nil
+}
+
+// interrupt ends the session's wait for candidates, if it waits: its
+// client cancelled the statement.
+func (s *session) interrupt() {
+	if c := s.waiting.Load(); c != nil {
+		(*c)()
+	}
 }
 
 // result is one round's replies to the client's eyes: RowDescription,

@@ -9,6 +9,9 @@ import (
 	"time"
 )
 
+// statusTimeout bounds a read of the sidecar's indexes.
+const statusTimeout = 5 * time.Second
+
 // catalog is what the sidecar indexes, refreshed in the background. A
 // sidecar that does not answer leaves it as it was: a statement on an
 // index that is gone or no longer ready then fails to get candidates
@@ -39,7 +42,7 @@ func (c *catalog) run(ctx context.Context, log *slog.Logger) {
 }
 
 func (c *catalog) refresh(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, sidecarTimeout)
+	ctx, cancel := context.WithTimeout(ctx, statusTimeout)
 	defer cancel()
 	ixs, err := c.sidecar.Indexes(ctx)
 	if err != nil {
@@ -54,18 +57,30 @@ func (c *catalog) refresh(ctx context.Context) error {
 	return nil
 }
 
-// lookup returns a ready index on schema.table(column) with metric; an
-// empty schema matches any (the probe then checks that the session's
-// search_path finds that table).
-func (c *catalog) lookup(schema, table, column, metric string) (Index, bool) {
+// lookup returns a ready index on schema.table(column) with metric. An
+// empty schema matches any: of several, the one whose schema comes first
+// in path, the session's search_path as its last probe read it (the
+// answering statement checks that the name finds that index's table).
+func (c *catalog) lookup(schema, table, column, metric string, path []string) (Index, bool) {
 	m := c.indexes.Load()
 	if m == nil {
 		return Index{}, false
 	}
+	var found []Index
 	for _, ix := range (*m)[[2]string{table, column}] {
 		if ix.Metric == metric && (schema == "" || schema == ix.Schema) {
-			return ix, true
+			found = append(found, ix)
 		}
 	}
-	return Index{}, false
+	if len(found) == 0 {
+		return Index{}, false
+	}
+	for _, sp := range path {
+		for _, ix := range found {
+			if ix.Schema == sp {
+				return ix, true
+			}
+		}
+	}
+	return found[0], true
 }

@@ -126,6 +126,58 @@
 // goroutines, one each way, throughout. Stats counts the sessions the
 // loop relayed.
 //
+// # The promise
+//
+// The proxy never gives an answer PostgreSQL would not give. Its
+// invariants, each checked by the differential suite
+// (differential_test.go: scripts in testdata/differential and seeded
+// random sessions, run straight to PostgreSQL and through the proxy and
+// compared by one oracle):
+//
+//   - It never changes a client's session. What it runs inside a session
+//     cannot fail where the client's statement would not (the probe is
+//     built of functions and catalog reads that cannot fail), and leaves
+//     no name behind: its statements are prepared under a random name
+//     and closed in the round trip that runs them. Nothing is kept across
+//     statements where PostgreSQL reads anew: the restricted statement is
+//     parsed again at each answer (constants such as a timestamp in the
+//     session's time zone, the search_path, the table's columns now). A
+//     statement the client prepared earlier is answered only if it holds
+//     no literal besides the vector (its constants were read back then).
+//   - An answer is bound to the table the sidecar follows, checked inside
+//     the answering statement: its condition on the candidates holds only
+//     where the statement's table name, as PostgreSQL resolves it in that
+//     statement, is the OID of the table the sidecar follows
+//     (recognize.go's restricted). A table that shadows it on the
+//     search_path, one created under its name after a rename or a drop,
+//     is read as no rows, and the statement passes through. The session's
+//     database must be the sidecar's, and its server the sidecar's source
+//     where the role may read the system identifier.
+//   - Complete or pass through: the answer has LIMIT rows or the
+//     client's statement runs unchanged. Rows the sidecar does not have
+//     (NULL vectors, rows it has not applied yet, rows of tables that
+//     inherit from the table) may belong to an answer short of rows; a
+//     query vector for which distances may not be finite (a component
+//     past 1e15, a zero vector under cosine) passes through; a table
+//     others inherit from passes through unless the statement says ONLY;
+//     an OFFSET is covered by asking for as many candidates again.
+//     Approximation is only in which nearest rows come back.
+//   - Only settings something set reach the sidecar (pg_settings'
+//     source): a library's defaults do not.
+//   - Waits are bounded: Config.CandidateWait, less under a shorter
+//     statement_timeout, ended by the client's CancelRequest; then the
+//     statement passes through. Only the sidecar's own trouble keeps
+//     other sessions' statements from asking it for a while.
+//   - Every qualified name in the targets and filter is a column of the
+//     table (else it may call a function of the row); the key must be
+//     readable by the role; SHOW vecside.last_plan says nothing the role
+//     could not have seen.
+//
+// A filter that raises an error for some row (1/(id - 4000)) is
+// evaluated on the candidates' rows only: the proxy's answer then fails
+// where PostgreSQL evaluating it over every row would, and may succeed
+// where it would fail, as with any index PostgreSQL itself uses.
+//
 // # Accelerating a statement
 //
 // Two shapes of request are answered, and only when nothing is owed: a
@@ -141,11 +193,8 @@
 // the parser reads SQL and the deparser writes it. A batch starting with
 // Parse or Bind when nothing is owed is held back until its Sync (at
 // most six messages; a Flush sends it on as it came, as does any other
-// shape). The
-// session then takes PostgreSQL's replies for itself (asynchronous ones
-// still go to the client) and works upstream with statements of its own
-// (prepared.go: vecside_proxy_N, prepared once per session and kept, at
-// most 16, closed when the client may have deallocated them):
+// shape). The session then takes PostgreSQL's replies for itself
+// (asynchronous ones still go to the client) and works upstream:
 //
 //  1. For a batch: the client's Parse, if any, is sent, and its
 //     statement described, for the parameter types (the restricted
@@ -154,41 +203,41 @@
 //     fails to prepare or does not exist. A statement the client
 //     prepared once is described once: later Binds of it are answered
 //     with its types remembered, and its Describe, which still gives
-//     PostgreSQL's error for a statement dropped since, goes with the
-//     first round of step 4, not in a round trip of its own.
+//     PostgreSQL's error for a statement dropped since (or whose result
+//     type changed), goes with the first round of step 4.
 //  2. When a statement has passed through since the last time, or the
-//     statement names its table differently: one probe (probeSQL) says
-//     whether the transaction block has written (pass through: the
-//     sidecar cannot see its rows), its isolation level (in a block,
-//     only read committed is accelerated: an older snapshot than the
-//     sidecar's would be answered with newer candidates), the WAL
-//     position (read-your-writes: the sidecar is asked to have applied
-//     it, min_lsn; upstream a hot standby, its replay position), whether the session's search_path finds the
-//     indexed table under the name used, and the settings the sidecar's
-//     search takes: pgvector's hnsw.ef_search and ivfflat.probes, and
-//     vecside.ef_search, vecside.probes and vecside.oversample over them
-//     (a SET is a statement passed through: the next answer probes).
-//  3. The sidecar is asked for LIMIT + OFFSET candidates; it failing or
-//     timing out passes the statement through, and the next ones for a
-//     second.
-//  4. The restricted statement (parsed once per session and kept; a
-//     vector written in the text becomes one more parameter, bound
-//     with the literal's text, so that statements differing only in
-//     their vector share it) is bound with the client's parameters and
-//     formats plus the candidates (in text, so PostgreSQL infers the
-//     key's type),
-//     described, executed and synced, in one round trip; then bound and
-//     executed again with more candidates while too few rows come back
-//     (twice as many as the rows matched so far say are needed). The
-//     client gets its ParseComplete, the last round's BindComplete,
-//     RowDescription (if it asked), rows and CommandComplete, and the
-//     ReadyForQuery, as for its own statement. An error is PostgreSQL's
-//     own, without a position (it would point into the restricted
-//     text).
+//     session has not probed this index's table yet: one probe
+//     (probeSQL) says whether the transaction block has written (pass
+//     through: the sidecar cannot see its rows), its isolation level (in
+//     a block, only read committed is accelerated: an older snapshot
+//     than the sidecar's would be answered with newer candidates), the
+//     WAL position (read-your-writes: the sidecar is asked to have
+//     applied it, min_lsn; upstream a hot standby, its replay position),
+//     the database and the schemas of the search_path (which choose
+//     among indexes of tables of one name), the settings the sidecar's
+//     search takes (pgvector's hnsw.ef_search and ivfflat.probes, and
+//     vecside.ef_search, vecside.probes and vecside.oversample over
+//     them), statement_timeout, and of the table the role's privileges,
+//     its columns and whether others inherit from it.
+//  3. The sidecar is asked for LIMIT + OFFSET candidates (twice that with
+//     an OFFSET); it failing or not answering in time passes the
+//     statement through.
+//  4. The restricted statement (a vector written in the text becomes one
+//     more parameter, bound with the literal's text) is prepared under
+//     the session's own random name, bound with the client's parameters
+//     and formats plus the candidates (in text, so PostgreSQL infers the
+//     key's type), described, executed, closed and synced, in one round
+//     trip; then again with more candidates while too few rows come back
+//     (twice as many as the rows matched so far say are needed), and
+//     passed through if even then too few do. The client gets its
+//     ParseComplete, the last round's BindComplete, RowDescription (if it
+//     asked), rows and CommandComplete, and the ReadyForQuery, as for its
+//     own statement. An error is PostgreSQL's own, without a position (it
+//     would point into the restricted text).
 //
-// So a statement prepared by the client costs PostgreSQL, once the
-// session is warm, one round trip and the execution of a prepared
-// statement over a few rows, and nothing of pgvector's index.
+// So a statement costs PostgreSQL, once the session is warm, one round
+// trip and the parsing and execution of a statement over a few rows, and
+// nothing of pgvector's index.
 //
 // Given up after step 1, the rest of the batch is sent on and its
 // replies relayed. The proxy remembers which of the client's prepared
@@ -199,8 +248,9 @@
 //
 // Every statement recognised but passed through is counted by reason
 // (Stats), and SHOW vecside.last_plan tells a session what became of its
-// last one: the index and, per round, the candidates asked for, given,
-// and the rows that came back, or why it passed through. The proxy
+// last one: the index and, per round, the candidates asked for and the
+// rows that came back (nothing of a statement that failed), or why it
+// passed through. The proxy
 // answers it as a simple Query, and as an extended-protocol batch that
 // only prepares, describes and runs it (the statement prepared is the
 // proxy's own, which PostgreSQL never sees: a batch that mixes it with
@@ -217,11 +267,13 @@
 // on the table (xmin takes it, where the statement may need only some
 // columns), its sort key becomes
 //
-//	CASE WHEN xmin = <the row's xid> AND <timeline> = <the sidecar's>
+//	CASE WHEN xmin = <the row's xid> AND tableoid = <the table's>
+//	          AND <timeline> = <the sidecar's>
 //	     THEN <the sidecar's distance> ELSE embedding <-> $1 END
 //
 // (recognize.go's fastRestricted), so that PostgreSQL reads the vector
-// only of a row written since the sidecar measured it. xids count only on
+// only of a row written since the sidecar measured it (or of another
+// table's row that shares its key and xid). xids count only on
 // the server the sidecar follows: the session reads its system
 // identifier once (pg_control_system(), if the probe finds that its role
 // may run that and pg_control_checkpoint(), which the statement names)
@@ -231,10 +283,8 @@
 // doubles); against a vector column, pgvector sums in single precision
 // and the sidecar in double, so they agree to single precision's
 // rounding, and two rows closer than that may come in the other order
-// than pgvector's. SHOW vecside.last_plan says when a statement took it.
-// On Fashion-MNIST (784-d, TOASTed) it took PostgreSQL's part of a
-// statement from 0.20–0.33 ms to 0.18–0.25 ms of CPU (docs/benchmarks,
-// "The proxy's fast path").
+// than pgvector's. SHOW vecside.last_plan says when a statement took it;
+// docs/benchmarks ("The proxy's fast path") what it saves.
 //
 // # What a client can hold
 //
@@ -254,13 +304,13 @@
 // statement passes through); a held batch, six messages. What a client
 // prepares or pipelines is PostgreSQL's to hold, as it would be direct:
 // the proxy remembers at most 1,000 of a session's statements as
-// accelerable, and keeps at most 16 of its own prepared.
+// accelerable, and keeps none of its own prepared.
 //
 // # Not yet
 //
-// EXPLAIN of an accelerated
-// statement. A
-// sidecar index with a row filter (where=, one shard of several) must
-// not be the only sidecar a proxy asks: it would answer from its shard
-// alone.
+// EXPLAIN of an accelerated statement. A sidecar index with a row filter
+// (where=, one shard of several) must not be the only sidecar a proxy
+// asks: it would answer from its shard alone. A filter that leaves fewer
+// than LIMIT rows among every round's candidates passes through, where
+// an allow-list of the keys it matches would answer it in one round.
 package proxy

@@ -100,13 +100,9 @@ next:
 	return false
 }
 
-// forgetStatements forgets the client's statements and puts the
-// session's own in doubt: a message the proxy did not read, or SQL that
-// may deallocate, may have dropped any of them.
-func (s *session) forgetStatements() {
-	clear(s.stmts)
-	s.own.forget()
-}
+// forgetStatements forgets the client's statements: a message the proxy
+// did not read, or SQL that may deallocate, may have dropped any of them.
+func (s *session) forgetStatements() { clear(s.stmts) }
 
 // heldBatch is an extended-protocol batch the proxy may answer: an optional
 // Parse, a Bind of an accelerable statement to the unnamed portal, an
@@ -247,10 +243,15 @@ func (s *session) accelerateBatch(b *heldBatch) error {
 		reason = "parameter"
 	case s.status.Load() == 'E':
 		reason = "failed transaction"
+	case b.parse == nil && q.literals:
+		// Its literals were read when the client prepared it (a 'now',
+		// a timestamp in the time zone of then), which the proxy's
+		// statement, parsed now, would read anew.
+		reason = "prepared literal"
 	case sidecarResting(s.p):
 		reason = "sidecar down"
 	}
-	ix, ok := s.p.cat.lookup(q.schema, q.table, q.column, q.metric)
+	ix, ok := s.p.cat.lookup(q.schema, q.table, q.column, q.metric, s.schemas)
 	if reason == "" && !ok {
 		reason = "not indexed"
 	}
@@ -309,15 +310,10 @@ func (s *session) answerBatch(b *heldBatch, q *query, ix Index) error {
 		case 'E':
 			// The client's Parse failed, or its statement does not
 			// exist: PostgreSQL's error, as it would have come.
-			s.sendUp(&pgproto3.Sync{})
-			if err := s.u.flush(); err != nil {
-				return err
-			}
-			z, err := s.until('Z')
+			z, err := s.sync()
 			if err != nil {
 				return err
 			}
-			s.status.Store(uint32(z.body[0]))
 			return s.toClient(append(owed, m, z)...)
 		}
 	}

@@ -171,36 +171,40 @@ func lastPlan(t *testing.T, c *pgx.Conn) string {
 }
 
 // TestFastRestricted: the fast statement orders a row by the distance
-// bound for it only where its xmin is the xid bound for it and the
-// server's timeline the one bound; any other row by the distance it
-// computes.
+// bound for it only where its xmin is the xid bound for it, the server's
+// timeline the one bound and its table the one followed; any other row
+// (an inheriting table's row with the same key, written by the same
+// transaction, among them) by the distance it computes.
 func TestFastRestricted(t *testing.T) {
 	ctx := context.Background()
 	db := connect(t, pgtest.Shared(t).NewDatabase(t))
 	mustExec(t, db, deploy.DistanceSQL)
 	mustExec(t, db, deploy.RealOperatorsSQL)
-	mustExec(t, db, "CREATE TABLE items (id bigint PRIMARY KEY, embedding real[])")
-	mustExec(t, db, "INSERT INTO items VALUES (1, '{1,0}'), (2, '{2,0}'), (3, '{3,0}')")
+	mustExec(t, db, `BEGIN; CREATE TABLE items (id bigint PRIMARY KEY, embedding real[]);
+		INSERT INTO items VALUES (1, '{1,0}'), (2, '{2,0}'), (3, '{3,0}');
+		CREATE TABLE items_child () INHERITS (items); INSERT INTO items_child VALUES (1, '{0.5,0}'); COMMIT`)
 	var xmin, timeline int64
-	if err := db.QueryRow(ctx, `SELECT xmin::text::int8, ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::int8
-		FROM items WHERE id = 1`).Scan(&xmin, &timeline); err != nil {
+	var oid uint32
+	if err := db.QueryRow(ctx, `SELECT xmin::text::int8, ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::int8, 'items'::regclass::oid
+		FROM ONLY items WHERE id = 1`).Scan(&xmin, &timeline, &oid); err != nil {
 		t.Fatal(err)
 	}
 	for _, literal := range []bool{false, true} {
-		stmt := "SELECT id FROM items WHERE id > 0 ORDER BY embedding <-> $1 LIMIT 3"
+		stmt := "SELECT id FROM items WHERE id > 0 ORDER BY embedding <-> $1 LIMIT 4"
 		if literal {
-			stmt = "SELECT id FROM items WHERE id > 0 ORDER BY embedding <-> '{0,0}' LIMIT 3"
+			stmt = "SELECT id FROM items WHERE id > 0 ORDER BY embedding <-> '{0,0}' LIMIT 4"
 		}
 		q, reason := recognize(stmt)
 		if q == nil {
 			t.Fatalf("%s: not recognised: %s", stmt, reason)
 		}
-		sql, err := q.fastRestricted("id")
+		sql, err := q.fastRestricted("id", oid)
 		if err != nil {
 			t.Fatal(err)
 		}
 		order := func(xids string, tli int64) string {
-			// The sidecar's distances say 3.5, 2, 1; the vectors 1, 2, 3.
+			// The sidecar's distances say 3.5, 2, 1; the vectors 1, 2, 3,
+			// and the child's row with key 1, 0.5.
 			args := []any{"{0,0}", "{1,2,3}", xids, "{3.5,2,1}", tli}
 			if literal {
 				args = append([]any{"{1,2,3}", "{0,0}"}, args[2:]...)
@@ -221,11 +225,11 @@ func TestFastRestricted(t *testing.T) {
 			tli        int64
 			want       string
 		}{
-			{"the versions measured", same, timeline, "[3 2 1]"},
-			{"other versions", fmt.Sprintf("{%d,%d,%d}", xmin+1, xmin+1, xmin+1), timeline, "[1 2 3]"},
-			{"no xids", "{NULL,NULL,NULL}", timeline, "[1 2 3]"},
-			{"one row measured", fmt.Sprintf("{%d,NULL,NULL}", xmin), timeline, "[2 3 1]"},
-			{"another timeline", same, timeline + 1, "[1 2 3]"},
+			{"the versions measured", same, timeline, "[1 3 2 1]"},
+			{"other versions", fmt.Sprintf("{%d,%d,%d}", xmin+1, xmin+1, xmin+1), timeline, "[1 1 2 3]"},
+			{"no xids", "{NULL,NULL,NULL}", timeline, "[1 1 2 3]"},
+			{"one row measured", fmt.Sprintf("{%d,NULL,NULL}", xmin), timeline, "[1 2 3 1]"},
+			{"another timeline", same, timeline + 1, "[1 1 2 3]"},
 		} {
 			if got := order(c.xids, c.tli); got != c.want {
 				t.Errorf("%s (literal %v): %s, want %s\n%s", c.name, literal, got, c.want, sql)
@@ -285,7 +289,7 @@ func TestCatalogOlderSidecar(t *testing.T) {
 		if err := cat.refresh(ctx); err != nil {
 			t.Fatalf("%s sidecar: %v", c.name, err)
 		}
-		if ix, ok := cat.lookup("public", "items", "embedding", "l2"); !ok || ix.Exact != c.exact {
+		if ix, ok := cat.lookup("public", "items", "embedding", "l2", nil); !ok || ix.Exact != c.exact {
 			t.Errorf("%s sidecar: found %v, %+v; want exact %v", c.name, ok, ix, c.exact)
 		}
 	}

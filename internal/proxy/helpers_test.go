@@ -68,6 +68,11 @@ func startProxyWith(t testing.TB, dsn, side string, cfg Config) (*Proxy, string)
 	if cfg.StatusInterval == 0 {
 		cfg.StatusInterval = 100 * time.Millisecond
 	}
+	if cfg.CandidateWait == 0 {
+		// Tests count the statements answered: a loaded machine must
+		// not turn them into statements passed through for the time.
+		cfg.CandidateWait = 5 * time.Second
+	}
 	p, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -134,7 +139,7 @@ func waitIndexed(t *testing.T, p *Proxy, table string, metrics ...string) {
 	deadline := time.Now().Add(30 * time.Second)
 	for _, m := range metrics {
 		for {
-			if _, ok := p.cat.lookup("", table, "embedding", m); ok {
+			if _, ok := p.cat.lookup("", table, "embedding", m, nil); ok {
 				break
 			}
 			if time.Now().After(deadline) {

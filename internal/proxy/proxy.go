@@ -48,8 +48,12 @@ type Config struct {
 	// metric and key, and whether the index is ready.
 	Sidecar        Sidecar
 	StatusInterval time.Duration
-	Limits         Limits
-	Logger         *slog.Logger
+	// CandidateWait bounds how long a statement waits for the sidecar's
+	// candidates, read-your-writes wait included
+	// (DefaultCandidateWait if 0): past it, the statement passes through.
+	CandidateWait time.Duration
+	Limits        Limits
+	Logger        *slog.Logger
 }
 
 // UpstreamOf is the Upstream of the server a libpq connection string or
@@ -84,6 +88,12 @@ func ClientConfig(dsn, addr string) (*pgx.ConnConfig, error) {
 	cfg.Host, cfg.Port, cfg.Fallbacks = host, uint16(p), nil
 	return cfg, nil
 }
+
+// DefaultCandidateWait is how long a statement waits for candidates,
+// when Config.CandidateWait is 0: a search takes a few milliseconds, a
+// sidecar catching up on a burst of writes a few more; a statement that
+// would wait longer is sooner answered by PostgreSQL itself.
+const DefaultCandidateWait = 50 * time.Millisecond
 
 // DefaultStatusInterval is how often the proxy asks the sidecar what it
 // indexes, when Config.StatusInterval is 0.
@@ -148,6 +158,7 @@ type Proxy struct {
 	limits Limits
 	log    *slog.Logger
 	slots  chan struct{} // one per session
+	wait   time.Duration // Config.CandidateWait, or its default
 	cat    *catalog
 	stats  counters
 	// sidecarDown is when statements may ask the sidecar again after it
@@ -174,6 +185,9 @@ func New(cfg Config) (*Proxy, error) {
 		p.log = slog.Default()
 	}
 	p.slots = make(chan struct{}, p.limits.MaxConnections)
+	if p.wait = cfg.CandidateWait; p.wait <= 0 {
+		p.wait = DefaultCandidateWait
+	}
 	p.cat = &catalog{sidecar: cfg.Sidecar, interval: cfg.StatusInterval}
 	if p.cat.interval <= 0 {
 		p.cat.interval = DefaultStatusInterval
@@ -283,8 +297,9 @@ func (p *Proxy) unregister(s *session) {
 }
 
 // cancel relays a CancelRequest for the proxy's key (pid, secret) to the
-// upstream backend of that session, with the upstream's key. A wrong key
-// is dropped after a pause, as slow as PostgreSQL makes guessing.
+// upstream backend of that session, with the upstream's key, and ends
+// the session's wait for candidates, if it waits. A wrong key is dropped
+// after a pause, as slow as PostgreSQL makes guessing.
 func (p *Proxy) cancel(pid, secret uint32) {
 	p.mu.Lock()
 	s := p.sessions[pid]
@@ -294,6 +309,7 @@ func (p *Proxy) cancel(pid, secret uint32) {
 		time.Sleep(time.Second)
 		return
 	}
+	s.interrupt()
 	c, err := p.dialUpstream(5 * time.Second)
 	if err != nil {
 		p.log.Warn("proxy: cannot relay a cancel request", "err", err)

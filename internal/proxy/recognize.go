@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 	pg_query "github.com/pganalyze/pg_query_go/v6"
@@ -14,7 +15,7 @@ import (
 // The accepted grammar, in PostgreSQL's own parse tree (pg_query), is
 //
 //	SELECT target [, ...]
-//	FROM [schema.]table [[AS] alias]
+//	FROM [ONLY] [schema.]table [[AS] alias]
 //	[WHERE condition]
 //	ORDER BY column {<-> | <=> | <#>} vector [ASC]
 //	LIMIT count [OFFSET skip]
@@ -30,7 +31,9 @@ import (
 //     vector(n), real[] or float4[];
 //   - count and skip are integer literals (or strings of digits), or
 //     parameters (extended protocol);
-//   - targets and condition are made only of column references (and *),
+//   - targets and condition are made only of column references (a bare
+//     name, *, qualifier.* or qualifier.name, where the answer checks that
+//     name is a column of the table: else it calls a function of the row),
 //     literals, parameters, casts to built-in types, the operators in
 //     harmlessOps, AND/OR/NOT, IS [NOT] NULL, IS [NOT] TRUE/FALSE,
 //     [NOT] IN lists, BETWEEN, [NOT] LIKE/ILIKE, ARRAY[...] and
@@ -42,8 +45,8 @@ import (
 // LIMIT WITH TIES, function calls, other operators, a descending or
 // second sort key — passes through. What is accepted is then checked
 // against the sidecar: a ready index on that table and column with that
-// metric, and (per session, see accelerate.go) that the name finds the
-// indexed table.
+// metric; the session's probe (accelerate.go); and, in the answering
+// statement itself, that the name finds the indexed table (restricted).
 
 // harmlessOps are the operators allowed in targets and conditions: the
 // built-in comparisons, arithmetic and concatenation, and pgvector's
@@ -73,6 +76,7 @@ type query struct {
 	sel    *pg_query.SelectStmt
 	schema string // as written; empty if unqualified
 	table  string
+	only   bool // FROM ONLY: the rows of no inheriting table
 	column string
 	metric string
 	vector vectorArg
@@ -83,11 +87,29 @@ type query struct {
 	// set from the Bind.
 	limitParam, offsetParam int
 	params                  int // the highest $n in the statement
+	// qualified are the names the statement writes as qualifier.name:
+	// columns of the table, or, where the table has no such column, calls
+	// of a function of its row type (attribute notation), which the
+	// answer checks against the table's columns.
+	qualified []string
+	// literals: the statement holds string literals besides the query
+	// vector, whose values a prepared statement fixes when it is parsed
+	// ('now', a time zone's reading of a timestamp).
+	literals bool
 	// restrictedBy and restrictedSQL remember the last restricted
-	// statement, fastBy and fastSQL the last fast one: a prepared
-	// statement is answered many times.
-	restrictedBy, restrictedSQL string
-	fastBy, fastSQL             string
+	// statement, fastBy and fastSQL the last fast one, by key column and
+	// table OID: a prepared statement is answered many times.
+	restrictedBy  restriction
+	restrictedSQL string
+	fastBy        restriction
+	fastSQL       string
+}
+
+// restriction is what a restricted statement is bound to: the table's
+// key column and its OID, and the name the statement gives it.
+type restriction struct {
+	key string
+	oid uint32
 }
 
 // vectorArg is the query vector: a literal, or the parameter $param.
@@ -132,10 +154,10 @@ func recognize(sql string) (*query, string) {
 		return nil, "from"
 	}
 	rv := sel.FromClause[0].GetRangeVar()
-	if rv.Catalogname != "" || !rv.Inh {
+	if rv.Catalogname != "" {
 		return nil, "from"
 	}
-	q.schema, q.table = rv.Schemaname, rv.Relname
+	q.schema, q.table, q.only = rv.Schemaname, rv.Relname, !rv.Inh
 	qualifier := rv.Relname
 	if rv.Alias != nil {
 		if len(rv.Alias.Colnames) > 0 {
@@ -170,6 +192,8 @@ func recognize(sql string) (*query, string) {
 	}
 	w.harmless(dist.Rexpr) // counts its parameter
 	q.params = w.params
+	q.qualified = w.qualified
+	q.literals = slices.ContainsFunc(w.literals, func(v string) bool { return v != q.vector.literal })
 	return q, ""
 }
 
@@ -236,8 +260,13 @@ func (w *walker) count(n *pg_query.Node) (value int64, param int, ok bool) {
 	return 0, 0, false
 }
 
-// walker checks expressions and notes the highest parameter number.
-type walker struct{ params int }
+// walker checks expressions and notes the highest parameter number, the
+// qualified names and how many string literals there are.
+type walker struct {
+	params    int
+	qualified []string
+	literals  []string
+}
 
 // harmless reports whether n is built only of what the grammar allows.
 func (w *walker) harmless(n *pg_query.Node) bool {
@@ -246,13 +275,24 @@ func (w *walker) harmless(n *pg_query.Node) bool {
 	}
 	switch {
 	case n.GetColumnRef() != nil:
-		for _, f := range n.GetColumnRef().Fields {
-			if f.GetString_() == nil && f.GetAStar() == nil {
-				return false
-			}
+		// A bare name is a column or the row itself; qualifier.name may be
+		// a function of the row (noted, checked by the answer); longer
+		// names may select a field through a function.
+		f := n.GetColumnRef().Fields
+		switch {
+		case len(f) == 1 && (f[0].GetString_() != nil || f[0].GetAStar() != nil):
+			return true
+		case len(f) == 2 && f[0].GetString_() != nil && f[1].GetAStar() != nil:
+			return true
+		case len(f) == 2 && f[0].GetString_() != nil && f[1].GetString_() != nil:
+			w.qualified = append(w.qualified, f[1].GetString_().Sval)
+			return true
 		}
-		return true
+		return false
 	case n.GetAConst() != nil:
+		if c := n.GetAConst().GetSval(); c != nil {
+			w.literals = append(w.literals, c.Sval)
+		}
 		return true
 	case n.GetParamRef() != nil:
 		w.params = max(w.params, int(n.GetParamRef().Number))
@@ -302,21 +342,32 @@ func (w *walker) all(ns []*pg_query.Node) bool {
 	return true
 }
 
-// restricted is q's statement with "AND key = ANY($n)" added to its
-// condition, $n one past its own parameters, deparsed by PostgreSQL's
-// own deparser. A vector written as a literal becomes parameter $n+1
-// (vectorParam) where it is a distance's operand, in the targets and in
-// ORDER BY, so that one restricted statement, prepared once, serves
-// every vector: the answer binds the literal's text there, which
-// PostgreSQL reads as it would have read the literal (both are of
-// unknown type until the operator decides).
-func (q *query) restricted(key string) (string, error) {
-	if q.restrictedSQL != "" && q.restrictedBy == key {
+// restricted is q's statement with its rows restricted to the
+// candidates, bound to the table the index follows:
+//
+//	AND CASE WHEN '<the table's name as written>'::regclass = <oid> THEN key = ANY($n) ELSE false END
+//
+// $n one past its own parameters, deparsed by PostgreSQL's own deparser.
+// The name is resolved when PostgreSQL parses the statement, as the FROM
+// clause's is, with the same search_path and privileges; the planner
+// folds the comparison to a constant, so the statement reads the
+// candidates' rows where the name finds the followed table and no row
+// where it finds another (a table shadowing it on the search_path, one
+// created under its name after a rename or a drop, another database's):
+// too few rows, which passes the client's statement through. A vector
+// written as a literal becomes parameter $n+1 (vectorParam) where it is
+// a distance's operand, in the targets and in ORDER BY, so that one
+// restricted text serves every vector: the answer binds the literal's
+// text there, which PostgreSQL reads as it would have read the literal
+// (both are of unknown type until the operator decides).
+func (q *query) restricted(key string, oid uint32) (string, error) {
+	by := restriction{key, oid}
+	if q.restrictedSQL != "" && q.restrictedBy == by {
 		return q.restrictedSQL, nil
 	}
-	sql, err := q.deparseRestricted(key, nil)
+	sql, err := q.deparseRestricted(by, nil)
 	if err == nil {
-		q.restrictedBy, q.restrictedSQL = key, sql
+		q.restrictedBy, q.restrictedSQL = by, sql
 	}
 	return sql, err
 }
@@ -326,30 +377,35 @@ func (q *query) restricted(key string) (string, error) {
 // no other row's vector (accelerate.go, the fast path):
 //
 //	ORDER BY CASE WHEN xmin::text::int8 = ($x::int8[])[array_position($n, key)]
+//	                   AND tableoid = <oid>
 //	                   AND <this server's timeline> = $t
 //	              THEN ($d::float8[])[array_position($n, key)]
 //	              ELSE <the statement's distance> END
 //
 // with the candidates' xids bound as $x and their distances as $d, the
-// three parameters following restricted's (fastParam). The timeline is
-// read once per statement: a standby's last restartpoint's, a primary's
-// that of its WAL insert position, as heapfetch's fast path reads it.
-func (q *query) fastRestricted(key string) (string, error) {
-	if q.fastSQL != "" && q.fastBy == key {
+// three parameters following restricted's (fastParam). A row of another
+// table (an inheriting table's, which shares the key and may share the
+// xid) is measured by PostgreSQL. The timeline is read once per
+// statement: a standby's last restartpoint's, a primary's that of its WAL
+// insert position, as heapfetch's fast path reads it.
+func (q *query) fastRestricted(key string, oid uint32) (string, error) {
+	by := restriction{key, oid}
+	if q.fastSQL != "" && q.fastBy == by {
 		return q.fastSQL, nil
 	}
 	n, x := q.params+1, q.fastParam()
 	tmpl, err := pg_query.Parse(fmt.Sprintf(`SELECT CASE WHEN xmin::text::int8 = ($%[2]d::int8[])[array_position($%[1]d, %[5]s)]
+		AND tableoid OPERATOR(pg_catalog.=) '%[6]d'::pg_catalog.oid
 		AND (SELECT CASE WHEN pg_catalog.pg_is_in_recovery() THEN (SELECT timeline_id FROM pg_catalog.pg_control_checkpoint())
 			ELSE ('x' || substr(pg_catalog.pg_walfile_name(pg_catalog.pg_current_wal_lsn()), 1, 8))::bit(32)::int8 END = $%[4]d::int8)
-		THEN ($%[3]d::float8[])[array_position($%[1]d, %[5]s)] END`, n, x, x+1, x+2, pgx.Identifier{key}.Sanitize()))
+		THEN ($%[3]d::float8[])[array_position($%[1]d, %[5]s)] END`, n, x, x+1, x+2, pgx.Identifier{key}.Sanitize(), oid))
 	if err != nil {
 		return "", err
 	}
 	order := tmpl.Stmts[0].Stmt.GetSelectStmt().TargetList[0].GetResTarget().Val
-	sql, err := q.deparseRestricted(key, order)
+	sql, err := q.deparseRestricted(by, order)
 	if err == nil {
-		q.fastBy, q.fastSQL = key, sql
+		q.fastBy, q.fastSQL = by, sql
 	}
 	return sql, err
 }
@@ -363,13 +419,33 @@ func (q *query) fastParam() int {
 	return q.params + 2
 }
 
-// deparseRestricted deparses q with "AND key = ANY($n)" added, and, if
-// order is a CASE expression, that as its sort key, the statement's
-// distance its ELSE.
-func (q *query) deparseRestricted(key string, order *pg_query.Node) (string, error) {
-	cond := pg_query.MakeAExprNode(pg_query.A_Expr_Kind_AEXPR_OP_ANY, []*pg_query.Node{pg_query.MakeStrNode("=")},
-		pg_query.MakeColumnRefNode([]*pg_query.Node{pg_query.MakeStrNode(key)}, -1),
-		pg_query.MakeParamRefNode(int32(q.params+1), -1), -1)
+// boundCondition is restricted's condition on the rows: the candidates'
+// keys, where the statement's table name finds the table of OID oid.
+func (q *query) boundCondition(by restriction) (*pg_query.Node, error) {
+	name := pgx.Identifier{q.table}
+	if q.schema != "" {
+		name = pgx.Identifier{q.schema, q.table}
+	}
+	tmpl, err := pg_query.Parse(fmt.Sprintf(`SELECT CASE WHEN %s::pg_catalog.regclass OPERATOR(pg_catalog.=) '%d'::pg_catalog.oid
+		THEN %s = ANY($%d) ELSE false END`, quoteLiteral(name.Sanitize()), by.oid, pgx.Identifier{by.key}.Sanitize(), q.params+1))
+	if err != nil {
+		return nil, err
+	}
+	return tmpl.Stmts[0].Stmt.GetSelectStmt().TargetList[0].GetResTarget().Val, nil
+}
+
+// quoteLiteral is s as an SQL string literal (standard_conforming_strings
+// on, as every accelerated session has it).
+func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
+
+// deparseRestricted deparses q with boundCondition added, and, if order
+// is a CASE expression, that as its sort key, the statement's distance
+// its ELSE.
+func (q *query) deparseRestricted(by restriction, order *pg_query.Node) (string, error) {
+	cond, err := q.boundCondition(by)
+	if err != nil {
+		return "", err
+	}
 	orig := q.sel.WhereClause
 	if orig != nil {
 		cond = pg_query.MakeBoolExprNode(pg_query.BoolExprType_AND_EXPR, []*pg_query.Node{orig, cond}, -1)

@@ -3,6 +3,7 @@
 package proxy
 
 import (
+	"fmt"
 	"testing"
 
 	pg_query "github.com/pganalyze/pg_query_go/v6"
@@ -45,7 +46,6 @@ func TestRecognize(t *testing.T) {
 		{"SELECT id FROM items ORDER BY embedding <-> '[1]' FETCH FIRST 1 ROWS WITH TIES", "limit"},
 		{"SELECT id FROM items, other ORDER BY embedding <-> '[1]' LIMIT 1", "from"},
 		{"SELECT id FROM items JOIN other USING (id) ORDER BY embedding <-> '[1]' LIMIT 1", "from"},
-		{"SELECT id FROM ONLY items ORDER BY embedding <-> '[1]' LIMIT 1", "from"},
 		{"WITH c AS (SELECT 1) SELECT id FROM items ORDER BY embedding <-> '[1]' LIMIT 1", "shape"},
 		{"SELECT DISTINCT id FROM items ORDER BY embedding <-> '[1]' LIMIT 1", "shape"},
 		{"SELECT id FROM items ORDER BY embedding <-> '[1]' LIMIT 1 FOR UPDATE", "shape"},
@@ -67,22 +67,30 @@ func TestRecognize(t *testing.T) {
 	}
 }
 
+// TestRestricted: the restricted statement reads the candidates' rows
+// only where the name finds the table of the OID followed, its name
+// quoted as written; the client's vector literal becomes a parameter.
 func TestRestricted(t *testing.T) {
+	bound := func(name string, n int) string {
+		return fmt.Sprintf("CASE WHEN '%s'::pg_catalog.regclass OPERATOR(pg_catalog.=) '16389'::pg_catalog.oid THEN id = ANY($%d) ELSE false END", name, n)
+	}
 	for _, c := range []struct{ sql, want string }{
 		{"SELECT id FROM items ORDER BY embedding <-> '[1]' LIMIT 10",
-			"SELECT id FROM items WHERE id = ANY($1) ORDER BY embedding <-> $2 LIMIT 10"},
+			"SELECT id FROM items WHERE " + bound(`"items"`, 1) + " ORDER BY embedding <-> $2 LIMIT 10"},
+		{`SELECT id FROM "it's"."My Items" ORDER BY embedding <-> $1 LIMIT 10`,
+			`SELECT id FROM "it's"."My Items" WHERE ` + bound(`"it''s"."My Items"`, 2) + " ORDER BY embedding <-> $1 LIMIT 10"},
 		// A literal vector becomes one parameter wherever it is a
 		// distance's operand; the same text elsewhere stays as it is.
 		{"SELECT id, 1 - (embedding <=> '[1,2]'::vector) AS s, '[1,2]' AS t FROM items WHERE note <> '[1,2]' ORDER BY embedding <=> '[1,2]'::vector LIMIT 5",
-			"SELECT id, 1 - (embedding <=> $2::vector) AS s, '[1,2]' AS t FROM items WHERE note <> '[1,2]' AND id = ANY($1) ORDER BY embedding <=> $2::vector LIMIT 5"},
+			"SELECT id, 1 - (embedding <=> $2::vector) AS s, '[1,2]' AS t FROM items WHERE note <> '[1,2]' AND " + bound(`"items"`, 1) + " ORDER BY embedding <=> $2::vector LIMIT 5"},
 		{"SELECT * FROM items i WHERE a = $1 OR b ORDER BY i.embedding <=> $2 LIMIT 3 OFFSET 1",
-			"SELECT * FROM items i WHERE (a = $1 OR b) AND id = ANY($3) ORDER BY i.embedding <=> $2 LIMIT 3 OFFSET 1"},
+			"SELECT * FROM items i WHERE (a = $1 OR b) AND " + bound(`"items"`, 3) + " ORDER BY i.embedding <=> $2 LIMIT 3 OFFSET 1"},
 	} {
 		q, reason := recognize(c.sql)
 		if q == nil {
 			t.Fatalf("%s: not accepted (%s)", c.sql, reason)
 		}
-		got, err := q.restricted("id")
+		got, err := q.restricted("id", 16389)
 		if err != nil || got != c.want {
 			t.Errorf("%s: got %q, %v; want %q", c.sql, got, err, c.want)
 		}

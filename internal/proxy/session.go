@@ -5,11 +5,13 @@ package proxy
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"errors"
 	"io"
 	"net"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // session is one client's connection and its own upstream connection.
@@ -47,10 +49,13 @@ type session struct {
 	batch   bool
 	// dirty: a statement passed through since the last probe (see
 	// accelerate.go), so the session may have written or changed its
-	// search_path.
+	// settings.
 	dirty    bool
-	resolved map[[3]string]resolution // table names (and the indexed column) the last probe checked
-	options  string                   // knn options from the session's settings, as the last probe read them
+	tables   map[uint32]tableFacts // what the last probes found of the indexed tables, by OID
+	options  string                // knn options from the session's settings, as the last probe read them
+	timeout  time.Duration         // statement_timeout, as the last probe read it
+	database string                // the session's database, as the probes read it
+	schemas  []string              // the schemas its search_path finds, as the last probe read them
 	// vectorOID is pgvector's vector type in the session's database, as
 	// the last probe read it (0: not installed, or not probed yet).
 	vectorOID uint32
@@ -61,9 +66,14 @@ type session struct {
 	systemID  int64
 	controlOK bool
 	// stmts are the client's prepared statements the proxy could answer,
-	// by name (see noteParse); own, the session's (prepared.go).
+	// by name (see noteParse).
 	stmts map[string]*clientStatement
-	own   ownStatements
+	// ownName names the statements the session prepares for itself, each
+	// closed in the round trip that prepared it: random, so that no name
+	// of the client's meets it.
+	ownName string
+	// waiting ends the session's wait for candidates, while it waits.
+	waiting atomic.Pointer[context.CancelFunc]
 	// lastPlan is what SHOW vecside.last_plan answers.
 	lastPlan string
 
@@ -82,7 +92,7 @@ type session struct {
 
 func newSession(p *Proxy, nc, up net.Conn) *session {
 	return &session{p: p, nc: nc, up: up, c: newWire(nc, p.limits.MaxMessage), u: newWire(up, p.limits.MaxMessage),
-		dirty: true, ended: make(chan struct{})}
+		dirty: true, ended: make(chan struct{}), ownName: "vecside_" + rand.Text()}
 }
 
 // run relays until either side ends the session or ctx ends.

@@ -31,11 +31,17 @@ type Sidecar interface {
 
 // Index is one ready index of a sidecar, as vecside_status() reports it:
 // names as PostgreSQL stores them (unquoted, case kept), the table as
-// schema and name. Exact says its distances are exact (store=float), so
-// that its candidates come with xids (the fast path, accelerate.go).
+// schema and name, and what an answer is bound to: the table's OID, its
+// database and the server's system identifier (0 or empty from a
+// sidecar too old to say, whose statements pass through). Exact says its
+// distances are exact (store=float), so that its candidates come with
+// xids (the fast path, accelerate.go).
 type Index struct {
 	Name, Schema, Table, Column, Key, Metric string
 	Exact                                    bool
+	TableOID                                 uint32
+	Database                                 string
+	SystemID                                 int64
 }
 
 // Remote is the sidecar that client asks for candidates, whose
@@ -53,23 +59,24 @@ func (r remote) Indexes(ctx context.Context) ([]Index, error) {
 	ixs, err := r.read(ctx, true)
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) && pe.Code == "42703" {
-		// A sidecar older than exact_distances: its indexes are read
-		// without it, none exact (no fast path), so that a proxy may be
-		// upgraded before the sidecars it asks.
+		// A sidecar older than table_oid: its indexes are read without
+		// what binds an answer, so that a proxy may be upgraded before the
+		// sidecars it asks; their statements pass through.
 		ixs, err = r.read(ctx, false)
 	}
 	return ixs, err
 }
 
-// read reads the ready indexes, with exact_distances if exact.
-func (r remote) read(ctx context.Context, exact bool) ([]Index, error) {
+// read reads the ready indexes, with their identity and exact_distances
+// if bound.
+func (r remote) read(ctx context.Context, bound bool) ([]Index, error) {
 	columns := "index_name, table_name, column_name, key_column, metric, state"
 	var ix Index
 	var table, state string
 	dest := []any{&ix.Name, &table, &ix.Column, &ix.Key, &ix.Metric, &state}
-	if exact {
-		columns += ", exact_distances"
-		dest = append(dest, &ix.Exact)
+	if bound {
+		columns += ", exact_distances, table_oid, database_name, system_identifier"
+		dest = append(dest, &ix.Exact, &ix.TableOID, &ix.Database, &ix.SystemID)
 	}
 	rows, err := r.status.Query(ctx, "SELECT "+columns+" FROM vecside_status()")
 	if err != nil {
@@ -116,7 +123,7 @@ func (l inProcess) Indexes(context.Context) ([]Index, error) {
 		if s.State == indexer.StateReady {
 			schema, table := splitTable(s.Table)
 			out = append(out, Index{Name: s.Name, Schema: schema, Table: table, Column: s.Column, Key: s.KeyColumn,
-				Metric: s.Metric.String(), Exact: s.ExactDistances})
+				Metric: s.Metric.String(), Exact: s.ExactDistances, TableOID: s.TableOID, Database: s.Database, SystemID: int64(s.SystemID)})
 		}
 	}
 	return out, nil
