@@ -76,9 +76,11 @@ type diffFixture struct {
 	// errorf reports a difference: t.Errorf, or, while a failing session
 	// is shrunk, a note that it failed.
 	errorf func(format string, args ...any)
-	// statements and answered count the session statements run and those
-	// the proxy answered.
-	statements, answered int
+	// statements counts the session statements run; searches those of
+	// them the proxy recognised, answered those it answered, passed why
+	// it passed the others through; blocks the transaction blocks ended.
+	statements, searches, answered, blocks int
+	passed                                 map[string]int
 }
 
 // recallCount sums, over the statements the proxy answered, the rows of
@@ -279,10 +281,31 @@ func pgconnDatabase(dsn string) string {
 func (f *diffFixture) step(t *testing.T, s *pair, sql string, extended bool, params []*string, expect byte) {
 	t.Helper()
 	want := f.normalized(execute(t, s.direct, sql, extended, params))
-	before := f.p.Stats().Accelerated
+	before := f.p.Stats()
 	got := f.normalized(execute(t, s.proxied, sql, extended, params))
-	answered := f.p.Stats().Accelerated != before
+	after := f.p.Stats()
+	answered := after.Accelerated != before.Accelerated
 	f.statements++
+	if answered {
+		f.searches++
+	}
+	for reason, n := range after.Fallbacks {
+		if n != before.Fallbacks[reason] {
+			f.searches++
+			if f.passed == nil {
+				f.passed = map[string]int{}
+			}
+			if reason == "too few rows" && shortAnswer(sql, params, want) {
+				// PostgreSQL's own answer is short of LIMIT: no
+				// candidates can show that it is complete.
+				reason = "answer shorter than LIMIT"
+			}
+			f.passed[reason]++
+		}
+	}
+	if w := strings.ToUpper(sql); w == "COMMIT" || w == "ROLLBACK" {
+		f.blocks++
+	}
 	switch {
 	case expect == '+' && !answered:
 		f.errorf("%s: passed through (%v), want it answered by the proxy", sql, f.p.Stats().Fallbacks)
@@ -299,6 +322,27 @@ func (f *diffFixture) step(t *testing.T, s *pair, sql string, extended bool, par
 	if err := f.judge(t, s, sql, extended, params, got, want); err != "" {
 		f.errorf("%s: answered by the proxy, %s\ngot\n\t%v\nPostgreSQL gave\n\t%v", sql, err, got, want)
 	}
+}
+
+// shortAnswer reports whether want, the answer to sql with params, has
+// fewer rows than its LIMIT.
+func shortAnswer(sql string, params []*string, want diffOutcome) bool {
+	tree, err := pg_query.Parse(sql)
+	if err != nil || len(tree.Stmts) != 1 || len(want.Results) != 1 {
+		return false
+	}
+	n := tree.Stmts[0].Stmt.GetSelectStmt().GetLimitCount()
+	var limit string
+	switch {
+	case n.GetAConst().GetIval() != nil:
+		limit = strconv.Itoa(int(n.GetAConst().GetIval().Ival))
+	case n.GetAConst().GetSval() != nil:
+		limit = n.GetAConst().GetSval().Sval
+	case n.GetParamRef() != nil && int(n.GetParamRef().Number) <= len(params) && params[n.GetParamRef().Number-1] != nil:
+		limit = *params[n.GetParamRef().Number-1]
+	}
+	l, err := strconv.ParseInt(limit, 10, 64)
+	return err == nil && int64(len(want.Results[0].Rows)) < l
 }
 
 func outcomesEqual(a, b diffOutcome) bool {
