@@ -40,6 +40,9 @@ const (
 	// and rows that tie at infinity come in PostgreSQL's order, not the
 	// sidecar's.
 	maxQueryComponent = 1e15
+	// maxParameters is the most parameters a statement may have, as a
+	// Bind message counts them.
+	maxParameters = 65535
 )
 
 // probeSQL tells, in one round trip, what the session's earlier
@@ -301,6 +304,9 @@ func (s *session) answer(q *query, ix Index, vector func() ([]float32, string), 
 		return passThrough{reason}
 	}
 	k, reason := wants(q)
+	if q.params+5 > maxParameters { // the candidates, a literal vector, the fast path's three
+		reason = "parameters"
+	}
 	if reason != "" {
 		return passThrough{reason}
 	}
