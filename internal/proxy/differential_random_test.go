@@ -126,7 +126,7 @@ func (g *sessionGen) session() []string {
 			steps = append(steps, g.statement())
 		case r < 84:
 			steps = append(steps, g.pick(
-				"!CREATE TABLE IF NOT EXISTS s1.items (LIKE public.items); INSERT INTO s1.items (id, tenant, category, note, embedding) " +
+				"!CREATE TABLE IF NOT EXISTS s1.items (LIKE public.items); INSERT INTO s1.items (id, tenant, category, note, embedding) "+
 					"SELECT id, tenant, category, note, embedding FROM public.items WHERE id <= 30; GRANT SELECT ON s1.items TO PUBLIC",
 				"!DROP TABLE IF EXISTS s1.items",
 				"CREATE TEMP TABLE IF NOT EXISTS items AS SELECT id, tenant, category, note, embedding FROM public.items WHERE id <= 40",
