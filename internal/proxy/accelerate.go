@@ -692,11 +692,10 @@ func (s *session) interrupt() {
 	}
 }
 
-// result is one round's replies to the client's eyes: RowDescription,
-// DataRows and CommandComplete, or PostgreSQL's error; and the Sync's
-// ReadyForQuery.
+// result is one round's replies to the client's eyes: BindComplete,
+// RowDescription (each round describes its own statement), DataRows and
+// CommandComplete, or PostgreSQL's error; and the Sync's ReadyForQuery.
 type result struct {
-	desc     message
 	msgs     []message
 	err      *pgproto3.ErrorResponse
 	tooLarge bool
@@ -715,9 +714,6 @@ func (r *result) rows() (n int) {
 // collect reads one round's replies, up to its ReadyForQuery.
 func (s *session) collect(r *result) error {
 	r.msgs = r.msgs[:0]
-	if r.desc.typ != 0 {
-		r.msgs = append(r.msgs, r.desc)
-	}
 	held := 0
 	for {
 		m, err := s.reply()
@@ -729,10 +725,7 @@ func (s *session) collect(r *result) error {
 			r.msgs = r.msgs[:0]
 		}
 		switch m.typ {
-		case 'T':
-			r.desc = m
-			r.msgs = append(r.msgs, m)
-		case '2', 'D', 'C':
+		case '2', 'T', 'D', 'C':
 			if !r.tooLarge {
 				r.msgs = append(r.msgs, m)
 			}

@@ -3,6 +3,7 @@
 package proxy
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"math"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgproto3"
 	pg_query "github.com/pganalyze/pg_query_go/v6"
 
 	"github.com/vecside/vecside/deploy"
@@ -139,9 +141,30 @@ func newDiffFixture(t *testing.T, sc script, inProcess bool) *diffFixture {
 	return f
 }
 
-// pair is one session, run both ways.
+// pair is one session, run both ways, with what each side received
+// traced: the oracle compares the kinds of messages too, which results
+// alone would hide (a RowDescription sent twice).
 type pair struct {
 	direct, proxied *pgconn.PgConn
+	traces          [2]*bytes.Buffer
+}
+
+// trace starts tracing c's messages into b.
+func trace(c *pgconn.PgConn, b *bytes.Buffer) {
+	c.Frontend().Trace(b, pgproto3.TracerOptions{SuppressTimestamps: true})
+}
+
+// received is the kinds of the messages a trace shows PostgreSQL (or the
+// proxy) sent since it was last read, and empties it.
+func received(b *bytes.Buffer) string {
+	var kinds []string
+	for _, line := range strings.Split(b.String(), "\n") {
+		if f := strings.SplitN(line, "\t", 3); len(f) >= 2 && f[0] == "B" {
+			kinds = append(kinds, f[1])
+		}
+	}
+	b.Reset()
+	return strings.Join(kinds, " ")
 }
 
 // asRole is dsn with its user replaced by role.
@@ -170,6 +193,9 @@ func (f *diffFixture) open(t *testing.T, role string, other bool) *pair {
 	if p.proxied, err = pgconn.Connect(ctx, f.via(asRole(target, role))); err != nil {
 		t.Fatal(err)
 	}
+	p.traces = [2]*bytes.Buffer{{}, {}}
+	trace(p.direct, p.traces[0])
+	trace(p.proxied, p.traces[1])
 	return &p
 }
 
@@ -280,10 +306,17 @@ func pgconnDatabase(dsn string) string {
 // is '+' (answered by the proxy), '-' (passed through) or 0.
 func (f *diffFixture) step(t *testing.T, s *pair, sql string, extended bool, params []*string, expect byte) {
 	t.Helper()
+	received(s.traces[0])
+	received(s.traces[1])
 	want := f.normalized(execute(t, s.direct, sql, extended, params))
+	wantKinds := received(s.traces[0])
 	before := f.p.Stats()
 	got := f.normalized(execute(t, s.proxied, sql, extended, params))
+	gotKinds := received(s.traces[1])
 	after := f.p.Stats()
+	if gotKinds != wantKinds {
+		f.errorf("%s: the client received %s, want %s", sql, gotKinds, wantKinds)
+	}
 	answered := after.Accelerated != before.Accelerated
 	f.statements++
 	if answered {
