@@ -103,7 +103,9 @@ func TestSidecarStalled(t *testing.T) {
 	waitIndexed(t, p, "items", "l2")
 	ctx := context.Background()
 	query := "SELECT id FROM items ORDER BY embedding <-> '" + f.vector() + "' LIMIT 5"
+	began := time.Now()
 	want := run(t, f.db, query)
+	t.Logf("straight to PostgreSQL: %v", time.Since(began))
 	// ask runs the query on c: PostgreSQL's rows, or, cancelled, its
 	// error for a cancelled statement (the cancel reaches PostgreSQL
 	// too, and cancels the statement passed through if it is there
@@ -117,7 +119,9 @@ func TestSidecarStalled(t *testing.T) {
 			t.Errorf("got %v %v, want PostgreSQL's %q", rs, err, want.Rows)
 		}
 		<-stalled.waiting
-		return time.Since(start), <-stalled.ended
+		took := time.Since(start)
+		t.Logf("answered in %v", took)
+		return took, <-stalled.ended
 	}
 
 	// Each case in a session of its own, one after the other, past the
