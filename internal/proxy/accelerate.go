@@ -5,6 +5,7 @@ package proxy
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -14,7 +15,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgproto3"
-	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/vecside/vecside/heapfetch"
 	"github.com/vecside/vecside/internal/knnlimits"
@@ -93,7 +93,7 @@ CASE WHEN pg_catalog.pg_is_in_recovery() THEN coalesce(pg_catalog.pg_last_wal_re
     WHEN o.file_offset % pg_catalog.current_setting('wal_block_size')::int = 24 THEN 24 ELSE 0 END)::text
     FROM pg_catalog.pg_current_wal_insert_lsn() l, pg_catalog.pg_walfile_name_offset(l) o)
   ELSE pg_catalog.pg_current_wal_flush_lsn()::text END,
-pg_catalog.current_database(), pg_catalog.current_schemas(true)::text,
+pg_catalog.current_database(), pg_catalog.to_json(pg_catalog.current_schemas(true)),
 coalesce((SELECT t.oid FROM pg_catalog.pg_type t JOIN pg_catalog.pg_extension e ON e.extnamespace = t.typnamespace
   WHERE e.extname = 'vector' AND t.typname = 'vector'), 0),
 ` + settingsSQL + `,
@@ -104,7 +104,7 @@ coalesce(pg_catalog.has_column_privilege($1::oid,
   (SELECT a.attnum FROM pg_catalog.pg_attribute a WHERE a.attrelid = $1::oid AND a.attname = $3 AND NOT a.attisdropped), 'SELECT'), false),
 pg_catalog.has_function_privilege('pg_catalog.pg_control_system()', 'EXECUTE') AND pg_catalog.has_function_privilege('pg_catalog.pg_control_checkpoint()', 'EXECUTE'),
 coalesce((SELECT c.relhassubclass AND c.relkind <> 'p' FROM pg_catalog.pg_class c WHERE c.oid = $1::oid), false),
-(SELECT pg_catalog.array_agg(a.attname::text) FROM pg_catalog.pg_attribute a WHERE a.attrelid = $1::oid AND NOT a.attisdropped)`
+(SELECT pg_catalog.json_agg(a.attname) FROM pg_catalog.pg_attribute a WHERE a.attrelid = $1::oid AND NOT a.attisdropped)`
 
 // probeColumns is how many columns probeSQL has.
 var probeColumns = 6 + len(settingOptions) + 7
@@ -559,7 +559,7 @@ func (s *session) probe(ix Index) (tableFacts, string, error) {
 	wrote, isolation, lsn := string(row[0]) == "t", string(row[1]), string(row[2])
 	s.database = string(row[3])
 	s.schemas = nil
-	pgtype.NewMap().Scan(pgtype.TextArrayOID, pgtype.TextFormatCode, row[4], &s.schemas)
+	json.Unmarshal(row[4], &s.schemas)
 	if oid, err := strconv.ParseUint(string(row[5]), 10, 32); err == nil {
 		s.vectorOID = uint32(oid)
 	}
@@ -573,13 +573,10 @@ func (s *session) probe(ix Index) (tableFacts, string, error) {
 	s.controlOK = string(last[4]) == "t"
 	t.inherited = string(last[5]) == "t"
 	t.columns = map[string]bool{}
-	if last[6] != nil {
-		var names []string
-		if err := pgtype.NewMap().Scan(pgtype.TextArrayOID, pgtype.TextFormatCode, last[6], &names); err == nil {
-			for _, n := range names {
-				t.columns[n] = true
-			}
-		}
+	var names []string
+	json.Unmarshal(last[6], &names) // NULL: the table is gone, and has no columns
+	for _, n := range names {
+		t.columns[n] = true
 	}
 	inBlock := z != 'I'
 	switch {

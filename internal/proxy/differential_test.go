@@ -5,8 +5,10 @@ package proxy
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"math"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -70,6 +72,7 @@ import (
 // them, and a proxy in front of both.
 type diffFixture struct {
 	direct, twin string       // the databases' URLs (superuser)
+	names        [2]string    // their names, which errors may mention
 	others       [2]*pgx.Conn // superuser connections to each, for "!" steps
 	sc           *sidecar.Sidecar
 	p            *Proxy
@@ -123,13 +126,13 @@ func newDiffFixture(t *testing.T, sc script, inProcess bool) *diffFixture {
 	} else {
 		f.p, via = startProxy(t, f.twin, side)
 	}
-	host := strings.SplitN(strings.TrimPrefix(via, "postgres://"), "/", 2)[0]
-	host = host[strings.LastIndex(host, "@")+1:]
+	proxyAt := mustParseURL(t, via).Host
 	f.via = func(dsn string) string {
-		u := strings.SplitN(strings.TrimPrefix(dsn, "postgres://"), "/", 2)
-		auth := u[0][:strings.LastIndex(u[0], "@")+1]
-		return "postgres://" + auth + host + "/" + u[1]
+		u := mustParseURL(t, dsn)
+		u.Host = proxyAt
+		return u.String()
 	}
+	f.names = [2]string{strings.TrimPrefix(mustParseURL(t, f.direct).Path, "/"), strings.TrimPrefix(mustParseURL(t, f.twin).Path, "/")}
 	f.errorf = t.Errorf
 	deadline := time.Now().Add(30 * time.Second)
 	for indexCount(f.p) < len(defs) {
@@ -243,7 +246,8 @@ func execute(t *testing.T, c *pgconn.PgConn, sql string, extended bool, params [
 	} else {
 		var err error
 		results, err = c.Exec(ctx, sql).ReadAll()
-		if err != nil && !isPgError(err) {
+		var pe *pgconn.PgError
+		if err != nil && !errors.As(err, &pe) {
 			t.Fatalf("%s: %v", sql, err)
 		}
 	}
@@ -278,28 +282,25 @@ func execute(t *testing.T, c *pgconn.PgConn, sql string, extended bool, params [
 	return o
 }
 
-func isPgError(err error) bool {
-	_, ok := err.(*pgconn.PgError)
-	return ok
+func mustParseURL(t *testing.T, s string) *url.URL {
+	t.Helper()
+	u, err := url.Parse(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
 }
 
 // normalized is o with each database's name in its errors made one.
 func (f *diffFixture) normalized(o diffOutcome) diffOutcome {
-	names := []string{pgconnDatabase(f.direct), pgconnDatabase(f.twin)}
 	out := diffOutcome{Tx: o.Tx}
 	for _, r := range o.Results {
-		for _, n := range names {
+		for _, n := range f.names {
 			r.Err = strings.ReplaceAll(r.Err, n, "<db>")
 		}
 		out.Results = append(out.Results, r)
 	}
 	return out
-}
-
-func pgconnDatabase(dsn string) string {
-	i := strings.LastIndex(dsn, "/")
-	name, _, _ := strings.Cut(dsn[i+1:], "?")
-	return name
 }
 
 // step runs one statement of a session both ways and judges it; expect

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
-	"strings"
 
 	"github.com/jackc/pgx/v5"
 	pg_query "github.com/pganalyze/pg_query_go/v6"
@@ -426,17 +425,17 @@ func (q *query) boundCondition(by restriction) (*pg_query.Node, error) {
 	if q.schema != "" {
 		name = pgx.Identifier{q.schema, q.table}
 	}
-	tmpl, err := pg_query.Parse(fmt.Sprintf(`SELECT CASE WHEN %s::pg_catalog.regclass OPERATOR(pg_catalog.=) '%d'::pg_catalog.oid
-		THEN %s = ANY($%d) ELSE false END`, quoteLiteral(name.Sanitize()), by.oid, pgx.Identifier{by.key}.Sanitize(), q.params+1))
+	tmpl, err := pg_query.Parse(fmt.Sprintf(`SELECT CASE WHEN ''::pg_catalog.regclass OPERATOR(pg_catalog.=) '%d'::pg_catalog.oid
+		THEN %s = ANY($%d) ELSE false END`, by.oid, pgx.Identifier{by.key}.Sanitize(), q.params+1))
 	if err != nil {
 		return nil, err
 	}
-	return tmpl.Stmts[0].Stmt.GetSelectStmt().TargetList[0].GetResTarget().Val, nil
+	cond := tmpl.Stmts[0].Stmt.GetSelectStmt().TargetList[0].GetResTarget().Val
+	// The name goes in as the literal's value: the deparser quotes it.
+	literal := cond.GetCaseExpr().Args[0].GetCaseWhen().Expr.GetAExpr().Lexpr.GetTypeCast().Arg.GetAConst().GetSval()
+	literal.Sval = name.Sanitize()
+	return cond, nil
 }
-
-// quoteLiteral is s as an SQL string literal (standard_conforming_strings
-// on, as every accelerated session has it).
-func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
 
 // deparseRestricted deparses q with boundCondition added, and, if order
 // is a CASE expression, that as its sort key, the statement's distance
