@@ -73,9 +73,8 @@ const (
 //     if something set it (a session's SET, ALTER ROLE or DATABASE, the
 //     configuration file): pgvector's defaults, which appear once its
 //     library is loaded, are not the session's choice, and the index's
-//     calibrated settings stand;
-//   - statement_timeout in milliseconds, which bounds the wait for
-//     candidates;
+//     calibrated settings stand (settingsSQLFor);
+//   - statement_timeout, which bounds the wait for candidates;
 //   - for the fast path, the indexed column's type and whether the role
 //     may read the table's xmin (SELECT on the table, where the
 //     statement itself may need it on some columns only); whether the
@@ -97,7 +96,7 @@ pg_catalog.current_database(), pg_catalog.to_json(pg_catalog.current_schemas(tru
 coalesce((SELECT t.oid FROM pg_catalog.pg_type t JOIN pg_catalog.pg_extension e ON e.extnamespace = t.typnamespace
   WHERE e.extname = 'vector' AND t.typname = 'vector'), 0),
 ` + settingsSQL + `,
-(SELECT setting FROM pg_catalog.pg_settings WHERE name = 'statement_timeout'),
+pg_catalog.current_setting('statement_timeout'),
 coalesce((SELECT a.atttypid FROM pg_catalog.pg_attribute a WHERE a.attrelid = $1::oid AND a.attname = $2 AND NOT a.attisdropped), 0),
 coalesce(pg_catalog.has_table_privilege($1::oid, 'SELECT'), false),
 coalesce(pg_catalog.has_column_privilege($1::oid,
@@ -107,7 +106,7 @@ coalesce((SELECT c.relhassubclass AND c.relkind <> 'p' FROM pg_catalog.pg_class 
 (SELECT pg_catalog.json_agg(a.attname) FROM pg_catalog.pg_attribute a WHERE a.attrelid = $1::oid AND NOT a.attisdropped)`
 
 // probeColumns is how many columns probeSQL has.
-var probeColumns = 6 + len(settingOptions) + 7
+var probeColumns = 6 + len(settingOptions) + 8
 
 // settingNames are the settings the probe reads, in settingOptions'
 // order: pgvector's, then vecside's, which take precedence.
@@ -119,17 +118,57 @@ var settingOptions = []string{"ef_search", "probes", "ef_search", "probes", "ove
 // settingsSQL reads each of settingNames where something set it.
 var settingsSQL = settingsSQLFor(settingNames)
 
-// settingsSQLFor is the probe's columns reading each of names where
-// something set it: a setting of a library not loaded (a placeholder,
-// absent from pg_settings) only has a value if it was set; a loaded one
-// at its default reads as NULL.
+// settingsSQLFor is the probe's columns reading names: each one's value,
+// then the JSON list of those at their default. A setting of a library
+// not loaded is a placeholder, absent from pg_settings, and only has a
+// value if something set it; a loaded one may be at its default, which
+// only pg_settings tells. Reading it builds every setting's row: it is
+// read once, and only when one of names has a value, through its
+// function, as the view costs more to plan than the function to run.
 func settingsSQLFor(names []string) string {
-	var cols []string
+	var values, quoted []string
 	for _, name := range names {
-		cols = append(cols, fmt.Sprintf(`CASE WHEN EXISTS (SELECT FROM pg_catalog.pg_settings WHERE name = '%[1]s' AND source = 'default')
-  THEN NULL ELSE pg_catalog.current_setting('%[1]s', true) END`, name))
+		values = append(values, fmt.Sprintf("pg_catalog.current_setting('%s', true)", name))
+		quoted = append(quoted, "'"+name+"'")
 	}
-	return strings.Join(cols, ",\n")
+	return strings.Join(values, ", ") + fmt.Sprintf(`,
+CASE WHEN pg_catalog.num_nonnulls(%s) > 0 THEN (SELECT pg_catalog.json_agg(name) FROM pg_catalog.pg_show_all_settings()
+  WHERE name IN (%s) AND source = 'default') END`, strings.Join(values, ", "), strings.Join(quoted, ", "))
+}
+
+// setValues is the values settingsSQLFor read for names, nil for each
+// at its default.
+func setValues(names []string, row [][]byte) [][]byte {
+	var defaults []string
+	json.Unmarshal(row[len(names)], &defaults) // NULL: none has a value
+	values := slices.Clone(row[:len(names)])
+	for i, name := range names {
+		if slices.Contains(defaults, name) {
+			values[i] = nil
+		}
+	}
+	return values
+}
+
+// parseDuration reads a time setting as SHOW shows it: a number of
+// milliseconds, or with one of PostgreSQL's units.
+func parseDuration(v string) (time.Duration, bool) {
+	units := []struct {
+		suffix string
+		unit   time.Duration
+	}{{"ms", time.Millisecond}, {"min", time.Minute}, {"s", time.Second}, {"h", time.Hour}, {"d", 24 * time.Hour}}
+	unit := time.Millisecond
+	for _, u := range units {
+		if strings.HasSuffix(v, u.suffix) {
+			v, unit = strings.TrimSpace(strings.TrimSuffix(v, u.suffix)), u.unit
+			break
+		}
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 0 || n > int64(math.MaxInt64/unit) {
+		return 0, false
+	}
+	return time.Duration(n) * unit, true
 }
 
 // systemIDSQL reads the server's system identifier, once per session,
@@ -563,10 +602,9 @@ func (s *session) probe(ix Index) (tableFacts, string, error) {
 	if oid, err := strconv.ParseUint(string(row[5]), 10, 32); err == nil {
 		s.vectorOID = uint32(oid)
 	}
-	options, ok := knnOptions(row[6 : 6+len(settingOptions)])
-	last := row[6+len(settingOptions):]
-	ms, _ := strconv.ParseInt(string(last[0]), 10, 64)
-	s.timeout = time.Duration(ms) * time.Millisecond
+	options, ok := knnOptions(setValues(settingNames, row[6:]))
+	last := row[6+len(settingNames)+1:]
+	s.timeout, _ = parseDuration(string(last[0]))
 	colType, _ := strconv.ParseUint(string(last[1]), 10, 32)
 	t.xmins = (colType == float4ArrayOID || colType != 0 && uint32(colType) == s.vectorOID) && string(last[2]) == "t"
 	t.key = string(last[3]) == "t"

@@ -3,15 +3,23 @@
 package proxy
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgproto3"
 
 	"github.com/vecside/vecside/heapfetch"
 	"github.com/vecside/vecside/internal/pgtest"
@@ -24,20 +32,27 @@ import (
 // its default, vecside.ef_search for a placeholder.
 func TestSessionSettingsOnly(t *testing.T) {
 	db := connect(t, pgtest.Shared(t).NewDatabase(t))
-	sql := "SELECT " + settingsSQLFor([]string{"work_mem", "vecside.ef_search"})
+	names := []string{"work_mem", "vecside.ef_search"}
+	sql := "SELECT " + settingsSQLFor(names)
 	read := func() string {
 		t.Helper()
-		var a, b *string
-		if err := db.QueryRow(context.Background(), sql, pgx.QueryExecModeSimpleProtocol).Scan(&a, &b); err != nil {
+		rows, err := db.Query(context.Background(), sql, pgx.QueryExecModeSimpleProtocol)
+		if err != nil {
 			t.Fatal(err)
 		}
-		show := func(p *string) string {
-			if p == nil {
-				return "NULL"
-			}
-			return *p
+		defer rows.Close()
+		if !rows.Next() {
+			t.Fatalf("no row: %v", rows.Err())
 		}
-		return show(a) + " " + show(b)
+		var shown []string
+		for _, v := range setValues(names, slices.Clone(rows.RawValues())) {
+			if v == nil {
+				shown = append(shown, "NULL")
+			} else {
+				shown = append(shown, string(v))
+			}
+		}
+		return strings.Join(shown, " ")
 	}
 	for _, c := range []struct{ set, want string }{
 		{"", "NULL NULL"},
@@ -71,6 +86,23 @@ func TestSessionSettingsOnly(t *testing.T) {
 		plan := lastPlan(t, proxied)
 		if !strings.HasPrefix(plan, "accelerated") || c.want != "" && !strings.Contains(plan, c.want) || c.want == "" && strings.Contains(plan, "options") {
 			t.Errorf("after %q: %q, want %q", c.set, plan, c.want)
+		}
+	}
+}
+
+// TestParseDuration: statement_timeout as SHOW shows it.
+func TestParseDuration(t *testing.T) {
+	for v, want := range map[string]time.Duration{
+		"0": 0, "250": 250 * time.Millisecond, "1500ms": 1500 * time.Millisecond, "3s": 3 * time.Second,
+		"2min": 2 * time.Minute, "1h": time.Hour, "2d": 48 * time.Hour,
+	} {
+		if got, ok := parseDuration(v); !ok || got != want {
+			t.Errorf("%q: %v %v, want %v", v, got, ok, want)
+		}
+	}
+	for _, v := range []string{"", "1x", "-1s", "99999999999999d"} {
+		if got, ok := parseDuration(v); ok {
+			t.Errorf("%q: %v, want an error", v, got)
 		}
 	}
 }
@@ -187,5 +219,72 @@ func TestLastPlanTellsNoMore(t *testing.T) {
 	}
 	if plan := lastPlan(t, tenant); regexp.MustCompile(`\d`).MatchString(strings.TrimPrefix(plan, "accelerated: index items_l2")) {
 		t.Errorf("after a failure: %q", plan)
+	}
+}
+
+// TestEncryptionAskedTwice: a second SSLRequest is refused as PostgreSQL
+// refuses it, not answered again and again.
+func TestEncryptionAskedTwice(t *testing.T) {
+	dsn := pgtest.Shared(t).NewDatabase(t)
+	_, via := startProxy(t, dsn, "")
+	ask := func(url string) (string, []byte) {
+		t.Helper()
+		cfg, err := pgconn.ParseConfig(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		nc, err := net.Dial("tcp", net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port))))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nc.Close()
+		req := binary.BigEndian.AppendUint32([]byte{0, 0, 0, 8}, sslRequestCode)
+		nc.Write(req)
+		first := make([]byte, 1)
+		if _, err := io.ReadFull(nc, first); err != nil {
+			t.Fatal(err)
+		}
+		nc.Write(req)
+		nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+		rest, err := io.ReadAll(nc)
+		if err != nil {
+			t.Fatalf("after a second SSLRequest: %v, want the connection closed", err)
+		}
+		return string(first), rest
+	}
+	wantFirst, want := ask(dsn)
+	first, got := ask(via)
+	if first != wantFirst || !bytes.Contains(got, []byte("0A000")) || !bytes.Contains(want, []byte("0A000")) {
+		t.Errorf("through the proxy %q then %q; PostgreSQL %q then %q", first, got, wantFirst, want)
+	}
+}
+
+// TestTerminateEndsHeldBatch: a Terminate after the Parse, Bind and
+// Execute of a statement the proxy may answer, with no Sync, ends the
+// session at once, as it does straight to PostgreSQL.
+func TestTerminateEndsHeldBatch(t *testing.T) {
+	f := newFixture(t, 200)
+	ctx := context.Background()
+	for name, url := range map[string]string{"direct": f.dsn, "proxy": f.via} {
+		c, err := pgconn.Connect(ctx, url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, err := c.Hijack()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer h.Conn.Close()
+		h.Frontend.Send(&pgproto3.Parse{Query: "SELECT id FROM items ORDER BY embedding <-> '" + f.vector() + "' LIMIT 5"})
+		h.Frontend.Send(&pgproto3.Bind{})
+		h.Frontend.Send(&pgproto3.Execute{})
+		h.Frontend.Send(&pgproto3.Terminate{})
+		if err := h.Frontend.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		h.Conn.SetReadDeadline(time.Now().Add(2 * time.Second))
+		if _, err := io.ReadAll(h.Conn); err != nil {
+			t.Errorf("%s: after Terminate: %v, want the connection closed", name, err)
+		}
 	}
 }

@@ -124,7 +124,7 @@ func (s *session) hold(first message) (*heldBatch, error) {
 	m := first
 	for {
 		b.msgs = append(b.msgs, message{m.typ, append([]byte(nil), m.body...)})
-		if m.typ == 'S' || m.typ == 'H' || len(b.msgs) == maxBatch {
+		if m.typ == 'S' || m.typ == 'H' || m.typ == 'X' || len(b.msgs) == maxBatch {
 			break
 		}
 		typ, n, err := s.c.header()

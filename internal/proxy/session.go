@@ -47,6 +47,9 @@ type session struct {
 	// sent since the last Sync.
 	pending atomic.Int32
 	batch   bool
+	// terminated: the client's Terminate went upstream, alone or ending
+	// a held batch; the session ends once it is flushed.
+	terminated bool
 	// dirty: a statement passed through since the last probe (see
 	// accelerate.go), so the session may have written or changed its
 	// settings.
@@ -154,7 +157,7 @@ func (s *session) relayClient() error {
 		if err := s.handle(m); err != nil {
 			return err
 		}
-		if typ == 'X' {
+		if s.terminated {
 			return s.u.flush()
 		}
 	}
@@ -231,9 +234,12 @@ func (s *session) passOn(m message) {
 	s.pass(m)
 }
 
-// track notes what a client message sent upstream makes PostgreSQL owe.
+// track notes what a client message sent upstream makes PostgreSQL owe,
+// and a Terminate.
 func (s *session) track(typ byte) {
 	switch typ {
+	case 'X':
+		s.terminated = true
 	case 'Q':
 		s.pending.Add(1)
 		s.dirty = true

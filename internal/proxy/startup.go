@@ -39,6 +39,9 @@ const (
 // returned (and given back otherwise).
 func (p *Proxy) startup(st *pgstartup.Startup) (*session, error) {
 	nc, encrypted := st.Conn, false
+	// As PostgreSQL, each encryption is negotiated at most once, and
+	// none after TLS is on: a request again is an unknown protocol.
+	sslAsked, gssAsked := false, false
 	deadline := time.Now().Add(p.limits.AuthTimeout)
 	nc.SetDeadline(deadline)
 	var body []byte
@@ -48,7 +51,16 @@ func (p *Proxy) startup(st *pgstartup.Startup) (*session, error) {
 			return nil, err
 		}
 		code := binary.BigEndian.Uint32(body)
-		if code == sslRequestCode && p.cfg.ClientTLS != nil && !encrypted {
+		switch {
+		case code == sslRequestCode && !sslAsked:
+			sslAsked = true
+		case code == gssEncRequestCode && !gssAsked:
+			gssAsked = true
+		case code == sslRequestCode || code == gssEncRequestCode:
+			refuse(nc, "0A000", fmt.Sprintf("unsupported frontend protocol %d.%d: server supports 3.0 to 3.0", code>>16, code&0xffff))
+			return nil, errors.New("encryption requested twice")
+		}
+		if code == sslRequestCode && p.cfg.ClientTLS != nil {
 			// Exactly one byte, then the handshake: ReadPacket read
 			// nothing past the request.
 			if _, err := nc.Write([]byte{'S'}); err != nil {
@@ -58,7 +70,7 @@ func (p *Proxy) startup(st *pgstartup.Startup) (*session, error) {
 			if err := tc.Handshake(); err != nil {
 				return nil, fmt.Errorf("TLS handshake: %w", err)
 			}
-			nc, encrypted = tc, true
+			nc, encrypted, gssAsked = tc, true, true
 			st.Advance(pgstartup.Negotiated)
 			continue
 		}
