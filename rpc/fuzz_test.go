@@ -88,7 +88,7 @@ func fuzzServer(f *testing.F, scram bool) (*Server, *errorCounter) {
 // runScript serves one connection that sends script.
 func runScript(t *testing.T, srv *Server, errs *errorCounter, script []byte) {
 	before := errs.n.Load()
-	st, _ := pgstartup.NewAdmission(1, 1).Admit(&scriptConn{bytes.NewReader(script)})
+	st, _ := pgstartup.NewAdmission(1, 1, 0).Admit(&scriptConn{bytes.NewReader(script)})
 	srv.serveConn(context.Background(), st)
 	if errs.n.Load() != before {
 		t.Fatalf("the server logged an error (a recovered panic) for %q", script)

@@ -198,7 +198,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	defer cancel()
 	stop := context.AfterFunc(ctx, func() { ln.Close() })
 	defer stop()
-	startups := pgstartup.NewAdmission(s.limits.MaxStartups, s.limits.MaxStartupsPerPeer)
+	startups := pgstartup.NewAdmission(s.limits.MaxStartups, s.limits.MaxStartupsPerPeer, 0)
 	var backoff time.Duration
 	for {
 		nc, err := ln.Accept()

@@ -98,6 +98,7 @@ func proxyFlags(upstreamRequired bool) []cli.Flag {
 		&cli.BoolFlag{Name: "proxy-tls-required", Usage: "refuse clients that do not use TLS (28000)", EnvVars: []string{"VECSIDE_PROXY_TLS_REQUIRED"}},
 		&cli.IntFlag{Name: "proxy-max-startups", Value: proxy.DefaultLimits.MaxStartups, Usage: "connections not yet authenticated, on top of --proxy-max-connections; a new one takes the slot of the one silent longest", EnvVars: []string{"VECSIDE_PROXY_MAX_STARTUPS"}},
 		&cli.IntFlag{Name: "proxy-max-startups-per-peer", Value: proxy.DefaultLimits.MaxStartupsPerPeer, Usage: "of --proxy-max-startups, those of one address that have sent nothing; past it its own oldest gives way", EnvVars: []string{"VECSIDE_PROXY_MAX_STARTUPS_PER_PEER"}},
+		&cli.IntFlag{Name: "proxy-max-authenticating-per-peer", Value: proxy.DefaultLimits.MaxAuthenticatingPerPeer, Usage: "connections of one address authenticating at a time, each holding an upstream connection; the others wait their turn, holding neither, until --proxy-auth-timeout (then 53300)", EnvVars: []string{"VECSIDE_PROXY_MAX_AUTHENTICATING_PER_PEER"}},
 		&cli.DurationFlag{Name: "proxy-auth-timeout", Value: proxy.DefaultLimits.AuthTimeout, Usage: "time a client has from connecting to being authenticated", EnvVars: []string{"VECSIDE_PROXY_AUTH_TIMEOUT"}},
 		&cli.DurationFlag{Name: "proxy-candidate-wait", Value: proxy.DefaultCandidateWait, Usage: "longest a statement waits for the sidecar's candidates (read-your-writes wait included; less under a shorter statement_timeout); past it the statement passes through", EnvVars: []string{"VECSIDE_PROXY_CANDIDATE_WAIT"}},
 	}
@@ -109,7 +110,8 @@ func proxyConfig(c *cli.Context, upstream string) (proxy.Config, error) {
 	cfg := proxy.Config{
 		Upstream: upstream,
 		Limits: proxy.Limits{MaxConnections: c.Int("proxy-max-connections"), MaxStartups: c.Int("proxy-max-startups"),
-			MaxStartupsPerPeer: c.Int("proxy-max-startups-per-peer"), AuthTimeout: c.Duration("proxy-auth-timeout")},
+			MaxStartupsPerPeer: c.Int("proxy-max-startups-per-peer"), MaxAuthenticatingPerPeer: c.Int("proxy-max-authenticating-per-peer"),
+			AuthTimeout: c.Duration("proxy-auth-timeout")},
 		CandidateWait: c.Duration("proxy-candidate-wait"),
 		Logger:        slog.Default(),
 	}
@@ -180,13 +182,15 @@ var (
 	mProxyFastPath    = prometheus.NewDesc("vecside_proxy_fast_path_total", "Accelerated statements ordered by the sidecar's exact distances where rows were the versions it measured, their vectors not read.", nil, nil)
 	mProxyPassed      = prometheus.NewDesc("vecside_proxy_passed_through_total", "Nearest-neighbour statements recognised but passed through, by reason.", []string{"reason"}, nil)
 	mProxyBadCancels  = prometheus.NewDesc("vecside_proxy_bad_cancel_requests_total", "Cancel requests with a key no session has.", nil, nil)
+	mProxyEvicted     = prometheus.NewDesc("vecside_proxy_startups_evicted_total", "Connections closed before authenticating, their startup slot given to a newer one.", nil, nil)
+	mProxyTurnTimeout = prometheus.NewDesc("vecside_proxy_authentication_turn_timeouts_total", "Connections refused at the authentication timeout while other connections of their address authenticated.", nil, nil)
 )
 
 // proxyCollector turns the proxy's Stats into series at each scrape.
 type proxyCollector struct{ p *proxy.Proxy }
 
 func (c proxyCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{mProxySessions, mProxyLooped, mProxyAccelerated, mProxyFastPath, mProxyPassed, mProxyBadCancels} {
+	for _, d := range []*prometheus.Desc{mProxySessions, mProxyLooped, mProxyAccelerated, mProxyFastPath, mProxyPassed, mProxyBadCancels, mProxyEvicted, mProxyTurnTimeout} {
 		ch <- d
 	}
 }
@@ -198,6 +202,8 @@ func (c proxyCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(mProxyAccelerated, prometheus.CounterValue, float64(st.Accelerated))
 	ch <- prometheus.MustNewConstMetric(mProxyFastPath, prometheus.CounterValue, float64(st.FastPath))
 	ch <- prometheus.MustNewConstMetric(mProxyBadCancels, prometheus.CounterValue, float64(st.BadCancels))
+	ch <- prometheus.MustNewConstMetric(mProxyEvicted, prometheus.CounterValue, float64(st.Evicted))
+	ch <- prometheus.MustNewConstMetric(mProxyTurnTimeout, prometheus.CounterValue, float64(st.TurnTimeouts))
 	for reason, n := range st.Fallbacks {
 		ch <- prometheus.MustNewConstMetric(mProxyPassed, prometheus.CounterValue, float64(n), reason)
 	}

@@ -1,6 +1,7 @@
 package pgstartup
 
 import (
+	"errors"
 	"net"
 	"sync"
 	"time"
@@ -18,13 +19,37 @@ import (
 // flood from one address, however fast it reconnects, only ever evicts
 // itself. A client that logs in sends its startup message within a round
 // trip of connecting, and once authenticating is never evicted.
+//
+// Authentication itself holds a server's backend where the server
+// authenticates (the proxy relays it to PostgreSQL), so one address may
+// also authenticate at most authPerPeer connections at a time: the
+// others wait their turn (Authenticate), evictable as connections that
+// have not begun, so that clients that never finish (a StartupMessage,
+// then silence to the password request) hold authPerPeer backends and
+// slots, not all of them, and another address's logins go on.
 type Admission struct {
-	max, perPeer int
+	max, perPeer, authPerPeer int
 
 	mu      sync.Mutex
 	pending map[*Startup]struct{}
-	waiting map[string]int // connections not yet authenticating, by peer
+	waiting map[string]int       // connections not yet authenticating, by peer
+	turns   map[string]*peerTurn // authentication turns, by peer
 }
+
+// peerTurn is one address's authentication turns: a token in ch for each
+// connection authenticating, users the connections holding or awaiting
+// one.
+type peerTurn struct {
+	ch    chan struct{}
+	users int
+}
+
+// ErrEvicted is Authenticate's error for a connection whose slot went to
+// another while it waited for its turn.
+var ErrEvicted = errors.New("pgstartup: the connection's startup slot went to a newer one")
+
+// ErrTurnTimeout is Authenticate's error past its deadline.
+var ErrTurnTimeout = errors.New("pgstartup: too many connections of this address authenticating")
 
 // Startup is one connection's hold on a slot.
 type Startup struct {
@@ -32,7 +57,9 @@ type Startup struct {
 	adm   *Admission
 	peer  string
 	stage Stage
-	since time.Time // when it reached its stage
+	since time.Time     // when it reached its stage
+	gone  chan struct{} // closed when evicted
+	turn  *peerTurn     // held while authenticating
 }
 
 // Stage is how far a connection has come through startup.
@@ -41,14 +68,17 @@ type Stage uint8
 const (
 	Connected      Stage = iota // nothing whole read yet
 	Negotiated                  // an SSLRequest or GSSENCRequest answered
-	Authenticating              // the StartupMessage read
+	Queued                      // the StartupMessage read, waiting for its turn to authenticate
+	Authenticating              // authenticating
 )
 
 // NewAdmission returns an Admission of max slots, perPeer of them at
-// most for connections of one address that have not sent their
-// StartupMessage.
-func NewAdmission(max, perPeer int) *Admission {
-	return &Admission{max: max, perPeer: perPeer, pending: map[*Startup]struct{}{}, waiting: map[string]int{}}
+// most for connections of one address that have not begun to
+// authenticate, of which authPerPeer (0: any number) may authenticate at
+// a time.
+func NewAdmission(max, perPeer, authPerPeer int) *Admission {
+	return &Admission{max: max, perPeer: perPeer, authPerPeer: authPerPeer,
+		pending: map[*Startup]struct{}{}, waiting: map[string]int{}, turns: map[string]*peerTurn{}}
 }
 
 // Admit takes a slot for nc, evicting another connection if needed; the
@@ -68,8 +98,9 @@ func (a *Admission) Admit(nc net.Conn) (st *Startup, evicted *Startup) {
 	}
 	if evicted != nil {
 		a.removeLocked(evicted)
+		close(evicted.gone)
 	}
-	st = &Startup{Conn: nc, adm: a, peer: peer, since: time.Now()}
+	st = &Startup{Conn: nc, adm: a, peer: peer, since: time.Now(), gone: make(chan struct{})}
 	a.pending[st] = struct{}{}
 	a.waiting[peer]++
 	return st, evicted
@@ -106,19 +137,85 @@ func (st *Startup) Advance(stage Stage) {
 	if _, ok := a.pending[st]; !ok {
 		return // evicted
 	}
+	a.advanceLocked(st, stage)
+}
+
+func (a *Admission) advanceLocked(st *Startup, stage Stage) {
 	if stage == Authenticating && st.stage != Authenticating {
 		a.unwait(st.peer)
 	}
 	st.stage, st.since = stage, time.Now()
 }
 
-// Release gives st's slot back, unless it was evicted.
+// Authenticate advances st to Authenticating once its address has
+// fewer than authPerPeer connections authenticating; until then st
+// waits, Queued, and gives up with ErrEvicted if its slot goes to a newer
+// connection or ErrTurnTimeout at deadline.
+func (st *Startup) Authenticate(deadline time.Time) error {
+	a := st.adm
+	a.mu.Lock()
+	if _, ok := a.pending[st]; !ok {
+		a.mu.Unlock()
+		return ErrEvicted
+	}
+	if a.authPerPeer <= 0 {
+		a.advanceLocked(st, Authenticating)
+		a.mu.Unlock()
+		return nil
+	}
+	a.advanceLocked(st, Queued)
+	t := a.turns[st.peer]
+	if t == nil {
+		t = &peerTurn{ch: make(chan struct{}, a.authPerPeer)}
+		a.turns[st.peer] = t
+	}
+	t.users++
+	a.mu.Unlock()
+
+	timer := time.NewTimer(time.Until(deadline))
+	defer timer.Stop()
+	var err error
+	select {
+	case t.ch <- struct{}{}:
+	case <-st.gone:
+		err = ErrEvicted
+	case <-timer.C:
+		err = ErrTurnTimeout
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if _, ok := a.pending[st]; !ok && err == nil {
+		<-t.ch // evicted as its turn came
+		err = ErrEvicted
+	}
+	if err != nil {
+		a.leaveLocked(st.peer, t)
+		return err
+	}
+	st.turn = t
+	a.advanceLocked(st, Authenticating)
+	return nil
+}
+
+// Release gives st's slot back, unless it was evicted, and its turn to
+// authenticate.
 func (st *Startup) Release() {
 	a := st.adm
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if _, ok := a.pending[st]; ok {
 		a.removeLocked(st)
+	}
+	if st.turn != nil {
+		<-st.turn.ch
+		a.leaveLocked(st.peer, st.turn)
+		st.turn = nil
+	}
+}
+
+func (a *Admission) leaveLocked(peer string, t *peerTurn) {
+	if t.users--; t.users == 0 {
+		delete(a.turns, peer)
 	}
 }
 

@@ -289,13 +289,18 @@
 // # What a client can hold
 //
 // Limits: MaxConnections sessions, each with one upstream connection,
-// taken when the StartupMessage arrives and refused with FATAL 53300
-// past it; before that, MaxStartups connections in startup, admitted as
-// rpc admits them (pgstartup.Admission): a connection that has sent
-// nothing gives its slot to a newer one, one address's own first past
-// MaxStartupsPerPeer, so a flood of silent connections holds no session,
-// no upstream connection and, for long, no slot; AuthTimeout to
-// authenticate. A wrong cancel key's pause holds no slot. MaxMessage
+// taken when the connection begins to authenticate and refused with
+// FATAL 53300 past it; before that, MaxStartups connections in startup,
+// admitted as rpc admits them (pgstartup.Admission): a connection that
+// has sent nothing gives its slot to a newer one, one address's own
+// first past MaxStartupsPerPeer, so a flood of silent connections holds
+// no session, no upstream connection and, for long, no slot; AuthTimeout
+// to authenticate. PostgreSQL authenticates, so a connection
+// authenticating holds a backend: one address authenticates at most
+// MaxAuthenticatingPerPeer connections at a time, the others waiting
+// their turn as connections that have not begun (evictable, holding no
+// upstream connection), so that clients that never answer the password
+// request hold that many backends and no other address's logins. A wrong cancel key's pause holds no slot. MaxMessage
 // bounds a message the proxy reads whole (a Query, Parse or Bind, or a
 // reply to an accelerated statement). Larger messages pass through in
 // pieces through 32 KiB buffers, whatever their size, unaccelerated. An

@@ -116,6 +116,13 @@ type Limits struct {
 	// connections, and keeps no client out for long.
 	MaxStartups        int
 	MaxStartupsPerPeer int
+	// MaxAuthenticatingPerPeer bounds the connections of one address
+	// that authenticate at a time, each with its upstream connection and
+	// session slot: the others wait their turn, without either, until
+	// AuthTimeout. So clients that never answer PostgreSQL's password
+	// request hold that many backends, however many they are and however
+	// fast they reconnect, and other addresses still log in.
+	MaxAuthenticatingPerPeer int
 	// AuthTimeout bounds the time from accepting a connection to the end
 	// of its authentication; past it both connections are closed.
 	AuthTimeout time.Duration
@@ -128,7 +135,7 @@ type Limits struct {
 // DefaultLimits are the limits a zero Limits field takes: about 64 KiB of
 // buffers per session plus, while a statement is looked into, MaxMessage
 // and the rows of one accelerated result.
-var DefaultLimits = Limits{MaxConnections: 100, MaxStartups: 256, MaxStartupsPerPeer: 64, AuthTimeout: 10 * time.Second,
+var DefaultLimits = Limits{MaxConnections: 100, MaxStartups: 256, MaxStartupsPerPeer: 64, MaxAuthenticatingPerPeer: 8, AuthTimeout: 10 * time.Second,
 	MaxMessage: 1 << 20}
 
 func (l Limits) withDefaults() Limits {
@@ -141,6 +148,9 @@ func (l Limits) withDefaults() Limits {
 	}
 	if l.MaxStartupsPerPeer <= 0 {
 		l.MaxStartupsPerPeer = min(d.MaxStartupsPerPeer, l.MaxStartups)
+	}
+	if l.MaxAuthenticatingPerPeer <= 0 {
+		l.MaxAuthenticatingPerPeer = d.MaxAuthenticatingPerPeer
 	}
 	if l.AuthTimeout <= 0 {
 		l.AuthTimeout = d.AuthTimeout
@@ -216,7 +226,7 @@ func (p *Proxy) Serve(ctx context.Context, ln net.Listener) error {
 	}
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	startups := pgstartup.NewAdmission(p.limits.MaxStartups, p.limits.MaxStartupsPerPeer)
+	startups := pgstartup.NewAdmission(p.limits.MaxStartups, p.limits.MaxStartupsPerPeer, p.limits.MaxAuthenticatingPerPeer)
 	for {
 		nc, err := ln.Accept()
 		if err != nil {
@@ -376,12 +386,16 @@ type Stats struct {
 	// Evicted counts connections closed in startup, their slot given
 	// to a newer one (Limits.MaxStartups).
 	Evicted uint64
+	// TurnTimeouts counts connections refused at AuthTimeout while
+	// waiting for their address's turn to authenticate
+	// (Limits.MaxAuthenticatingPerPeer).
+	TurnTimeouts uint64
 }
 
 type counters struct {
-	sessions, looped, accelerated, fastPath, badCancels, evicted atomic.Uint64
-	mu                                                           sync.Mutex
-	fallbacks                                                    map[string]uint64
+	sessions, looped, accelerated, fastPath, badCancels, evicted, turnTimeouts atomic.Uint64
+	mu                                                                         sync.Mutex
+	fallbacks                                                                  map[string]uint64
 }
 
 func (c *counters) fallback(reason string) {
@@ -403,5 +417,5 @@ func (p *Proxy) Stats() Stats {
 		fb[k] = v
 	}
 	return Stats{Sessions: c.sessions.Load(), Looped: c.looped.Load(), Accelerated: c.accelerated.Load(), FastPath: c.fastPath.Load(), Fallbacks: fb, BadCancels: c.badCancels.Load(),
-		Evicted: c.evicted.Load()}
+		Evicted: c.evicted.Load(), TurnTimeouts: c.turnTimeouts.Load()}
 }

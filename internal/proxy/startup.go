@@ -34,9 +34,10 @@ const (
 // queries: PostgreSQL decides who gets in, and the session upstream is
 // the client's own role. SSL and GSS encryption are declined. The only
 // message changed is BackendKeyData: the client gets the proxy's key,
-// which a CancelRequest maps back to the upstream backend's. The
-// StartupMessage takes a session slot, held when a session is
-// returned (and given back otherwise).
+// which a CancelRequest maps back to the upstream backend's. After the
+// StartupMessage, the connection waits for its address's turn to
+// authenticate (Limits.MaxAuthenticatingPerPeer), then takes a session
+// slot, held when a session is returned (and given back otherwise).
 func (p *Proxy) startup(st *pgstartup.Startup) (*session, error) {
 	nc, encrypted := st.Conn, false
 	// As PostgreSQL, each encryption is negotiated at most once, and
@@ -97,7 +98,13 @@ func (p *Proxy) startup(st *pgstartup.Startup) (*session, error) {
 		refuse(nc, "28000", "vecside proxy: connections without TLS are refused (sslmode=require or stronger)")
 		return nil, errors.New("no TLS")
 	}
-	st.Advance(pgstartup.Authenticating)
+	if err := st.Authenticate(deadline); err != nil {
+		if errors.Is(err, pgstartup.ErrTurnTimeout) {
+			p.stats.turnTimeouts.Add(1)
+			refuse(nc, "53300", "sorry, too many clients already: too many connections from this address are authenticating")
+		}
+		return nil, err
+	}
 	select {
 	case p.slots <- struct{}{}:
 	default:
