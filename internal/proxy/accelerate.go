@@ -227,7 +227,8 @@ func (s *session) accelerateQuery(m message) (handled bool, err error) {
 	if !mentionsDistance(sql) {
 		return false, nil
 	}
-	q, reason := recognize(sql)
+	q, reason, done := s.recognize(sql)
+	defer done()
 	switch {
 	case q == nil && reason == "":
 		return false, nil

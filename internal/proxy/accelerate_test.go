@@ -39,7 +39,7 @@ type fixture struct {
 	rng      *rand.Rand
 }
 
-func newFixture(t *testing.T, rows int) *fixture {
+func newFixture(t testing.TB, rows int) *fixture {
 	t.Helper()
 	return newFixtureOf(t, rows, "items_l2=public.items(embedding) key=id metric=l2 kind=hnsw recall=0.99",
 		"items_cosine=public.items(embedding) key=id metric=cosine kind=hnsw recall=0.99")
@@ -47,7 +47,7 @@ func newFixture(t *testing.T, rows int) *fixture {
 
 // newFixtureOf is newFixture with the sidecar's index definitions defs
 // (an l2 and a cosine index on items(embedding)).
-func newFixtureOf(t *testing.T, rows int, defs ...string) *fixture {
+func newFixtureOf(t testing.TB, rows int, defs ...string) *fixture {
 	t.Helper()
 	f := &fixture{dsn: pgtest.Shared(t).NewDatabase(t), rng: rand.New(rand.NewPCG(1, 2))}
 	f.db = connect(t, f.dsn)
@@ -65,7 +65,7 @@ func newFixtureOf(t *testing.T, rows int, defs ...string) *fixture {
 
 // askInProcess gives the fixture a proxy that asks its sidecar's indexes
 // in process, as vecside serve --proxy does, instead of over pgwire.
-func (f *fixture) askInProcess(t *testing.T) {
+func (f *fixture) askInProcess(t testing.TB) {
 	t.Helper()
 	f.p, f.via = startProxyWith(t, f.dsn, "", Config{Sidecar: InProcess(f.sc.Indexer, nil)})
 	waitIndexed(t, f.p, "items", "l2", "cosine")
@@ -73,7 +73,7 @@ func (f *fixture) askInProcess(t *testing.T) {
 
 // waitApplied waits until every index is ready and has applied what is
 // committed now.
-func (f *fixture) waitApplied(t *testing.T) {
+func (f *fixture) waitApplied(t testing.TB) {
 	t.Helper()
 	var lsn string
 	if err := f.db.QueryRow(context.Background(), "SELECT pg_current_wal_lsn()::text").Scan(&lsn); err != nil {
@@ -108,7 +108,7 @@ func (f *fixture) vector() string {
 }
 
 // run runs sql with the simple protocol and returns its one result.
-func run(t *testing.T, c *pgx.Conn, sql string) *pgconn.Result {
+func run(t testing.TB, c *pgx.Conn, sql string) *pgconn.Result {
 	t.Helper()
 	rs, err := c.PgConn().Exec(context.Background(), sql).ReadAll()
 	if err != nil {

@@ -300,10 +300,15 @@
 // MaxAuthenticatingPerPeer connections at a time, the others waiting
 // their turn as connections that have not begun (evictable, holding no
 // upstream connection), so that clients that never answer the password
-// request hold that many backends and no other address's logins. A wrong cancel key's pause holds no slot. MaxMessage
-// bounds a message the proxy reads whole (a Query, Parse or Bind, or a
-// reply to an accelerated statement). Larger messages pass through in
-// pieces through 32 KiB buffers, whatever their size, unaccelerated. An
+// request hold that many backends and no other address's logins. A
+// wrong cancel key's pause holds no slot. MaxMessage bounds a message
+// the proxy reads whole (a Query, Parse or Bind, or a reply to an
+// accelerated statement). Larger messages pass through in pieces
+// through 32 KiB buffers, whatever their size, unaccelerated. What is
+// parsed is bounded by its code (inspect.go): per statement, over the
+// statements in flight in all sessions, and per session over the
+// prepared statements kept to answer; past a bound, a statement passes
+// through unparsed. An
 // accelerated result holds at most LIMIT rows, LIMIT + OFFSET being at
 // most 3,333 (the sidecar's cap on candidates), and 16 MiB (past it the
 // statement passes through); a held batch, six messages. What a client

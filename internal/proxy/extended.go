@@ -35,7 +35,9 @@ func (s *session) noteParse(p *pgproto3.Parse) {
 	s.forgetIfDeallocating(p.Query)
 	var q *query
 	if mentionsDistance(p.Query) {
-		q, _ = recognize(p.Query)
+		var done func()
+		q, _, done = s.recognize(p.Query)
+		defer done()
 	}
 	s.remember(p.Name, q)
 }
@@ -50,23 +52,33 @@ type clientStatement struct {
 	showsPlan bool
 }
 
-// remember notes statement name as q, nil if the proxy cannot answer it.
+// remember notes statement name as q, nil if the proxy cannot answer it
+// (or keep it: maxStatements, maxRememberedCode).
 func (s *session) remember(name string, q *query) {
-	delete(s.stmts, name)
-	if q == nil || len(s.stmts) >= maxStatements {
+	s.forget(name)
+	if q == nil || len(s.stmts) >= maxStatements || s.stmtCode+q.code > maxRememberedCode {
 		return
 	}
 	if s.stmts == nil {
 		s.stmts = map[string]*clientStatement{}
 	}
 	s.stmts[name] = &clientStatement{q: q}
+	s.stmtCode += q.code
+}
+
+// forget forgets statement name.
+func (s *session) forget(name string) {
+	if st := s.stmts[name]; st != nil && st.q != nil {
+		s.stmtCode -= st.q.code
+	}
+	delete(s.stmts, name)
 }
 
 // notePassedQuery forgets what a simple Query passed through may have
 // dropped: the unnamed statement always, and the others as
 // forgetIfDeallocating says.
 func (s *session) notePassedQuery(sql string) {
-	delete(s.stmts, "")
+	s.forget("")
 	s.forgetIfDeallocating(sql)
 }
 
@@ -102,7 +114,10 @@ next:
 
 // forgetStatements forgets the client's statements: a message the proxy
 // did not read, or SQL that may deallocate, may have dropped any of them.
-func (s *session) forgetStatements() { clear(s.stmts) }
+func (s *session) forgetStatements() {
+	clear(s.stmts)
+	s.stmtCode = 0
+}
 
 // heldBatch is an extended-protocol batch the proxy may answer: an optional
 // Parse, a Bind of an accelerable statement to the unnamed portal, an
@@ -168,7 +183,7 @@ func (s *session) pass(m message) {
 	case 'C':
 		var c pgproto3.Close
 		if c.Decode(m.body) == nil && c.ObjectType == 'S' {
-			delete(s.stmts, c.Name)
+			s.forget(c.Name)
 		}
 	}
 	s.track(m.typ)
@@ -225,7 +240,9 @@ func (s *session) accelerateBatch(b *heldBatch) error {
 	if b.parse != nil {
 		q = nil
 		if mentionsDistance(b.parse.Query) {
-			q, reason = recognize(b.parse.Query)
+			var done func()
+			q, reason, done = s.recognize(b.parse.Query)
+			defer done()
 		}
 	}
 	switch {

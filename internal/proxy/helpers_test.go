@@ -134,7 +134,7 @@ func connect(t testing.TB, dsn string) *pgx.Conn {
 
 // waitIndexed waits until p's catalog has table's embedding column
 // indexed for each metric.
-func waitIndexed(t *testing.T, p *Proxy, table string, metrics ...string) {
+func waitIndexed(t testing.TB, p *Proxy, table string, metrics ...string) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for _, m := range metrics {
@@ -155,7 +155,7 @@ func waitIndexed(t *testing.T, p *Proxy, table string, metrics ...string) {
 // is what a test calls on its fixture to choose.
 func eachWay(t *testing.T, test func(t *testing.T, ask func(*fixture, *testing.T))) {
 	t.Run("pgwire", func(t *testing.T) { test(t, func(*fixture, *testing.T) {}) })
-	t.Run("in-process", func(t *testing.T) { test(t, (*fixture).askInProcess) })
+	t.Run("in-process", func(t *testing.T) { test(t, func(f *fixture, t *testing.T) { f.askInProcess(t) }) })
 }
 
 // upstreamCounter relays connections to the test cluster and counts the

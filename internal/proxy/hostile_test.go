@@ -7,8 +7,13 @@ import (
 	"context"
 	"encoding/binary"
 	"flag"
+	"fmt"
 	"io"
 	"net"
+	"os"
+	"runtime"
+	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -150,4 +155,215 @@ func TestTerminateEndsHeldBatch(t *testing.T) {
 			t.Errorf("%s: after Terminate: %v, want the connection closed", name, err)
 		}
 	}
+}
+
+// TestParseBounds: a statement whose code is past maxCode, or one
+// that would take the parse budget past maxParsingCode, passes through
+// unparsed and gets PostgreSQL's answer; a prepared statement past the
+// session's maxRememberedCode is not kept, and passes through when run.
+func TestParseBounds(t *testing.T) {
+	f := newFixture(t, 500)
+	ctx := context.Background()
+	c := connect(t, f.via)
+	small := "SELECT id FROM items ORDER BY embedding <-> '" + f.vector() + "' LIMIT 3"
+	big := largeStatement(f.vector())
+	for _, sql := range []string{big, small} {
+		got, want := run(t, c, sql), run(t, f.db, sql)
+		if fmt.Sprint(got.Rows) != fmt.Sprint(want.Rows) {
+			t.Errorf("%.60s…: %v, PostgreSQL %v", sql, got.Rows, want.Rows)
+		}
+	}
+	if n := f.p.Stats().Fallbacks["statement size"]; n != 1 {
+		t.Errorf("%d statements passed through for their size, want 1", n)
+	}
+	if plan := lastPlan(t, c); !strings.HasPrefix(plan, "accelerated") {
+		t.Errorf("the small statement after the large: %q", plan)
+	}
+
+	f.p.parsing.Add(maxParsingCode)
+	run(t, c, small)
+	f.p.parsing.Add(-maxParsingCode)
+	if n := f.p.Stats().Fallbacks["parsing budget"]; n != 1 {
+		t.Errorf("%d statements passed through for the parse budget, want 1", n)
+	}
+
+	// Prepared statements each of half the session's budget: the third
+	// is not kept.
+	filler := strings.Repeat("-1,", maxRememberedCode/2/3-100)
+	for i := range 3 {
+		sql := fmt.Sprintf("SELECT id FROM items WHERE id NOT IN (%s-%d) ORDER BY embedding <-> '%s' LIMIT 3", filler, i+2, f.vector())
+		if _, err := c.Prepare(ctx, fmt.Sprint("s", i), sql); err != nil {
+			t.Fatal(err)
+		}
+		before := f.p.Stats().Accelerated
+		if _, err := c.Exec(ctx, fmt.Sprint("s", i)); err != nil {
+			t.Fatal(err)
+		}
+		if accelerated, want := f.p.Stats().Accelerated > before, i < 2; accelerated != want {
+			t.Errorf("prepared statement %d: accelerated %v, want %v", i, accelerated, want)
+		}
+	}
+}
+
+// TestExtremeStatements: a query vector whose distances overflow single
+// precision, and a statement of 65,535 parameters, the protocol's most,
+// get PostgreSQL's rows.
+func TestExtremeStatements(t *testing.T) {
+	f := newFixture(t, 500)
+	ctx := context.Background()
+	c := connect(t, f.via)
+	huge := strings.Replace(f.vector(), "{", "{3.4028235e+38,", 1)
+	huge = huge[:strings.LastIndex(huge, ",")] + "}"
+	sql := "SELECT id FROM items ORDER BY embedding <-> '" + huge + "' LIMIT 10"
+	if got, want := run(t, c, sql), run(t, f.db, sql); fmt.Sprint(got.Rows) != fmt.Sprint(want.Rows) || len(want.Rows) != 10 {
+		t.Errorf("a component of FLT_MAX: %d rows %v, PostgreSQL's %d %v", len(got.Rows), got.Rows, len(want.Rows), want.Rows)
+	}
+
+	var sb strings.Builder
+	args := make([]any, 0, maxParameters)
+	sb.WriteString("SELECT id FROM items WHERE id NOT IN (")
+	for i := 1; i < maxParameters; i++ {
+		if i > 1 {
+			sb.WriteString(",")
+		}
+		sb.WriteString("$" + strconv.Itoa(i))
+		args = append(args, -i)
+	}
+	sb.WriteString(fmt.Sprintf(") ORDER BY embedding <-> $%d::real[] LIMIT 10", maxParameters))
+	args = append(args, f.vector())
+	ids := func(c *pgx.Conn) []int64 {
+		rows, err := c.Query(ctx, sb.String(), args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+		if err != nil {
+			t.Fatalf("65,535 parameters: %v", err)
+		}
+		return got
+	}
+	if got, want := ids(c), ids(f.db); !slices.Equal(got, want) || len(want) != 10 {
+		t.Errorf("65,535 parameters: %v, PostgreSQL's %v", got, want)
+	}
+}
+
+// largeStatement is an accelerable statement of about a MiB: a filter
+// of 130,000 literals.
+func largeStatement(vector string) string {
+	var sb strings.Builder
+	sb.WriteString("SELECT id FROM items WHERE id NOT IN (-2")
+	for i := 3; sb.Len() < 1<<20-200-len(vector); i++ {
+		sb.WriteString(",-" + strconv.Itoa(i))
+	}
+	sb.WriteString(") ORDER BY embedding <-> '" + vector + "' LIMIT 10")
+	return sb.String()
+}
+
+// rssMiB is the process's resident memory.
+func rssMiB(tb testing.TB) float64 {
+	statm, err := os.ReadFile("/proc/self/statm")
+	if err != nil {
+		tb.Skip("no /proc/self/statm")
+	}
+	var size, resident int64
+	fmt.Sscan(string(statm), &size, &resident)
+	return float64(resident*int64(os.Getpagesize())) / (1 << 20)
+}
+
+// peakRSS samples rssMiB until stopped, and returns the highest seen.
+func peakRSS(tb testing.TB) (stop func() float64) {
+	done := make(chan struct{})
+	peak := make(chan float64)
+	go func() {
+		high := rssMiB(tb)
+		tick := time.NewTicker(5 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-tick.C:
+				high = max(high, rssMiB(tb))
+			case <-done:
+				peak <- max(high, rssMiB(tb))
+				return
+			}
+		}
+	}()
+	return func() float64 { close(done); return <-peak }
+}
+
+// BenchmarkLargeStatements measures what statements of a MiB that the
+// proxy may answer cost its process (this one: the proxy, the sidecar
+// and the client): burst, 16 sessions sending one each at once, the
+// resident memory's growth at its peak and 30 s later; loop, how much
+// slower a connected client's accelerated statement is while 64
+// sessions send them in a loop, beside the same statement straight to
+// PostgreSQL then.
+//
+//	go test ./internal/proxy -run '^$' -bench LargeStatements -benchtime 1x
+func BenchmarkLargeStatements(b *testing.B) {
+	f := newFixture(b, 2000)
+	big := largeStatement(f.vector())
+	sessions := func(n int) []*pgx.Conn {
+		cs := make([]*pgx.Conn, n)
+		for i := range cs {
+			cs[i] = connect(b, f.via)
+		}
+		return cs
+	}
+	b.Run("burst", func(b *testing.B) {
+		cs := sessions(16)
+		var peak, after float64
+		for b.Loop() {
+			runtime.GC()
+			debug.FreeOSMemory()
+			start := rssMiB(b)
+			stop := peakRSS(b)
+			var wg sync.WaitGroup
+			for _, c := range cs {
+				wg.Go(func() { run(b, c, big) })
+			}
+			wg.Wait()
+			peak = stop() - start
+			time.Sleep(30 * time.Second)
+			after = rssMiB(b) - start
+		}
+		b.ReportMetric(peak, "peak-growth-MiB")
+		b.ReportMetric(after, "growth-after-30s-MiB")
+	})
+	b.Run("loop", func(b *testing.B) {
+		client, direct := connect(b, f.via), connect(b, f.dsn)
+		query := "SELECT id FROM items ORDER BY embedding <-> '" + f.vector() + "' LIMIT 10"
+		p50 := func(c *pgx.Conn) float64 {
+			lat := make([]time.Duration, 50)
+			for i := range lat {
+				start := time.Now()
+				run(b, c, query)
+				lat[i] = time.Since(start)
+			}
+			slices.Sort(lat)
+			return float64(lat[len(lat)/2].Microseconds()) / 1000
+		}
+		cs := sessions(64)
+		var quiet, loaded, loadedDirect float64
+		for b.Loop() {
+			quiet = p50(client)
+			ctx, stop := context.WithCancel(context.Background())
+			var wg sync.WaitGroup
+			for _, c := range cs {
+				wg.Go(func() {
+					for ctx.Err() == nil {
+						c.Exec(ctx, big, pgx.QueryExecModeSimpleProtocol)
+					}
+				})
+			}
+			time.Sleep(time.Second)
+			loaded, loadedDirect = p50(client), p50(direct)
+			stop()
+			wg.Wait()
+		}
+		b.ReportMetric(quiet, "quiet-p50-ms")
+		b.ReportMetric(loaded, "loaded-p50-ms")
+		b.ReportMetric(loaded/quiet, "slowdown")
+		b.ReportMetric(loadedDirect, "loaded-direct-p50-ms")
+	})
 }

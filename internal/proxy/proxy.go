@@ -171,6 +171,9 @@ type Proxy struct {
 	wait   time.Duration // Config.CandidateWait, or its default
 	cat    *catalog
 	stats  counters
+	// parsing is the code of the statements being parsed or answered
+	// now (inspect.go).
+	parsing atomic.Int64
 	// sidecarDown is when statements may ask the sidecar again after it
 	// failed (Unix nanoseconds).
 	sidecarDown atomic.Int64

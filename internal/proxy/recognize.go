@@ -71,6 +71,7 @@ var builtinTypes = map[string]bool{
 
 // query is a recognised statement.
 type query struct {
+	code   int // codeBytes of its text
 	tree   *pg_query.ParseResult
 	sel    *pg_query.SelectStmt
 	schema string // as written; empty if unqualified

@@ -125,3 +125,33 @@ func TestReadsVector(t *testing.T) {
 		}
 	}
 }
+
+// TestCodeBytes: what the parse bound counts of a statement, its bytes
+// outside literals, names and comments, never less than PostgreSQL's
+// parser would take for code.
+func TestCodeBytes(t *testing.T) {
+	for sql, want := range map[string]int{
+		"SELECT 1":                       8,
+		"SELECT '{1,2,3}'":               7,
+		"SELECT 'it''s', 1":              10,
+		`SELECT E'a\'b', 1`:              11, // E'…' escapes; E counts as code
+		`SELECT 'a\', 1`:                 10, // backslash is no escape in '…'
+		`SELECT "a""b" FROM t`:           14,
+		"SELECT $$a'b$$, $1":             11,
+		"SELECT $tag$x$y$tag$ + 1":       11,
+		"SELECT a$b$c FROM t":            19, // a name, not a dollar quote
+		"SELECT 1 -- '\nFROM t":          16,
+		"SELECT /* a /* b */ ' */ 1":     9,
+		"SELECT 'unterminated, 1, 2, 3":  7,
+		"SELECT $$unterminated, 1, 2, 3": 7,
+		"SELECT 1, 2 /* unterminated, 3": 12,
+	} {
+		if got := codeBytes(sql); got != want {
+			t.Errorf("codeBytes(%q) = %d, want %d", sql, got, want)
+		}
+	}
+	big := largeStatement("{1,2}")
+	if got := codeBytes(big); got < len(big)-10 {
+		t.Errorf("a MiB of literals: %d bytes of code, want nearly all of %d", got, len(big))
+	}
+}

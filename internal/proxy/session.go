@@ -69,8 +69,10 @@ type session struct {
 	systemID  int64
 	controlOK bool
 	// stmts are the client's prepared statements the proxy could answer,
-	// by name (see noteParse).
-	stmts map[string]*clientStatement
+	// by name (see noteParse), stmtCode the code of their texts
+	// (inspect.go).
+	stmts    map[string]*clientStatement
+	stmtCode int
 	// ownName names the statements the session prepares for itself, each
 	// closed in the round trip that prepared it: random, so that no name
 	// of the client's meets it.
