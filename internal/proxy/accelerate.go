@@ -334,7 +334,7 @@ func (s *session) answer(q *query, ix Index, vector func() ([]float32, string), 
 	if err != nil {
 		return err
 	}
-	fast := sess.fast && ix.Exact && !q.readsVector()
+	fast := sess.fast && ix.Exact && !q.byTarget && !q.readsVector()
 	// Decoded once the probe has run: it knows pgvector's type OID.
 	vec, reason := vector()
 	if reason == "" {

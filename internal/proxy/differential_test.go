@@ -247,8 +247,12 @@ func execute(t *testing.T, c *pgconn.PgConn, sql string, extended bool, params [
 		var err error
 		results, err = c.Exec(ctx, sql).ReadAll()
 		var pe *pgconn.PgError
-		if err != nil && !errors.As(err, &pe) {
+		switch {
+		case err != nil && !errors.As(err, &pe):
 			t.Fatalf("%s: %v", sql, err)
+		case err != nil && (len(results) == 0 || results[len(results)-1].Err == nil):
+			// The statement that failed has no result of its own.
+			results = append(results, &pgconn.Result{Err: pe})
 		}
 	}
 	var o diffOutcome
@@ -489,6 +493,18 @@ func unlimited(sql string) (string, string) {
 	sel.LimitCount = unbound(sel.LimitCount, "SELECT NULL::bigint + 0 * $%d::bigint")
 	sel.LimitOffset = unbound(sel.LimitOffset, "SELECT 0 * $%d::bigint")
 	key := sel.SortClause[0].GetSortBy().Node
+	// A target's alias or position stands for its expression, as
+	// PostgreSQL reads ORDER BY.
+	if f := key.GetColumnRef().GetFields(); len(f) == 1 && f[0].GetString_() != nil {
+		for _, t := range sel.TargetList {
+			if t.GetResTarget().Name == f[0].GetString_().Sval {
+				key = t.GetResTarget().Val
+			}
+		}
+	}
+	if c := key.GetAConst().GetIval(); c != nil && int(c.Ival) <= len(sel.TargetList) {
+		key = sel.TargetList[c.Ival-1].GetResTarget().Val
+	}
 	sel.TargetList = append(sel.TargetList, pg_query.MakeResTargetNodeWithVal(key, -1))
 	out, err := pg_query.Deparse(tree)
 	if err != nil {

@@ -71,17 +71,21 @@ var builtinTypes = map[string]bool{
 
 // query is a recognised statement.
 type query struct {
-	code   int // codeBytes of its text
-	tree   *pg_query.ParseResult
-	sel    *pg_query.SelectStmt
-	schema string // as written; empty if unqualified
-	table  string
-	only   bool // FROM ONLY: the rows of no inheriting table
-	column string
-	metric string
-	vector vectorArg
-	limit  int64
-	offset int64
+	code int // codeBytes of its text
+	// byTarget: ORDER BY names a target by alias or position, whose
+	// distance the rows' targets compute (so the fast path, which
+	// orders by another expression, does not apply).
+	byTarget bool
+	tree     *pg_query.ParseResult
+	sel      *pg_query.SelectStmt
+	schema   string // as written; empty if unqualified
+	table    string
+	only     bool // FROM ONLY: the rows of no inheriting table
+	column   string
+	metric   string
+	vector   vectorArg
+	limit    int64
+	offset   int64
 	// limitParam and offsetParam are the parameters LIMIT and OFFSET
 	// are, if they are ($n, extended protocol): limit and offset are then
 	// set from the Bind.
@@ -134,11 +138,12 @@ func recognize(sql string) (*query, string) {
 	if sort == nil {
 		return nil, ""
 	}
-	dist := sort.Node.GetAExpr()
+	key := sortKey(sel.TargetList, sort.Node)
+	dist := key.GetAExpr()
 	if dist == nil || dist.Kind != pg_query.A_Expr_Kind_AEXPR_OP || len(dist.Name) != 1 || metrics[dist.Name[0].GetString_().GetSval()] == "" {
 		return nil, ""
 	}
-	q := &query{tree: tree, sel: sel, metric: metrics[dist.Name[0].GetString_().GetSval()]}
+	q := &query{tree: tree, sel: sel, metric: metrics[dist.Name[0].GetString_().GetSval()], byTarget: key != sort.Node}
 	switch {
 	case sel.Op != pg_query.SetOperation_SETOP_NONE, sel.WithClause != nil, sel.IntoClause != nil,
 		len(sel.DistinctClause) > 0, len(sel.GroupClause) > 0, sel.HavingClause != nil,
@@ -195,6 +200,41 @@ func recognize(sql string) (*query, string) {
 	q.qualified = w.qualified
 	q.literals = slices.ContainsFunc(w.literals, func(v string) bool { return v != q.vector.literal })
 	return q, ""
+}
+
+// sortKey is the expression a sort key stands for: a target's, where it
+// names one by its alias or its position, as PostgreSQL reads ORDER BY
+// (an output column's name before an input column's), else itself. An
+// alias two targets have, or a position past a *, whose columns only
+// the table knows, stands for nothing the proxy can tell.
+func sortKey(targets []*pg_query.Node, key *pg_query.Node) *pg_query.Node {
+	if f := key.GetColumnRef().GetFields(); len(f) == 1 && f[0].GetString_() != nil {
+		var named *pg_query.Node
+		for _, t := range targets {
+			if rt := t.GetResTarget(); rt != nil && rt.Name == f[0].GetString_().Sval {
+				if named != nil {
+					return nil
+				}
+				named = rt.Val
+			}
+		}
+		if named != nil {
+			return named
+		}
+	}
+	if c := key.GetAConst(); c != nil && c.GetIval() != nil {
+		n := int(c.GetIval().Ival)
+		if n < 1 || n > len(targets) {
+			return nil
+		}
+		for _, t := range targets[:n] {
+			if f := t.GetResTarget().GetVal().GetColumnRef().GetFields(); len(f) > 0 && f[len(f)-1].GetAStar() != nil {
+				return nil
+			}
+		}
+		return targets[n-1].GetResTarget().GetVal()
+	}
+	return key
 }
 
 // columnName is the column a ColumnRef names, bare or qualified by

@@ -22,6 +22,9 @@ func TestRecognize(t *testing.T) {
 		{"SELECT id FROM items ORDER BY embedding <-> '[1]' LIMIT '4' OFFSET '1'", "", "items", "embedding", "l2", vectorArg{literal: "[1]"}, 4, 1},
 		{"SELECT items.id FROM items ORDER BY items.embedding <-> $1 LIMIT $2 OFFSET $3", "", "items", "embedding", "l2", vectorArg{param: 1}, 0, 0},
 		{`SELECT "Id" FROM "Items" WHERE price BETWEEN 1 AND 2 ORDER BY "Emb" <-> '[1]'::vector(1) LIMIT 1`, "", "Items", "Emb", "l2", vectorArg{literal: "[1]"}, 1, 0},
+		// LangChain's PGVectorStore: ORDER BY the distance's alias.
+		{`SELECT *, "embedding" <=> $1 as "_distance" FROM langchain_pg_embedding WHERE collection_id = $3 ORDER BY "_distance" ASC LIMIT $2`, "", "langchain_pg_embedding", "embedding", "cosine", vectorArg{param: 1}, 0, 0},
+		{"SELECT id, embedding <-> '[1]' AS d FROM items ORDER BY 2 LIMIT 3", "", "items", "embedding", "l2", vectorArg{literal: "[1]"}, 3, 0},
 	}
 	for _, c := range accepted {
 		q, reason := recognize(c.sql)
@@ -40,6 +43,10 @@ func TestRecognize(t *testing.T) {
 		{"INSERT INTO items VALUES (1)", ""},
 		{"SELECT id FROM items ORDER BY embedding <-> '[1]'", "limit"},
 		{"SELECT id FROM items ORDER BY embedding <-> '[1]' DESC LIMIT 1", "order"},
+		{"SELECT id, embedding <-> '[1]' AS d, note AS d FROM items ORDER BY d LIMIT 1", ""},
+		{"SELECT *, embedding <-> '[1]' AS d FROM items ORDER BY 2 LIMIT 1", ""},
+		{"SELECT id, embedding <-> '[1]' AS d FROM items ORDER BY 3 LIMIT 1", ""},
+		{"SELECT id, embedding <-> '[1]' AS d FROM items ORDER BY e LIMIT 1", ""},
 		{"SELECT id FROM items ORDER BY embedding <-> '[1]' LIMIT 0", "limit"},
 		{"SELECT id FROM items ORDER BY embedding <-> '[1]' LIMIT 1 + 1", "limit"},
 		{"SELECT id FROM items ORDER BY embedding <-> '[1]' LIMIT 'ten'", "limit"},
