@@ -99,28 +99,10 @@
 // failure in a row up to 30 s: a lasting partition costs one search a
 // timeout per back-off, not every search sent that way.
 //
-// # Measured
+// # Vanished rows, and the vectors fetched
 //
-// BenchmarkFilteredSearch, 200,000 clustered rows of 32 dimensions, k =
-// 10, default index settings, everything on one 2-core machine (client,
-// sidecar and Postgres), mean latency per search end to end and recall@10
-// against the exact filtered SQL answer; every search returned exactly 10
-// rows:
-//
-//	rows kept   ivf              hnsw
-//	50%         3.1 ms  1.000    1.06 ms  1.000
-//	10%        12.7 ms  0.995    1.98 ms  0.995
-//	1%          4.7 ms  1.000    3.9 ms   1.000
-//	0.1%        1.4 ms  1.000    0.99 ms  1.000
-//
-//	go test ./heapfetch -run '^$' -bench FilteredSearch -heapfetch.rows 200000 -benchtime 200x
-//
-// At 10% the post-filter asks for 200 candidates, which ivf finds by
-// probing widely, with the margin it learned for searches that deep; at
-// 1% the 2,000 matching keys are read from the heap and sent as the
-// allow-set. On 50,000 rows ivf's recall at 10% was 0.915 while every
-// search took the margin learned for the 10 nearest rows, and is 0.990
-// (3.1 → 5.3 ms a search) with the margin learned for its depth.
+// Figures of filtered searches, with the command, are in
+// docs/benchmarks/heapfetch.md.
 //
 // When rows have vanished between the sidecar's answer and the fetch
 // (deleted meanwhile), fewer than k may remain; the client widens as for a

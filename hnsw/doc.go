@@ -299,86 +299,8 @@
 //
 // # Measured
 //
-// On this 2-core machine, shared with other work (single runs unless
-// said), clustered 1M × 128 cosine rows (seed 1), m 16, ef_construction
-// 128, store=ext6, candidates capped at 3k:
-//
-//	go test ./hnsw -run '^$' -bench 'Build|Search' -benchtime 2000x -hnsw.rows 1000000 -hnsw.ef 32,48,64,96,128,192 -timeout 1h
-//	go test ./hnsw -run '^$' -bench 'Filter|Load' -benchtime 500x -hnsw.rows 1000000 -hnsw.cache /tmp/h1m.idx -timeout 1h
-//
-// built in process in 250 s (4,000 rows/s; another benchmark shared the
-// machine), 295 bytes a row by Stats before the row lost its QErr factor
-// (291 after), 0 rows unreachable; one query at a time on one goroutine,
-// recall@10 after an exact re-rank and QPS: ef 32 0.979 at 7,400; ef 48
-// 0.988 at 8,000; ef 64 0.988 at 5,800; ef 96 0.991 at 4,900; ef 128
-// 0.994 at 3,000; ef 192 0.997 at 1,800 (the first 10 candidates alone:
-// 0.95 to 0.96, where 4-bit codes gave 0.86 to 0.89). Through a sidecar
-// process, copying the table from Postgres:
-//
-//	vecside-bench --rows 1000000 --index kind=hnsw --ef-search 0,96 --oversample 0 --clients 1 --process --pgvector=false
-//
-// ready 192 s after the copy began, 291 bytes a row by status (295 with
-// the writer xids), process RSS 384 MiB after the build and at its peak;
-// one pgwire client at the default ef 64, recall 0.984 at 1,550 QPS
-// (p50 0.49 ms), end to end through heapfetch 620 QPS; at ef 96, 0.988 at
-// 1,400 and 790. On Fashion-MNIST (60k × 784, l2), one pgwire client, the
-// first 10 rows returned (sidecar only, oversample 1):
-//
-//	vecside-bench --dataset fashion-mnist --index kind=hnsw --index kind=ivf --ef-search 10,12,16,24,32,64,128,256 --probes 0,8,32 --oversample 1 --clients 1 --e2e=false --pgvector=false
-//
-// two runs back to back: ef 12 0.965 at 4,410 and 4,370 QPS (p50 0.18
-// and 0.19 ms), ef 16 0.973–0.975 at 4,270 and 4,340, ef 24 0.983 at
-// 4,520 and 4,150, ef 32 0.985 at 4,120 and 3,830, ef 64 0.990 at 3,200
-// and 2,620, ef 128 0.991 at 2,250 and 2,030; IVF on the same runs 0.964
-// at 2,320 and 2,050 (its defaults), at most 0.970. With 4-bit codes the
-// same graph stopped at 0.977. The search itself is about 55 µs of the
-// 0.19 ms in process (ef 16), after the query's rotation and int8
-// quantization moved to vector kernels (12.3 → 5.0 µs and ≈ 8 → 1 µs);
-// most of the rest is the pgwire round trip on this VM.
-//
-// Under the stream (go test ./replicate -bench LagUnderSearch/hnsw, 1M
-// rows, single-row commits at 2,000 rows/s from pgbench, Postgres on the
-// same two cores, 8 pgwire clients), four runs: lag p99 14 to 21 ms
-// alone, 20 to 33 ms while the clients search without pause, 26 to 34 ms
-// while they search 500 times a second; searching without pause, search
-// p99 5.1 to 6.8 ms alone and 24 to 45 ms under the writes, at 870 to
-// 1,720 searches/s; paced at 500 a second, search p50 2.0 to 8.1 ms (1.1
-// alone) but p99 0.19 to 0.63 s, as a paced client falls behind for
-// seconds at a time. Linking a row into a million-row graph costs about
-// half a millisecond of a core (a trace of the loaded phase: the linkers
-// ran 1.0 to 1.2 cores' worth), so 2,000 rows a second, Postgres and the
-// searches oversubscribe two cores. A CPU profile of 7 s of the paced
-// phase: the sidecar's process had one core in all (Postgres, pgbench
-// and the kernel the other); linking took 70% of it (of a link, the beam
-// 47%, the upper layers' descent 21% before it prefetched, the reverse
-// edges 20%) and the searches 12%; the ring was full often enough that
-// the apply path linked a quarter of the rows itself. The phase also
-// holds a checkpoint (after 100,000 changes): 3 to 4 s of writing, but
-// 0.25 s of CPU. So the paced phase either keeps up or falls behind for
-// seconds as the machine's speed moves: with the descent's prefetch, two
-// runs gave paced p99 133 ms (p50 3.4 ms) and 2.4 s (p50 1.4 s, the
-// closed-loop phase of the same run down to 590 searches/s).
-// Two things hold the lag: the
-// narrowing of linkWidth, and searches that yield their core at each of
-// their checks while an eighth of the ring waits (linkingBehind). Without
-// the yield: lag p99 1.1 s under the searches; without either, 1.8 s
-// alone and 6.6 s loaded. Running one search fewer at a time instead of
-// yielding did no better over four runs, nor searches that never yield
-// (two runs: paced p99 0.13 and 0.45 s). While linkers run, the Go
-// scheduler runs a processor more than the cores, or network reads would
-// wait up to 10 ms behind the CPU-bound goroutines (see internal/procs). The same
-// benchmark for ivf, whose inserts are appends: search p99 17.8 ms alone,
-// 30 ms under the writes. Single runs of this benchmark move by a factor
-// of two with the machine.
-// Restart (go test ./indexer -bench CheckpointLoad/hnsw): the
-// 1M-row checkpoint file read, checked and loaded in 1.95 s warm; the
-// first 1,000 searches' p99 0.37 ms against 0.31 ms steady.
-// Churn (vecside-bench --rows 200000 --churn 40000,40000
-// --index kind=hnsw): a fifth of the rows deleted and as many inserted
-// through replication (applied in 4 s, so most rows were linked at a
-// narrowed width), recall at the same settings within 0.004 to 0.012 of
-// a fresh build's; the repair passes done 7 s after the last change was
-// applied, 0 rows unreachable.
+// Figures, with the commands that made them, are in
+// docs/benchmarks/hnsw.md.
 //
 // # Not done here
 //

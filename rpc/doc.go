@@ -63,7 +63,7 @@
 //     searches for Server.Stats,
 //     faults.go counts and samples client misbehaviour, limits.go holds
 //     the limits below.
-
+//
 // # Connection lifecycle
 //
 //  1. Serve accepts a connection. It takes one of Limits.MaxStartups
@@ -127,7 +127,7 @@
 // (protocol violations, wrong cancel keys, refusals, timeouts) are
 // counted in vecside_rpc_faults_total and logged at most once per kind
 // every 10 seconds.
-
+//
 // A simple Query may hold several statements: each gets its own
 // RowDescription, rows and CommandComplete, the first error skips the rest,
 // and one ReadyForQuery ends it; an empty or comment-only query gets

@@ -707,15 +707,29 @@ func (s *session) candidates(req heapfetch.Request, statementTimeout time.Durati
 	defer s.waiting.Store(nil)
 	cands, src, err := s.p.cfg.Sidecar.Candidates(ctx, req)
 	if err != nil {
-		cancelled := errors.Is(ctx.Err(), context.Canceled)
-		if !statementFault(err) && !cancelled && !own && req.MinLSN == "" {
+		cancelled, fault := errors.Is(ctx.Err(), context.Canceled), statementFault(err)
+		trouble := !fault && !cancelled && !own
+		if trouble && req.MinLSN == "" {
 			s.p.sidecarDown.Store(time.Now().Add(sidecarBackoff).UnixNano())
 		}
+		if trouble && !s.p.sidecarTrouble.Swap(true) {
+			s.p.log.Warn("proxy: the sidecar did not answer; statements pass through", "index", req.Index, "err", err)
+		}
 		s.p.log.Debug("proxy: the sidecar did not answer; passing through", "index", req.Index, "err", err)
-		if cancelled {
+		switch {
+		case cancelled:
 			return nil, heapfetch.Source{}, passThrough{"cancelled"}
+		case fault:
+			// The statement's own fault: a vector of another dimension, one
+			// the index cannot measure.
+			return nil, heapfetch.Source{}, passThrough{"refused by the sidecar"}
+		case own:
+			return nil, heapfetch.Source{}, passThrough{"statement_timeout"}
 		}
 		return nil, heapfetch.Source{}, passThrough{"sidecar"}
+	}
+	if s.p.sidecarTrouble.Load() && s.p.sidecarTrouble.Swap(false) {
+		s.p.log.Info("proxy: the sidecar answers again", "index", req.Index)
 	}
 	return cands, src, nil
 }

@@ -231,3 +231,25 @@ func TestLastPlanTellsNoMore(t *testing.T) {
 		t.Errorf("after a failure: %q", plan)
 	}
 }
+
+// TestStatementFault: a query vector the sidecar refuses (another
+// dimension) passes through, counted as the sidecar's refusal, and keeps
+// no other statement from asking.
+func TestStatementFault(t *testing.T) {
+	f := newFixture(t, 200)
+	c := connect(t, f.via)
+	short := strings.Replace(f.vector(), "{", "{0.5,", 1)
+	sql := "SELECT id FROM items ORDER BY embedding <-> '" + short + "' LIMIT 3"
+	_, err := c.Exec(context.Background(), sql, pgx.QueryExecModeSimpleProtocol)
+	_, direct := f.db.Exec(context.Background(), sql, pgx.QueryExecModeSimpleProtocol)
+	if fmt.Sprint(err) != fmt.Sprint(direct) {
+		t.Errorf("a vector of another dimension: %v, PostgreSQL %v", err, direct)
+	}
+	if n := f.p.Stats().Fallbacks["refused by the sidecar"]; n != 1 || sidecarResting(f.p) {
+		t.Errorf("%d statements counted as refused by the sidecar (want 1), the sidecar resting: %v", n, sidecarResting(f.p))
+	}
+	run(t, c, "SELECT id FROM items ORDER BY embedding <-> '"+f.vector()+"' LIMIT 3")
+	if plan := lastPlan(t, c); !strings.HasPrefix(plan, "accelerated") {
+		t.Errorf("the next statement: %q", plan)
+	}
+}

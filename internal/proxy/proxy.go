@@ -177,6 +177,9 @@ type Proxy struct {
 	// sidecarDown is when statements may ask the sidecar again after it
 	// failed (Unix nanoseconds).
 	sidecarDown atomic.Int64
+	// sidecarTrouble: the sidecar's last answer was a failure of its
+	// own, logged once until it answers again.
+	sidecarTrouble atomic.Bool
 	// loop relays the plain sessions (loop.go); nil: goroutines relay
 	// every session.
 	loop *loop

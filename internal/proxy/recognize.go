@@ -175,7 +175,10 @@ func recognize(sql string) (*query, string) {
 		return nil, "order"
 	}
 	if q.vector, ok = vectorOperand(dist.Rexpr); !ok {
-		return nil, "vector"
+		if dist.Rexpr.GetSubLink() != nil {
+			return nil, "vector sub-select"
+		}
+		return nil, "vector expression"
 	}
 	w := walker{}
 	if q.limit, q.limitParam, ok = w.count(sel.LimitCount); !ok || q.limitParam == 0 && q.limit < 1 {

@@ -63,8 +63,9 @@ func TestRecognize(t *testing.T) {
 		{"SELECT id FROM items WHERE id @@ 'x' ORDER BY embedding <-> '[1]' LIMIT 1", "filter"},
 		{"SELECT id FROM items ORDER BY '[1]' <-> embedding LIMIT 1", "order"},
 		{"SELECT id FROM items i ORDER BY items.embedding <-> '[1]' LIMIT 1", "order"},
-		{"SELECT id FROM items ORDER BY embedding <-> '[1]'::halfvec LIMIT 1", "vector"},
-		{"SELECT id FROM items ORDER BY embedding <-> other_column LIMIT 1", "vector"},
+		{"SELECT id FROM items ORDER BY embedding <-> '[1]'::halfvec LIMIT 1", "vector expression"},
+		{"SELECT id FROM items ORDER BY embedding <-> other_column LIMIT 1", "vector expression"},
+		{"SELECT id FROM items ORDER BY embedding <-> (SELECT embedding FROM items WHERE id = 1) LIMIT 1", "vector sub-select"},
 		{"SELECT id FROM items ORDER BY embedding OPERATOR(public.<->) '[1]' LIMIT 1", ""},
 	}
 	for _, c := range passed {
