@@ -5,15 +5,15 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/vecside/vecside/internal/ivflists"
-	"github.com/vecside/vecside/internal/store"
+	"github.com/vecside/vecside/indexer/store"
+	"github.com/vecside/vecside/ivf/lists"
 )
 
 // Coded is the flat index on RaBitQ codes: every row encoded against the
 // mean of a sample of the table, in one list that every search scans
-// whole (see ivflists.Coded).
+// whole (see lists.Coded).
 type Coded struct {
-	*ivflists.Coded
+	*lists.Coded
 	// builtFrom is how many sample rows the mean was taken over.
 	builtFrom int
 }
@@ -29,7 +29,7 @@ func NewCoded(cfg store.CodedConfig, sample [][]float32) (*Coded, error) {
 	if cfg.Store == store.Float {
 		return nil, fmt.Errorf("flat: coded index with store=%s (float is the float index)", cfg.Store)
 	}
-	x, err := ivflists.NewCoded(cfg, store.Mean(cfg.Metric, cfg.Dims, sample))
+	x, err := lists.NewCoded(cfg, store.Mean(cfg.Metric, cfg.Dims, sample))
 	if err != nil {
 		return nil, fmt.Errorf("flat: %w", err)
 	}
@@ -38,7 +38,7 @@ func NewCoded(cfg store.CodedConfig, sample [][]float32) (*Coded, error) {
 
 // LoadCoded reads a body written by a Coded's Snapshot.
 func LoadCoded(in io.Reader, cfg store.CodedConfig) (*Coded, error) {
-	x, err := ivflists.LoadCoded(in, cfg)
+	x, err := lists.LoadCoded(in, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("flat: %w", err)
 	}
@@ -52,7 +52,7 @@ func (x *Coded) NeedsRebuild() bool {
 }
 
 // everyList scans the one list.
-var everyList = ivflists.Probe{Order: func(_ []float32, dst []int) []int { return append(dst, 0) }}
+var everyList = lists.Probe{Order: func(_ []float32, dst []int) []int { return append(dst, 0) }}
 
 // Search returns the smallest set of candidates that, with the codec's
 // confidence, holds the k nearest to q (at most limit of them), nearest

@@ -7,8 +7,8 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/vecside/vecside/internal/dataset"
-	"github.com/vecside/vecside/internal/store"
+	"github.com/vecside/vecside/indexer/dataset"
+	"github.com/vecside/vecside/indexer/store"
 	"github.com/vecside/vecside/kernels"
 )
 

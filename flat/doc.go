@@ -29,7 +29,7 @@
 // # The coded index (Coded, kind=flat store=ext4|ext8)
 //
 // Rows are RaBitQ-encoded relative to the mean of a sample of the table,
-// taken before the copy, in one ivflists.Coded list: a 1-bit code in
+// taken before the copy, in one lists.Coded list: a 1-bit code in
 // 32-vector fast-scan blocks plus an extended 4- or 8-bit code per row. A
 // search is two passes over the list: the fast scan estimates every row
 // with an error bound, and each row whose lower bound can still beat the

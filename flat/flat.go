@@ -11,7 +11,7 @@ import (
 	"sync/atomic"
 
 	"github.com/vecside/vecside/indexer/kind"
-	"github.com/vecside/vecside/internal/store"
+	"github.com/vecside/vecside/indexer/store"
 	"github.com/vecside/vecside/kernels"
 )
 

@@ -8,7 +8,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/vecside/vecside/internal/dataset"
+	"github.com/vecside/vecside/indexer/dataset"
 	"github.com/vecside/vecside/kernels"
 )
 

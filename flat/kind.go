@@ -6,8 +6,8 @@ import (
 	"slices"
 
 	"github.com/vecside/vecside/indexer/kind"
-	"github.com/vecside/vecside/internal/ivflists"
-	"github.com/vecside/vecside/internal/store"
+	"github.com/vecside/vecside/indexer/store"
+	"github.com/vecside/vecside/ivf/lists"
 )
 
 // kind=flat: store=float (default: the exact float32 Index) or
@@ -69,7 +69,7 @@ func (f floatKind) Search(ctx context.Context, vec []float32, q kind.Query) ([]H
 type codedKind struct{ *Coded }
 
 func (c codedKind) Prepare(vec []float32) kind.Row  { return c.Coded.Prepare(vec) }
-func (c codedKind) Insert(key string, row kind.Row) { c.Coded.Insert(key, row.(*ivflists.Prepared)) }
+func (c codedKind) Insert(key string, row kind.Row) { c.Coded.Insert(key, row.(*lists.Prepared)) }
 
 func (c codedKind) Search(ctx context.Context, vec []float32, q kind.Query) ([]Hit, error) {
 	return kind.Restrict(q.Allow, c.Allow, func(allow *store.Allow) ([]Hit, error) {

@@ -10,9 +10,9 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/vecside/vecside/cmd/vecside/sidecar"
 	"github.com/vecside/vecside/heapfetch"
 	"github.com/vecside/vecside/internal/pgtest"
-	"github.com/vecside/vecside/internal/sidecar"
 )
 
 // stall holds a sidecar's stream before a chosen message, so that a test

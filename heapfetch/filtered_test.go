@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/vecside/vecside/deploy"
 	"github.com/vecside/vecside/heapfetch"
-	"github.com/vecside/vecside/internal/dataset"
+	"github.com/vecside/vecside/indexer/dataset"
 )
 
 var filteredRows = flag.Int("heapfetch.rows", 10000, "rows of the clustered set TestFilteredSearch and BenchmarkFilteredSearch search (the acceptance figures use 200000)")

@@ -13,12 +13,12 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/vecside/vecside/cmd/vecside/sidecar"
 	"github.com/vecside/vecside/deploy"
 	"github.com/vecside/vecside/heapfetch"
-	"github.com/vecside/vecside/internal/dataset"
+	"github.com/vecside/vecside/indexer/dataset"
 	"github.com/vecside/vecside/internal/pgtest"
 	"github.com/vecside/vecside/internal/pgvalue"
-	"github.com/vecside/vecside/internal/sidecar"
 	"github.com/vecside/vecside/rpc"
 )
 

@@ -11,11 +11,11 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/vecside/vecside/cmd/vecside/sidecar"
 	"github.com/vecside/vecside/deploy"
 	"github.com/vecside/vecside/heapfetch"
 	"github.com/vecside/vecside/indexer"
 	"github.com/vecside/vecside/internal/pgtest"
-	"github.com/vecside/vecside/internal/sidecar"
 	"github.com/vecside/vecside/internal/workload"
 )
 

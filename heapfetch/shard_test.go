@@ -10,9 +10,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/vecside/vecside/cmd/vecside/sidecar"
 	"github.com/vecside/vecside/heapfetch"
 	"github.com/vecside/vecside/internal/pgtest"
-	"github.com/vecside/vecside/internal/sidecar"
 )
 
 // loadRandom fills docs(id, v) with n random rows of dims dimensions.

@@ -13,14 +13,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vecside/vecside/internal/dataset"
-	"github.com/vecside/vecside/internal/store"
+	"github.com/vecside/vecside/indexer/dataset"
+	"github.com/vecside/vecside/indexer/store"
 	"github.com/vecside/vecside/kernels"
 )
 
 var (
 	benchRows  = flag.Int("hnsw.rows", 100000, "rows of the set the benchmarks build")
-	benchSet   = flag.String("hnsw.set", "clustered", "the set the benchmarks build: clustered or textlike (internal/dataset)")
+	benchSet   = flag.String("hnsw.set", "clustered", "the set the benchmarks build: clustered or textlike (indexer/dataset)")
 	benchDims  = flag.Int("hnsw.dims", 128, "dimensions of the set the benchmarks build")
 	benchStore = flag.String("hnsw.store", "ext6", "store of the benchmarks' index")
 	benchM     = flag.Int("hnsw.m", DefaultM, "m of the benchmarks' index")

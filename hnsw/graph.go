@@ -5,7 +5,7 @@ import (
 	"slices"
 	"sync/atomic"
 
-	"github.com/vecside/vecside/internal/store"
+	"github.com/vecside/vecside/indexer/store"
 )
 
 // graph is the layered neighbour lists, by row id, in flat slabs of

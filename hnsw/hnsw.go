@@ -8,8 +8,8 @@ import (
 	"sync/atomic"
 
 	"github.com/vecside/vecside/indexer/kind"
+	"github.com/vecside/vecside/indexer/store"
 	"github.com/vecside/vecside/internal/procs"
-	"github.com/vecside/vecside/internal/store"
 	"github.com/vecside/vecside/kernels"
 )
 

@@ -15,10 +15,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vecside/vecside/indexer/dataset"
 	"github.com/vecside/vecside/indexer/kind"
-	"github.com/vecside/vecside/internal/dataset"
+	"github.com/vecside/vecside/indexer/store"
 	"github.com/vecside/vecside/internal/procs"
-	"github.com/vecside/vecside/internal/store"
 	"github.com/vecside/vecside/kernels"
 )
 

@@ -4,7 +4,7 @@ import (
 	"context"
 
 	"github.com/vecside/vecside/indexer/kind"
-	"github.com/vecside/vecside/internal/store"
+	"github.com/vecside/vecside/indexer/store"
 )
 
 // kind=hnsw: m=N, ef_construction=N, ef_search=N (the default per query),

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"runtime"
 
-	"github.com/vecside/vecside/internal/store"
+	"github.com/vecside/vecside/indexer/store"
 	"github.com/vecside/vecside/kernels"
 )
 

@@ -6,7 +6,7 @@ import (
 	"io"
 	"math/bits"
 
-	"github.com/vecside/vecside/internal/store"
+	"github.com/vecside/vecside/indexer/store"
 	"github.com/vecside/vecside/kernels"
 )
 

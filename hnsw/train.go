@@ -4,7 +4,7 @@ import (
 	"errors"
 	"math"
 
-	"github.com/vecside/vecside/internal/store"
+	"github.com/vecside/vecside/indexer/store"
 	"github.com/vecside/vecside/kernels"
 )
 

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vecside/vecside/internal/dataset"
+	"github.com/vecside/vecside/indexer/dataset"
 )
 
 var benchRows = flag.Int("indexer.rows", 200_000, "rows of the copy BenchmarkSync builds from")

@@ -9,7 +9,7 @@ import (
 	"sync"
 
 	"github.com/vecside/vecside/indexer/kind"
-	"github.com/vecside/vecside/internal/store"
+	"github.com/vecside/vecside/indexer/store"
 	"github.com/vecside/vecside/kernels"
 )
 

@@ -10,7 +10,7 @@ import (
 
 	"github.com/vecside/vecside/indexer/calibrate"
 	"github.com/vecside/vecside/indexer/kind"
-	"github.com/vecside/vecside/internal/store"
+	"github.com/vecside/vecside/indexer/store"
 	"github.com/vecside/vecside/kernels"
 )
 

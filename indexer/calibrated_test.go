@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/vecside/vecside/indexer/calibrate"
-	"github.com/vecside/vecside/internal/dataset"
+	"github.com/vecside/vecside/indexer/dataset"
 	"github.com/vecside/vecside/kernels"
 )
 

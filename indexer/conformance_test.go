@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	"github.com/vecside/vecside/indexer"
-	"github.com/vecside/vecside/internal/kindtest"
+	"github.com/vecside/vecside/indexer/kindtest"
 )
 
 // Every registered kind passes the conformance suite, at its default

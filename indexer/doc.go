@@ -55,7 +55,7 @@
 // plus one import line in kinds.go; a kind of a test's own registers in
 // that test's init, as bruteforce_test.go does, and every test that
 // ranges over Kinds covers it, starting with the conformance suite
-// (internal/kindtest) that TestKindConformance runs against every
+// (indexer/kindtest) that TestKindConformance runs against every
 // registered kind.
 //
 // # Who waits for whom
@@ -66,7 +66,7 @@
 //   - A search loads the entry's serving state (state, index, dimension)
 //     with one atomic load, and the kind searches without a lock: it pins
 //     an epoch and reads immutable rows and copy-on-write blocks (see
-//     internal/store). It sees every change applied before it started and
+//     indexer/store). It sees every change applied before it started and
 //     returns no key deleted before it started; a row's key and codes are
 //     read as one, because a row id is reused only after every search that
 //     could see its old row has ended.

@@ -13,8 +13,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/vecside/vecside/indexer/store"
 	"github.com/vecside/vecside/internal/pgvalue"
-	"github.com/vecside/vecside/internal/store"
 )
 
 // Source identifies the replication stream an index follows; a checkpoint

@@ -7,8 +7,8 @@ import (
 
 	"github.com/vecside/vecside/indexer/calibrate"
 	"github.com/vecside/vecside/indexer/kind"
+	"github.com/vecside/vecside/indexer/store"
 	"github.com/vecside/vecside/internal/pgvalue"
-	"github.com/vecside/vecside/internal/store"
 
 	// The built-in kinds, registered by their init: a new kind is one
 	// more line here.

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vecside/vecside/internal/dataset"
+	"github.com/vecside/vecside/indexer/dataset"
 	"github.com/vecside/vecside/internal/loadgen"
 	"github.com/vecside/vecside/internal/pgvalue"
 )

@@ -4,7 +4,7 @@ import (
 	"math/bits"
 	"sync/atomic"
 
-	"github.com/vecside/vecside/internal/store"
+	"github.com/vecside/vecside/indexer/store"
 )
 
 // Per row, an index records the transaction id that wrote the version of

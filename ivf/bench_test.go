@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	"github.com/vecside/vecside/flat"
-	"github.com/vecside/vecside/internal/dataset"
-	"github.com/vecside/vecside/internal/store"
+	"github.com/vecside/vecside/indexer/dataset"
+	"github.com/vecside/vecside/indexer/store"
 	"github.com/vecside/vecside/kernels"
 )
 

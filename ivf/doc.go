@@ -47,7 +47,7 @@
 // Streamed changes: a Put encodes the row against the nearest centroid
 // and appends it to that list (filling a slot freed by an earlier row when
 // there is one); a Delete clears the row's bit in its block's mask. The
-// rows live in an ivflists.Coded, which serialises writers and lets searches
+// rows live in an lists.Coded, which serialises writers and lets searches
 // run without a lock (see its doc).
 //
 // Rebuilds: the centroids of one index never change. When the data has
@@ -63,7 +63,7 @@
 // (see Probing in search.go), or a fixed number of them with probes=N.
 // For ip the lists rank by the largest inner product each can be expected
 // to hold. A filter skips blocks without an allowed row, widens the probes
-// by the inverse of its selectivity, and below ivflists.DirectFraction of
+// by the inverse of its selectivity, and below lists.DirectFraction of
 // the rows estimates the allowed rows one by one.
 //
 // Parallelism: one goroutine per query, and the server runs queries on
@@ -75,7 +75,7 @@
 //
 // # File format
 //
-// An index's checkpoint body is its ivflists.Coded's (see Coded.Snapshot):
+// An index's checkpoint body is its lists.Coded's (see Coded.Snapshot):
 // the codec state, the centroids, then every live row's key, list and
 // codes. Loading rebuilds the lists row by row without retraining.
 //

@@ -8,8 +8,8 @@ import (
 	"sync"
 
 	"github.com/vecside/vecside/indexer/kind"
-	"github.com/vecside/vecside/internal/ivflists"
-	"github.com/vecside/vecside/internal/store"
+	"github.com/vecside/vecside/indexer/store"
+	"github.com/vecside/vecside/ivf/lists"
 )
 
 // Config configures an IVF index. Zero values take the defaults.
@@ -60,9 +60,9 @@ func (c *Config) defaults() {
 }
 
 // Index is an IVF index on RaBitQ codes; see the package doc. Its rows are
-// an ivflists.Coded: writers serialise inside it, searches take no lock.
+// an lists.Coded: writers serialise inside it, searches take no lock.
 type Index struct {
-	*ivflists.Coded
+	*lists.Coded
 	cfg Config
 	// trained is the table's rows the lists were trained for, 0 if they
 	// were not (one list around the origin); listCap is the size over
@@ -94,7 +94,7 @@ func New(cfg Config, sample [][]float32, rows int) (*Index, error) {
 	} else {
 		rows = 0
 	}
-	x, err := ivflists.NewCoded(cfg.CodedConfig, centroids)
+	x, err := lists.NewCoded(cfg.CodedConfig, centroids)
 	if err != nil {
 		return nil, fmt.Errorf("ivf: %w", err)
 	}
@@ -105,7 +105,7 @@ func New(cfg Config, sample [][]float32, rows int) (*Index, error) {
 // newIndex wraps rows made or loaded with their parameters: the rows
 // trained for, then the learned margins by depth (a checkpoint written
 // before margins were learned by depth holds one, for every depth).
-func newIndex(x *ivflists.Coded, cfg Config) *Index {
+func newIndex(x *lists.Coded, cfg Config) *Index {
 	params := x.Params()
 	ix := &Index{Coded: x, cfg: cfg}
 	if len(params) > 0 {
@@ -123,7 +123,7 @@ func newIndex(x *ivflists.Coded, cfg Config) *Index {
 // Load reads a body written by an Index's Snapshot.
 func Load(in io.Reader, cfg Config) (*Index, error) {
 	cfg.defaults()
-	x, err := ivflists.LoadCoded(in, cfg.CodedConfig)
+	x, err := lists.LoadCoded(in, cfg.CodedConfig)
 	if err != nil {
 		return nil, fmt.Errorf("ivf: %w", err)
 	}
@@ -162,7 +162,7 @@ func (x *Index) NeedsRebuild() bool {
 // confidence, holds the k nearest to q among the rows of the lists it
 // probes (probes > 0 fixes their number; 0 takes the index's default), at
 // most limit of them, nearest estimate first. A non-nil allow restricts
-// the search to those rows (see ivflists.Coded.Allow); it widens the probes
+// the search to those rows (see lists.Coded.Allow); it widens the probes
 // by the inverse of its selectivity, so that about as many allowed rows
 // are seen as an unfiltered search would see.
 func (x *Index) Search(ctx context.Context, q []float32, k, limit, fixed int, allow *store.Allow) ([]store.Hit, error) {
@@ -175,7 +175,7 @@ func (x *Index) Search(ctx context.Context, q []float32, k, limit, fixed int, al
 	}
 	p := x.probing(k, fixed, widen)
 	defer probes.Put(p)
-	return x.Coded.Search(ctx, q, k, limit, ivflists.Probe{Order: p.lists, More: p.more}, allow)
+	return x.Coded.Search(ctx, q, k, limit, lists.Probe{Order: p.lists, More: p.more}, allow)
 }
 
 // Stats reports the index's size and, as its figures, the sizes of its

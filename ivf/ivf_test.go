@@ -8,9 +8,9 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/vecside/vecside/indexer/dataset"
 	"github.com/vecside/vecside/indexer/kind"
-	"github.com/vecside/vecside/internal/dataset"
-	"github.com/vecside/vecside/internal/store"
+	"github.com/vecside/vecside/indexer/store"
 	"github.com/vecside/vecside/kernels"
 )
 

@@ -5,8 +5,8 @@ import (
 	"slices"
 
 	"github.com/vecside/vecside/indexer/kind"
-	"github.com/vecside/vecside/internal/ivflists"
-	"github.com/vecside/vecside/internal/store"
+	"github.com/vecside/vecside/indexer/store"
+	"github.com/vecside/vecside/ivf/lists"
 )
 
 // MaxLists bounds lists= and probes=.
@@ -76,7 +76,7 @@ func optionsConfig(o map[string]string, cfg store.CodedConfig) (Config, error) {
 type ivfKind struct{ *Index }
 
 func (x ivfKind) Prepare(vec []float32) kind.Row  { return x.Coded.Prepare(vec) }
-func (x ivfKind) Insert(key string, row kind.Row) { x.Coded.Insert(key, row.(*ivflists.Prepared)) }
+func (x ivfKind) Insert(key string, row kind.Row) { x.Coded.Insert(key, row.(*lists.Prepared)) }
 
 func (x ivfKind) Search(ctx context.Context, vec []float32, q kind.Query) ([]store.Hit, error) {
 	return kind.Restrict(q.Allow, x.Allow, func(allow *store.Allow) ([]store.Hit, error) {

@@ -6,7 +6,7 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/vecside/vecside/internal/store"
+	"github.com/vecside/vecside/indexer/store"
 	"github.com/vecside/vecside/kernels"
 )
 

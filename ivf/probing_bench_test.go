@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vecside/vecside/internal/dataset"
-	"github.com/vecside/vecside/internal/store"
+	"github.com/vecside/vecside/indexer/dataset"
+	"github.com/vecside/vecside/indexer/store"
 	"github.com/vecside/vecside/kernels"
 )
 

@@ -3,7 +3,7 @@ package ivf
 import (
 	"math"
 
-	"github.com/vecside/vecside/internal/store"
+	"github.com/vecside/vecside/indexer/store"
 )
 
 // ListsFor is the number of lists for a table of n rows:

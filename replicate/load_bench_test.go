@@ -9,7 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/vecside/vecside/indexer"
-	"github.com/vecside/vecside/internal/dataset"
+	"github.com/vecside/vecside/indexer/dataset"
 	"github.com/vecside/vecside/internal/loadgen"
 	"github.com/vecside/vecside/internal/procs"
 	"github.com/vecside/vecside/internal/writeload"

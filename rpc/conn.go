@@ -11,7 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgproto3"
 
-	"github.com/vecside/vecside/internal/pgstartup"
+	"github.com/vecside/vecside/rpc/internal/pgstartup"
 )
 
 // conn is one client connection, served by one goroutine.

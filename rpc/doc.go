@@ -70,7 +70,7 @@
 //     slots for connections not yet authenticated: a free one, else the
 //     slot of the connection that has waited longest before its startup
 //     message, from the same address first past MaxStartupsPerPeer
-//     (internal/pgstartup.Admission, which the proxy shares); only if every slot is authenticating is it refused
+//     (rpc/internal/pgstartup.Admission, which the proxy shares); only if every slot is authenticating is it refused
 //     at once with FATAL 53300 before anything is read. Its goroutine then
 //     has Limits.AuthTimeout to finish steps 2 to 5 (else FATAL 57014). A
 //     failing accept (out of file descriptors) is retried after a pause

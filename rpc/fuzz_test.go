@@ -14,8 +14,8 @@ import (
 	"github.com/jackc/pgx/v5/pgproto3"
 
 	"github.com/vecside/vecside/indexer"
-	"github.com/vecside/vecside/internal/pgstartup"
 	"github.com/vecside/vecside/internal/testcert"
+	"github.com/vecside/vecside/rpc/internal/pgstartup"
 )
 
 // The fuzz targets feed bytes to the server as a client would send them:

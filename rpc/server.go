@@ -18,8 +18,8 @@ import (
 	"time"
 
 	"github.com/vecside/vecside/indexer"
-	"github.com/vecside/vecside/internal/pgstartup"
 	"github.com/vecside/vecside/internal/pgvalue"
+	"github.com/vecside/vecside/rpc/internal/pgstartup"
 )
 
 // Catalog is what the server needs from the indexes; *indexer.Indexer

@@ -16,7 +16,7 @@ import (
 
 	"github.com/vecside/vecside/indexer"
 	"github.com/vecside/vecside/internal/knnlimits"
-	"github.com/vecside/vecside/internal/pgstartup"
+	"github.com/vecside/vecside/rpc/internal/pgstartup"
 )
 
 // Startup request codes, in place of a protocol version.

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/vecside/vecside/indexer"
-	"github.com/vecside/vecside/internal/dataset"
+	"github.com/vecside/vecside/indexer/dataset"
 )
 
 // churn streams inserts and deletes through replication into one index

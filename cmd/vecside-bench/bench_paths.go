@@ -9,8 +9,8 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/vecside/vecside/cmd/vecside-bench/internal/benchreport"
 	"github.com/vecside/vecside/heapfetch"
-	"github.com/vecside/vecside/internal/benchreport"
 	"github.com/vecside/vecside/rpc"
 )
 

@@ -13,7 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/vecside/vecside/internal/benchreport"
+	"github.com/vecside/vecside/cmd/vecside-bench/internal/benchreport"
 	"github.com/vecside/vecside/internal/pgvalue"
 	"github.com/vecside/vecside/kernels"
 )

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/vecside/vecside/internal/sidecar"
+	"github.com/vecside/vecside/cmd/vecside/sidecar"
 	"github.com/vecside/vecside/replicate"
 	"github.com/vecside/vecside/rpc"
 )

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/vecside/vecside/internal/benchreport"
+	"github.com/vecside/vecside/cmd/vecside-bench/internal/benchreport"
 	"github.com/vecside/vecside/internal/vecsidebin"
 )
 

@@ -18,9 +18,9 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/vecside/vecside/cmd/vecside-bench/internal/benchreport"
 	"github.com/vecside/vecside/heapfetch"
-	"github.com/vecside/vecside/internal/benchreport"
-	"github.com/vecside/vecside/internal/proxy"
+	"github.com/vecside/vecside/rpc/proxy"
 )
 
 // proxyBuilt: this binary has the proxy (cgo).

@@ -7,8 +7,8 @@ import (
 	"strconv"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/vecside/vecside/cmd/vecside-bench/internal/benchreport"
 	"github.com/vecside/vecside/deploy"
-	"github.com/vecside/vecside/internal/benchreport"
 )
 
 // startSQL installs the SQL helpers into the bench's database as vecside

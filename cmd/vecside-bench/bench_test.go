@@ -12,8 +12,8 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/vecside/vecside/internal/benchreport"
-	"github.com/vecside/vecside/internal/dataset"
+	"github.com/vecside/vecside/cmd/vecside-bench/internal/benchreport"
+	"github.com/vecside/vecside/indexer/dataset"
 	"github.com/vecside/vecside/internal/pgtest"
 	"github.com/vecside/vecside/kernels"
 )

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/urfave/cli/v2"
-	"github.com/vecside/vecside/internal/benchreport"
+	"github.com/vecside/vecside/cmd/vecside-bench/internal/benchreport"
 	"github.com/vecside/vecside/internal/bytesize"
 	"golang.org/x/sys/unix"
 )

@@ -11,10 +11,10 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/vecside/vecside/cmd/vecside-bench/internal/benchreport"
+	"github.com/vecside/vecside/cmd/vecside/sidecar"
 	"github.com/vecside/vecside/heapfetch"
 	"github.com/vecside/vecside/indexer"
-	"github.com/vecside/vecside/internal/benchreport"
-	"github.com/vecside/vecside/internal/sidecar"
 	"github.com/vecside/vecside/replicate"
 	"github.com/vecside/vecside/rpc"
 )

@@ -4,8 +4,8 @@ import (
 	"context"
 	"time"
 
+	"github.com/vecside/vecside/cmd/vecside-bench/internal/benchreport"
 	"github.com/vecside/vecside/indexer"
-	"github.com/vecside/vecside/internal/benchreport"
 	"github.com/vecside/vecside/internal/loadgen"
 	"github.com/vecside/vecside/internal/writeload"
 )

@@ -6,11 +6,11 @@
 //
 // It is a command of its own, not a subcommand of vecside, so that the
 // server binary links none of what only measuring needs: the plots and
-// their fonts (gonum/plot, through internal/benchreport), the load
+// their fonts (gonum/plot, through cmd/vecside-bench/internal/benchreport), the load
 // generators (internal/loadgen, internal/writeload), the cgroup and CPU
 // placement of the throwaway Postgres. Both commands start a throwaway
 // PostgreSQL through internal/pgcluster. Sidecars run in this process, as
-// vecside serve assembles them (internal/sidecar), or with --process as
+// vecside serve assembles them (cmd/vecside/sidecar), or with --process as
 // child vecside serve processes, whose memory is then their own: the
 // vecside command beside this one, else on PATH, else named by --vecside.
 package main

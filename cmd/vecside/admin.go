@@ -7,8 +7,8 @@ import (
 	"text/tabwriter"
 
 	"github.com/urfave/cli/v2"
+	"github.com/vecside/vecside/cmd/vecside/sidecar"
 	"github.com/vecside/vecside/indexer"
-	"github.com/vecside/vecside/internal/sidecar"
 	"github.com/vecside/vecside/replicate"
 )
 

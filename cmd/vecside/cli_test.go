@@ -19,10 +19,10 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/urfave/cli/v2"
+	"github.com/vecside/vecside/cmd/vecside/sidecar"
 	"github.com/vecside/vecside/indexer"
 	"github.com/vecside/vecside/internal/clitest"
 	"github.com/vecside/vecside/internal/pgtest"
-	"github.com/vecside/vecside/internal/sidecar"
 	"github.com/vecside/vecside/internal/testcert"
 	"github.com/vecside/vecside/replicate"
 	"github.com/vecside/vecside/rpc"

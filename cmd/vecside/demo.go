@@ -10,12 +10,12 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/urfave/cli/v2"
+	"github.com/vecside/vecside/cmd/vecside/sidecar"
 	"github.com/vecside/vecside/deploy"
 	"github.com/vecside/vecside/heapfetch"
 	"github.com/vecside/vecside/indexer"
-	"github.com/vecside/vecside/internal/dataset"
+	"github.com/vecside/vecside/indexer/dataset"
 	"github.com/vecside/vecside/internal/pgcluster"
-	"github.com/vecside/vecside/internal/sidecar"
 )
 
 var demoCommand = &cli.Command{

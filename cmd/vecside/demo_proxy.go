@@ -12,10 +12,10 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/vecside/vecside/cmd/vecside/sidecar"
 	"github.com/vecside/vecside/deploy"
 	"github.com/vecside/vecside/heapfetch"
-	"github.com/vecside/vecside/internal/proxy"
-	"github.com/vecside/vecside/internal/sidecar"
+	"github.com/vecside/vecside/rpc/proxy"
 )
 
 // demoHasProxy: this build's demo goes through the proxy.

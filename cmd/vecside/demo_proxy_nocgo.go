@@ -7,7 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/vecside/vecside/internal/sidecar"
+	"github.com/vecside/vecside/cmd/vecside/sidecar"
 )
 
 // demoHasProxy: this build's demo has no proxy.

@@ -10,7 +10,7 @@ import (
 // TestLeanBinary: the server binary links neither testing nor what only
 // the bench needs (its plots and load generators), with cgo or without.
 func TestLeanBinary(t *testing.T) {
-	forbidden := []string{"testing", "gonum.org/", "/internal/benchreport", "/internal/loadgen", "/internal/writeload", "/internal/workload", "/internal/pgtest"}
+	forbidden := []string{"testing", "gonum.org/", "/cmd/vecside-bench/internal/benchreport", "/internal/loadgen", "/internal/writeload", "/internal/workload", "/internal/pgtest"}
 	for _, cgo := range []string{"0", "1"} {
 		cmd := exec.Command("go", "list", "-deps", "github.com/vecside/vecside/cmd/vecside")
 		cmd.Env = append(os.Environ(), "CGO_ENABLED="+cgo)

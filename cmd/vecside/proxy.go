@@ -21,9 +21,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/urfave/cli/v2"
 
+	"github.com/vecside/vecside/cmd/vecside/sidecar"
 	"github.com/vecside/vecside/heapfetch"
-	"github.com/vecside/vecside/internal/proxy"
-	"github.com/vecside/vecside/internal/sidecar"
+	"github.com/vecside/vecside/rpc/proxy"
 )
 
 var proxyCommand = &cli.Command{
@@ -34,7 +34,7 @@ and passwords: authentication is PostgreSQL's, relayed). Each session gets
 its own upstream connection, as its own role. Statements of the form
 SELECT ... FROM t [WHERE ...] ORDER BY col <->|<=>|<#> vector LIMIT k on a
 column the sidecar indexes are run restricted to the sidecar's candidates;
-everything else passes through unchanged. See internal/proxy's doc.
+everything else passes through unchanged. See rpc/proxy's doc.
 
 vecside serve --proxy runs the same proxy inside the sidecar's process,
 which saves a round trip per statement.`,

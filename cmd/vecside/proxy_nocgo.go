@@ -8,7 +8,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/vecside/vecside/internal/sidecar"
+	"github.com/vecside/vecside/cmd/vecside/sidecar"
 )
 
 var errNoCgo = errors.New("this vecside was built with CGO_ENABLED=0; the proxy needs cgo (PostgreSQL's parser, pg_query): build with CGO_ENABLED=1 and a C compiler")

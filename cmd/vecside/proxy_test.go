@@ -15,11 +15,11 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/vecside/vecside/cmd/vecside/sidecar"
 	"github.com/vecside/vecside/deploy"
 	"github.com/vecside/vecside/internal/pgtest"
-	"github.com/vecside/vecside/internal/proxy"
-	"github.com/vecside/vecside/internal/sidecar"
 	"github.com/vecside/vecside/replicate"
+	"github.com/vecside/vecside/rpc/proxy"
 )
 
 // TestProxyCommand: vecside proxy relays sessions to --upstream, asking

@@ -13,9 +13,9 @@ import (
 	"time"
 
 	"github.com/urfave/cli/v2"
+	"github.com/vecside/vecside/cmd/vecside/sidecar"
 	"github.com/vecside/vecside/indexer"
 	"github.com/vecside/vecside/internal/bytesize"
-	"github.com/vecside/vecside/internal/sidecar"
 	"github.com/vecside/vecside/rpc"
 )
 

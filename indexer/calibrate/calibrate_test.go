@@ -10,7 +10,7 @@ import (
 	"sort"
 	"testing"
 
-	"github.com/vecside/vecside/internal/store"
+	"github.com/vecside/vecside/indexer/store"
 	"github.com/vecside/vecside/kernels"
 )
 

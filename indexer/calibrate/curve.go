@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/vecside/vecside/internal/store"
+	"github.com/vecside/vecside/indexer/store"
 )
 
 // Search is an index's search for a calibration query: the keys of up to

@@ -20,7 +20,7 @@
 // and the indexer imports each built-in kind for that side effect only
 // (indexer/kinds.go), so a new kind is one new package plus one import
 // line there. A kind outside the build (a test's) registers itself the
-// same way before it is used; internal/kindtest holds the conformance
+// same way before it is used; indexer/kindtest holds the conformance
 // suite every registered kind must pass.
 //
 // What a kind does beside the contract is said by optional interfaces,

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/vecside/vecside/internal/store"
+	"github.com/vecside/vecside/indexer/store"
 )
 
 // ErrInvalidArgument is what a bad build option or search setting wraps

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/vecside/vecside/internal/store"
+	"github.com/vecside/vecside/indexer/store"
 )
 
 func testKind(name string, settings ...Setting) Kind {

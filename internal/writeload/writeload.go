@@ -9,8 +9,8 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
-	"github.com/vecside/vecside/indexer"
 	"github.com/vecside/vecside/internal/loadgen"
 )
 
@@ -26,7 +26,7 @@ type Config struct {
 	Rate               int // rows per second
 	Duration           time.Duration
 	// WaitApplied returns once the index has applied lsn.
-	WaitApplied func(ctx context.Context, lsn indexer.LSN) error
+	WaitApplied func(ctx context.Context, lsn pglogrepl.LSN) error
 	// Dir holds pgbench's script; a temporary directory if empty.
 	Dir string
 }
@@ -108,7 +108,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 			return Result{Lag: lags, PerSecond: float64(after-before) / time.Since(began).Seconds()}, err
 		default:
 		}
-		var lsn indexer.LSN
+		var lsn pglogrepl.LSN
 		if err := cfg.Conn.QueryRow(ctx, `SELECT pg_current_wal_lsn()`).Scan(&lsn); err != nil {
 			cmd.Process.Kill()
 			<-done

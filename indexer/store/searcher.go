@@ -114,7 +114,7 @@ type Allow struct {
 	bits []uint64
 	n    int
 	// Rows is what the ids number, when the set's maker swaps its rows
-	// wholesale (ivflists.Coded.Allow: the generation it read them in),
+	// wholesale (lists.Coded.Allow: the generation it read them in),
 	// for its searches to read the same.
 	Rows any
 }

@@ -22,7 +22,7 @@ import (
 // process of its own also pays the wake-ups of one more process each
 // way, which pgbench -S through vecside proxy against direct measures.
 //
-//	go test ./internal/proxy -run '^$' -bench PassThrough -benchtime 5000x
+//	go test ./rpc/proxy -run '^$' -bench PassThrough -benchtime 5000x
 func BenchmarkPassThrough(b *testing.B) {
 	ctx := context.Background()
 	dsn := pgtest.Shared(b).NewDatabase(b)

@@ -9,7 +9,7 @@ filter, in and out of transactions, unprepared, automatically prepared
 after psycopg's fifth execution, prepared at once, binary) and writes.
 Every result is printed as one JSON line {"step": ..., ...}. The same
 program runs through vecside's proxy and against PostgreSQL directly;
-internal/proxy's TestDrivers compares the two outputs. Its data and query
+rpc/proxy's TestDrivers compares the two outputs. Its data and query
 vectors come from a seeded generator, so both runs do the same.
 
 Where the database offers pgvector, the column is vector(32) with an

@@ -117,7 +117,7 @@ func Mean(m kernels.Metric, dims int, vecs [][]float32) []float32 {
 
 func sqrt64(x float64) float64 { return math.Sqrt(x) }
 
-// CodedConfig configures the codes of an index: ivflists.Coded's, and
+// CodedConfig configures the codes of an index: lists.Coded's, and
 // hnsw's.
 type CodedConfig struct {
 	Metric kernels.Metric

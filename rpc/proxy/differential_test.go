@@ -22,9 +22,9 @@ import (
 	"github.com/jackc/pgx/v5/pgproto3"
 	pg_query "github.com/pganalyze/pg_query_go/v6"
 
+	"github.com/vecside/vecside/cmd/vecside/sidecar"
 	"github.com/vecside/vecside/deploy"
 	"github.com/vecside/vecside/internal/pgtest"
-	"github.com/vecside/vecside/internal/sidecar"
 )
 
 // The differential suite. A session runs twice, step by step: straight

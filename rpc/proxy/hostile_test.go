@@ -299,7 +299,7 @@ func peakRSS(tb testing.TB) (stop func() float64) {
 // sessions send them in a loop, beside the same statement straight to
 // PostgreSQL then.
 //
-//	go test ./internal/proxy -run '^$' -bench LargeStatements -benchtime 1x
+//	go test ./rpc/proxy -run '^$' -bench LargeStatements -benchtime 1x
 func BenchmarkLargeStatements(b *testing.B) {
 	f := newFixture(b, 2000)
 	big := largeStatement(f.vector())

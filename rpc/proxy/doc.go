@@ -39,9 +39,11 @@
 // and no encoding of the vector; a sidecar restart then ends the
 // sessions too. The Sidecar interface is all the proxy knows of either.
 //
-// Its own package under internal/, not inside rpc: rpc serves its own SQL
+// A package beside rpc's server, not part of it: rpc serves its own SQL
 // dialect from its own catalog and authenticates against its own users;
-// the proxy serves nothing itself and relays authentication. Remote
+// the proxy serves nothing itself and relays authentication. What both
+// share is how a connection is admitted before it authenticates
+// (rpc/internal/pgstartup). Remote
 // reuses heapfetch to ask for candidates (Client.Candidates: the knn call,
 // failover between a shard's sidecars and their back-off); both use
 // pgvalue for vectors.

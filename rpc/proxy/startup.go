@@ -12,7 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgproto3"
 
-	"github.com/vecside/vecside/internal/pgstartup"
+	"github.com/vecside/vecside/rpc/internal/pgstartup"
 )
 
 // errCancelled ends a connection that carried a CancelRequest.

@@ -19,10 +19,10 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/vecside/vecside/cmd/vecside/sidecar"
 	"github.com/vecside/vecside/deploy"
 	"github.com/vecside/vecside/indexer"
 	"github.com/vecside/vecside/internal/pgtest"
-	"github.com/vecside/vecside/internal/sidecar"
 )
 
 const dims = 32

@@ -9,7 +9,7 @@
 // filter, in and out of a transaction, unnamed and as named prepared
 // statements, through a Client and a Pool) and writes. Every result is
 // printed as one JSON line {"step": ...}. The same program runs through
-// vecside's proxy and against PostgreSQL directly; internal/proxy's
+// vecside's proxy and against PostgreSQL directly; rpc/proxy's
 // TestDrivers compares the two outputs. Its data and query vectors come
 // from a seeded generator, so both runs do the same.
 //

@@ -23,7 +23,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/vecside/vecside/internal/pgstartup"
+	"github.com/vecside/vecside/rpc/internal/pgstartup"
 )
 
 // Config says where the proxy forwards and whom it asks for candidates.

@@ -1,4 +1,4 @@
-// Package ivflists is the inverted-file engine that the ivf kind and the
+// Package lists is the inverted-file engine that the ivf kind and the
 // coded flat kind are built on: a fixed set of centroids, one store.List of
 // 1-bit RaBitQ codes per centroid, and per row id the row's location, its
 // second-pass data (a 4- or 8-bit extended code with its factors, and
@@ -24,7 +24,7 @@
 // Rows are encoded outside the writers' mutex (Prepare), against the
 // centroid nearest to them, so a copy's readers encode in parallel; the
 // mutex covers only the insertion (Insert). Rows, ids, epochs and
-// copy-on-write blocks follow internal/store's rules, so searches take no
+// copy-on-write blocks follow indexer/store's rules, so searches take no
 // lock. Clear swaps in a new generation of rows; an Allow made by a
 // Coded remembers the generation whose ids it holds.
 //
@@ -35,13 +35,13 @@
 // while writers go on; LoadCoded reads it back and refuses a body of
 // another dimension, metric or store.
 //
-// # Why apart from internal/store
+// # Why apart from indexer/store
 //
-// internal/store holds what every kind stores: rows, their ids, codes, and
+// indexer/store holds what every kind stores: rows, their ids, codes, and
 // the rules that let searches read while writers change them. Lists,
 // their centroids and probing are the engine of one family of kinds, and
 // the ivf and flat types embed a *Coded, so the package's name says which
 // engine they embed. It does not train centroids (store.KMeans, called by
 // ivf), retrain, or rebuild: a structural change is a new Coded built
 // from the table.
-package ivflists
+package lists

@@ -1,4 +1,4 @@
-package ivflists
+package lists
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 	"sync/atomic"
 
 	"github.com/vecside/vecside/indexer/kind"
-	"github.com/vecside/vecside/internal/store"
+	"github.com/vecside/vecside/indexer/store"
 	"github.com/vecside/vecside/kernels"
 )
 
@@ -78,7 +78,7 @@ func NewCoded(cfg store.CodedConfig, centroids []float32) (*Coded, error) {
 		centroids = make([]float32, cfg.Dims)
 	}
 	if len(centroids)%cfg.Dims != 0 {
-		return nil, fmt.Errorf("ivflists: %d centroid values for %d dimensions", len(centroids), cfg.Dims)
+		return nil, fmt.Errorf("ivf lists: %d centroid values for %d dimensions", len(centroids), cfg.Dims)
 	}
 	x := &Coded{cfg: cfg, rq: rq, centroids: centroids, cRot: make([]float32, len(centroids))}
 	for c := range x.Lists() {
@@ -402,7 +402,7 @@ type Probe struct {
 // one instead. It gives up with ctx's error once ctx ends.
 func (x *Coded) Search(ctx context.Context, q []float32, k, limit int, probe Probe, allow *store.Allow) ([]store.Hit, error) {
 	if len(q) != x.cfg.Dims {
-		panic(fmt.Sprintf("ivflists: %d-d query against %d-d index", len(q), x.cfg.Dims))
+		panic(fmt.Sprintf("ivf lists: %d-d query against %d-d index", len(q), x.cfg.Dims))
 	}
 	if x.cfg.Metric == kernels.Cosine && kernels.Dot(q, q) == 0 {
 		return nil, nil // no row has a cosine distance to the zero vector
@@ -581,19 +581,19 @@ func LoadCoded(in io.Reader, cfg store.CodedConfig) (*Coded, error) {
 	switch {
 	case br.Err() != nil:
 	case string(head[:4]) != codedMagic || head[4] != codedVersion && head[4] != 1:
-		return nil, fmt.Errorf("ivflists: not a coded body of version %d", codedVersion)
+		return nil, fmt.Errorf("ivf lists: not a coded body of version %d", codedVersion)
 	case head[4] == 1 && store.Kind(head[5]) == store.Float:
-		return nil, fmt.Errorf("ivflists: a store=float body of version 1, without the extended codes version %d keeps", codedVersion)
+		return nil, fmt.Errorf("ivf lists: a store=float body of version 1, without the extended codes version %d keeps", codedVersion)
 	}
 	var rq kernels.RaBitQ
 	if err := rq.UnmarshalBinary([]byte(br.String())); br.Err() == nil && err != nil {
-		return nil, fmt.Errorf("ivflists: %w", err)
+		return nil, fmt.Errorf("ivf lists: %w", err)
 	}
 	if br.Err() != nil {
-		return nil, fmt.Errorf("ivflists: %w", br.Err())
+		return nil, fmt.Errorf("ivf lists: %w", br.Err())
 	}
 	if c := rq.Config(); c.Dim != cfg.Dims || c.Metric != cfg.Metric || store.Kind(head[5]) != cfg.Store || c.ExBits != exBits(cfg.Store) {
-		return nil, fmt.Errorf("ivflists: body holds a %d-d %s store=%s index, want %d-d %s store=%s", c.Dim, c.Metric, store.Kind(head[5]), cfg.Dims, cfg.Metric, cfg.Store)
+		return nil, fmt.Errorf("ivf lists: body holds a %d-d %s store=%s index, want %d-d %s store=%s", c.Dim, c.Metric, store.Kind(head[5]), cfg.Dims, cfg.Metric, cfg.Store)
 	}
 	cfg.Seed = rq.Config().Seed
 	var zeros []string
@@ -610,7 +610,7 @@ func LoadCoded(in io.Reader, cfg store.CodedConfig) (*Coded, error) {
 		params[i] = math.Float64frombits(binary.LittleEndian.Uint64(p[:]))
 	}
 	if br.Err() != nil {
-		return nil, fmt.Errorf("ivflists: %w", br.Err())
+		return nil, fmt.Errorf("ivf lists: %w", br.Err())
 	}
 	x, err := NewCoded(cfg, centroids)
 	if err != nil {
@@ -634,12 +634,12 @@ func LoadCoded(in io.Reader, cfg store.CodedConfig) (*Coded, error) {
 			break
 		}
 		if _, dup := r.keys.Lookup(key); dup {
-			return nil, fmt.Errorf("ivflists: key %x stored twice", key)
+			return nil, fmt.Errorf("ivf lists: key %x stored twice", key)
 		}
 		r.insert(cfg.Dims, key, list, &e, vec)
 	}
 	if br.Err() != nil {
-		return nil, fmt.Errorf("ivflists: %w", br.Err())
+		return nil, fmt.Errorf("ivf lists: %w", br.Err())
 	}
 	return x, nil
 }
@@ -660,7 +660,7 @@ type Prepared struct {
 // Prepare encodes vec against its nearest centroid, for Insert.
 func (x *Coded) Prepare(vec []float32) *Prepared {
 	if len(vec) != x.cfg.Dims {
-		panic(fmt.Sprintf("ivflists: put of %d-d vector into %d-d index", len(vec), x.cfg.Dims))
+		panic(fmt.Sprintf("ivf lists: put of %d-d vector into %d-d index", len(vec), x.cfg.Dims))
 	}
 	if x.cfg.Metric == kernels.Cosine && kernels.Dot(vec, vec) == 0 {
 		return &Prepared{zero: true}

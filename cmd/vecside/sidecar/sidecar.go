@@ -149,7 +149,7 @@ func Start(parent context.Context, cfg Config) (*Sidecar, error) {
 		return nil, err
 	}
 	// Prompt: every kind's search gives up once its context ends
-	// (internal/kindtest), and the indexer's waits select on it.
+	// (indexer/kindtest), and the indexer's waits select on it.
 	srv, err := rpc.NewServer(rpc.Config{Catalog: ix, PromptCatalog: true, Auth: cfg.Auth, Users: cfg.Users, MockAuthSecret: mock, TLS: cfg.TLS, TLSRequired: cfg.TLSRequired,
 		AdminUser: cfg.AdminUser, Limits: cfg.Clients, Logger: log})
 	if err != nil {

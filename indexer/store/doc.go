@@ -51,7 +51,7 @@
 // and the nearest centroid (Nearest) serve ivf's lists and hnsw's
 // training alike. The engine that keeps one List per centroid and probes
 // them, which ivf and the coded flat kind are built on, is
-// internal/ivflists.
+// ivf/lists.
 //
 // # Memory
 //
@@ -64,7 +64,7 @@
 //
 // # What this package does not do
 //
-// It does not choose or probe lists (internal/ivflists), compact lists (freed slots are refilled by later rows of
+// It does not choose or probe lists (ivf/lists), compact lists (freed slots are refilled by later rows of
 // the same list, and a structural change is a rebuild from the table, see
 // the indexer), keep anything on disk but through checkpoints, or know
 // about Postgres types.
