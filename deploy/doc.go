@@ -12,8 +12,8 @@
 //   - kubernetes/vecside.yaml is a StatefulSet: each pod's --name is its
 //     own name (vecside-0 becomes the slot vecside_0), its checkpoints on
 //     its own volume claim, readiness on /readyz and liveness on /healthz
-//     of --probes-listen, memory sized by the README's rule; a Service for
-//     clients and a headless one for the pods.
+//     of --probes-listen, memory sized by the rule in docs/indexes.md; a
+//     Service for clients and a headless one for the pods.
 //   - systemd/vecside.service runs it hardened, with its state directory
 //     as --data-dir, settings from vecside.yaml and an environment file.
 //   - postgresql.vecside.conf holds the server settings vecside needs and

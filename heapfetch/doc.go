@@ -10,7 +10,7 @@
 // a row the index does not propose is never seen. The rows returned are
 // exact, current and in exact order; whether they are the true k nearest
 // depends on the index and its settings (oversample, probes, ef_search),
-// as measured in the README and each index package's doc.
+// as measured in docs/benchmarks.
 //
 // # Use
 //
@@ -30,8 +30,8 @@
 //
 // Connections to a sidecar should go through RegisterTypes (in the pool's
 // AfterConnect), which sends the query vector in binary without boxing
-// each element: pgx's generic array encoder costs a 784-d query 13 µs and
-// 786 allocations.
+// each element in an interface, as pgx's generic array encoder does
+// (docs/benchmarks/heapfetch.md, "Encoding the query").
 //
 // Collect scans the caller's columns the way pgx.CollectRows does, with
 // the key and exact distance alongside; OrderOnly leaves the distances
@@ -101,9 +101,6 @@
 //
 // # Vanished rows, and the vectors fetched
 //
-// Figures of filtered searches, with the command, are in
-// docs/benchmarks/heapfetch.md.
-//
 // When rows have vanished between the sidecar's answer and the fetch
 // (deleted meanwhile), fewer than k may remain; the client widens as for a
 // filter. A row whose vector has meanwhile become one the sidecar does not
@@ -131,26 +128,12 @@
 // Each vector is read in its column's own type and decoded by the
 // client from the raw bytes. What a fetched vector costs depends on that
 // type: Postgres sends a real[] an element at a time, each through a
-// function call and an allocation (≈ 30 µs of the server's time for 784
-// elements), where pgvector's vector_send copies its floats; reading a
-// vector column through a cast to real[] costs as much as a real[].
-//
-// Measured by BenchmarkFastPath on Fashion-MNIST (60,000 × 784, vectors
-// out of line, k = 10, 2 shared cores; medians over three runs of the
-// difference from the sidecar alone, whose p50 was 0.32–0.67 ms as the
-// machine's load moved):
-//
-//	index                              vectors/query  real[]    vector(784)
-//	ivf store=float, fast path               0        +0.30 ms  +0.43 ms
-//	ivf store=float, every vector           10        +0.67 ms  +0.50 ms
-//	hnsw (6-bit codes), oversample=1        10        +0.54 ms  +0.35 ms
-//	ivf (4-bit codes), default oversample   14.0      +0.82 ms
-//
-// Since then the fast path's statement reads the server's system
-// identifier once per session instead of the control file each time:
-// two runs alternated with the statement before, on a slower day (the
-// sidecar alone 0.48–0.59 ms), took its difference from +0.34 to +0.31 ms
-// (real[]) and from +0.39 to +0.27 ms (vector).
+// function call and an allocation, where pgvector's vector_send copies
+// its floats; reading a vector column through a cast to real[] costs as
+// much as a real[]. BenchmarkFastPath measures, for both column types,
+// what a search adds to the sidecar's answer when it fetches every
+// vector and when it takes the fast path (docs/benchmarks/heapfetch.md,
+// "The fast path and the column's type").
 //
 // The fast path returns the same rows, order and distances as fetching
 // every vector on every query. The compact store's distances are
@@ -158,9 +141,9 @@
 // (a bound that holds for every query exceeds the estimates' typical
 // error about as many times as the square root of the dimension), so
 // each candidate's vector is fetched; HNSW's 6-bit codes order
-// candidates well enough that k of them (Oversample 1) keep recall@10 at
-// 0.992 on Fashion-MNIST, so at most k vectors are fetched, and
-// OrderOnly costs the same.
+// candidates well enough that k of them (Oversample 1) suffice on
+// Fashion-MNIST (docs/benchmarks/heapfetch.md, "HNSW at Oversample 1"),
+// so at most k vectors are fetched, and OrderOnly costs the same.
 //
 // Distances follow pgvector's operators: Euclidean (<->), 1 − cosine
 // similarity (<=>), negative inner product (<#>); ties are broken by key,
@@ -170,4 +153,10 @@
 // the distances are pgvector's on the same values (accumulated in double
 // precision, where pgvector accumulates in single: they agree to about
 // single precision's rounding).
+//
+// # Measured
+//
+// Figures, with the commands that made them, are in
+// docs/benchmarks/heapfetch.md: filtered searches, and what the vectors
+// fetched cost by the column's type and by the path taken.
 package heapfetch

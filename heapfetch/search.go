@@ -18,7 +18,7 @@ type Request struct {
 	Vector []float32
 	K      int
 	// Oversample asks the sidecar for at most K × Oversample candidates;
-	// 0 takes the index's default (see the README). More candidates cost
+	// 0 takes the index's default (docs/indexes.md). More candidates cost
 	// heap fetches but forgive a lossy index.
 	Oversample float64
 	// Options are further knn options in key=value form, e.g. "timeout=2s".

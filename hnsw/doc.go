@@ -16,42 +16,37 @@
 // smallest set that can still hold the true k nearest, capped at
 // k × oversample, store.Searcher), and never lets a search hold a lock a
 // writer waits for. What it adds is a graph: a query estimates a few
-// hundred rows of a million (345 at ef_search 64 on 1M clustered rows)
-// instead of a few percent of them.
+// hundred rows of a million instead of a few percent of them.
 //
 // # Rows and codes (codes.go, train.go)
 //
 // A row is a key (store.Keys: ids, the key index, live bits) and, by id,
 // a row of one store.Slab: its extended RaBitQ code, three of its
-// factors, κ and the number of its centroid, so that estimating a neighbour touches
-// one or two cache lines, which the walk prefetches for every neighbour of
-// a node before it estimates them, in the upper layers' greedy descent as
-// in layer 0's beam; it prefetches the list of the nearest
-// candidate left too, the next it is likely to expand (in-process QPS at
-// ef 64 on 200k rows, four interleaved pairs of runs: 9,400–12,000
-// without, 11,900–14,000 with). The descent's prefetch: on 1M rows,
-// six interleaved pairs, median QPS at ef 64 6,900 → 7,700; the build of
-// 200k rows, three pairs, median 30.9 → 26.7 s (a link descends too, and
-// the descent was a fifth of a link's time at 1M). The code is 6 bits a dimension by
-// default (store=ext6), kept as two planes (kernels): a 4-bit code of its
-// top bits, which is all the walk reads, and its low two bits, which
-// refine adds to order the rows a search returns; the row also holds the
-// top plane's scale and a second κ (124 bytes at 128 dimensions).
-// store=ext4 (84 bytes) and store=ext8 keep one code that serves both;
-// the 1-bit code is the extended code's top bit and is not kept apart.
-// store=float keeps the float32 vector instead, and its distances are
-// exact.
+// factors, κ and the number of its centroid, so that estimating a
+// neighbour touches one or two cache lines, which the walk prefetches for
+// every neighbour of a node before it estimates them, in the upper
+// layers' greedy descent as in layer 0's beam; it prefetches the list of
+// the nearest candidate left too, the next it is likely to expand. Each
+// prefetch was kept for the searches it made faster, the descent's for
+// builds too, since a link descends as well (docs/benchmarks/hnsw.md,
+// "Prefetching"). The code is 6 bits a dimension by default (store=ext6),
+// kept as two planes (kernels): a 4-bit code of its top bits, which is
+// all the walk reads, and its low two bits, which refine adds to order
+// the rows a search returns; the row also holds the top plane's scale and
+// a second κ (124 bytes at 128 dimensions). store=ext4 (84 bytes) and
+// store=ext8 keep one code that serves both; the 1-bit code is the
+// extended code's top bit and is not kept apart. store=float keeps the
+// float32 vector instead, and its distances are exact.
 //
 // Why 6 bits: what a search returns is ordered by its codes, and 4-bit
 // codes cannot order near rows finely enough for the first 10 to hold
-// 0.99 of the true 10 on Fashion-MNIST. Ranking the exact 64 nearest rows
-// of 500 of its queries by codes against a centroid per hundred rows
-// held, of the true 10: 0.976 with 4 bits, 0.988 with 5, 0.994 with 6,
-// 0.999 with 8, whatever the walk. 8-bit codes do not fit the memory
-// budget (0.22·4·D + 8·M + 56 bytes a row: 874 at 784 dimensions, where
-// 8-bit rows need about 1,060); 6-bit ones do (847 at 784, 295 of 297
-// at 128), and the walk over their top plane costs what a 4-bit walk
-// does.
+// 0.99 of the true 10 on Fashion-MNIST, whatever the walk: ranking the
+// exact nearest rows of its queries by their codes, each bit more orders
+// them better, and 6 bits are the fewest that reach it
+// (docs/benchmarks/hnsw.md, "Code width"). 8-bit codes do not fit the
+// memory budget (0.22·4·D + 8·M + 56 bytes a row: 874 at 784 dimensions,
+// where 8-bit rows need about 1,060); 6-bit ones do (see Memory per row),
+// and the walk over their top plane costs what a 4-bit walk does.
 //
 // Rows are encoded against the nearest of CentroidsFor(rows) centroids
 // (one per RowsPerCentroid = 100 rows, at most 16,384), trained on the
@@ -59,10 +54,10 @@
 // centroid, at most 64 MiB) in two levels, √K top centroids by k-means
 // and leaves by k-means within each, so that a row finds its centroid
 // among about 2·√K. With one global centroid the codes ordered the rows
-// near a query badly on clustered data (the first 10 of 20,000 clustered
-// 128-d rows ranked by their codes held 0.66 of the true 10; against a
-// centroid per hundred rows, 0.88): the estimate's error grows with the
-// residual's length, and a near centroid makes it short.
+// near a query badly on clustered data, far worse than against a
+// centroid per hundred rows (docs/benchmarks/hnsw.md, "Centroids"): the
+// estimate's error grows with the residual's length, and a near centroid
+// makes it short.
 //
 // A query is rotated and prepared once, against the sample's mean g. A
 // row o with centroid c and residual r = o − c is estimated as
@@ -155,50 +150,45 @@
 // each neighbour. The heuristic's choice is filled back up to M with the
 // nearest candidates it left out: inside a tight cluster all distances
 // are nearly equal, the heuristic keeps almost nothing, and a row
-// inserted late was left with few edges into its cluster; filling cut
-// the rows no search could reach in a 1M-row build from 645 to 10. A
-// neighbour's full list given the new edge drops one: of its few
-// farthest, the farthest that a nearer one dominates (the heuristic's
-// reason to leave a candidate out), else the farthest; the heuristic
-// over the whole list, which would drop the same kind of edge, cost a
-// link hundreds of distances per list (decoding and this made
-// Fashion-MNIST's build 28% faster at the same recall). A writer that
-// finds the ring full links rows itself until it is not: the stream and
-// the copy are held back by as much as the graph cannot absorb, never by
-// searches. Once the stream's lag counts on the index (FollowStream,
-// called by the indexer when the index becomes ready, or when a
-// rebuild's copy into it begins beside the serving index), a link of a
-// stream's row narrows its beam while rows wait: half of EfConstruction
-// with an eighth of the ring waiting, a quarter with half of it, never
-// below 2·M (linkWidth), and searches yield their core at each of their
-// checks (linkingBehind). Rows linked while the linkers catch up get
-// edges chosen from fewer candidates, searches wait a little, and the
-// stream keeps its lag. A copy's rows, which hold no one's writes back,
-// link at full width. A rebuild's copy admits each one (Admit): before
-// it takes the indexer's apply lock, which the stream's changes wait for
-// too, it waits until the linkers have freed a quarter of the ring, and
-// leaves that quarter to those changes. A copy that linked under the lock
-// made the stream wait for its rows' linking, and a rebuild's new index
-// that linked the stream's rows at full width fell behind them: a
-// rebuild of 60,000 rows under 2,000 rows/s and 8 searching clients (go
-// test ./replicate -run '^$' -bench LagUnderSearch/hnsw -benchtime 1x
-// -replicate.rows 20000) had the stream's lag p99 at 2.1, 3.6, 4.5 and
-// 7.5 s in that phase, and has it at 19, 21, 24, 29, 47, 58 and 365 ms
-// in seven runs (the figure insert_linked_rows_total counts the rows
-// writers link). Admit links no row itself: a copy that linked beside the
-// linkers took the processor the scheduler keeps for the network
-// (internal/procs), and the searches served meanwhile waited for the
-// network's poll. In the same benchmark's
-// paced phase without writes, which the rebuild overlaps, their p99 was
-// 0.53 to 0.90 s (four runs) and is 14 to 31 ms (seven). For the same
-// reason the linkers of every index link in the process's slots
-// (procs.Slot): a rebuild's and the serving index's together link no
-// more rows at once than there are cores. A first copy, which no one's
-// searches or lag wait for, does not admit its rows, so the build from
-// the initial copy uses every core: the copy's reader encodes and links
-// the backlog when the ring is full, the linkers link. A linker yields
-// its core between rows, so that a search waits for at most a row's
-// linking, not for the scheduler's time slice.
+// inserted late was left with few edges into its cluster; filling
+// leaves almost no row that no search can reach (docs/benchmarks/hnsw.md,
+// "Linking"). A neighbour's full list given the new edge drops one: of
+// its few farthest, the farthest that a nearer one dominates (the
+// heuristic's reason to leave a candidate out), else the farthest; the
+// heuristic over the whole list, which would drop the same kind of edge,
+// cost a link hundreds of distances per list (decoding and this made
+// Fashion-MNIST's build faster at the same recall; see the same page). A
+// writer that finds the ring full links rows itself until it is not: the
+// stream and the copy are held back by as much as the graph cannot
+// absorb, never by searches. Once the stream's lag counts on the index
+// (FollowStream, called by the indexer when the index becomes ready, or
+// when a rebuild's copy into it begins beside the serving index), a link
+// of a stream's row narrows its beam while rows wait: half of
+// EfConstruction with an eighth of the ring waiting, a quarter with half
+// of it, never below 2·M (linkWidth), and searches yield their core at
+// each of their checks (linkingBehind). Rows linked while the linkers
+// catch up get edges chosen from fewer candidates, searches wait a
+// little, and the stream keeps its lag. A copy's rows, which hold no
+// one's writes back, link at full width. A rebuild's copy admits each one
+// (Admit): before it takes the indexer's apply lock, which the stream's
+// changes wait for too, it waits until the linkers have freed a quarter
+// of the ring, and leaves that quarter to those changes. A copy that
+// linked under the lock made the stream wait for its rows' linking, and a
+// rebuild's new index that linked the stream's rows at full width fell
+// behind them: both kept the stream's lag long while a rebuild ran
+// (docs/benchmarks/hnsw.md, "Lag during a rebuild"; the figure
+// insert_linked_rows_total counts the rows writers link). Admit links no
+// row itself: a copy that linked beside the linkers took the processor
+// the scheduler keeps for the network (internal/procs), and the searches
+// served meanwhile waited for the network's poll. For the same reason the
+// linkers of every index link in the process's slots (procs.Slot): a
+// rebuild's and the serving index's together link no more rows at once
+// than there are cores. A first copy, which no one's searches or lag wait
+// for, does not admit its rows, so the build from the initial copy uses
+// every core: the copy's reader encodes and links the backlog when the
+// ring is full, the linkers link. A linker yields its core between rows,
+// so that a search waits for at most a row's linking, not for the
+// scheduler's time slice.
 //
 // # Deletes, repair and epochs (repair.go)
 //
@@ -226,34 +216,34 @@
 // the beam search of width ef_search on layer 0 from where the descent
 // ended and from the representatives of the repEntries (3) centroids
 // nearest to the query: one live linked node per centroid, kept as nodes
-// are linked and deleted. On a set of ten thousand tight clusters (1M
-// rows, ef_construction 64) the descent alone often ended in the wrong
-// cluster: recall@10 was 0.83 at ef 64 and 0.92 at 192; with the
-// representatives, 0.96 and 0.975. Deleted and disallowed nodes are
-// walked through but are never results. The ef nearest results are
+// are linked and deleted. On a set of ten thousand tight clusters the
+// descent alone often ended in the wrong cluster, and the
+// representatives raise recall at every width measured
+// (docs/benchmarks/hnsw.md, "Entry points"). Deleted and disallowed nodes
+// are walked through but are never results. The ef nearest results are
 // refined and offered to the Searcher. The context is checked every 128
-// node expansions (and every 4,096 rows of a scan), so an abandoned search
-// stops within about a millisecond of work.
+// node expansions (and every 4,096 rows of a scan), so an abandoned
+// search stops within about a millisecond of work.
 //
 // # Filters
 //
 // An allow-set (store.Allow, the keys turned into ids under the search's
 // pin) is served one of two ways. An unfiltered walk estimates about
-// visitsPerEf·ef nodes (6·ef: 345 at ef 64 on 1M rows), and a filtered
-// one about that over the allowed share f, since its beam fills only
-// with allowed rows; a scan estimates the n allowed rows, each about
-// scanWeight (4) times cheaper (80 ns against 370). So Search scans the
-// allowed rows when n·f < 4·6·ef (at ef 64: below 3.9% of 1M rows, 16% of
-// 60k), and otherwise walks the graph past disallowed nodes with a budget
-// of n/4 estimates, the scan's cost: a walk that spends it, or ends with
-// fewer than k allowed rows, gives way to the scan, so a search returns
-// exactly k rows whenever k are allowed and never costs much more than
-// twice the cheaper way. Measured on 1M × 128 rows at ef 64
-// (BenchmarkFilter, search given the allowed ids): 50% 0.20 ms, 10%
-// 0.83 ms (walks), 1% 0.80 ms, 0.1% 0.14 ms (scans), recall@10 against an
-// exact filtered search 0.996 to 1. Turning the allowed keys into ids, as
-// Search does for each query, costs more at large shares (45 ms for 500k
-// keys): a filter of that size is better served by passing fewer keys.
+// visitsPerEf·ef nodes (6·ef), and a filtered one about that over the
+// allowed share f, since its beam fills only with allowed rows; a scan
+// estimates the n allowed rows, each about scanWeight (4) times cheaper
+// (the measurements behind both constants are in docs/benchmarks/hnsw.md,
+// "Filters"). So Search scans the allowed rows when n·f < 4·6·ef (at ef
+// 64: below 3.9% of 1M rows, 16% of 60k), and otherwise walks the graph
+// past disallowed nodes with a budget of n/4 estimates, the scan's cost:
+// a walk that spends it, or ends with fewer than k allowed rows, gives
+// way to the scan, so a search returns exactly k rows whenever k are
+// allowed and never costs much more than twice the cheaper way. Turning
+// the allowed keys into ids, as Search does for each query, costs more
+// the more keys there are, and at large shares far more than the search:
+// a filter of that size is better served by passing fewer keys.
+// BenchmarkFilter measures both ways and the turning of keys into ids
+// (the same page).
 //
 // # Checkpoints (snapshot.go)
 //
@@ -270,16 +260,16 @@
 //
 // # Memory per row
 //
-// At 128 dimensions, M = 16, store=ext6, measured by BenchmarkBuild over
-// 1M clustered rows: 291 bytes a row by Stats (codes 129: the 124-byte
-// row and the centroids; keys 21: the 8-byte key, the key index, live
-// bits; graph 141: layer 0's 33 words, upOf, upper layers, the ring),
-// and with the indexer's writer xid (4 bytes) 295, within the budget
-// 0.22·4·D + 8·M + 56 = 297. store=ext4 rows are 40 bytes shorter;
-// ext8's would be 32 bytes longer than ext6's, and SQ8 (D bytes and its
-// factors, plus the 1-bit code the fast scan of a filter needs) about as
-// long: neither fits. At 784 dimensions (Fashion-MNIST, 60k rows) ext6
-// takes 847 bytes a row against a budget of 874.
+// A row's bytes, as Stats counts them, are its codes (the 124-byte row at
+// 128 dimensions and its share of the centroids), its key (the 8-byte
+// key, the key index, live bits) and its graph (layer 0's 1 + 2M words,
+// upOf, upper layers, the ring), and the indexer adds its writer xid (4
+// bytes). The budget is 0.22·4·D + 8·M + 56 bytes a row: 297 at 128
+// dimensions and M = 16, 874 at 784. store=ext6 stays within it at both
+// (docs/benchmarks/hnsw.md, "Memory per row", from BenchmarkBuild).
+// store=ext4 rows are 40 bytes shorter; ext8's would be 32 bytes longer
+// than ext6's, and SQ8 (D bytes and its factors, plus the 1-bit code the
+// fast scan of a filter needs) about as long: neither fits.
 //
 // # Parameters and defaults
 //
@@ -287,15 +277,15 @@
 // memory budget) and ef_construction (default 128) are build options of
 // the index definition; ef_search (default 64, at least k) is a
 // per-query option (knn's options, SET vecside.ef_search) and a default
-// in the definition. On 1M × 128 clustered cosine rows (with 4-bit
-// codes), ef_construction 64 built in 97 s but recall@10 stopped at 0.975 for any ef_search
+// in the definition. On 1M × 128 clustered cosine rows, ef_construction
+// 64 built faster, but its recall stopped short for any ef_search
 // (neighbours in tight clusters left without edges from their own
-// cluster); 128 built in 170 s and reached 0.975 at ef 48, 0.982 at 64,
-// 0.991 at 96 and 0.997 at 192. ef_search 64 is the lowest width at or
-// above 0.98 there and above 0.99 on 200,000 (0.994). Pending (512) bounds
-// what every search estimates one by one when linking falls behind;
-// RepairAfter (1%) trades memory and walks through deleted rows against
-// the cost of a pass, which reads every list.
+// cluster); 128 did not. ef_search 64 is the lowest width whose
+// recall@10 reached 0.98 there, and it passes 0.99 on 200,000 rows
+// (docs/benchmarks/hnsw.md, "Parameters and defaults"). Pending (512)
+// bounds what every search estimates one by one when linking falls
+// behind; RepairAfter (1%) trades memory and walks through deleted rows
+// against the cost of a pass, which reads every list.
 //
 // # Measured
 //
@@ -309,5 +299,6 @@
 // centroids; a table that grows Growth (3) times past what its centroids
 // were trained for asks for a rebuild from the table. The inner-product
 // metric is served, but a graph over inner products leaves many rows
-// unreachable (a third on the test set): prefer cosine or L2.
+// unreachable (docs/benchmarks/hnsw.md, "Inner product"): prefer cosine
+// or L2.
 package hnsw

@@ -22,14 +22,13 @@
 // The index keeps codes only: the exact vectors live in Postgres, which
 // is the truth anyway, and the client re-ranks the candidates against
 // them. The compact store (store=ext4, the default: 1-bit codes plus
-// 4-bit extended codes) takes about 0.19 × 4·D + 60 bytes per row in all;
+// 4-bit extended codes) takes about 0.19 × 4·D + 64 bytes per row in all;
 // ext8 is tighter and larger; store=float keeps the float32 vectors for
 // exact distances from the sidecar itself, and a 4-bit code beside each:
 // in tight clusters most rows of a probed list survive the 1-bit scan,
-// and the code rules most of them out before their vectors are read
-// (100k clustered 1,536-d cosine rows, one query at a time, two
-// alternated runs: 1.42–1.75 ms a query at probes 2 to 4 and adaptive,
-// down to 1.02–1.37 ms).
+// and the code rules most of them out before their vectors are read,
+// which made such queries faster (docs/benchmarks/ivf.md, "The float
+// store's 4-bit code").
 //
 // # Workflows
 //
@@ -67,11 +66,10 @@
 // the rows estimates the allowed rows one by one.
 //
 // Parallelism: one goroutine per query, and the server runs queries on
-// every core. Splitting one query's probed lists over two goroutines was
-// measured on this 2-core machine (BenchmarkIVFSearch, 100k × 128 cosine,
-// medians of 5): store=ext8 probes=8 went from 113 to 203 µs at
-// concurrency 1 and from 62 to 92 µs per query at concurrency 8, so it
-// was dropped.
+// every core. Splitting one query's probed lists over two goroutines
+// made queries slower on a 2-core machine, one at a time as well as
+// eight at once, so it was dropped (docs/benchmarks/ivf.md, "Splitting
+// a query").
 //
 // # File format
 //

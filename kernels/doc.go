@@ -79,10 +79,10 @@
 // four stages in one pass of 16-point transforms (each output computed by
 // one fused multiply-add of ±1, exactly a+b or a−b) and its later stages
 // as whole-vector butterflies; every implementation gives the same bits
-// (tested against the textbook transform). A 784-d query's rotation takes
-// 5.0 µs with AVX-512 against 12.3 µs in Go (BenchmarkRotate), and its
-// quantization to int8 (VCVTPS2DQ rounds half to even, as the Go version)
-// a fraction of a microsecond.
+// (tested against the textbook transform). A query's quantization to
+// int8 runs in vector instructions too (VCVTPS2DQ rounds half to even, as
+// the Go version). What both cost a query, against Go, is in
+// docs/benchmarks/kernels.md, "Rotation and quantization".
 //
 // # RaBitQ
 //
@@ -110,9 +110,9 @@
 // half of that on vectors normalised first (the squared distance on the
 // unit sphere, so that the error grows with |q - c|, small near a list's
 // centroid, rather than with |q| = 1); inner product = -(<r,t> + <c,q>)
-// with t = Pq. The default eps = 3 keeps the true
-// distance inside the bound for about 99.8% of pairs on clustered test data
-// (TestRaBitQBounds asserts >= 99%).
+// with t = Pq. The default eps = 3 keeps the true distance inside the
+// bound for nearly every pair on clustered test data (TestRaBitQBounds
+// asserts >= 99%; docs/benchmarks/kernels.md, "RaBitQ's bound").
 //
 // The flow an index follows:
 //
@@ -159,8 +159,9 @@
 // (dotU4I8AVX2, dotU2I8AVX512, ...), have a body each with no branch but
 // their loop's (and the AVX-512 packed ones' two around it, which skip
 // the loop or the masked tail, so that a code of 100 dimensions does not
-// leave a third of its work to Go): on 128-d vectors, branches on a kind
-// argument in one shared body cost them 3–7%. They end with a jump to the sum of their
+// leave a third of its work to Go): branches on a kind argument in one
+// shared body cost them measurable time (docs/benchmarks/kernels.md,
+// "Generated assembly"). They end with a jump to the sum of their
 // accumulator's lanes (sumF32, sumI32), which all of a file's kernels
 // share, as Go's internal/bytealg jumps to memeqbody, and which costs no
 // measurable time. The block distances (distF32) and the rotation steps
@@ -169,13 +170,12 @@
 // operation with a branch or two that go the same way every time; both
 // fast scans end with a jump to one store. The decoding of 4-bit codes
 // for a graph choosing its edges (gridU4AVX2, scaleAddAVX2) is AVX2
-// alone: at 1,536 dimensions it takes a row from 2.2 µs in Go to 0.23 µs,
-// and the AVX-512 machines run it too. The search for an extended code's
-// scale (bestScale, 26 trial scales a row) has a kernel of each width
-// (gridSumsAVX2, gridSumsAVX512), which took the encoding of a 1,536-d row
-// with a 6-bit code from 160 µs in Go to 42. Each generated file's header
-// states the kernels' exact semantics: rounding, NaN, length multiples,
-// who handles the tail.
+// alone, and the AVX-512 machines run it too. The search for an extended
+// code's scale (bestScale, 26 trial scales a row) has a kernel of each
+// width (gridSumsAVX2, gridSumsAVX512); what these kernels save against
+// Go is on the same page. Each generated file's header states the
+// kernels' exact semantics: rounding, NaN, length multiples, who handles
+// the tail.
 // After changing the generator, run
 //
 //	go generate ./kernels

@@ -24,7 +24,7 @@ var sqlFlags = []cli.Flag{
 	&cli.StringFlag{Name: "sidecar-sslmode", Value: "prefer", Usage: "libpq sslmode of the helpers' connection: disable, prefer, require, verify-ca or verify-full", EnvVars: []string{"VECSIDE_SIDECAR_SSLMODE"}},
 	&cli.StringFlag{Name: "sidecar-sslrootcert", Usage: "CA file on the database server, for verify-ca and verify-full; without --index, also read here to ask the sidecar for its indexes", EnvVars: []string{"VECSIDE_SIDECAR_SSLROOTCERT"}},
 	&cli.StringSliceFlag{Name: "index", Usage: "an index as serve's --index defines it (repeatable); without any, the sidecar is asked for its indexes", EnvVars: []string{"VECSIDE_INDEX"}},
-	&cli.StringSliceFlag{Name: "allow-rls", Usage: "an index whose candidates roles under row-level security may ask for (repeatable; see the README)"},
+	&cli.StringSliceFlag{Name: "allow-rls", Usage: "an index whose candidates roles under row-level security may ask for (repeatable; see docs/sql-helpers.md)"},
 }
 
 var sqlCommand = &cli.Command{

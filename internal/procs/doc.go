@@ -19,18 +19,15 @@
 // in the network poller, and the kernel, which wakes that thread the
 // moment a socket is ready, shares the cores among the threads. The spare
 // P is dropped a second after the last linker ends: with nothing filling
-// the Ps, it only adds a thread that spins for work on the same cores
-// (one client searching Fashion-MNIST alone did 8% fewer queries a second
-// with it, medians over five interleaved pairs of runs).
+// the Ps, it only adds a thread that spins for work on the same cores,
+// and a client searching alone does fewer queries a second with it
+// (docs/benchmarks/procs.md, "The spare P without linkers").
 //
-// Measured by BenchmarkLagUnderSearch/hnsw (a million-row graph, 2,000
-// single-row commits a second, Postgres on the same two cores, 8 clients
-// searching 500 times a second in all; a search's own work is about
-// 0.23 ms): with two Ps, the searches' median latency was 16 and 61 ms in
-// two runs and the lag's p99 57 and 64 ms; with three, 2.0, 5.5 and
-// 8.1 ms and 26 to 34 ms in three runs (the spare P held throughout).
-// Clients that search without pause keep every P busy either way, and
-// saw no change.
+// Under the stream, while linkers run, the spare P shortens both the
+// latency of searches the machine has room for and the replication lag
+// (BenchmarkLagUnderSearch/hnsw; docs/benchmarks/procs.md, "The spare P
+// under the stream"). Clients that search without pause keep every P
+// busy either way, and see no change.
 //
 // The bound on linking is the process's, not an index's: while an index
 // is rebuilt beside the one serving (and while several indexes take

@@ -334,9 +334,9 @@ func TestRateWindow(t *testing.T) {
 	}
 }
 
-// TestMetricsDocumented: the README lists every series vecside adds.
+// TestMetricsDocumented: docs/operations.md lists every series vecside adds.
 func TestMetricsDocumented(t *testing.T) {
-	readme, err := os.ReadFile("../../README.md")
+	readme, err := os.ReadFile("../../../docs/operations.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -351,7 +351,7 @@ func TestMetricsDocumented(t *testing.T) {
 		}
 		n++
 		if !strings.Contains(string(readme), "`"+m[1]+"`") {
-			t.Errorf("README.md does not list %s", m[1])
+			t.Errorf("docs/operations.md does not list %s", m[1])
 		}
 	}
 	if n < 40 {

@@ -10,8 +10,8 @@
 // depends on a metrics library. The figures an index kind declares
 // (kind.Figure) become series vecside_index_<figure> of its indexes,
 // read from the kind registry, so that a kind adds series with no change
-// here. The README lists every series; a test keeps that list complete,
-// and another that every kind's figures show.
+// here. docs/operations.md lists every series; a test keeps that list
+// complete, and another that every kind's figures show.
 //
 // Probes (http.go): /healthz answers 200 while the process serves HTTP
 // (liveness: a wedged process stops answering); /readyz answers 200 once
