@@ -192,44 +192,22 @@ func endpointHash(cfg *tls.Config) ([]byte, error) {
 // accepted) is retried with a growing pause, up to a second: only a
 // listener closed by someone else ends Serve early, with an error.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
-	ctx, cancel := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	defer cancel()
-	stop := context.AfterFunc(ctx, func() { ln.Close() })
-	defer stop()
-	startups := pgstartup.NewAdmission(s.limits.MaxStartups, s.limits.MaxStartupsPerPeer, 0)
-	var backoff time.Duration
-	for {
-		nc, err := ln.Accept()
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			if errors.Is(err, net.ErrClosed) {
-				return fmt.Errorf("rpc: accept: %w", err)
-			}
-			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
-			s.faults.add(faultAccept, "accepting a connection failed; retrying", "err", err, "pause", backoff)
-			select {
-			case <-time.After(backoff):
-			case <-ctx.Done():
-				return nil
-			}
-			continue
-		}
-		backoff = 0
-		st, evicted := startups.Admit(nc)
-		if evicted != nil {
-			s.evict(evicted)
-		}
-		if st == nil {
+	l := &pgstartup.Listener{
+		Admission: pgstartup.NewAdmission(s.limits.MaxStartups, s.limits.MaxStartupsPerPeer, 0),
+		ServeConn: s.serveConn,
+		Evicted:   s.evict,
+		Refused: func(nc net.Conn) {
 			s.faults.add(faultTooManyStartups, "connection refused: too many connections authenticating", "remote", nc.RemoteAddr().String(), "max_startups", s.limits.MaxStartups)
 			refuse(nc, fmt.Sprintf("sorry, too many clients already: %d connections are authenticating", s.limits.MaxStartups))
-			continue
-		}
-		wg.Go(func() { s.serveConn(ctx, st) })
+		},
+		AcceptFailed: func(err error, pause time.Duration) {
+			s.faults.add(faultAccept, "accepting a connection failed; retrying", "err", err, "pause", pause)
+		},
 	}
+	if err := l.Serve(ctx, ln); err != nil {
+		return fmt.Errorf("rpc: accept: %w", err)
+	}
+	return nil
 }
 
 // evict closes a connection whose startup slot went to a newer one. One

@@ -50,10 +50,6 @@ func (b *bench) openProxy(ctx context.Context, t *vecsideTarget, inProcess bool)
 	if inProcess && t.proxy != nil {
 		return b.childProxy(ctx, t)
 	}
-	upstream, err := proxy.UpstreamOf(b.dsn)
-	if err != nil {
-		return nil, err
-	}
 	pctx, cancel := context.WithCancel(ctx)
 	release := cancel
 	path, side := benchreport.ServeProxy, proxy.InProcess(t.indexer, nil)
@@ -74,7 +70,7 @@ func (b *bench) openProxy(ctx context.Context, t *vecsideTarget, inProcess bool)
 		}
 		path, side = benchreport.Proxy, proxy.Remote(client, pool)
 	}
-	p, err := proxy.New(proxy.Config{Upstream: upstream, Sidecar: side, StatusInterval: 100 * time.Millisecond,
+	p, err := proxy.New(proxy.Config{Upstream: b.dsn, Sidecar: side, StatusInterval: 100 * time.Millisecond,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	var ln net.Listener
 	if err == nil {

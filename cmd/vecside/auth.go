@@ -18,15 +18,14 @@ import (
 // authFlags say how clients log in and whether their connections are
 // encrypted.
 var authFlags = func() []cli.Flag {
-	const cat = "Authentication and TLS:"
 	return []cli.Flag{
-		&cli.StringFlag{Category: cat, Name: "auth", Value: rpc.AuthSCRAM, Usage: "client authentication: scram-sha-256 (passwords from --users) or trust (anyone who reaches --listen gets in, and the index holds a copy of every vector: only on loopback or a private network)", EnvVars: []string{"VECSIDE_AUTH"}},
-		&cli.StringFlag{Category: cat, Name: "users", Usage: "users file for scram-sha-256: one line per user, \"name\" \"SCRAM-SHA-256$...\", as vecside passwd prints them (PgBouncer's auth_file format); read again at SIGHUP", EnvVars: []string{"VECSIDE_USERS"}},
-		&cli.StringFlag{Category: cat, Name: "tls-cert", Usage: "PEM certificate (chain) of the pgwire server: clients that ask get TLS, and SCRAM-SHA-256-PLUS channel binding", EnvVars: []string{"VECSIDE_TLS_CERT"}},
-		&cli.StringFlag{Category: cat, Name: "tls-key", Usage: "PEM private key of --tls-cert", EnvVars: []string{"VECSIDE_TLS_KEY"}},
-		&cli.BoolFlag{Category: cat, Name: "tls-required", Usage: "refuse clients that do not use TLS (28000); plaintext cancel requests are still accepted", EnvVars: []string{"VECSIDE_TLS_REQUIRED"}},
-		&cli.StringFlag{Category: cat, Name: "metrics-tls-cert", Usage: "PEM certificate of the metrics and probes listeners, which then speak HTTPS (probes: scheme HTTPS)", EnvVars: []string{"VECSIDE_METRICS_TLS_CERT"}},
-		&cli.StringFlag{Category: cat, Name: "metrics-tls-key", Usage: "PEM private key of --metrics-tls-cert", EnvVars: []string{"VECSIDE_METRICS_TLS_KEY"}},
+		&cli.StringFlag{Category: catSecurity, Name: "auth", Value: rpc.AuthSCRAM, Usage: "client authentication: scram-sha-256 (passwords from --users) or trust (anyone who reaches --listen gets in, and the index holds a copy of every vector: only on loopback or a private network)", EnvVars: []string{"VECSIDE_AUTH"}},
+		&cli.StringFlag{Category: catSecurity, Name: "users", Usage: "users file for scram-sha-256: one line per user, \"name\" \"SCRAM-SHA-256$...\", as vecside passwd prints them (PgBouncer's auth_file format); read again at SIGHUP", EnvVars: []string{"VECSIDE_USERS"}},
+		&cli.StringFlag{Category: catSecurity, Name: "tls-cert", Usage: "PEM certificate (chain) of the pgwire server: clients that ask get TLS, and SCRAM-SHA-256-PLUS channel binding", EnvVars: []string{"VECSIDE_TLS_CERT"}},
+		&cli.StringFlag{Category: catSecurity, Name: "tls-key", Usage: "PEM private key of --tls-cert", EnvVars: []string{"VECSIDE_TLS_KEY"}},
+		&cli.BoolFlag{Category: catSecurity, Name: "tls-required", Usage: "refuse clients that do not use TLS (28000); plaintext cancel requests are still accepted", EnvVars: []string{"VECSIDE_TLS_REQUIRED"}},
+		&cli.StringFlag{Category: catSecurity, Name: "metrics-tls-cert", Usage: "PEM certificate of the metrics and probes listeners, which then speak HTTPS (probes: scheme HTTPS)", EnvVars: []string{"VECSIDE_METRICS_TLS_CERT"}},
+		&cli.StringFlag{Category: catSecurity, Name: "metrics-tls-key", Usage: "PEM private key of --metrics-tls-cert", EnvVars: []string{"VECSIDE_METRICS_TLS_KEY"}},
 	}
 }()
 

@@ -76,6 +76,7 @@ func keepFlags(t *testing.T, cmd *cli.Command) {
 		saved[i].Set(v)
 	}
 	t.Cleanup(func() {
+		cmd.Flags = cmd.Flags[:len(saved)] // without the help flag a first run appends
 		for i, f := range cmd.Flags {
 			reflect.ValueOf(f).Elem().Set(saved[i])
 		}

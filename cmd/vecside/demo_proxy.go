@@ -29,11 +29,7 @@ func demoProxy(ctx context.Context, say func(string, ...any), db *pgx.Conn, dsn 
 	if _, err := db.Exec(ctx, deploy.RealOperatorsSQL, pgx.QueryExecModeSimpleProtocol); err != nil {
 		return err
 	}
-	upstream, err := proxy.UpstreamOf(dsn)
-	if err != nil {
-		return err
-	}
-	p, err := proxy.New(proxy.Config{Upstream: upstream, Sidecar: proxy.InProcess(sc.Indexer, sc.Server.ObserveSearch), StatusInterval: 100 * time.Millisecond,
+	p, err := proxy.New(proxy.Config{Upstream: dsn, Sidecar: proxy.InProcess(sc.Indexer, sc.Server.ObserveSearch), StatusInterval: 100 * time.Millisecond,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		return err

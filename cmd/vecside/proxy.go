@@ -4,14 +4,11 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -38,10 +35,9 @@ everything else passes through unchanged. See rpc/proxy's doc.
 
 vecside serve --proxy runs the same proxy inside the sidecar's process,
 which saves a round trip per statement.`,
-	Flags: append(proxyFlags(true),
-		addrFlag,
-		userFlag,
-		&cli.BoolFlag{Name: "no-sidecar", Usage: "pass every statement through, asking no sidecar", EnvVars: []string{"VECSIDE_NO_SIDECAR"}},
+	Flags: append(proxyFlags(true, proxyCategory),
+		categorized(catProxySidecar, addrFlag, userFlag,
+			&cli.BoolFlag{Name: "no-sidecar", Usage: "pass every statement through, asking no sidecar", EnvVars: []string{"VECSIDE_NO_SIDECAR"}})...,
 	),
 	Action: func(c *cli.Context) error {
 		ctx, stop := shutdownOnSignal(c.Context)
@@ -75,32 +71,47 @@ which saves a round trip per statement.`,
 }
 
 // serveProxyFlags are serve's flags for --proxy.
-var serveProxyFlags = append([]cli.Flag{proxyFlag}, proxyFlags(false)...)
+var serveProxyFlags = append([]cli.Flag{proxyFlag}, proxyFlags(false, func(string) string { return catProxy })...)
+
+// The categories of vecside proxy --help.
+const (
+	catProxyUpstream = "1. PostgreSQL and listeners:"
+	catProxySidecar  = "2. Sidecar:"
+	catProxyTLS      = "3. TLS from clients:"
+	catProxyLimits   = "4. Client limits:"
+)
+
+// proxyCategory is the category of vecside proxy --help each of
+// proxyFlags' kinds goes into.
+func proxyCategory(kind string) string {
+	return map[string]string{"upstream": catProxyUpstream, "sidecar": catProxySidecar, "tls": catProxyTLS, "limits": catProxyLimits}[kind]
+}
 
 // proxyFlags are the proxy's flags, of vecside proxy and of vecside
-// serve --proxy. They are named proxy-*: one config file serves every
-// command, and serve's listen and limits mean other things. serve's
-// --upstream is optional: PostgreSQL is where --source is.
-func proxyFlags(upstreamRequired bool) []cli.Flag {
-	upstream := "PostgreSQL's address: host:port, or a Unix socket's path (/var/run/postgresql/.s.PGSQL.5432). PostgreSQL sees every client coming from the proxy's address: its pg_hba.conf must ask that address for passwords"
+// serve --proxy, in the categories cat gives each kind of them
+// (upstream, sidecar, tls, limits). They are named proxy-*: one config
+// file serves every command, and serve's listen and limits mean other
+// things. serve's --upstream is optional: PostgreSQL is where --source
+// is.
+func proxyFlags(upstreamRequired bool, cat func(kind string) string) []cli.Flag {
+	upstream := "PostgreSQL: a libpq connection string or URL ('host=db port=5432 sslmode=verify-full sslrootcert=ca.crt'; hosts tried in turn, libpq's sslmodes, sslrootcert, sslcert, sslkey; user, dbname and password are each client's own), host:port, or a Unix socket's path (/var/run/postgresql/.s.PGSQL.5432). Without sslmode: no TLS (with TLS on both sides SCRAM clients must disable channel binding). PostgreSQL sees every client coming from the proxy's address: its pg_hba.conf must ask that address for passwords"
 	if !upstreamRequired {
-		upstream += "; empty: the host and port of --source"
+		upstream += "; empty: --source (its hosts, ports and ssl settings)"
 	}
+	up, side, tls, limits := cat("upstream"), cat("sidecar"), cat("tls"), cat("limits")
 	return []cli.Flag{
-		&cli.StringFlag{Name: "proxy-listen", Value: "127.0.0.1:6432", Usage: "address clients connect to, as to PostgreSQL", EnvVars: []string{"VECSIDE_PROXY_LISTEN"}},
-		&cli.StringFlag{Name: "proxy-metrics-listen", Usage: "address of /metrics (the proxy's counters, Go and process series); empty disables. Names no table: it counts statements by outcome", EnvVars: []string{"VECSIDE_PROXY_METRICS_LISTEN"}},
-		&cli.StringFlag{Name: "upstream", Usage: upstream, Required: upstreamRequired, EnvVars: []string{"VECSIDE_UPSTREAM"}},
-		&cli.StringFlag{Name: "upstream-sslmode", Value: "disable", Usage: "TLS to PostgreSQL: disable, require (encrypted, the certificate not checked) or verify-full (checked against --upstream-sslrootcert and the host of --upstream)", EnvVars: []string{"VECSIDE_UPSTREAM_SSLMODE"}},
-		&cli.StringFlag{Name: "upstream-sslrootcert", Usage: "CA certificates (PEM) that verify-full checks PostgreSQL's certificate against; empty: the system's", EnvVars: []string{"VECSIDE_UPSTREAM_SSLROOTCERT"}},
-		&cli.IntFlag{Name: "proxy-max-connections", Value: proxy.DefaultLimits.MaxConnections, Usage: "sessions at once (clients past their startup message), each holding one upstream connection; past it new ones are refused (53300)", EnvVars: []string{"VECSIDE_PROXY_MAX_CONNECTIONS"}},
-		&cli.StringFlag{Name: "proxy-tls-cert", Usage: "PEM certificate (chain) offered to clients that ask for TLS. With TLS upstream too, SCRAM clients must connect with channel_binding=disable: channel binding detects the proxy in the middle", EnvVars: []string{"VECSIDE_PROXY_TLS_CERT"}},
-		&cli.StringFlag{Name: "proxy-tls-key", Usage: "PEM private key of --proxy-tls-cert", EnvVars: []string{"VECSIDE_PROXY_TLS_KEY"}},
-		&cli.BoolFlag{Name: "proxy-tls-required", Usage: "refuse clients that do not use TLS (28000)", EnvVars: []string{"VECSIDE_PROXY_TLS_REQUIRED"}},
-		&cli.IntFlag{Name: "proxy-max-startups", Value: proxy.DefaultLimits.MaxStartups, Usage: "connections not yet authenticated, on top of --proxy-max-connections; a new one takes the slot of the one silent longest", EnvVars: []string{"VECSIDE_PROXY_MAX_STARTUPS"}},
-		&cli.IntFlag{Name: "proxy-max-startups-per-peer", Value: proxy.DefaultLimits.MaxStartupsPerPeer, Usage: "of --proxy-max-startups, those of one address that have sent nothing; past it its own oldest gives way", EnvVars: []string{"VECSIDE_PROXY_MAX_STARTUPS_PER_PEER"}},
-		&cli.IntFlag{Name: "proxy-max-authenticating-per-peer", Value: proxy.DefaultLimits.MaxAuthenticatingPerPeer, Usage: "connections of one address authenticating at a time, each holding an upstream connection; the others wait their turn, holding neither, until --proxy-auth-timeout (then 53300)", EnvVars: []string{"VECSIDE_PROXY_MAX_AUTHENTICATING_PER_PEER"}},
-		&cli.DurationFlag{Name: "proxy-auth-timeout", Value: proxy.DefaultLimits.AuthTimeout, Usage: "time a client has from connecting to being authenticated", EnvVars: []string{"VECSIDE_PROXY_AUTH_TIMEOUT"}},
-		&cli.DurationFlag{Name: "proxy-candidate-wait", Value: proxy.DefaultCandidateWait, Usage: "longest a statement waits for the sidecar's candidates (read-your-writes wait included; less under a shorter statement_timeout); past it the statement passes through", EnvVars: []string{"VECSIDE_PROXY_CANDIDATE_WAIT"}},
+		&cli.StringFlag{Category: up, Name: "upstream", Usage: upstream, Required: upstreamRequired, EnvVars: []string{"VECSIDE_UPSTREAM"}},
+		&cli.StringFlag{Category: up, Name: "proxy-listen", Value: "127.0.0.1:6432", Usage: "address clients connect to, as to PostgreSQL", EnvVars: []string{"VECSIDE_PROXY_LISTEN"}},
+		&cli.StringFlag{Category: up, Name: "proxy-metrics-listen", Usage: "address of /metrics (the proxy's counters, Go and process series); empty disables. Names no table: it counts statements by outcome", EnvVars: []string{"VECSIDE_PROXY_METRICS_LISTEN"}},
+		&cli.DurationFlag{Category: side, Name: "proxy-candidate-wait", Value: proxy.DefaultCandidateWait, Usage: "longest a statement waits for the sidecar's candidates (read-your-writes wait included; less under a shorter statement_timeout); past it the statement passes through", EnvVars: []string{"VECSIDE_PROXY_CANDIDATE_WAIT"}},
+		&cli.StringFlag{Category: tls, Name: "proxy-tls-cert", Usage: "PEM certificate (chain) offered to clients that ask for TLS. With TLS upstream too, SCRAM clients must connect with channel_binding=disable: channel binding detects the proxy in the middle", EnvVars: []string{"VECSIDE_PROXY_TLS_CERT"}},
+		&cli.StringFlag{Category: tls, Name: "proxy-tls-key", Usage: "PEM private key of --proxy-tls-cert", EnvVars: []string{"VECSIDE_PROXY_TLS_KEY"}},
+		&cli.BoolFlag{Category: tls, Name: "proxy-tls-required", Usage: "refuse clients that do not use TLS (28000)", EnvVars: []string{"VECSIDE_PROXY_TLS_REQUIRED"}},
+		&cli.IntFlag{Category: limits, Name: "proxy-max-connections", Value: proxy.DefaultLimits.MaxConnections, Usage: "sessions at once (clients past their startup message), each holding one upstream connection; past it new ones are refused (53300)", EnvVars: []string{"VECSIDE_PROXY_MAX_CONNECTIONS"}},
+		&cli.IntFlag{Category: limits, Name: "proxy-max-startups", Value: proxy.DefaultLimits.MaxStartups, Usage: "connections not yet authenticated, on top of --proxy-max-connections; a new one takes the slot of the one silent longest", EnvVars: []string{"VECSIDE_PROXY_MAX_STARTUPS"}},
+		&cli.IntFlag{Category: limits, Name: "proxy-max-startups-per-peer", Value: proxy.DefaultLimits.MaxStartupsPerPeer, Usage: "of --proxy-max-startups, those of one address that have sent nothing; past it its own oldest gives way", EnvVars: []string{"VECSIDE_PROXY_MAX_STARTUPS_PER_PEER"}},
+		&cli.IntFlag{Category: limits, Name: "proxy-max-authenticating-per-peer", Value: proxy.DefaultLimits.MaxAuthenticatingPerPeer, Usage: "connections of one address authenticating at a time, each holding an upstream connection; the others wait their turn, holding neither, until --proxy-auth-timeout (then 53300)", EnvVars: []string{"VECSIDE_PROXY_MAX_AUTHENTICATING_PER_PEER"}},
+		&cli.DurationFlag{Category: limits, Name: "proxy-auth-timeout", Value: proxy.DefaultLimits.AuthTimeout, Usage: "time a client has from connecting to being authenticated", EnvVars: []string{"VECSIDE_PROXY_AUTH_TIMEOUT"}},
 	}
 }
 
@@ -122,7 +133,6 @@ func proxyConfig(c *cli.Context, upstream string) (proxy.Config, error) {
 	if cfg.ClientTLSRequired = c.Bool("proxy-tls-required"); cfg.ClientTLSRequired && cfg.ClientTLS == nil {
 		return cfg, errors.New("--proxy-tls-required needs --proxy-tls-cert and --proxy-tls-key")
 	}
-	cfg.UpstreamTLS, err = upstreamTLS(c.String("upstream-sslmode"), c.String("upstream-sslrootcert"), cfg.Upstream)
 	return cfg, err
 }
 
@@ -153,7 +163,7 @@ func runProxy(ctx context.Context, c *cli.Context, cfg proxy.Config, register fu
 		go srv.Serve(mln)
 		defer srv.Close()
 	}
-	slog.Info("vecside proxy serving", "listen", ln.Addr().String(), "upstream", cfg.Upstream, "sidecar", cfg.Sidecar != nil)
+	slog.Info("vecside proxy serving", "listen", ln.Addr().String(), "upstream", p.UpstreamAddrs(), "sidecar", cfg.Sidecar != nil)
 	return p.Serve(ctx, ln)
 }
 
@@ -162,10 +172,7 @@ func runProxy(ctx context.Context, c *cli.Context, cfg proxy.Config, register fu
 func serveProxy(ctx context.Context, c *cli.Context, sc *sidecar.Sidecar) error {
 	upstream := c.String("upstream")
 	if upstream == "" {
-		var err error
-		if upstream, err = proxy.UpstreamOf(c.String("source")); err != nil {
-			return fmt.Errorf("--upstream: from --source: %w", err)
-		}
+		upstream = c.String("source")
 	}
 	cfg, err := proxyConfig(c, upstream)
 	if err != nil {
@@ -216,33 +223,4 @@ func proxyMetrics(p *proxy.Proxy) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	return mux
-}
-
-// upstreamTLS is the TLS configuration --upstream-sslmode asks for; nil
-// for disable.
-func upstreamTLS(mode, rootCert, upstream string) (*tls.Config, error) {
-	switch mode {
-	case "disable":
-		return nil, nil
-	case "require":
-		return &tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS12}, nil
-	case "verify-full":
-		host, _, err := net.SplitHostPort(upstream)
-		if err != nil {
-			return nil, fmt.Errorf("--upstream-sslmode verify-full needs --upstream as host:port: %w", err)
-		}
-		cfg := &tls.Config{ServerName: host, MinVersion: tls.VersionTLS12}
-		if rootCert != "" {
-			pem, err := os.ReadFile(rootCert)
-			if err != nil {
-				return nil, fmt.Errorf("--upstream-sslrootcert: %w", err)
-			}
-			cfg.RootCAs = x509.NewCertPool()
-			if !cfg.RootCAs.AppendCertsFromPEM(pem) {
-				return nil, fmt.Errorf("--upstream-sslrootcert %s: no PEM certificate in it", rootCert)
-			}
-		}
-		return cfg, nil
-	}
-	return nil, fmt.Errorf("--upstream-sslmode %q: want disable, require or verify-full", mode)
 }

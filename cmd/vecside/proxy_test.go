@@ -9,11 +9,13 @@ import (
 	"net"
 	"net/http"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/urfave/cli/v2"
 
 	"github.com/vecside/vecside/cmd/vecside/sidecar"
 	"github.com/vecside/vecside/deploy"
@@ -22,31 +24,32 @@ import (
 	"github.com/vecside/vecside/rpc/proxy"
 )
 
-// TestProxyCommand: vecside proxy relays sessions to --upstream, asking
-// the sidecar at --addr.
+// TestProxyCommand: vecside proxy relays sessions to --upstream, given
+// as host:port or as a connection string, asking the sidecar at --addr.
 func TestProxyCommand(t *testing.T) {
 	addr := sidecarFor(t, "cli_proxy", sidecar.Config{Auth: "trust"})
 	cl := pgtest.Shared(t)
-	listen, metrics := freeAddr(t), freeAddr(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- newApp().RunContext(ctx, []string{"vecside", "--log-level", "error", "proxy", "--proxy-listen", listen, "--proxy-metrics-listen", metrics,
-			"--upstream", fmt.Sprintf("127.0.0.1:%d", cl.Port), "--addr", addr})
-	}()
-	defer func() {
+	for _, upstream := range []string{fmt.Sprintf("127.0.0.1:%d", cl.Port), fmt.Sprintf("host=127.0.0.1 port=%d sslmode=disable", cl.Port)} {
+		listen, metrics := freeAddr(t), freeAddr(t)
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() {
+			done <- newApp().RunContext(ctx, []string{"vecside", "--log-level", "error", "proxy", "--proxy-listen", listen, "--proxy-metrics-listen", metrics,
+				"--upstream", upstream, "--addr", addr})
+		}()
+		c := dialProxy(t, ctx, cl.DSN("postgres"), listen, done)
+		var who string
+		if err := c.QueryRow(ctx, "SELECT current_user").Scan(&who); err != nil || who != "postgres" {
+			t.Errorf("--upstream %q, through vecside proxy: %q, %v", upstream, who, err)
+		}
+		if body := scrape(t, metrics); !strings.Contains(body, "vecside_proxy_sessions_total 1") {
+			t.Errorf("--upstream %q, /metrics:\n%s", upstream, body)
+		}
+		c.Close(ctx)
 		cancel()
 		if err := <-done; err != nil {
-			t.Errorf("vecside proxy: %v", err)
+			t.Errorf("vecside proxy --upstream %q: %v", upstream, err)
 		}
-	}()
-	c := dialProxy(t, ctx, cl.DSN("postgres"), listen, done)
-	var who string
-	if err := c.QueryRow(ctx, "SELECT current_user").Scan(&who); err != nil || who != "postgres" {
-		t.Errorf("through vecside proxy: %q, %v", who, err)
-	}
-	if body := scrape(t, metrics); !strings.Contains(body, "vecside_proxy_sessions_total 1") {
-		t.Errorf("/metrics:\n%s", body)
 	}
 }
 
@@ -200,23 +203,40 @@ func scrape(t *testing.T, addr string) string {
 	return string(body)
 }
 
-func TestUpstreamSSLMode(t *testing.T) {
-	for _, c := range []struct {
-		mode, upstream string
-		tls, err       bool
-	}{
-		{"disable", "db:5432", false, false},
-		{"require", "db:5432", true, false},
-		{"verify-full", "db:5432", true, false},
-		{"verify-full", "/run/postgresql/.s.PGSQL.5432", false, true},
-		{"prefer", "db:5432", false, true},
-	} {
-		cfg, err := upstreamTLS(c.mode, "", c.upstream)
-		if (cfg != nil) != c.tls || (err != nil) != c.err {
-			t.Errorf("%s %s: %v, %v", c.mode, c.upstream, cfg, err)
+// TestFlagCategories: every flag of serve and of proxy is in a category,
+// and --help prints the categories in their order.
+func TestFlagCategories(t *testing.T) {
+	for _, cmd := range []*cli.Command{serveCommand, proxyCommand} {
+		var cats []string
+		for _, f := range cmd.Flags {
+			if f == cli.HelpFlag { // the parser's own, added at the first run
+				continue
+			}
+			cat := f.(cli.CategorizableFlag).GetCategory()
+			if cat == "" {
+				t.Errorf("vecside %s --%s: no category", cmd.Name, f.Names()[0])
+			}
+			if !slices.Contains(cats, cat) {
+				cats = append(cats, cat)
+			}
 		}
-		if c.mode == "verify-full" && cfg != nil && (cfg.ServerName != "db" || cfg.InsecureSkipVerify) {
-			t.Errorf("verify-full: ServerName %q, InsecureSkipVerify %v", cfg.ServerName, cfg.InsecureSkipVerify)
+		slices.Sort(cats)
+		help, err := run(t, cmd.Name, "--help")
+		if err != nil {
+			t.Fatal(err)
+		}
+		at := 0
+		for _, cat := range cats {
+			i := strings.Index(help[at:], "\n   "+cat+"\n")
+			if i < 0 {
+				t.Errorf("vecside %s --help: no %q after byte %d:\n%s", cmd.Name, cat, at, help)
+				break
+			}
+			at += i + 1
+		}
+		options := strings.ReplaceAll(help[strings.Index(help, "\nOPTIONS:"):], "\n   --help, -h", "")
+		if strings.Index(options, "\n   --") < strings.Index(options, cats[0]) {
+			t.Errorf("vecside %s --help: a flag before the first category:\n%s", cmd.Name, help)
 		}
 	}
 }

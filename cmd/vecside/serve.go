@@ -36,27 +36,28 @@ vecside creates one publication and one replication slot, both named
 --proxy also runs vecside proxy in this process, asking these indexes
 with no round trip: applications connect to --proxy-listen as to
 PostgreSQL (see vecside proxy --help).`,
-	Flags: append([]cli.Flag{
-		configFlag,
-		sourceFlag,
-		nameFlag,
-		&cli.StringFlag{Name: "listen", Value: "127.0.0.1:6433", Usage: "address of the pgwire server (a second sidecar on the same host needs its own, as for every listener)", EnvVars: []string{"VECSIDE_LISTEN"}},
-		&cli.StringFlag{Name: "unix-socket-dir", Usage: "also listen on a Unix socket in this directory, named as PostgreSQL names its own (.s.PGSQL.<port of --listen>; psql -h DIR -p PORT), with startup slots of its own: the admin's way in while a flood fills the TCP listener's. Mode 0770", EnvVars: []string{"VECSIDE_UNIX_SOCKET_DIR"}},
-		&cli.StringFlag{Name: "metrics-listen", Value: "127.0.0.1:9433", Usage: "address of /metrics, /healthz and /readyz; empty disables. /metrics names indexes: keep it on loopback or set --metrics-token-file", EnvVars: []string{"VECSIDE_METRICS_LISTEN"}},
-		&cli.StringFlag{Name: "probes-listen", Usage: "address of /healthz and /readyz alone, which name nothing, e.g. :8080 for a kubelet while /metrics stays on loopback; empty disables", EnvVars: []string{"VECSIDE_PROBES_LISTEN"}},
-		&cli.BoolFlag{Name: "ready-requires-all", Usage: "/readyz answers 503 while any index is in error (by default an index in error shows in status and metrics, and the others serve)", EnvVars: []string{"VECSIDE_READY_REQUIRES_ALL"}},
-		&cli.StringFlag{Name: "metrics-token-file", Usage: "file holding a bearer token that /metrics asks for (Prometheus: authorization.credentials_file)", EnvVars: []string{"VECSIDE_METRICS_TOKEN_FILE"}},
-		&cli.StringFlag{Name: "data-dir", Value: "vecside-data", Usage: "directory for index checkpoints", EnvVars: []string{"VECSIDE_DATA_DIR"}},
-		&cli.DurationFlag{Name: "checkpoint-interval", Value: 5 * time.Minute, Usage: "checkpoint an index with changes at least this often", EnvVars: []string{"VECSIDE_CHECKPOINT_INTERVAL"}},
-		&cli.Uint64Flag{Name: "checkpoint-changes", Value: 100000, Usage: "checkpoint an index once this many changes are applied since its last checkpoint", EnvVars: []string{"VECSIDE_CHECKPOINT_CHANGES"}},
-		&cli.StringFlag{Name: "on-slot-lost", Value: "fail", Usage: "when Postgres invalidates the slot: fail (stop with an error) or resync (copy the tables again)", EnvVars: []string{"VECSIDE_ON_SLOT_LOST"}},
-		&cli.DurationFlag{Name: "receive-timeout", Value: time.Minute, Usage: "reconnect when the replication connection has been silent this long, even after asking the server to answer (a network partition or a vanished server)", EnvVars: []string{"VECSIDE_RECEIVE_TIMEOUT"}},
-		&cli.IntFlag{Name: "max-searches", Usage: "searches that run at once (more only slow each other and the stream down)", DefaultText: "one per core", EnvVars: []string{"VECSIDE_MAX_SEARCHES"}},
-		&cli.IntFlag{Name: "max-queued-searches", Usage: "searches that wait for a turn beyond --max-searches before new ones are refused with SQLSTATE 53000", DefaultText: "64 per running search", EnvVars: []string{"VECSIDE_MAX_QUEUED_SEARCHES"}},
-		&cli.IntFlag{Name: "gc-percent", Value: 25, Usage: "Go garbage collector target: heap growth over the live heap, in percent, before a collection (GOGC, which overrides it); the indexes are large and hold no pointers, so collections are cheap and a low target keeps the process's size near the indexes' size", EnvVars: []string{"VECSIDE_GC_PERCENT"}},
-		&cli.StringFlag{Name: "memory-limit", Usage: "soft memory limit for the process, e.g. 6GiB (GOMEMLIMIT, which overrides it): the collector works harder as it nears it", EnvVars: []string{"VECSIDE_MEMORY_LIMIT"}},
-		&cli.StringSliceFlag{Name: "index", Usage: "an index: 'NAME=SCHEMA.TABLE(COLUMN) key=KEYCOL metric=l2|cosine|ip kind=flat' (repeatable); where='CONDITION' indexes only the rows that satisfy it, a condition on the key (a row filter on this sidecar's publication: one shard of a table several sidecars share)", EnvVars: []string{"VECSIDE_INDEX"}, Required: true},
-	}, slices.Concat(authFlags, limitFlags, serveProxyFlags)...),
+	Flags: slices.Concat(
+		categorized(catSource, configFlag, sourceFlag, nameFlag),
+		[]cli.Flag{
+			&cli.StringSliceFlag{Category: catSource, Name: "index", Usage: "an index: 'NAME=SCHEMA.TABLE(COLUMN) key=KEYCOL metric=l2|cosine|ip kind=flat' (repeatable); where='CONDITION' indexes only the rows that satisfy it, a condition on the key (a row filter on this sidecar's publication: one shard of a table several sidecars share)", EnvVars: []string{"VECSIDE_INDEX"}, Required: true},
+			&cli.StringFlag{Category: catSource, Name: "on-slot-lost", Value: "fail", Usage: "when Postgres invalidates the slot: fail (stop with an error) or resync (copy the tables again)", EnvVars: []string{"VECSIDE_ON_SLOT_LOST"}},
+			&cli.DurationFlag{Category: catSource, Name: "receive-timeout", Value: time.Minute, Usage: "reconnect when the replication connection has been silent this long, even after asking the server to answer (a network partition or a vanished server)", EnvVars: []string{"VECSIDE_RECEIVE_TIMEOUT"}},
+			&cli.StringFlag{Category: catListeners, Name: "listen", Value: "127.0.0.1:6433", Usage: "address of the pgwire server (a second sidecar on the same host needs its own, as for every listener)", EnvVars: []string{"VECSIDE_LISTEN"}},
+			&cli.StringFlag{Category: catListeners, Name: "unix-socket-dir", Usage: "also listen on a Unix socket in this directory, named as PostgreSQL names its own (.s.PGSQL.<port of --listen>; psql -h DIR -p PORT), with startup slots of its own: the admin's way in while a flood fills the TCP listener's. Mode 0770", EnvVars: []string{"VECSIDE_UNIX_SOCKET_DIR"}},
+			&cli.StringFlag{Category: catListeners, Name: "metrics-listen", Value: "127.0.0.1:9433", Usage: "address of /metrics, /healthz and /readyz; empty disables. /metrics names indexes: keep it on loopback or set --metrics-token-file", EnvVars: []string{"VECSIDE_METRICS_LISTEN"}},
+			&cli.StringFlag{Category: catListeners, Name: "probes-listen", Usage: "address of /healthz and /readyz alone, which name nothing, e.g. :8080 for a kubelet while /metrics stays on loopback; empty disables", EnvVars: []string{"VECSIDE_PROBES_LISTEN"}},
+			&cli.BoolFlag{Category: catListeners, Name: "ready-requires-all", Usage: "/readyz answers 503 while any index is in error (by default an index in error shows in status and metrics, and the others serve)", EnvVars: []string{"VECSIDE_READY_REQUIRES_ALL"}},
+			&cli.StringFlag{Category: catSecurity, Name: "metrics-token-file", Usage: "file holding a bearer token that /metrics asks for (Prometheus: authorization.credentials_file)", EnvVars: []string{"VECSIDE_METRICS_TOKEN_FILE"}},
+			&cli.StringFlag{Category: catCheckpoints, Name: "data-dir", Value: "vecside-data", Usage: "directory for index checkpoints", EnvVars: []string{"VECSIDE_DATA_DIR"}},
+			&cli.DurationFlag{Category: catCheckpoints, Name: "checkpoint-interval", Value: 5 * time.Minute, Usage: "checkpoint an index with changes at least this often", EnvVars: []string{"VECSIDE_CHECKPOINT_INTERVAL"}},
+			&cli.Uint64Flag{Category: catCheckpoints, Name: "checkpoint-changes", Value: 100000, Usage: "checkpoint an index once this many changes are applied since its last checkpoint", EnvVars: []string{"VECSIDE_CHECKPOINT_CHANGES"}},
+			&cli.IntFlag{Category: catSearches, Name: "max-searches", Usage: "searches that run at once (more only slow each other and the stream down)", DefaultText: "one per core", EnvVars: []string{"VECSIDE_MAX_SEARCHES"}},
+			&cli.IntFlag{Category: catSearches, Name: "max-queued-searches", Usage: "searches that wait for a turn beyond --max-searches before new ones are refused with SQLSTATE 53000", DefaultText: "64 per running search", EnvVars: []string{"VECSIDE_MAX_QUEUED_SEARCHES"}},
+			&cli.IntFlag{Category: catSearches, Name: "gc-percent", Value: 25, Usage: "Go garbage collector target: heap growth over the live heap, in percent, before a collection (GOGC, which overrides it); the indexes are large and hold no pointers, so collections are cheap and a low target keeps the process's size near the indexes' size", EnvVars: []string{"VECSIDE_GC_PERCENT"}},
+			&cli.StringFlag{Category: catSearches, Name: "memory-limit", Usage: "soft memory limit for the process, e.g. 6GiB (GOMEMLIMIT, which overrides it): the collector works harder as it nears it", EnvVars: []string{"VECSIDE_MEMORY_LIMIT"}},
+		},
+		authFlags, limitFlags, serveProxyFlags,
+	),
 	Action: func(c *cli.Context) error {
 		if err := setMemoryPolicy(c.Int("gc-percent"), c.String("memory-limit")); err != nil {
 			return err
@@ -115,7 +116,7 @@ PostgreSQL (see vecside proxy --help).`,
 	},
 }
 
-var proxyFlag = &cli.BoolFlag{Name: "proxy", Usage: "also run the proxy (vecside proxy) in this process, on --proxy-listen, asking these indexes: no round trip to a sidecar per statement, but a restart of the sidecar ends the proxy's sessions too", EnvVars: []string{"VECSIDE_PROXY"}}
+var proxyFlag = &cli.BoolFlag{Category: catProxy, Name: "proxy", Usage: "also run the proxy (vecside proxy) in this process, on --proxy-listen, asking these indexes: no round trip to a sidecar per statement, but a restart of the sidecar ends the proxy's sessions too", EnvVars: []string{"VECSIDE_PROXY"}}
 
 // serveWithProxy runs serve --proxy's proxy beside sc until either ends:
 // a proxy that fails stops the sidecar, and a sidecar that stops ends

@@ -32,8 +32,8 @@
 // can serve several proxies, and a proxy can ask a shard group through
 // heapfetch's Config), and its authentication is PostgreSQL's, not the
 // sidecar's users file. The cost is a round trip to the sidecar per
-// accelerated statement: on Fashion-MNIST about 0.13 ms of a statement's
-// 0.56 ms. vecside serve --proxy runs the same proxy in the sidecar's
+// accelerated statement (docs/benchmarks, "The proxy in the sidecar's
+// process"). vecside serve --proxy runs the same proxy in the sidecar's
 // process (InProcess): a statement's candidates are a call into its
 // indexer, with the same options, read-your-writes wait and xids as knn's,
 // and no encoding of the vector; a sidecar restart then ends the
@@ -65,7 +65,9 @@
 // decides who gets in (SCRAM, md5, trust, as its pg_hba.conf says for the
 // proxy's address) and the session runs as the client's role. The
 // authentication exchange is relayed message by message. Upstream the
-// proxy speaks TLS if Config.UpstreamTLS says so; to clients that ask,
+// proxy speaks TLS as Config.Upstream's sslmode says (libpq's six modes,
+// read by pgconn, and its hosts tried in turn; no sslmode is disable, for
+// the reason below); to clients that ask,
 // if Config.ClientTLS has a certificate (and ClientTLSRequired refuses
 // those that do not ask, 28000); GSS encryption is declined. Relaying
 // SCRAM across two TLS connections meets channel binding, which exists
@@ -91,6 +93,27 @@
 // (one per Query, Sync and FunctionCall), and whether an
 // extended-protocol batch is open.
 //
+// # Parts
+//
+// A session (session.go) relays, and tracks what PostgreSQL owes its
+// client; what the proxy may answer it hands to parts that each own one
+// job:
+//
+//   - the statement book (book.go): the client's prepared statements the
+//     proxy could answer, forgotten whenever something may have dropped
+//     them;
+//   - the probe (probe.go): what the session's earlier statements may
+//     have changed, read in one round trip before an answer;
+//   - the exchange (exchange.go): the session's own statements to
+//     PostgreSQL and their replies while it answers;
+//   - the answering (answer.go): one statement's rounds of candidates,
+//     the replies the client gets, and the plan SHOW vecside.last_plan
+//     reports (lastplan.go);
+//   - asking (accelerate.go): the wait for candidates, which the client's
+//     cancel request ends;
+//   - the upstreams (upstream.go): where PostgreSQL is, as Config.Upstream
+//     says, tried in turn.
+//
 // # Relaying
 //
 // A session over plain sockets (TCP or Unix, both sides) is relayed by
@@ -101,10 +124,9 @@
 // duplicates taken out of Go's poller (detach), which would otherwise
 // wake its own thread at every message as well. Relayed by goroutines,
 // each message waited for Go's poller to wake a goroutine and the
-// scheduler to run it: on a virtual machine's two cores, pgbench's
-// SELECT 1 through the proxy took 72 µs longer at the median than
-// straight to PostgreSQL; through the loop 19 µs, through PgBouncer 20
-// (docs/benchmarks/README.md, "Passing statements through"). What the
+// scheduler to run it, several times what the loop adds, which is about
+// what PgBouncer adds (docs/benchmarks/README.md, "Passing statements
+// through"). What the
 // loop reads whole are the messages it must look into: from the client
 // Query, Parse, Bind, Close and Terminate, from PostgreSQL ReadyForQuery
 // and ParameterStatus; every other message, and any larger than

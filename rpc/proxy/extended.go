@@ -32,65 +32,14 @@ func mentionsDistance(sql string) bool {
 // noteParse remembers whether the statement a Parse prepares is one the
 // proxy could answer.
 func (s *session) noteParse(p *pgproto3.Parse) {
-	s.forgetIfDeallocating(p.Query)
+	s.book.forgetIfDeallocating(p.Query)
 	var q *query
 	if mentionsDistance(p.Query) {
 		var done func()
 		q, _, done = s.recognize(p.Query)
 		defer done()
 	}
-	s.remember(p.Name, q)
-}
-
-// clientStatement is a prepared statement of the client's that the
-// proxy could answer: its recognised form, and its parameter types once
-// an answer has described it; or, showsPlan, a SHOW vecside.last_plan
-// the proxy prepared itself (lastplan.go).
-type clientStatement struct {
-	q         *query
-	types     []uint32
-	showsPlan bool
-}
-
-// remember notes statement name as q, nil if the proxy cannot answer it
-// (or keep it: maxStatements, maxRememberedCode).
-func (s *session) remember(name string, q *query) {
-	s.forget(name)
-	if q == nil || len(s.stmts) >= maxStatements || s.stmtCode+q.code > maxRememberedCode {
-		return
-	}
-	if s.stmts == nil {
-		s.stmts = map[string]*clientStatement{}
-	}
-	s.stmts[name] = &clientStatement{q: q}
-	s.stmtCode += q.code
-}
-
-// forget forgets statement name.
-func (s *session) forget(name string) {
-	if st := s.stmts[name]; st != nil && st.q != nil {
-		s.stmtCode -= st.q.code
-	}
-	delete(s.stmts, name)
-}
-
-// notePassedQuery forgets what a simple Query passed through may have
-// dropped: the unnamed statement always, and the others as
-// forgetIfDeallocating says.
-func (s *session) notePassedQuery(sql string) {
-	s.forget("")
-	s.forgetIfDeallocating(sql)
-}
-
-// forgetIfDeallocating forgets every statement if sql could deallocate
-// one: SQL's PREPARE could then give the name to another statement. The
-// test is over-cautious (at worst a statement is no longer accelerated,
-// or prepared again); a statement merely dropped fails the Describe that
-// each answer sends with its first round.
-func (s *session) forgetIfDeallocating(sql string) {
-	if containsFold(sql, "dealloc") || containsFold(sql, "discard") {
-		s.forgetStatements()
-	}
+	s.book.remember(p.Name, q)
 }
 
 // containsFold reports whether s holds lower, a lower-case ASCII word, in
@@ -110,13 +59,6 @@ next:
 		return true
 	}
 	return false
-}
-
-// forgetStatements forgets the client's statements: a message the proxy
-// did not read, or SQL that may deallocate, may have dropped any of them.
-func (s *session) forgetStatements() {
-	clear(s.stmts)
-	s.stmtCode = 0
 }
 
 // heldBatch is an extended-protocol batch the proxy may answer: an optional
@@ -183,7 +125,7 @@ func (s *session) pass(m message) {
 	case 'C':
 		var c pgproto3.Close
 		if c.Decode(m.body) == nil && c.ObjectType == 'S' {
-			s.forget(c.Name)
+			s.book.forget(c.Name)
 		}
 	}
 	s.track(m.typ)
@@ -234,7 +176,7 @@ func (b *heldBatch) parseShape() bool {
 func (s *session) accelerateBatch(b *heldBatch) error {
 	var q *query
 	reason := ""
-	if st := s.stmts[b.bind.PreparedStatement]; st != nil {
+	if st := s.book.get(b.bind.PreparedStatement); st != nil {
 		q = st.q
 	}
 	if b.parse != nil {
@@ -252,7 +194,7 @@ func (s *session) accelerateBatch(b *heldBatch) error {
 		}
 		s.release(b.msgs)
 		return nil
-	case !s.plain.Load():
+	case !s.encoding.plain.Load():
 		reason = "encoding"
 	case q.vector.param > len(b.bind.Parameters):
 		reason = "vector"
@@ -268,7 +210,7 @@ func (s *session) accelerateBatch(b *heldBatch) error {
 	case sidecarResting(s.p):
 		reason = "sidecar down"
 	}
-	ix, ok := s.p.cat.lookup(q.schema, q.table, q.column, q.metric, s.schemas)
+	ix, ok := s.p.cat.lookup(q.schema, q.table, q.column, q.metric, s.probe.schemas)
 	if reason == "" && !ok {
 		reason = "not indexed"
 	}
@@ -294,24 +236,24 @@ func (s *session) accelerateBatch(b *heldBatch) error {
 // answer's first round (see binding.check).
 func (s *session) answerBatch(b *heldBatch, q *query, ix Index) error {
 	rest := b.msgs
-	st := s.stmts[b.bind.PreparedStatement]
+	st := s.book.get(b.bind.PreparedStatement)
 	if b.parse == nil && st != nil && st.types != nil {
 		return s.answerBound(b, q, ix, st.types, nil, true, rest)
 	}
 	if b.parse != nil {
-		s.remember(b.parse.Name, q)
-		s.sendUp(b.parse)
+		s.book.remember(b.parse.Name, q)
+		s.ex.send(b.parse)
 		rest = rest[1:]
 	}
-	s.sendUp(&pgproto3.Describe{ObjectType: 'S', Name: b.bind.PreparedStatement})
-	s.sendUp(&pgproto3.Flush{})
+	s.ex.send(&pgproto3.Describe{ObjectType: 'S', Name: b.bind.PreparedStatement})
+	s.ex.send(&pgproto3.Flush{})
 	if err := s.u.flush(); err != nil {
 		return err
 	}
 	var owed []message // replies the client is owed: its ParseComplete
 	var types []uint32
 	for types == nil {
-		m, err := s.reply()
+		m, err := s.ex.reply()
 		if err != nil {
 			return err
 		}
@@ -327,7 +269,7 @@ func (s *session) answerBatch(b *heldBatch, q *query, ix Index) error {
 		case 'E':
 			// The client's Parse failed, or its statement does not
 			// exist: PostgreSQL's error, as it would have come.
-			z, err := s.sync()
+			z, err := s.ex.sync()
 			if err != nil {
 				return err
 			}
@@ -335,13 +277,13 @@ func (s *session) answerBatch(b *heldBatch, q *query, ix Index) error {
 		}
 	}
 	for done := false; !done; { // the statement's RowDescription, or NoData
-		m, err := s.reply()
+		m, err := s.ex.reply()
 		if err != nil {
 			return err
 		}
 		done = m.typ == 'T' || m.typ == 'n'
 	}
-	if st := s.stmts[b.bind.PreparedStatement]; st != nil {
+	if st := s.book.get(b.bind.PreparedStatement); st != nil {
 		st.types = types
 	}
 	return s.answerBound(b, q, ix, types, owed, false, rest)
@@ -358,7 +300,7 @@ func (s *session) answerBound(b *heldBatch, q *query, ix Index, types []uint32, 
 		q, reason = boundCounts(q, b.bind, types)
 	}
 	vector := func() ([]float32, string) {
-		return bindVector(b.bind, types, q.vector.param, q.vector.literal, s.vectorOID)
+		return bindVector(b.bind, types, q.vector.param, q.vector.literal, s.probe.vectorOID)
 	}
 	var err error
 	if reason == "" {

@@ -30,8 +30,8 @@ func (s *session) showLastPlan(m message) (bool, error) {
 	if s.pending.Load() != 0 || s.batch || !showsLastPlan(sql) {
 		return false, nil
 	}
-	msgs := append([]pgproto3.BackendMessage{s.planDescription(0)}, s.planRow()...)
-	return true, s.replyOwn(append(msgs, s.readyForQuery())...)
+	msgs := append([]pgproto3.BackendMessage{planDescription(0)}, planRow(s.lastPlan)...)
+	return true, s.replyOwn(append(msgs, readyForQuery(byte(s.status.Load())))...)
 }
 
 // showsLastPlan reports whether sql is exactly SHOW vecside.last_plan.
@@ -51,7 +51,7 @@ func showsLastPlan(sql string) bool {
 // that mixes them with others passes through and fails there. Any other
 // batch it leaves alone, reporting false.
 func (s *session) answerLastPlan(msgs []message) (bool, error) {
-	shows := func(name string) bool { st := s.stmts[name]; return st != nil && st.showsPlan }
+	shows := func(name string) bool { st := s.book.get(name); return st != nil && st.showsPlan }
 	// Told at its first message, without decoding the batch: every other
 	// batch held is one the sidecar may answer.
 	switch first := msgs[0]; {
@@ -79,9 +79,9 @@ func (s *session) answerLastPlan(msgs []message) (bool, error) {
 			case d.Decode(m.body) != nil:
 				return false, nil
 			case d.ObjectType == 'S' && (prepared[d.Name] || shows(d.Name)):
-				out = append(out, &pgproto3.ParameterDescription{}, s.planDescription(0))
+				out = append(out, &pgproto3.ParameterDescription{}, planDescription(0))
 			case d.ObjectType == 'P' && d.Name == "" && bound:
-				out = append(out, s.planDescription(format))
+				out = append(out, planDescription(format))
 			default:
 				return false, nil
 			}
@@ -101,41 +101,35 @@ func (s *session) answerLastPlan(msgs []message) (bool, error) {
 			if e.Decode(m.body) != nil || e.Portal != "" || e.MaxRows != 0 || !bound {
 				return false, nil
 			}
-			out = append(out, s.planRow()...)
+			out = append(out, planRow(s.lastPlan)...)
 		case 'S':
-			out = append(out, s.readyForQuery())
+			out = append(out, readyForQuery(byte(s.status.Load())))
 		default:
 			return false, nil
 		}
 	}
 	for name := range prepared {
-		s.remember(name, nil)
-		if s.stmts == nil {
-			s.stmts = map[string]*clientStatement{}
-		}
-		if len(s.stmts) < maxStatements {
-			s.stmts[name] = &clientStatement{showsPlan: true}
-		}
+		s.book.rememberPlan(name)
 	}
 	return true, s.replyOwn(out...)
 }
 
 // planDescription describes SHOW vecside.last_plan's one text column.
-func (s *session) planDescription(format int16) *pgproto3.RowDescription {
+func planDescription(format int16) *pgproto3.RowDescription {
 	return &pgproto3.RowDescription{Fields: []pgproto3.FieldDescription{{Name: []byte(lastPlanName), DataTypeOID: 25, DataTypeSize: -1, TypeModifier: -1, Format: format}}}
 }
 
-// planRow is SHOW vecside.last_plan's row and command tag.
-func (s *session) planRow() []pgproto3.BackendMessage {
-	plan := s.lastPlan
+// planRow is SHOW vecside.last_plan's row and command tag, for the
+// session's last plan.
+func planRow(plan string) []pgproto3.BackendMessage {
 	if plan == "" {
 		plan = "none: no nearest-neighbour statement yet"
 	}
 	return []pgproto3.BackendMessage{&pgproto3.DataRow{Values: [][]byte{[]byte(plan)}}, &pgproto3.CommandComplete{CommandTag: []byte("SHOW")}}
 }
 
-func (s *session) readyForQuery() *pgproto3.ReadyForQuery {
-	return &pgproto3.ReadyForQuery{TxStatus: byte(s.status.Load())}
+func readyForQuery(status byte) *pgproto3.ReadyForQuery {
+	return &pgproto3.ReadyForQuery{TxStatus: status}
 }
 
 // replyOwn sends the proxy's own replies to the client.

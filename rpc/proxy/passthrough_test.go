@@ -6,7 +6,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -460,8 +459,9 @@ func TestUpstreamRestart(t *testing.T) {
 	}
 }
 
-// TestUpstreamTLS: with UpstreamTLS the session upstream is encrypted,
-// and authentication and statements go through it as before.
+// TestTLS: with an sslmode that asks for it the session upstream is
+// encrypted, and authentication and statements go through it as before;
+// TLS from clients, and on both sides.
 func TestTLS(t *testing.T) {
 	ctx := context.Background()
 	cl := pgtest.Shared(t)
@@ -497,36 +497,40 @@ func TestTLS(t *testing.T) {
 			mustExec(t, c, sql)
 		}
 	})
-	roots := x509.NewCertPool()
-	roots.AddCert(must(x509.ParseCertificate(cert.TLS.Certificate[0])))
 	// PostgreSQL offers SCRAM-SHA-256-PLUS over TLS: a client of the
 	// proxy, without TLS, takes SCRAM-SHA-256.
 	scramRole(t, cl, db)
-	up, via := startProxyWith(t, dsn, "", Config{UpstreamTLS: &tls.Config{ServerName: "127.0.0.1", RootCAs: roots}})
-	via = strings.Replace(via, "postgres@", "scram_user:sekrit@", 1)
+	verified := fmt.Sprintf("host=127.0.0.1 port=%d sslmode=verify-full sslrootcert=%s", cl.Port, cert.CertFile)
 	var ssl bool
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		c, err := pgx.Connect(ctx, via)
-		if err == nil {
-			err = c.QueryRow(ctx, "SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()").Scan(&ssl)
-			c.Close(ctx)
-		}
-		if err == nil && ssl || time.Now().After(deadline) {
-			if err != nil || !ssl {
-				t.Fatalf("through the proxy: ssl %v, %v", ssl, err)
+	for i, upstream := range []string{verified,
+		// libpq's prefer takes TLS where the server offers it; a first
+		// host that does not answer is passed over.
+		fmt.Sprintf("postgres://127.0.0.1:1,127.0.0.1:%d/?sslmode=prefer", cl.Port)} {
+		up, via := startProxyWith(t, dsn, "", Config{Upstream: upstream})
+		via = strings.Replace(via, "postgres@", "scram_user:sekrit@", 1)
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+			c, err := pgx.Connect(ctx, via)
+			if err == nil {
+				err = c.QueryRow(ctx, "SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()").Scan(&ssl)
+				c.Close(ctx)
 			}
-			break
+			if err == nil && ssl || time.Now().After(deadline) {
+				if err != nil || !ssl {
+					t.Fatalf("upstream %d, through the proxy: ssl %v, %v", i, ssl, err)
+				}
+				break
+			}
 		}
-	}
-	if st := up.Stats(); st.Looped != 0 {
-		t.Errorf("%d sessions over TLS relayed by the loop", st.Looped)
+		if st := up.Stats(); st.Looped != 0 {
+			t.Errorf("upstream %d: %d sessions over TLS relayed by the loop", i, st.Looped)
+		}
 	}
 
 	// TLS from the client, not upstream (the proxy beside PostgreSQL):
 	// SCRAM with the client's default channel_binding=prefer, which
 	// PostgreSQL, not offering channel binding without TLS, accepts.
 	own := testcert.New(t) // the proxy's certificate, not PostgreSQL's
-	_, via = startProxyWith(t, dsn, "", Config{ClientTLS: &tls.Config{Certificates: []tls.Certificate{own.TLS}}, ClientTLSRequired: true})
+	_, via := startProxyWith(t, dsn, "", Config{ClientTLS: &tls.Config{Certificates: []tls.Certificate{own.TLS}}, ClientTLSRequired: true})
 	secure := strings.Replace(via, "postgres@", "scram_user:sekrit@", 1)
 	secure = strings.Replace(secure, "sslmode=disable", "sslmode=verify-full&sslrootcert="+url.QueryEscape(own.CertFile), 1)
 	c := connect(t, secure)
@@ -547,8 +551,7 @@ func TestTLS(t *testing.T) {
 	// in the middle, detects the proxy. A client that binds (libpq's and
 	// pgx's default over TLS) is refused by PostgreSQL; one with
 	// channel_binding=disable gets in.
-	_, via = startProxyWith(t, dsn, "", Config{UpstreamTLS: &tls.Config{ServerName: "127.0.0.1", RootCAs: roots},
-		ClientTLS: &tls.Config{Certificates: []tls.Certificate{own.TLS}}})
+	_, via = startProxyWith(t, dsn, "", Config{Upstream: verified, ClientTLS: &tls.Config{Certificates: []tls.Certificate{own.TLS}}})
 	secure = strings.Replace(via, "postgres@", "scram_user:sekrit@", 1)
 	secure = strings.Replace(secure, "sslmode=disable", "sslmode=verify-full&sslrootcert="+url.QueryEscape(own.CertFile), 1)
 	if _, err := pgx.Connect(ctx, secure); !errors.As(err, &pe) || pe.Code != "28000" {

@@ -10,32 +10,28 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/vecside/vecside/rpc/internal/pgstartup"
 )
 
 // Config says where the proxy forwards and whom it asks for candidates.
 type Config struct {
-	// Upstream is PostgreSQL's address: host:port, or the path of a Unix
-	// socket (/var/run/postgresql/.s.PGSQL.5432).
+	// Upstream is where PostgreSQL is: a libpq connection string or URL
+	// (its hosts and ports, tried in turn, sslmode, sslrootcert,
+	// sslcert and sslkey; the user, database and password are each
+	// client's own), host:port, or a Unix socket's path
+	// (/var/run/postgresql/.s.PGSQL.5432). Without sslmode the proxy does
+	// not ask for TLS (libpq's default, prefer, would): a client's SCRAM
+	// channel binding fails across TLS on both sides, see doc.go.
 	Upstream string
-	// UpstreamTLS, if not nil, encrypts every upstream connection (an
-	// SSLRequest first; a server that declines it is not used), as
-	// libpq's sslmode=require, or verify-full with RootCAs and
-	// ServerName set.
-	UpstreamTLS *tls.Config
 	// ClientTLS, if not nil, is offered to clients that ask (an
 	// SSLRequest), with its certificate; ClientTLSRequired refuses those
 	// that do not (28000), as a hostssl line of pg_hba.conf would.
@@ -54,19 +50,6 @@ type Config struct {
 	CandidateWait time.Duration
 	Limits        Limits
 	Logger        *slog.Logger
-}
-
-// UpstreamOf is the Upstream of the server a libpq connection string or
-// URL names (its first host): host:port, or a Unix socket's path.
-func UpstreamOf(dsn string) (string, error) {
-	cfg, err := pgconn.ParseConfig(dsn)
-	if err != nil {
-		return "", err
-	}
-	if strings.HasPrefix(cfg.Host, "/") { // a Unix socket's directory
-		return fmt.Sprintf("%s/.s.PGSQL.%d", cfg.Host, cfg.Port), nil
-	}
-	return net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port))), nil
 }
 
 // ClientConfig is how a client of the server dsn names connects through
@@ -164,13 +147,14 @@ func (l Limits) withDefaults() Limits {
 // Proxy relays PostgreSQL sessions and accelerates what it can prove it
 // answers identically.
 type Proxy struct {
-	cfg    Config
-	limits Limits
-	log    *slog.Logger
-	slots  chan struct{} // one per session
-	wait   time.Duration // Config.CandidateWait, or its default
-	cat    *catalog
-	stats  counters
+	cfg       Config
+	upstreams []upstream // Config.Upstream's, in the order they are tried
+	limits    Limits
+	log       *slog.Logger
+	slots     chan struct{} // one per session
+	wait      time.Duration // Config.CandidateWait, or its default
+	cat       *catalog
+	stats     counters
 	// parsing is the code of the statements being parsed or answered
 	// now (inspect.go).
 	parsing atomic.Int64
@@ -190,13 +174,14 @@ type Proxy struct {
 
 // New returns a proxy for cfg.
 func New(cfg Config) (*Proxy, error) {
-	if cfg.Upstream == "" {
-		return nil, errors.New("proxy: Config.Upstream is empty")
+	ups, err := parseUpstream(cfg.Upstream)
+	if err != nil {
+		return nil, err
 	}
 	if cfg.ClientTLSRequired && cfg.ClientTLS == nil {
 		return nil, errors.New("proxy: Config.ClientTLSRequired without ClientTLS")
 	}
-	p := &Proxy{cfg: cfg, limits: cfg.Limits.withDefaults(), log: cfg.Logger, sessions: map[uint32]*session{}}
+	p := &Proxy{cfg: cfg, upstreams: ups, limits: cfg.Limits.withDefaults(), log: cfg.Logger, sessions: map[uint32]*session{}}
 	if p.log == nil {
 		p.log = slog.Default()
 	}
@@ -215,52 +200,39 @@ func New(cfg Config) (*Proxy, error) {
 func (p *Proxy) Serve(ctx context.Context, ln net.Listener) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	go func() {
-		<-ctx.Done()
-		ln.Close()
-	}()
 	if p.cfg.Sidecar != nil {
 		go p.cat.run(ctx, p.log)
 	}
-	l, err := newLoop()
+	loop, err := newLoop()
 	if err != nil {
 		p.log.Warn("proxy: sessions are relayed by goroutines", "err", err)
 	}
-	if l != nil {
-		p.loop = l
-		defer l.stop()
+	if loop != nil {
+		p.loop = loop
+		defer loop.stop()
 	}
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	startups := pgstartup.NewAdmission(p.limits.MaxStartups, p.limits.MaxStartupsPerPeer, p.limits.MaxAuthenticatingPerPeer)
-	for {
-		nc, err := ln.Accept()
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, syscall.EMFILE) {
-				time.Sleep(100 * time.Millisecond)
-				continue
-			}
-			return fmt.Errorf("proxy: accept: %w", err)
-		}
-		st, evicted := startups.Admit(nc)
-		if evicted != nil {
+	l := &pgstartup.Listener{
+		Admission: pgstartup.NewAdmission(p.limits.MaxStartups, p.limits.MaxStartupsPerPeer, p.limits.MaxAuthenticatingPerPeer),
+		ServeConn: p.serveConn,
+		Evicted: func(st *pgstartup.Startup) {
 			p.stats.evicted.Add(1)
-			if evicted.Stage() == pgstartup.Connected {
-				go refuse(evicted.Conn, "53300", "sorry, too many clients already: this connection sent nothing while others waited to start up")
+			if st.Stage() == pgstartup.Connected {
+				go refuse(st.Conn, "53300", "sorry, too many clients already: this connection sent nothing while others waited to start up")
 			} else {
-				evicted.Conn.Close()
+				st.Conn.Close()
 			}
-		}
-		if st == nil {
+		},
+		Refused: func(nc net.Conn) {
 			go refuse(nc, "53300", "sorry, too many clients already: every startup slot is authenticating") // never stalls Accept
-			continue
-		}
-		wg.Go(func() { p.serveConn(ctx, st) })
+		},
+		AcceptFailed: func(err error, pause time.Duration) {
+			p.log.Warn("proxy: accepting a connection failed; retrying", "err", err, "pause", pause)
+		},
 	}
+	if err := l.Serve(ctx, ln); err != nil {
+		return fmt.Errorf("proxy: accept: %w", err)
+	}
+	return nil
 }
 
 // serveConn runs one client connection, which holds a startup slot
@@ -325,10 +297,10 @@ func (p *Proxy) cancel(pid, secret uint32) {
 		time.Sleep(time.Second)
 		return
 	}
-	s.interrupt()
-	c, err := p.dialUpstream(5 * time.Second)
+	s.asking.interrupt()
+	c, err := s.upstream.dial(time.Now().Add(5 * time.Second))
 	if err != nil {
-		p.log.Warn("proxy: cannot relay a cancel request", "err", err)
+		p.log.Warn("proxy: cannot relay a cancel request", "upstream", s.upstream.addr, "err", err)
 		return
 	}
 	defer c.Close()
@@ -340,39 +312,6 @@ func (p *Proxy) cancel(pid, secret uint32) {
 	// PostgreSQL closes the connection once it has signalled the backend.
 	c.SetReadDeadline(time.Now().Add(5 * time.Second))
 	c.Read(make([]byte, 1))
-}
-
-// dialUpstream connects to PostgreSQL, over TLS if configured; a
-// CancelRequest goes over it too, as libpq sends it.
-func (p *Proxy) dialUpstream(timeout time.Duration) (net.Conn, error) {
-	network := "tcp"
-	if len(p.cfg.Upstream) > 0 && p.cfg.Upstream[0] == '/' {
-		network = "unix"
-	}
-	c, err := net.DialTimeout(network, p.cfg.Upstream, timeout)
-	if err != nil || p.cfg.UpstreamTLS == nil {
-		return c, err
-	}
-	c.SetDeadline(time.Now().Add(timeout))
-	req := binary.BigEndian.AppendUint32(binary.BigEndian.AppendUint32(nil, 8), sslRequestCode)
-	answer := make([]byte, 1)
-	if _, err := c.Write(req); err == nil {
-		_, err = io.ReadFull(c, answer) // exactly one byte: what follows is TLS
-	}
-	if err == nil && answer[0] != 'S' {
-		err = errors.New("the server does not accept TLS")
-	}
-	if err != nil {
-		c.Close()
-		return nil, err
-	}
-	tc := tls.Client(c, p.cfg.UpstreamTLS)
-	if err := tc.Handshake(); err != nil {
-		c.Close()
-		return nil, fmt.Errorf("TLS to the server: %w", err)
-	}
-	c.SetDeadline(time.Time{})
-	return tc, nil
 }
 
 // Stats counts what the proxy did with the statements it saw.

@@ -11,7 +11,6 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
-	"time"
 )
 
 // session is one client's connection and its own upstream connection.
@@ -36,8 +35,9 @@ type session struct {
 	cmu      sync.Mutex // the client's writer, between the two goroutines
 	reported bool       // the client has been told why its startup failed
 
-	pid, secret     uint32 // the key the client got
-	upPID, upSecret uint32 // PostgreSQL's
+	pid, secret     uint32    // the key the client got
+	upPID, upSecret uint32    // PostgreSQL's
+	upstream        *upstream // where the session's backend is, for its cancel requests
 
 	// status is the transaction status of the last ReadyForQuery: 'I'
 	// idle, 'T' in a transaction block, 'E' in a failed one.
@@ -50,54 +50,32 @@ type session struct {
 	// terminated: the client's Terminate went upstream, alone or ending
 	// a held batch; the session ends once it is flushed.
 	terminated bool
-	// dirty: a statement passed through since the last probe (see
-	// accelerate.go), so the session may have written or changed its
-	// settings.
-	dirty    bool
-	tables   map[uint32]tableFacts // what the last probes found of the indexed tables, by OID
-	options  string                // knn options from the session's settings, as the last probe read them
-	timeout  time.Duration         // statement_timeout, as the last probe read it
-	database string                // the session's database, as the probes read it
-	schemas  []string              // the schemas its search_path finds, as the last probe read them
-	// vectorOID is pgvector's vector type in the session's database, as
-	// the last probe read it (0: not installed, or not probed yet).
-	vectorOID uint32
-	// systemID is the server's system identifier, read once a probe
-	// found the session's role may read the control file (0 until then):
-	// the fast path takes xids of that server only (accelerate.go).
-	// controlOK: the last probe found it may.
-	systemID  int64
-	controlOK bool
-	// stmts are the client's prepared statements the proxy could answer,
-	// by name (see noteParse), stmtCode the code of their texts
-	// (inspect.go).
-	stmts    map[string]*clientStatement
-	stmtCode int
-	// ownName names the statements the session prepares for itself, each
-	// closed in the round trip that prepared it: random, so that no name
-	// of the client's meets it.
-	ownName string
-	// waiting ends the session's wait for candidates, while it waits.
-	waiting atomic.Pointer[context.CancelFunc]
+	probe      sessionProbe  // what the session's probes found
+	book       statementBook // the client's prepared statements (see noteParse)
+	// ex is the session's own conversation with PostgreSQL while it
+	// answers a statement itself.
+	ex     exchange
+	asking asking // its requests for candidates
 	// lastPlan is what SHOW vecside.last_plan answers.
 	lastPlan string
 
-	// plain: the session's client_encoding is UTF8 and its
-	// standard_conforming_strings on, as the parser and the deparser
-	// read and write SQL (see noteParameter).
-	plain atomic.Bool
-	enc   [2]bool // client_encoding UTF8, standard_conforming_strings on
+	// encoding says whether the session's SQL reads as the parser and
+	// the deparser read and write it.
+	encoding sqlEncoding
 
-	taken   atomic.Bool
-	replies chan message  // PostgreSQL's replies while taken; nil: the session reads them (looped)
-	ended   chan struct{} // closed when the client's side has ended
+	taken atomic.Bool
+	ended chan struct{} // closed when the client's side has ended
 
 	looped *looped // the loop's state of a session it relays
 }
 
 func newSession(p *Proxy, nc, up net.Conn) *session {
-	return &session{p: p, nc: nc, up: up, c: newWire(nc, p.limits.MaxMessage), u: newWire(up, p.limits.MaxMessage),
-		dirty: true, ended: make(chan struct{}), ownName: "vecside_" + rand.Text()}
+	s := &session{p: p, nc: nc, up: up, c: newWire(nc, p.limits.MaxMessage), u: newWire(up, p.limits.MaxMessage),
+		probe: sessionProbe{dirty: true}, asking: asking{p: p}, ended: make(chan struct{})}
+	// Its own statements' name is random, so that no name of the
+	// client's meets it.
+	s.ex = exchange{u: s.u, relayAsync: s.relayReply, status: &s.status, ownName: "vecside_" + rand.Text()}
+	return s
 }
 
 // run relays until either side ends the session or ctx ends.
@@ -111,7 +89,7 @@ func (s *session) run(ctx context.Context) error {
 			return s.runLooped(ctx, l, fds)
 		}
 	}
-	s.replies = make(chan message, 64)
+	s.ex.replies = make(chan message, 64)
 	done := make(chan error, 1)
 	go func() { done <- s.relayUpstream() }()
 	err := s.relayClient()
@@ -170,7 +148,7 @@ func (s *session) relayClient() error {
 func (s *session) unread(typ byte) {
 	if typ == 'P' || typ == 'Q' {
 		// It may prepare or deallocate any statement.
-		s.forgetStatements()
+		s.book.forgetAll()
 	}
 	s.track(typ)
 }
@@ -215,7 +193,7 @@ func (s *session) looksAccelerable(m message) bool {
 		// take, and what follows it, as they came.
 		return s.holds() && (mentionsDistance(string(m.body)) || containsFold(string(m.body), lastPlanName))
 	case 'B':
-		return s.holds() && s.stmts[boundStatement(m.body)] != nil
+		return s.holds() && s.book.get(boundStatement(m.body)) != nil
 	}
 	return false
 }
@@ -231,7 +209,7 @@ func boundStatement(body []byte) string {
 // passOn sends a client message upstream that the proxy does not answer.
 func (s *session) passOn(m message) {
 	if m.typ == 'Q' {
-		s.notePassedQuery(string(m.body))
+		s.book.passedQuery(string(m.body))
 	}
 	s.pass(m)
 }
@@ -244,23 +222,23 @@ func (s *session) track(typ byte) {
 		s.terminated = true
 	case 'Q':
 		s.pending.Add(1)
-		s.dirty = true
+		s.probe.dirty = true
 	case 'S':
 		s.pending.Add(1)
 		s.batch = false
 	case 'P', 'B', 'D', 'E', 'C', 'H':
 		s.batch = true
-		s.dirty = s.dirty || typ == 'E'
+		s.probe.dirty = s.probe.dirty || typ == 'E'
 	case 'F': // FunctionCall
 		s.pending.Add(1)
-		s.dirty = true
+		s.probe.dirty = true
 	}
 }
 
 // relayUpstream sends PostgreSQL's messages to the client, flushing
 // whenever PostgreSQL has sent all it has, as PostgreSQL itself flushed.
 func (s *session) relayUpstream() error {
-	defer close(s.replies)
+	defer close(s.ex.replies)
 	defer s.nc.Close()
 	for {
 		if s.u.idle() {
@@ -279,7 +257,7 @@ func (s *session) relayUpstream() error {
 			return err
 		}
 		if s.taken.Load() && !asynchronous(typ) {
-			m, err := s.takeReply(typ, n)
+			m, err := s.u.take(typ, n)
 			if err != nil {
 				return err
 			}
@@ -325,29 +303,14 @@ func (s *session) noteReply(m message) {
 		s.pending.Add(-1)
 		return
 	}
-	s.noteParameter(m.body)
-}
-
-// takeReply reads one of PostgreSQL's replies, whose header was read, for
-// the session while it answers a statement itself: a copy, or tooLarge.
-func (s *session) takeReply(typ byte, n int) (message, error) {
-	if n > s.u.held {
-		// Too large to hold: dropped, and the statement passed
-		// through instead (see takeover).
-		return message{typ: tooLarge}, s.u.r.copyTo(nil, n)
-	}
-	m, err := s.u.body(typ, n)
-	if err != nil {
-		return message{}, err
-	}
-	return message{typ, append([]byte(nil), m.body...)}, nil
+	s.encoding.note(m.body)
 }
 
 // hand gives the session a reply it has taken, unless the session has
 // ended (given up in the middle of an answer, it reads no more).
 func (s *session) hand(m message) bool {
 	select {
-	case s.replies <- m:
+	case s.ex.replies <- m:
 		return true
 	case <-s.ended:
 		return false
@@ -358,21 +321,27 @@ func (s *session) hand(m message) bool {
 // than Limits.MaxMessage.
 const tooLarge = 0
 
-// noteParameter follows the ParameterStatus messages that change how
-// SQL text reads: only with client_encoding UTF8 and
+// sqlEncoding follows the ParameterStatus messages that change how SQL
+// text reads: only with client_encoding UTF8 and
 // standard_conforming_strings on is a statement accelerated.
-func (s *session) noteParameter(body []byte) {
+type sqlEncoding struct {
+	plain atomic.Bool // both, as the parser and the deparser read and write SQL
+	enc   [2]bool     // client_encoding UTF8, standard_conforming_strings on
+}
+
+// note follows one ParameterStatus message's body.
+func (e *sqlEncoding) note(body []byte) {
 	name, value, _ := bytes.Cut(body, []byte{0})
 	value, _, _ = bytes.Cut(value, []byte{0})
 	switch string(name) {
 	case "client_encoding":
-		s.enc[0] = string(value) == "UTF8"
+		e.enc[0] = string(value) == "UTF8"
 	case "standard_conforming_strings":
-		s.enc[1] = string(value) == "on"
+		e.enc[1] = string(value) == "on"
 	default:
 		return
 	}
-	s.plain.Store(s.enc[0] && s.enc[1])
+	e.plain.Store(e.enc[0] && e.enc[1])
 }
 
 // asynchronous reports whether PostgreSQL may send a message of type typ

@@ -28,6 +28,64 @@ const (
 	authSASLContinue = 11
 )
 
+// negotiate reads the client's packets up to its StartupMessage,
+// answering its requests for encryption (TLS if Config.ClientTLS, GSS
+// never) and relaying a CancelRequest (errCancelled); nc is the
+// connection the session goes on over, and body the StartupMessage's.
+func (p *Proxy) negotiate(st *pgstartup.Startup) (nc net.Conn, encrypted bool, body []byte, err error) {
+	nc = st.Conn
+	// As PostgreSQL, each encryption is negotiated at most once, and
+	// none after TLS is on: a request again is an unknown protocol.
+	sslAsked, gssAsked := false, false
+	for {
+		if body, err = pgstartup.ReadPacket(nc); err != nil {
+			return nil, false, nil, err
+		}
+		code := binary.BigEndian.Uint32(body)
+		switch {
+		case code == sslRequestCode && !sslAsked:
+			sslAsked = true
+		case code == gssEncRequestCode && !gssAsked:
+			gssAsked = true
+		case code == sslRequestCode || code == gssEncRequestCode:
+			refuse(nc, "0A000", fmt.Sprintf("unsupported frontend protocol %d.%d: server supports 3.0 to 3.0", code>>16, code&0xffff))
+			return nil, false, nil, errors.New("encryption requested twice")
+		}
+		if code == sslRequestCode && p.cfg.ClientTLS != nil {
+			// Exactly one byte, then the handshake: ReadPacket read
+			// nothing past the request.
+			if _, err := nc.Write([]byte{'S'}); err != nil {
+				return nil, false, nil, err
+			}
+			tc := tls.Server(nc, p.cfg.ClientTLS)
+			if err := tc.Handshake(); err != nil {
+				return nil, false, nil, fmt.Errorf("TLS handshake: %w", err)
+			}
+			nc, encrypted, gssAsked = tc, true, true
+			st.Advance(pgstartup.Negotiated)
+			continue
+		}
+		if code == sslRequestCode || code == gssEncRequestCode {
+			if _, err := nc.Write([]byte{'N'}); err != nil {
+				return nil, false, nil, err
+			}
+			st.Advance(pgstartup.Negotiated)
+			continue
+		}
+		if code == cancelRequestCode && len(body) == 12 {
+			nc.Close() // the client expects nothing back
+			st.Release()
+			p.cancel(binary.BigEndian.Uint32(body[4:]), binary.BigEndian.Uint32(body[8:]))
+			return nil, false, nil, errCancelled
+		}
+		if code>>16 != 3 {
+			refuse(nc, "0A000", fmt.Sprintf("unsupported frontend protocol %d.%d", code>>16, code&0xffff))
+			return nil, false, nil, errors.New("unsupported protocol")
+		}
+		return nc, encrypted, body, nil
+	}
+}
+
 // startup reads the client's startup packets, connects upstream, sends
 // PostgreSQL the client's StartupMessage as it came, and relays the
 // authentication exchange both ways until PostgreSQL is ready for
@@ -39,60 +97,11 @@ const (
 // authenticate (Limits.MaxAuthenticatingPerPeer), then takes a session
 // slot, held when a session is returned (and given back otherwise).
 func (p *Proxy) startup(st *pgstartup.Startup) (*session, error) {
-	nc, encrypted := st.Conn, false
-	// As PostgreSQL, each encryption is negotiated at most once, and
-	// none after TLS is on: a request again is an unknown protocol.
-	sslAsked, gssAsked := false, false
 	deadline := time.Now().Add(p.limits.AuthTimeout)
-	nc.SetDeadline(deadline)
-	var body []byte
-	for {
-		var err error
-		if body, err = pgstartup.ReadPacket(nc); err != nil {
-			return nil, err
-		}
-		code := binary.BigEndian.Uint32(body)
-		switch {
-		case code == sslRequestCode && !sslAsked:
-			sslAsked = true
-		case code == gssEncRequestCode && !gssAsked:
-			gssAsked = true
-		case code == sslRequestCode || code == gssEncRequestCode:
-			refuse(nc, "0A000", fmt.Sprintf("unsupported frontend protocol %d.%d: server supports 3.0 to 3.0", code>>16, code&0xffff))
-			return nil, errors.New("encryption requested twice")
-		}
-		if code == sslRequestCode && p.cfg.ClientTLS != nil {
-			// Exactly one byte, then the handshake: ReadPacket read
-			// nothing past the request.
-			if _, err := nc.Write([]byte{'S'}); err != nil {
-				return nil, err
-			}
-			tc := tls.Server(nc, p.cfg.ClientTLS)
-			if err := tc.Handshake(); err != nil {
-				return nil, fmt.Errorf("TLS handshake: %w", err)
-			}
-			nc, encrypted, gssAsked = tc, true, true
-			st.Advance(pgstartup.Negotiated)
-			continue
-		}
-		if code == sslRequestCode || code == gssEncRequestCode {
-			if _, err := nc.Write([]byte{'N'}); err != nil {
-				return nil, err
-			}
-			st.Advance(pgstartup.Negotiated)
-			continue
-		}
-		if code == cancelRequestCode && len(body) == 12 {
-			nc.Close() // the client expects nothing back
-			st.Release()
-			p.cancel(binary.BigEndian.Uint32(body[4:]), binary.BigEndian.Uint32(body[8:]))
-			return nil, errCancelled
-		}
-		if code>>16 != 3 {
-			refuse(nc, "0A000", fmt.Sprintf("unsupported frontend protocol %d.%d", code>>16, code&0xffff))
-			return nil, errors.New("unsupported protocol")
-		}
-		break
+	st.Conn.SetDeadline(deadline)
+	nc, encrypted, body, err := p.negotiate(st)
+	if err != nil {
+		return nil, err
 	}
 	if p.cfg.ClientTLSRequired && !encrypted {
 		refuse(nc, "28000", "vecside proxy: connections without TLS are refused (sslmode=require or stronger)")
@@ -111,7 +120,7 @@ func (p *Proxy) startup(st *pgstartup.Startup) (*session, error) {
 		refuse(nc, "53300", "sorry, too many clients already")
 		return nil, errors.New("too many sessions")
 	}
-	up, err := p.dialUpstream(time.Until(deadline))
+	up, target, err := p.dialUpstream(time.Until(deadline))
 	if err != nil {
 		<-p.slots
 		refuse(nc, "08006", "vecside proxy: could not connect to the server: "+err.Error())
@@ -119,6 +128,7 @@ func (p *Proxy) startup(st *pgstartup.Startup) (*session, error) {
 	}
 	up.SetDeadline(deadline)
 	s := newSession(p, nc, up)
+	s.upstream = target
 	if _, err := up.Write(startupPacket(body)); err != nil {
 		<-p.slots
 		up.Close()
@@ -189,7 +199,7 @@ func (s *session) authenticate(authenticated func()) error {
 			s.status.Store(uint32(m.body[0]))
 			return s.c.flush()
 		case 'S':
-			s.noteParameter(m.body)
+			s.encoding.note(m.body)
 			s.c.send(m)
 		default:
 			s.c.send(m)

@@ -101,6 +101,21 @@ func (w *wire) send(m message) {
 	w.w.Write(m.body)
 }
 
+// take reads a message whose header was read, as a copy the reader may
+// keep, or, larger than the wire holds, skips it and returns tooLarge.
+func (w *wire) take(typ byte, n int) (message, error) {
+	if n > w.held {
+		// Too large to hold: dropped, and the statement passed
+		// through instead (see takeover).
+		return message{typ: tooLarge}, w.r.copyTo(nil, n)
+	}
+	m, err := w.body(typ, n)
+	if err != nil {
+		return message{}, err
+	}
+	return message{typ, append([]byte(nil), m.body...)}, nil
+}
+
 // flush writes what is buffered.
 func (w *wire) flush() error { return w.w.flush() }
 
