@@ -217,7 +217,11 @@
 // the parser reads SQL and the deparser writes it. A batch starting with
 // Parse or Bind when nothing is owed is held back until its Sync (at
 // most six messages; a Flush sends it on as it came, as does any other
-// shape). The session then takes PostgreSQL's replies for itself
+// shape). One batch with a Flush counts as owing nothing once answered:
+// [Parse, Describe statement, Flush], as postgres.js sends before every
+// Bind; while its replies are owed the session counts them, and once
+// they have come, none an error, the Bind, Execute, Sync that follows
+// is held as if it began the batch. The session then takes PostgreSQL's replies for itself
 // (asynchronous ones still go to the client) and works upstream:
 //
 //  1. For a batch: the client's Parse, if any, is sent, and its

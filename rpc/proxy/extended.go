@@ -101,10 +101,30 @@ func (s *session) hold(first message) (*heldBatch, error) {
 		return nil, err
 	}
 	if !b.parseShape() {
+		owed := describesFirst(b.msgs)
+		s.describeOwed.Store(owed) // before the replies can come
+		s.describeFailed.Store(false)
 		s.release(b.msgs)
+		s.describing = owed > 0
 		return nil, nil
 	}
 	return b, nil
+}
+
+// describesFirst is how many replies a batch owes that only prepares a
+// statement, describes it and flushes, [Parse, Describe, Flush] (its
+// ParseComplete, ParameterDescription, and RowDescription or NoData); 0
+// for any other.
+func describesFirst(msgs []message) int32 {
+	if len(msgs) != 3 || msgs[0].typ != 'P' || msgs[1].typ != 'D' || msgs[2].typ != 'H' {
+		return 0
+	}
+	var p pgproto3.Parse
+	var d pgproto3.Describe
+	if p.Decode(msgs[0].body) != nil || d.Decode(msgs[1].body) != nil || d.ObjectType != 'S' || d.Name != p.Name {
+		return 0
+	}
+	return 3
 }
 
 // release sends held messages on unchanged.

@@ -522,7 +522,7 @@ func (s *session) flushLast() {
 	}
 }
 
-// stickiness is how long a session's goroutine keeps it after an
+// defaultStickiness is how long a session's goroutine keeps it after an
 // answer, waiting for the client's next message. A client that asks for
 // neighbours tends to ask again at once; through Go's poller its next
 // message wakes the goroutine directly, where handing the session to
@@ -533,12 +533,12 @@ func (s *session) flushLast() {
 // 2,100-2,770 QPS for eight; kept, 0.61-0.69 ms and 3,650-3,930 QPS.
 // Meanwhile PostgreSQL's notifications and notices wait in the socket:
 // for at most this long.
-const stickiness = 10 * time.Millisecond
+const defaultStickiness = 10 * time.Millisecond
 
 // keepAnswering answers a message the loop handed over, with blocking
 // reads and writes (first passing the rest of a reply the loop was
 // relaying in pieces), then the client's next ones while they are
-// messages the proxy may answer, arrive within stickiness, and are read
+// messages the proxy may answer, arrive within the stickiness, and are read
 // whole; the first that is not is left to the loop.
 func (s *session) keepAnswering(m message) error {
 	lp := s.looped
@@ -558,6 +558,11 @@ func (s *session) keepAnswering(m message) error {
 		if err := s.c.flush(); err != nil {
 			return err
 		}
+		if s.pending.Load() > 0 || s.describeOwed.Load() > 0 {
+			// PostgreSQL owes replies to what went through, which the
+			// client waits for: the loop relays them.
+			return nil
+		}
 		next, ok, err := s.nextAccelerable()
 		if !ok {
 			return err
@@ -567,11 +572,11 @@ func (s *session) keepAnswering(m message) error {
 }
 
 // nextAccelerable reads the client's next message if looksAccelerable
-// says so and it comes whole within stickiness; otherwise it is left
+// says so and it comes whole within the stickiness; otherwise it is left
 // buffered, unread.
 func (s *session) nextAccelerable() (m message, ok bool, err error) {
 	in := s.c.r
-	in.conn.SetReadDeadline(time.Now().Add(stickiness))
+	in.conn.SetReadDeadline(time.Now().Add(s.p.stickiness))
 	defer in.conn.SetReadDeadline(time.Time{}) // answering it reads on
 	if err := in.need(5); err != nil {
 		return m, false, ignoreTimeout(err)

@@ -149,12 +149,15 @@ func (l Limits) withDefaults() Limits {
 type Proxy struct {
 	cfg       Config
 	upstreams []upstream // Config.Upstream's, in the order they are tried
-	limits    Limits
-	log       *slog.Logger
-	slots     chan struct{} // one per session
-	wait      time.Duration // Config.CandidateWait, or its default
-	cat       *catalog
-	stats     counters
+	// stickiness is how long a session's goroutine waits for the
+	// client's next message after an answer (defaultStickiness).
+	stickiness time.Duration
+	limits     Limits
+	log        *slog.Logger
+	slots      chan struct{} // one per session
+	wait       time.Duration // Config.CandidateWait, or its default
+	cat        *catalog
+	stats      counters
 	// parsing is the code of the statements being parsed or answered
 	// now (inspect.go).
 	parsing atomic.Int64
@@ -181,7 +184,7 @@ func New(cfg Config) (*Proxy, error) {
 	if cfg.ClientTLSRequired && cfg.ClientTLS == nil {
 		return nil, errors.New("proxy: Config.ClientTLSRequired without ClientTLS")
 	}
-	p := &Proxy{cfg: cfg, upstreams: ups, limits: cfg.Limits.withDefaults(), log: cfg.Logger, sessions: map[uint32]*session{}}
+	p := &Proxy{cfg: cfg, upstreams: ups, stickiness: defaultStickiness, limits: cfg.Limits.withDefaults(), log: cfg.Logger, sessions: map[uint32]*session{}}
 	if p.log == nil {
 		p.log = slog.Default()
 	}

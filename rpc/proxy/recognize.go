@@ -170,16 +170,11 @@ func recognize(sql string) (*query, string) {
 		}
 		qualifier = rv.Alias.Aliasname
 	}
+	vectorSide, reason := q.operands(dist, qualifier)
+	if reason != "" {
+		return nil, reason
+	}
 	var ok bool
-	if q.column, ok = columnName(dist.Lexpr, qualifier); !ok {
-		return nil, "order"
-	}
-	if q.vector, ok = vectorOperand(dist.Rexpr); !ok {
-		if dist.Rexpr.GetSubLink() != nil {
-			return nil, "vector sub-select"
-		}
-		return nil, "vector expression"
-	}
 	w := walker{}
 	if q.limit, q.limitParam, ok = w.count(sel.LimitCount); !ok || q.limitParam == 0 && q.limit < 1 {
 		return nil, "limit"
@@ -198,11 +193,34 @@ func recognize(sql string) (*query, string) {
 	if sel.WhereClause != nil && !w.harmless(sel.WhereClause) {
 		return nil, "filter"
 	}
-	w.harmless(dist.Rexpr) // counts its parameter
+	w.harmless(vectorSide) // counts its parameter
 	q.params = w.params
 	q.qualified = w.qualified
 	q.literals = slices.ContainsFunc(w.literals, func(v string) bool { return v != q.vector.literal })
 	return q, ""
+}
+
+// operands reads the distance's column into q.column and its query
+// vector into q.vector, and returns the vector's side of the operator;
+// or why it cannot. The column may be on either side: pgvector's
+// distances are symmetric, to the bit, and PostgreSQL computes them as
+// the client wrote them.
+func (q *query) operands(dist *pg_query.A_Expr, qualifier string) (*pg_query.Node, string) {
+	vectorSide := dist.Rexpr
+	var ok bool
+	if q.column, ok = columnName(dist.Lexpr, qualifier); !ok {
+		if q.column, ok = columnName(dist.Rexpr, qualifier); !ok {
+			return nil, "order"
+		}
+		vectorSide = dist.Lexpr
+	}
+	if q.vector, ok = vectorOperand(vectorSide); !ok {
+		if vectorSide.GetSubLink() != nil {
+			return nil, "vector sub-select"
+		}
+		return nil, "vector expression"
+	}
+	return vectorSide, ""
 }
 
 // sortKey is the expression a sort key stands for: a target's, where it
@@ -574,13 +592,14 @@ func (q *query) parameterizeVector() (restore func()) {
 		if e.Kind != pg_query.A_Expr_Kind_AEXPR_OP || len(e.Name) != 1 || metrics[e.Name[0].GetString_().GetSval()] == "" {
 			return
 		}
-		operand := e.Rexpr
-		if tc := operand.GetTypeCast(); tc != nil {
-			operand = tc.Arg
-		}
-		if c := operand.GetAConst(); c != nil && c.GetSval() != nil && c.GetSval().Sval == q.vector.literal {
-			swaps = append(swaps, swap{operand, c})
-			operand.Node = param
+		for _, operand := range []*pg_query.Node{e.Lexpr, e.Rexpr} {
+			if tc := operand.GetTypeCast(); tc != nil {
+				operand = tc.Arg
+			}
+			if c := operand.GetAConst(); c != nil && c.GetSval() != nil && c.GetSval().Sval == q.vector.literal {
+				swaps = append(swaps, swap{operand, c})
+				operand.Node = param
+			}
 		}
 	}
 	for _, t := range q.sel.TargetList {

@@ -25,6 +25,9 @@ func TestRecognize(t *testing.T) {
 		// LangChain's PGVectorStore: ORDER BY the distance's alias.
 		{`SELECT *, "embedding" <=> $1 as "_distance" FROM langchain_pg_embedding WHERE collection_id = $3 ORDER BY "_distance" ASC LIMIT $2`, "", "langchain_pg_embedding", "embedding", "cosine", vectorArg{param: 1}, 0, 0},
 		{"SELECT id, embedding <-> '[1]' AS d FROM items ORDER BY 2 LIMIT 3", "", "items", "embedding", "l2", vectorArg{literal: "[1]"}, 3, 0},
+		// The vector first: the metrics are symmetric.
+		{"SELECT id FROM items ORDER BY '[1]' <=> embedding LIMIT 3", "", "items", "embedding", "cosine", vectorArg{literal: "[1]"}, 3, 0},
+		{"SELECT id, $1 <#> i.embedding AS d FROM items i ORDER BY d LIMIT $2", "", "items", "embedding", "ip", vectorArg{param: 1}, 0, 0},
 	}
 	for _, c := range accepted {
 		q, reason := recognize(c.sql)
@@ -61,7 +64,8 @@ func TestRecognize(t *testing.T) {
 		{"SELECT id FROM items WHERE f(id) ORDER BY embedding <-> '[1]' LIMIT 1", "filter"},
 		{"SELECT id FROM items WHERE id IN (SELECT 1) ORDER BY embedding <-> '[1]' LIMIT 1", "filter"},
 		{"SELECT id FROM items WHERE id @@ 'x' ORDER BY embedding <-> '[1]' LIMIT 1", "filter"},
-		{"SELECT id FROM items ORDER BY '[1]' <-> embedding LIMIT 1", "order"},
+		{"SELECT id FROM items ORDER BY '[1]' <-> '[2]' LIMIT 1", "order"},
+		{"SELECT id FROM items ORDER BY (SELECT embedding FROM items WHERE id = 1) <-> embedding LIMIT 1", "vector sub-select"},
 		{"SELECT id FROM items i ORDER BY items.embedding <-> '[1]' LIMIT 1", "order"},
 		{"SELECT id FROM items ORDER BY embedding <-> '[1]'::halfvec LIMIT 1", "vector expression"},
 		{"SELECT id FROM items ORDER BY embedding <-> other_column LIMIT 1", "vector expression"},
@@ -91,6 +95,8 @@ func TestRestricted(t *testing.T) {
 		// distance's operand; the same text elsewhere stays as it is.
 		{"SELECT id, 1 - (embedding <=> '[1,2]'::vector) AS s, '[1,2]' AS t FROM items WHERE note <> '[1,2]' ORDER BY embedding <=> '[1,2]'::vector LIMIT 5",
 			"SELECT id, 1 - (embedding <=> $2::vector) AS s, '[1,2]' AS t FROM items WHERE note <> '[1,2]' AND " + bound(`"items"`, 1) + " ORDER BY embedding <=> $2::vector LIMIT 5"},
+		{"SELECT id, '[1,2]' <-> embedding AS d FROM items ORDER BY '[1,2]' <-> embedding LIMIT 5",
+			"SELECT id, $2 <-> embedding AS d FROM items WHERE " + bound(`"items"`, 1) + " ORDER BY $2 <-> embedding LIMIT 5"},
 		{"SELECT * FROM items i WHERE a = $1 OR b ORDER BY i.embedding <=> $2 LIMIT 3 OFFSET 1",
 			"SELECT * FROM items i WHERE (a = $1 OR b) AND " + bound(`"items"`, 3) + " ORDER BY i.embedding <=> $2 LIMIT 3 OFFSET 1"},
 	} {

@@ -47,6 +47,15 @@ type session struct {
 	// sent since the last Sync.
 	pending atomic.Int32
 	batch   bool
+	// describing: the client prepared (or named) a statement, described
+	// it and flushed, without a Sync ([Parse,] Describe, Flush, as
+	// postgres.js does before its Bind), and describeOwed counts the
+	// replies PostgreSQL still owes that; once they have come and none
+	// failed (describeFailed), the batch the client sends next may be
+	// held and answered as if nothing were owed.
+	describing     bool
+	describeOwed   atomic.Int32
+	describeFailed atomic.Bool
 	// terminated: the client's Terminate went upstream, alone or ending
 	// a held batch; the session ends once it is flushed.
 	terminated bool
@@ -168,6 +177,9 @@ func (s *session) handle(m message) error {
 		b, err := s.hold(m)
 		if err == nil && b != nil {
 			err = s.accelerateBatch(b)
+			// Answered, its Sync was the proxy's; passed through, the
+			// client's: either way nothing of the batch is open.
+			s.batch, s.describing = false, false
 		}
 		return err
 	}
@@ -177,7 +189,10 @@ func (s *session) handle(m message) error {
 
 // holds reports whether an extended-protocol batch starting now is held
 // back until its Sync, to see whether the proxy can answer it.
-func (s *session) holds() bool { return s.p.cfg.Sidecar != nil && s.pending.Load() == 0 && !s.batch }
+func (s *session) holds() bool {
+	described := s.describing && s.describeOwed.Load() == 0 && !s.describeFailed.Load()
+	return s.p.cfg.Sidecar != nil && s.pending.Load() == 0 && (!s.batch || described)
+}
 
 // looksAccelerable reports whether handle may do more with a client
 // message than passOn would: answer it, or hold the batch it starts. The
@@ -217,6 +232,7 @@ func (s *session) passOn(m message) {
 // track notes what a client message sent upstream makes PostgreSQL owe,
 // and a Terminate.
 func (s *session) track(typ byte) {
+	s.describing = s.describing && typ == 'H'
 	switch typ {
 	case 'X':
 		s.terminated = true
@@ -278,7 +294,14 @@ func (s *session) relayUpstream() error {
 // inspected reports whether a reply of PostgreSQL's is read whole to be
 // looked into as it passes: a ReadyForQuery or a ParameterStatus.
 func (s *session) inspected(typ byte, n int) bool {
-	return typ == 'Z' && n == 1 || typ == 'S' && n <= s.u.held
+	return typ == 'Z' && n == 1 || typ == 'S' && n <= s.u.held || describeReply(typ) && s.describeOwed.Load() > 0 && n <= s.u.held
+}
+
+// describeReply reports whether a reply of type typ may answer a Parse
+// or a Describe of a statement: ParseComplete, ParameterDescription,
+// RowDescription, NoData, or an error.
+func describeReply(typ byte) bool {
+	return typ == '1' || typ == 't' || typ == 'T' || typ == 'n' || typ == 'E'
 }
 
 // relayReply sends the client one of PostgreSQL's replies, whose header
@@ -298,12 +321,18 @@ func (s *session) relayReply(typ byte, n int) error {
 
 // noteReply follows a ReadyForQuery or a ParameterStatus.
 func (s *session) noteReply(m message) {
-	if m.typ == 'Z' {
+	switch {
+	case m.typ == 'Z':
 		s.status.Store(uint32(m.body[0]))
 		s.pending.Add(-1)
-		return
+	case m.typ == 'S':
+		s.encoding.note(m.body)
+	case m.typ == 'E':
+		s.describeFailed.Store(true)
+		s.describeOwed.Store(0)
+	default: // one of describeReply's, while owed
+		s.describeOwed.Add(-1)
 	}
-	s.encoding.note(m.body)
 }
 
 // hand gives the session a reply it has taken, unless the session has
