@@ -70,20 +70,10 @@ func ready(m pgproto3.BackendMessage) bool { _, ok := m.(*pgproto3.ReadyForQuery
 // silence until the Sync.
 func TestDescribeBeforeBind(t *testing.T) {
 	f := newFixture(t, 300)
-	ctx := context.Background()
 	sql := "SELECT id FROM items ORDER BY embedding <-> $1 LIMIT 5"
 	vec := []byte(f.vector())
 	session := func(url string) []string {
-		c, err := pgconn.Connect(ctx, url)
-		if err != nil {
-			t.Fatal(err)
-		}
-		h, err := c.Hijack()
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer h.Conn.Close()
-		d := &describeFirst{t: t, h: h}
+		d := &describeFirst{t: t, h: hijack(t, url)}
 		for _, c := range []struct{ name, sql string }{{"", sql}, {"s1", sql}, {"", "SELECT id FROM items ORDER BY nosuch <-> $1 LIMIT 5"}} {
 			d.send(&pgproto3.Parse{Name: c.name, Query: c.sql}, &pgproto3.Describe{ObjectType: 'S', Name: c.name}, &pgproto3.Flush{})
 			d.until(described)

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/vecside/vecside/cmd/vecside/sidecar"
@@ -230,4 +231,20 @@ func (c *upstreamCounter) count(key string) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.counts[key]
+}
+
+// hijack connects to url and takes the connection over, to speak the
+// protocol message by message; it is closed when the test ends.
+func hijack(t testing.TB, url string) *pgconn.HijackedConn {
+	t.Helper()
+	c, err := pgconn.Connect(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := c.Hijack()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Conn.Close() })
+	return h
 }

@@ -132,17 +132,8 @@ func TestEncryptionAskedTwice(t *testing.T) {
 // session at once, as it does straight to PostgreSQL.
 func TestTerminateEndsHeldBatch(t *testing.T) {
 	f := newFixture(t, 200)
-	ctx := context.Background()
 	for name, url := range map[string]string{"direct": f.dsn, "proxy": f.via} {
-		c, err := pgconn.Connect(ctx, url)
-		if err != nil {
-			t.Fatal(err)
-		}
-		h, err := c.Hijack()
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer h.Conn.Close()
+		h := hijack(t, url)
 		h.Frontend.Send(&pgproto3.Parse{Query: "SELECT id FROM items ORDER BY embedding <-> '" + f.vector() + "' LIMIT 5"})
 		h.Frontend.Send(&pgproto3.Bind{})
 		h.Frontend.Send(&pgproto3.Execute{})
