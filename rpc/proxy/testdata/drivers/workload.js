@@ -24,23 +24,7 @@ const { Readable, Writable } = require('node:stream')
 const pg = require('pg')
 const { from: copyFrom, to: copyTo } = require('pg-copy-streams')
 
-const DIMS = 32
-const ROWS = 2000
-
-// mulberry32: a seeded generator, so that both runs do the same.
-let seed = 23
-function random() {
-  seed = (seed + 0x6d2b79f5) | 0
-  let t = seed
-  t = Math.imul(t ^ (t >>> 15), t | 1)
-  t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
-  return ((t ^ (t >>> 14)) >>> 0) / 4294967296
-}
-
-// pgvector: whether the column is pgvector's vector, whose values the
-// program sends in their text form, '[1,2,3]', as pgvector's own Node
-// package does; real[] values are sent as arrays.
-let pgvector = false
+const { DIMS, ROWS, state, vector, cast, emit, L2, L2_TENANT, COSINE_TENANT } = require('./common')
 
 async function offersPgvector(client, installed) {
   const r = await client.query(
@@ -49,20 +33,6 @@ async function offersPgvector(client, installed) {
       : "SELECT EXISTS (SELECT FROM pg_available_extensions WHERE name = 'vector') AS yes"
   )
   return r.rows[0].yes
-}
-
-function vector() {
-  const v = Array.from({ length: DIMS }, () => random() * 2 - 1)
-  return pgvector ? `[${v.join(',')}]` : v
-}
-
-// cast writes a statement's ::real[] casts for the column's type.
-function cast(sql) {
-  return pgvector ? sql.replaceAll('::real[]', '::vector') : sql
-}
-
-function emit(step, fields) {
-  process.stdout.write(JSON.stringify({ step, ...fields }) + '\n')
 }
 
 // lastPlan is what vecside's proxy did with the session's last
@@ -78,19 +48,19 @@ async function lastPlan(client) {
 }
 
 async function setup(client) {
-  pgvector = await offersPgvector(client, false)
+  state.pgvector = await offersPgvector(client, false)
   let r
-  if (pgvector) {
+  if (state.pgvector) {
     r = await client.query('CREATE EXTENSION IF NOT EXISTS vector')
     emit('create-extension', { command: r.command })
   }
-  const column = pgvector ? `vector(${DIMS})` : 'real[]'
+  const column = state.pgvector ? `vector(${DIMS})` : 'real[]'
   r = await client.query(`CREATE TABLE items (id bigint PRIMARY KEY, tenant int NOT NULL, embedding ${column})`)
   emit('create', { command: r.command })
   const lines = []
   for (let i = 1; i <= ROWS; i++) {
     const v = vector()
-    lines.push(`${i}\t${i % 10}\t${pgvector ? v : `{${v.join(',')}}`}\n`)
+    lines.push(`${i}\t${i % 10}\t${state.pgvector ? v : `{${v.join(',')}}`}\n`)
   }
   const copy = client.query(copyFrom('COPY items (id, tenant, embedding) FROM STDIN'))
   await pipeline(Readable.from(lines), copy)
@@ -109,7 +79,7 @@ async function setup(client) {
   emit('update', { rowcount: r.rowCount })
   r = await client.query('DELETE FROM items WHERE id % 50 = 0')
   emit('delete', { rowcount: r.rowCount })
-  if (pgvector) {
+  if (state.pgvector) {
     r = await client.query('CREATE INDEX items_embedding ON items USING hnsw (embedding vector_l2_ops)')
     emit('create-index', { command: r.command })
   }
@@ -142,12 +112,6 @@ async function check(client) {
   emit('copy-out', { sha256: digest.digest('hex') })
 }
 
-const L2 = 'SELECT id, tenant, embedding <-> $1 AS distance FROM items ORDER BY embedding <-> $1 LIMIT 10'
-const L2_TENANT =
-  'SELECT id, tenant, embedding <-> $1 AS distance FROM items WHERE tenant = $2 ORDER BY embedding <-> $1 LIMIT 10'
-const COSINE_TENANT =
-  'SELECT id, tenant, embedding <=> $1::real[] AS distance FROM items WHERE tenant = $2 ORDER BY embedding <=> $1::real[] LIMIT $3'
-
 // knn runs a nearest-neighbour statement (a query config: text, values,
 // perhaps a name) and prints its rows as [id, tenant, distance] and what
 // the proxy made of it.
@@ -162,8 +126,8 @@ async function knn(client, step, config, { tenant = null, plan = true } = {}) {
 }
 
 async function queries(client, dsn) {
-  seed = 24
-  pgvector = await offersPgvector(client, true)
+  state.seed = 24
+  state.pgvector = await offersPgvector(client, true)
   await check(client)
 
   // Unnamed statements: Parse, Bind, Describe, Execute, Sync each time.
