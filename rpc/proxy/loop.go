@@ -528,11 +528,9 @@ func (s *session) flushLast() {
 // message wakes the goroutine directly, where handing the session to
 // the loop and back would wake two threads a statement, and, with every
 // processor busy, wait for the runtime to take the loop thread's
-// processor back. On Fashion-MNIST (two cores, runs alternated) a
-// hand-over at every statement took p50 0.90-1.05 ms for one client and
-// 2,100-2,770 QPS for eight; kept, 0.61-0.69 ms and 3,650-3,930 QPS.
-// Meanwhile PostgreSQL's notifications and notices wait in the socket:
-// for at most this long.
+// processor back (docs/benchmarks, "Keeping a session after an
+// answer"). Meanwhile PostgreSQL's notifications and notices wait in the
+// socket: for at most this long.
 const defaultStickiness = 10 * time.Millisecond
 
 // keepAnswering answers a message the loop handed over, with blocking
