@@ -25,6 +25,8 @@ func TestRecognize(t *testing.T) {
 		// LangChain's PGVectorStore: ORDER BY the distance's alias.
 		{`SELECT *, "embedding" <=> $1 as "_distance" FROM langchain_pg_embedding WHERE collection_id = $3 ORDER BY "_distance" ASC LIMIT $2`, "", "langchain_pg_embedding", "embedding", "cosine", vectorArg{param: 1}, 0, 0},
 		{"SELECT id, embedding <-> '[1]' AS d FROM items ORDER BY 2 LIMIT 3", "", "items", "embedding", "l2", vectorArg{literal: "[1]"}, 3, 0},
+		{"SELECT id FROM items ORDER BY embedding <-> '[1]' FETCH FIRST 4 ROWS ONLY", "", "items", "embedding", "l2", vectorArg{literal: "[1]"}, 4, 0},
+		{"SELECT id FROM items ORDER BY embedding <-> '[1]' OFFSET 2 ROWS FETCH NEXT 3 ROWS ONLY", "", "items", "embedding", "l2", vectorArg{literal: "[1]"}, 3, 2},
 		// The vector first: the metrics are symmetric.
 		{"SELECT id FROM items ORDER BY '[1]' <=> embedding LIMIT 3", "", "items", "embedding", "cosine", vectorArg{literal: "[1]"}, 3, 0},
 		{"SELECT id, $1 <#> i.embedding AS d FROM items i ORDER BY d LIMIT $2", "", "items", "embedding", "ip", vectorArg{param: 1}, 0, 0},
