@@ -134,7 +134,7 @@
 // it sends can be written: a client that does not read its results stops
 // its own session, as it would stop PostgreSQL, and no other.
 //
-// A client message the proxy may answer (looksAccelerable: a Query
+// A client message the proxy may answer (mayAnswer: a Query
 // mentioning a distance operator or SHOW vecside.last_plan, or a batch
 // starting with a Parse of such a statement or a Bind of one it knows)
 // hands the session to its goroutine, which answers as below with

@@ -327,7 +327,7 @@ func (l *loop) pump(s *session, side int) error {
 		case side == upstreamSide:
 			s.noteReply(m)
 			s.c.send(m)
-		case s.looksAccelerable(m):
+		case s.mayAnswer(m):
 			return l.handOver(s, m)
 		default:
 			s.passOn(m)
@@ -569,7 +569,7 @@ func (s *session) keepAnswering(m message) error {
 	}
 }
 
-// nextAccelerable reads the client's next message if looksAccelerable
+// nextAccelerable reads the client's next message if mayAnswer
 // says so and it comes whole within the stickiness; otherwise it is left
 // buffered, unread.
 func (s *session) nextAccelerable() (m message, ok bool, err error) {
@@ -587,7 +587,7 @@ func (s *session) nextAccelerable() (m message, ok bool, err error) {
 		return m, false, ignoreTimeout(err)
 	}
 	m = message{typ, in.buffered()[5 : 5+n]}
-	if !s.looksAccelerable(m) {
+	if !s.mayAnswer(m) {
 		return m, false, nil
 	}
 	in.skip(5 + n)

@@ -18,7 +18,7 @@ import (
 // A session whose connections are both plain sockets is relayed by the
 // loop (loop.go) while it passes messages through: one OS thread, woken
 // by epoll, reads, tracks and writes the messages itself. A message the
-// proxy may answer (see looksAccelerable) hands the session to its own
+// proxy may answer (see mayAnswer) hands the session to its own
 // goroutine (runLooped), which answers with blocking reads and writes,
 // reading PostgreSQL's replies itself, and hands it back.
 //
@@ -162,29 +162,31 @@ func (s *session) unread(typ byte) {
 	s.track(typ)
 }
 
-// handle answers a client message or sends it upstream.
+// handle answers a client message or sends it upstream: mayAnswer
+// decides which.
 func (s *session) handle(m message) error {
-	switch {
-	case m.typ == 'Q':
+	if !s.mayAnswer(m) {
+		s.passOn(m)
+		return nil
+	}
+	if m.typ == 'Q' {
 		handled, err := s.accelerateQuery(m)
 		if err == nil && !handled {
 			handled, err = s.showLastPlan(m)
 		}
-		if err != nil || handled {
-			return err
-		}
-	case (m.typ == 'P' || m.typ == 'B') && s.holds():
-		b, err := s.hold(m)
-		if err == nil && b != nil {
-			err = s.accelerateBatch(b)
-			// Answered, its Sync was the proxy's; passed through, the
-			// client's: either way nothing of the batch is open.
-			s.batch, s.describing = false, false
+		if err == nil && !handled {
+			s.passOn(m)
 		}
 		return err
 	}
-	s.passOn(m)
-	return nil
+	b, err := s.hold(m)
+	if err == nil && b != nil {
+		err = s.accelerateBatch(b)
+		// Answered, its Sync was the proxy's; passed through, the
+		// client's: either way nothing of the batch is open.
+		s.batch, s.describing = false, false
+	}
+	return err
 }
 
 // holds reports whether an extended-protocol batch starting now is held
@@ -194,11 +196,12 @@ func (s *session) holds() bool {
 	return s.p.cfg.Sidecar != nil && s.pending.Load() == 0 && (!s.batch || described)
 }
 
-// looksAccelerable reports whether handle may do more with a client
-// message than passOn would: answer it, or hold the batch it starts. The
-// loop hands those to the session's goroutine, and passes the rest on
-// itself.
-func (s *session) looksAccelerable(m message) bool {
+// mayAnswer reports whether the proxy may do more with a client message
+// than pass it on: answer it (a Query), or hold the batch it starts (a
+// Parse or a Bind), to answer that. It is the one test of it: handle
+// passes the rest on, and the loop hands these to the session's
+// goroutine and passes the rest on itself.
+func (s *session) mayAnswer(m message) bool {
 	switch m.typ {
 	case 'Q':
 		sql := string(m.body)
