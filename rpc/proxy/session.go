@@ -47,9 +47,9 @@ type session struct {
 	// sent since the last Sync.
 	pending atomic.Int32
 	batch   bool
-	// describing: the client prepared (or named) a statement, described
-	// it and flushed, without a Sync ([Parse,] Describe, Flush, as
-	// postgres.js does before its Bind), and describeOwed counts the
+	// describing: the client prepared a statement, described it and
+	// flushed, without a Sync (Parse, Describe, Flush, as postgres.js
+	// does before its Bind), and describeOwed counts the
 	// replies PostgreSQL still owes that; once they have come and none
 	// failed (describeFailed), the batch the client sends next may be
 	// held and answered as if nothing were owed.
