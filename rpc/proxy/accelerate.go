@@ -61,9 +61,9 @@ func (s *session) accelerateQuery(m message) (handled bool, err error) {
 		reason = "encoding"
 	case q.params > 0 || q.vector.param > 0:
 		reason = "parameter"
-	case s.pending.Load() != 0 || s.batch:
+	case !s.flow.idle():
 		reason = "pipelined"
-	case s.status.Load() == 'E':
+	case s.flow.status.Load() == 'E':
 		reason = "failed transaction"
 	case sidecarResting(s.p):
 		reason = "sidecar down"

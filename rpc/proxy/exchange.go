@@ -18,8 +18,8 @@ import (
 // ownName and closed in the round trip that prepared them.
 type exchange struct {
 	u *wire
-	// replies are PostgreSQL's replies, handed over by the session's
-	// relayUpstream while the session has taken them; nil for a session
+	// replies are PostgreSQL's replies, handed over by
+	// the paired relay while the session has taken them; nil for a session
 	// the loop handed over, which reads u itself and sends the client
 	// the asynchronous replies it meets there (relayAsync).
 	replies    chan message

@@ -97,15 +97,14 @@ func (s *session) hold(first message) (*heldBatch, error) {
 			return nil, err
 		}
 	}
-	if answered, err := s.answerLastPlan(b.msgs); answered || err != nil {
-		return nil, err
+	if out := lastPlanBatch(b.msgs, &s.book, s.lastPlan, byte(s.flow.status.Load())); out != nil {
+		return nil, s.replyOwn(out...)
 	}
 	if !b.parseShape() {
 		owed := describesFirst(b.msgs)
-		s.describeOwed.Store(owed) // before the replies can come
-		s.describeFailed.Store(false)
+		s.flow.expectDescribe(owed) // before the replies can come
 		s.release(b.msgs)
-		s.describing = owed > 0
+		s.flow.describing = owed > 0
 		return nil, nil
 	}
 	return b, nil
@@ -220,7 +219,7 @@ func (s *session) accelerateBatch(b *heldBatch) error {
 		reason = "vector"
 	case q.params != len(b.bind.Parameters):
 		reason = "parameter"
-	case s.status.Load() == 'E':
+	case s.flow.status.Load() == 'E':
 		reason = "failed transaction"
 	case b.parse == nil && q.literals:
 		// Its literals were read when the client prepared it (a 'now',

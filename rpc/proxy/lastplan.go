@@ -27,11 +27,11 @@ func (s *session) passed(reason string) {
 // and the rows that came back; or why it passed through).
 func (s *session) showLastPlan(m message) (bool, error) {
 	sql := string(bytes.TrimSuffix(m.body, []byte{0}))
-	if s.pending.Load() != 0 || s.batch || !showsLastPlan(sql) {
+	if !s.flow.idle() || !showsLastPlan(sql) {
 		return false, nil
 	}
 	msgs := append([]pgproto3.BackendMessage{planDescription(0)}, planRow(s.lastPlan)...)
-	return true, s.replyOwn(append(msgs, readyForQuery(byte(s.status.Load())))...)
+	return true, s.replyOwn(append(msgs, readyForQuery(byte(s.flow.status.Load())))...)
 }
 
 // showsLastPlan reports whether sql is exactly SHOW vecside.last_plan.
@@ -43,23 +43,24 @@ func showsLastPlan(sql string) bool {
 	return err == nil && len(tree.Stmts) == 1 && tree.Stmts[0].Stmt.GetVariableShowStmt().GetName() == lastPlanName
 }
 
-// answerLastPlan answers an extended-protocol batch that only prepares,
-// describes and runs SHOW vecside.last_plan, as drivers that always use
-// the extended protocol send it (pgx, JDBC, asyncpg): the replies
-// PostgreSQL would give a SHOW. The statements it prepares are the
-// proxy's, remembered by name; PostgreSQL never sees them, so a batch
-// that mixes them with others passes through and fails there. Any other
-// batch it leaves alone, reporting false.
-func (s *session) answerLastPlan(msgs []message) (bool, error) {
-	shows := func(name string) bool { st := s.book.get(name); return st != nil && st.showsPlan }
+// lastPlanBatch is the answer to an extended-protocol batch that only
+// prepares, describes and runs SHOW vecside.last_plan, as drivers that
+// always use the extended protocol send it (pgx, JDBC, asyncpg): the
+// replies PostgreSQL would give a SHOW that shows plan, in a session
+// whose transaction status is status. The statements it prepares are
+// the proxy's, remembered by name in book; PostgreSQL never sees them,
+// so a batch that mixes them with others passes through and fails
+// there. Any other batch gets no answer: nil.
+func lastPlanBatch(msgs []message, book *statementBook, plan string, status byte) []pgproto3.BackendMessage {
+	shows := func(name string) bool { st := book.get(name); return st != nil && st.showsPlan }
 	// Told at its first message, without decoding the batch: every other
 	// batch held is one the sidecar may answer.
 	switch first := msgs[0]; {
 	case msgs[len(msgs)-1].typ != 'S':
-		return false, nil
+		return nil
 	case first.typ == 'P' && !containsFold(string(first.body), lastPlanName),
 		first.typ == 'B' && !shows(boundStatement(first.body)):
-		return false, nil
+		return nil
 	}
 	prepared := map[string]bool{} // by this batch
 	var out []pgproto3.BackendMessage
@@ -69,7 +70,7 @@ func (s *session) answerLastPlan(msgs []message) (bool, error) {
 		case 'P':
 			var p pgproto3.Parse
 			if p.Decode(m.body) != nil || !showsLastPlan(p.Query) {
-				return false, nil
+				return nil
 			}
 			prepared[p.Name] = true
 			out = append(out, &pgproto3.ParseComplete{})
@@ -77,19 +78,19 @@ func (s *session) answerLastPlan(msgs []message) (bool, error) {
 			var d pgproto3.Describe
 			switch {
 			case d.Decode(m.body) != nil:
-				return false, nil
+				return nil
 			case d.ObjectType == 'S' && (prepared[d.Name] || shows(d.Name)):
 				out = append(out, &pgproto3.ParameterDescription{}, planDescription(0))
 			case d.ObjectType == 'P' && d.Name == "" && bound:
 				out = append(out, planDescription(format))
 			default:
-				return false, nil
+				return nil
 			}
 		case 'B':
 			var b pgproto3.Bind
 			if b.Decode(m.body) != nil || b.DestinationPortal != "" || len(b.Parameters) != 0 || len(b.ResultFormatCodes) > 1 ||
 				!prepared[b.PreparedStatement] && !shows(b.PreparedStatement) {
-				return false, nil
+				return nil
 			}
 			bound, format = true, 0
 			if len(b.ResultFormatCodes) == 1 {
@@ -99,19 +100,19 @@ func (s *session) answerLastPlan(msgs []message) (bool, error) {
 		case 'E':
 			var e pgproto3.Execute
 			if e.Decode(m.body) != nil || e.Portal != "" || e.MaxRows != 0 || !bound {
-				return false, nil
+				return nil
 			}
-			out = append(out, planRow(s.lastPlan)...)
+			out = append(out, planRow(plan)...)
 		case 'S':
-			out = append(out, readyForQuery(byte(s.status.Load())))
+			out = append(out, readyForQuery(status))
 		default:
-			return false, nil
+			return nil
 		}
 	}
 	for name := range prepared {
-		s.book.rememberPlan(name)
+		book.rememberPlan(name)
 	}
-	return true, s.replyOwn(out...)
+	return out
 }
 
 // planDescription describes SHOW vecside.last_plan's one text column.

@@ -25,7 +25,7 @@ import (
 //
 // The loop owns a session's sockets while they pass messages through. A
 // message the proxy may answer hands the session to its goroutine
-// (runLooped), which answers it with blocking reads and writes and hands
+// (looped.run), which answers it with blocking reads and writes and hands
 // it back; meanwhile the loop does not watch its sockets.
 type loop struct {
 	epfd, wakefd int
@@ -57,6 +57,13 @@ type looped struct {
 	forward [2]int
 	owned   bool           // the loop relays it; false: handed to its goroutine
 	events  chan loopEvent // to the session's goroutine
+	s       *session
+}
+
+func newLooped(s *session, fds [2]int) *looped {
+	lp := &looped{s: s, fd: fds, events: make(chan loopEvent, 1)}
+	s.looped = lp
+	return lp
 }
 
 // loopEvent hands a session's goroutine a client message to answer, or
@@ -301,7 +308,7 @@ func (l *loop) pump(s *session, side int) error {
 		if err != nil {
 			return err
 		}
-		whole := n <= from.held && (side == upstreamSide && s.inspected(typ, n) || side == clientSide && inspectedClient(typ))
+		whole := n <= from.held && (side == upstreamSide && s.flow.watches(typ, n, s.u.held) || side == clientSide && inspectedClient(typ))
 		if !whole {
 			in.skip(5)
 			if side == clientSide {
@@ -443,12 +450,11 @@ func attach(fds [2]int) (conns [2]net.Conn, err error) {
 	return conns, nil
 }
 
-// runLooped runs a session the loop relays: it answers what the loop
-// hands it, until the session ends or ctx does.
-func (s *session) runLooped(ctx context.Context, l *loop, fds [2]int) error {
+// run is the goroutine of a session the loop relays: it answers what
+// the loop hands it, until the session ends or ctx does.
+func (lp *looped) run(ctx context.Context, l *loop) error {
+	s, fds := lp.s, lp.fd
 	defer closeFDs(fds[:])
-	lp := &looped{fd: fds, events: make(chan loopEvent, 1)}
-	s.looped = lp
 	s.c.useFD(fds[clientSide])
 	s.u.useFD(fds[upstreamSide])
 	l.request(s, 'a')
@@ -464,13 +470,13 @@ func (s *session) runLooped(ctx context.Context, l *loop, fds [2]int) error {
 			continue
 		}
 		if ev.end {
-			s.flushLast()
+			lp.flushLast()
 			return quiet(ev.err)
 		}
 		if done == nil {
 			continue // dropped: the end is on its way
 		}
-		if err := s.answerAttached(ctx, ev.m); err != nil {
+		if err := lp.answerAttached(ctx, ev.m); err != nil {
 			l.request(s, 'd')
 			for ev := range lp.events {
 				if ev.end {
@@ -486,8 +492,9 @@ func (s *session) runLooped(ctx context.Context, l *loop, fds [2]int) error {
 
 // answerAttached answers a message the loop handed over, and what
 // follows it as keepAnswering says, through connections of its own.
-func (s *session) answerAttached(ctx context.Context, m message) error {
-	conns, err := attach(s.looped.fd)
+func (lp *looped) answerAttached(ctx context.Context, m message) error {
+	s := lp.s
+	conns, err := attach(lp.fd)
 	if err != nil {
 		return err
 	}
@@ -500,17 +507,18 @@ func (s *session) answerAttached(ctx context.Context, m message) error {
 	defer stop()
 	s.c.useConn(conns[clientSide])
 	s.u.useConn(conns[upstreamSide])
-	return s.keepAnswering(m)
+	return lp.keepAnswering(m)
 }
 
 // flushLast writes, for a second at most, what the loop could not write
 // before the session ended: the client's last replies (an error before
 // PostgreSQL closed), a Terminate.
-func (s *session) flushLast() {
+func (lp *looped) flushLast() {
+	s := lp.s
 	if len(s.c.w.buf) == 0 && len(s.u.w.buf) == 0 {
 		return
 	}
-	conns, err := attach(s.looped.fd)
+	conns, err := attach(lp.fd)
 	if err != nil {
 		return
 	}
@@ -538,8 +546,8 @@ const defaultStickiness = 10 * time.Millisecond
 // relaying in pieces), then the client's next ones while they are
 // messages the proxy may answer, arrive within the stickiness, and are read
 // whole; the first that is not is left to the loop.
-func (s *session) keepAnswering(m message) error {
-	lp := s.looped
+func (lp *looped) keepAnswering(m message) error {
+	s := lp.s
 	if n := lp.forward[upstreamSide]; n > 0 {
 		lp.forward[upstreamSide] = 0
 		if err := s.u.r.copyTo(s.c.w, n); err != nil {
@@ -556,12 +564,12 @@ func (s *session) keepAnswering(m message) error {
 		if err := s.c.flush(); err != nil {
 			return err
 		}
-		if s.pending.Load() > 0 || s.describeOwed.Load() > 0 {
+		if s.flow.owed() {
 			// PostgreSQL owes replies to what went through, which the
 			// client waits for: the loop relays them.
 			return nil
 		}
-		next, ok, err := s.nextAccelerable()
+		next, ok, err := lp.nextAnswerable()
 		if !ok {
 			return err
 		}
@@ -569,10 +577,11 @@ func (s *session) keepAnswering(m message) error {
 	}
 }
 
-// nextAccelerable reads the client's next message if mayAnswer
-// says so and it comes whole within the stickiness; otherwise it is left
+// nextAnswerable reads the client's next message if mayAnswer says so
+// and it comes whole within the stickiness; otherwise it is left
 // buffered, unread.
-func (s *session) nextAccelerable() (m message, ok bool, err error) {
+func (lp *looped) nextAnswerable() (m message, ok bool, err error) {
+	s := lp.s
 	in := s.c.r
 	in.conn.SetReadDeadline(time.Now().Add(s.p.stickiness))
 	defer in.conn.SetReadDeadline(time.Time{}) // answering it reads on

@@ -17,7 +17,9 @@ func (l *loop) stop() {}
 
 func detach(...net.Conn) ([2]int, bool, error) { return [2]int{}, false, nil }
 
-func (s *session) runLooped(context.Context, *loop, [2]int) error { panic("no loop") }
-
 // looped is the loop's state of a session; there is no loop here.
 type looped struct{}
+
+func newLooped(*session, [2]int) *looped { panic("no loop") }
+
+func (lp *looped) run(context.Context, *loop) error { panic("no loop") }

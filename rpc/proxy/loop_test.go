@@ -109,7 +109,7 @@ func TestLoopRelaysUnchanged(t *testing.T) {
 		client, proxyClient := socketPair(t)
 		proxyUp, server := socketPair(t)
 		s := newSession(p, proxyClient, proxyUp)
-		s.status.Store('I')
+		s.flow.status.Store('I')
 		ended := make(chan error, 1)
 		go func() { ended <- s.run(context.Background()) }()
 

@@ -15,19 +15,26 @@ import (
 
 // session is one client's connection and its own upstream connection.
 //
-// A session whose connections are both plain sockets is relayed by the
-// loop (loop.go) while it passes messages through: one OS thread, woken
-// by epoll, reads, tracks and writes the messages itself. A message the
+// Two relays move its messages, by what its connections are. A session
+// whose connections are both plain sockets is relayed by the loop
+// (loop.go) while it passes messages through: one OS thread, woken by
+// epoll, reads, tracks and writes the messages itself. A message the
 // proxy may answer (see mayAnswer) hands the session to its own
-// goroutine (runLooped), which answers with blocking reads and writes,
+// goroutine (looped.run), which answers with blocking reads and writes,
 // reading PostgreSQL's replies itself, and hands it back.
 //
-// A session over TLS is relayed by two goroutines: the session's own
-// reads the client's messages and writes them upstream (accelerating what
-// it can), relayUpstream reads PostgreSQL's and writes them to the
-// client. While the session answers a statement itself (taken),
-// relayUpstream hands it PostgreSQL's replies instead, except the
-// asynchronous ones.
+// A session over TLS is relayed by two goroutines (paired): crypto/tls
+// reads and writes through a net.Conn that blocks, which epoll's
+// readiness of the socket beneath does not say. The session's goroutine
+// reads the client's messages and writes them upstream (accelerating
+// what it can), the other reads PostgreSQL's and writes them to the
+// client. While the session answers a statement itself (taken), the
+// other hands it PostgreSQL's replies instead, except the asynchronous
+// ones.
+//
+// Both relays read whole the messages the session follows and pass the
+// rest as bytes; what they read, the session decodes with pgproto3 only
+// where it looks inside.
 type session struct {
 	p        *Proxy
 	nc, up   net.Conn
@@ -39,28 +46,9 @@ type session struct {
 	upPID, upSecret uint32    // PostgreSQL's
 	upstream        *upstream // where the session's backend is, for its cancel requests
 
-	// status is the transaction status of the last ReadyForQuery: 'I'
-	// idle, 'T' in a transaction block, 'E' in a failed one.
-	status atomic.Uint32
-	// pending counts the ReadyForQuery messages PostgreSQL still owes: one
-	// per Query and per Sync sent. batch: extended-protocol messages were
-	// sent since the last Sync.
-	pending atomic.Int32
-	batch   bool
-	// describing: the client prepared a statement, described it and
-	// flushed, without a Sync (Parse, Describe, Flush, as postgres.js
-	// does before its Bind), and describeOwed counts the
-	// replies PostgreSQL still owes that; once they have come and none
-	// failed (describeFailed), the batch the client sends next may be
-	// held and answered as if nothing were owed.
-	describing     bool
-	describeOwed   atomic.Int32
-	describeFailed atomic.Bool
-	// terminated: the client's Terminate went upstream, alone or ending
-	// a held batch; the session ends once it is flushed.
-	terminated bool
-	probe      sessionProbe  // what the session's probes found
-	book       statementBook // the client's prepared statements (see noteParse)
+	flow  flow          // what PostgreSQL owes
+	probe sessionProbe  // what the session's probes found
+	book  statementBook // the client's prepared statements (see noteParse)
 	// ex is the session's own conversation with PostgreSQL while it
 	// answers a statement itself.
 	ex     exchange
@@ -72,18 +60,17 @@ type session struct {
 	// the deparser read and write it.
 	encoding sqlEncoding
 
-	taken atomic.Bool
-	ended chan struct{} // closed when the client's side has ended
+	taken atomic.Bool // the session reads PostgreSQL's replies itself
 
 	looped *looped // the loop's state of a session it relays
 }
 
 func newSession(p *Proxy, nc, up net.Conn) *session {
 	s := &session{p: p, nc: nc, up: up, c: newWire(nc, p.limits.MaxMessage), u: newWire(up, p.limits.MaxMessage),
-		probe: sessionProbe{dirty: true}, asking: asking{p: p}, ended: make(chan struct{})}
+		probe: sessionProbe{dirty: true}, asking: asking{p: p}}
 	// Its own statements' name is random, so that no name of the
 	// client's meets it.
-	s.ex = exchange{u: s.u, relayAsync: s.relayReply, status: &s.status, ownName: "vecside_" + rand.Text()}
+	s.ex = exchange{u: s.u, relayAsync: s.relayReply, status: &s.flow.status, ownName: "vecside_" + rand.Text()}
 	return s
 }
 
@@ -95,19 +82,10 @@ func (s *session) run(ctx context.Context) error {
 			return err
 		}
 		if ok {
-			return s.runLooped(ctx, l, fds)
+			return newLooped(s, fds).run(ctx, l)
 		}
 	}
-	s.ex.replies = make(chan message, 64)
-	done := make(chan error, 1)
-	go func() { done <- s.relayUpstream() }()
-	err := s.relayClient()
-	close(s.ended)
-	s.up.Close()
-	if uerr := <-done; err == nil || errors.Is(err, net.ErrClosed) {
-		err = uerr
-	}
-	return quiet(err)
+	return newPaired(s).run()
 }
 
 // quiet is a session's end as worth reporting: nil for either side
@@ -117,39 +95,6 @@ func quiet(err error) error {
 		return nil
 	}
 	return err
-}
-
-// relayClient sends the client's messages upstream, flushing whenever
-// the client has sent all it has.
-func (s *session) relayClient() error {
-	for {
-		if s.c.idle() {
-			if err := s.u.flush(); err != nil {
-				return err
-			}
-		}
-		typ, n, err := s.c.header()
-		if err != nil {
-			return err
-		}
-		if n > s.c.held {
-			s.unread(typ)
-			if err := stream(s.u.w, s.c.r, typ, n); err != nil {
-				return err
-			}
-			continue
-		}
-		m, err := s.c.body(typ, n)
-		if err != nil {
-			return err
-		}
-		if err := s.handle(m); err != nil {
-			return err
-		}
-		if s.terminated {
-			return s.u.flush()
-		}
-	}
 }
 
 // unread notes a client message too large to read whole, which passes
@@ -184,16 +129,9 @@ func (s *session) handle(m message) error {
 		err = s.accelerateBatch(b)
 		// Answered, its Sync was the proxy's; passed through, the
 		// client's: either way nothing of the batch is open.
-		s.batch, s.describing = false, false
+		s.flow.batch, s.flow.describing = false, false
 	}
 	return err
-}
-
-// holds reports whether an extended-protocol batch starting now is held
-// back until its Sync, to see whether the proxy can answer it.
-func (s *session) holds() bool {
-	described := s.describing && s.describeOwed.Load() == 0 && !s.describeFailed.Load()
-	return s.p.cfg.Sidecar != nil && s.pending.Load() == 0 && (!s.batch || described)
 }
 
 // mayAnswer reports whether the proxy may do more with a client message
@@ -202,6 +140,7 @@ func (s *session) holds() bool {
 // passes the rest on, and the loop hands these to the session's
 // goroutine and passes the rest on itself.
 func (s *session) mayAnswer(m message) bool {
+	holds := s.p.cfg.Sidecar != nil && s.flow.settled()
 	switch m.typ {
 	case 'Q':
 		sql := string(m.body)
@@ -209,9 +148,9 @@ func (s *session) mayAnswer(m message) bool {
 	case 'P':
 		// hold would send on a Parse of a statement recognize cannot
 		// take, and what follows it, as they came.
-		return s.holds() && (mentionsDistance(string(m.body)) || containsFold(string(m.body), lastPlanName))
+		return holds && (mentionsDistance(string(m.body)) || containsFold(string(m.body), lastPlanName))
 	case 'B':
-		return s.holds() && s.book.get(boundStatement(m.body)) != nil
+		return holds && s.book.get(boundStatement(m.body)) != nil
 	}
 	return false
 }
@@ -233,84 +172,18 @@ func (s *session) passOn(m message) {
 }
 
 // track notes what a client message sent upstream makes PostgreSQL owe,
-// and a Terminate.
+// and that a statement that runs may have changed the session's
+// settings.
 func (s *session) track(typ byte) {
-	s.describing = s.describing && typ == 'H'
-	switch typ {
-	case 'X':
-		s.terminated = true
-	case 'Q':
-		s.pending.Add(1)
-		s.probe.dirty = true
-	case 'S':
-		s.pending.Add(1)
-		s.batch = false
-	case 'P', 'B', 'D', 'E', 'C', 'H':
-		s.batch = true
-		s.probe.dirty = s.probe.dirty || typ == 'E'
-	case 'F': // FunctionCall
-		s.pending.Add(1)
+	if s.flow.sent(typ) {
 		s.probe.dirty = true
 	}
-}
-
-// relayUpstream sends PostgreSQL's messages to the client, flushing
-// whenever PostgreSQL has sent all it has, as PostgreSQL itself flushed.
-func (s *session) relayUpstream() error {
-	defer close(s.ex.replies)
-	defer s.nc.Close()
-	for {
-		if s.u.idle() {
-			s.cmu.Lock()
-			err := s.c.flush()
-			s.cmu.Unlock()
-			if err != nil {
-				return err
-			}
-		}
-		typ, n, err := s.u.header()
-		if err != nil {
-			s.cmu.Lock()
-			s.c.flush()
-			s.cmu.Unlock()
-			return err
-		}
-		if s.taken.Load() && !asynchronous(typ) {
-			m, err := s.u.take(typ, n)
-			if err != nil {
-				return err
-			}
-			if !s.hand(m) {
-				return net.ErrClosed
-			}
-			continue
-		}
-		s.cmu.Lock()
-		err = s.relayReply(typ, n)
-		s.cmu.Unlock()
-		if err != nil {
-			return err
-		}
-	}
-}
-
-// inspected reports whether a reply of PostgreSQL's is read whole to be
-// looked into as it passes: a ReadyForQuery or a ParameterStatus.
-func (s *session) inspected(typ byte, n int) bool {
-	return typ == 'Z' && n == 1 || typ == 'S' && n <= s.u.held || describeReply(typ) && s.describeOwed.Load() > 0 && n <= s.u.held
-}
-
-// describeReply reports whether a reply of type typ may answer a Parse
-// or a Describe of a statement: ParseComplete, ParameterDescription,
-// RowDescription, NoData, or an error.
-func describeReply(typ byte) bool {
-	return typ == '1' || typ == 't' || typ == 'T' || typ == 'n' || typ == 'E'
 }
 
 // relayReply sends the client one of PostgreSQL's replies, whose header
 // was read, noting what it says of the session.
 func (s *session) relayReply(typ byte, n int) error {
-	if !s.inspected(typ, n) {
+	if !s.flow.watches(typ, n, s.u.held) {
 		return stream(s.c.w, s.u.r, typ, n)
 	}
 	m, err := s.u.body(typ, n)
@@ -322,31 +195,13 @@ func (s *session) relayReply(typ byte, n int) error {
 	return nil
 }
 
-// noteReply follows a ReadyForQuery or a ParameterStatus.
+// noteReply follows a reply flow.watches names.
 func (s *session) noteReply(m message) {
-	switch {
-	case m.typ == 'Z':
-		s.status.Store(uint32(m.body[0]))
-		s.pending.Add(-1)
-	case m.typ == 'S':
+	if m.typ == 'S' {
 		s.encoding.note(m.body)
-	case m.typ == 'E':
-		s.describeFailed.Store(true)
-		s.describeOwed.Store(0)
-	default: // one of describeReply's, while owed
-		s.describeOwed.Add(-1)
+		return
 	}
-}
-
-// hand gives the session a reply it has taken, unless the session has
-// ended (given up in the middle of an answer, it reads no more).
-func (s *session) hand(m message) bool {
-	select {
-	case s.ex.replies <- m:
-		return true
-	case <-s.ended:
-		return false
-	}
+	s.flow.replied(m)
 }
 
 // tooLarge stands for a reply the session was not given, being larger

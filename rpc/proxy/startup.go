@@ -196,7 +196,7 @@ func (s *session) authenticate(authenticated func()) error {
 			}
 			authenticated()
 			s.c.send(m)
-			s.status.Store(uint32(m.body[0]))
+			s.flow.status.Store(uint32(m.body[0]))
 			return s.c.flush()
 		case 'S':
 			s.encoding.note(m.body)
