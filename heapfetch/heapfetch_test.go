@@ -25,10 +25,10 @@ var metrics = []string{"l2", "cosine", "ip"}
 
 // TestMatchesExactSQL is the end-to-end acceptance test: 5,000 TOASTed
 // 768-d rows, a sidecar following them through every kind of change, and
-// for 50 held-out queries and each metric, heapfetch's top 10 equal to an
+// for 20 held-out queries and each metric, heapfetch's top 10 equal to an
 // exact ORDER BY … LIMIT 10 computed in SQL.
 func TestMatchesExactSQL(t *testing.T) {
-	const dims, rows, queries, k = 768, 5000, 50, 10
+	const dims, rows, queries, k = 768, 5000, 20, 10
 	ctx := context.Background()
 	dsn, db := newDatabase(t)
 	mustExec(t, db, deploy.DistanceSQL)
