@@ -221,7 +221,7 @@ func (a *asking) candidates(req heapfetch.Request, statementTimeout time.Duratio
 		case fault:
 			// The statement's own fault: a vector of another dimension, one
 			// the index cannot measure.
-			return nil, heapfetch.Source{}, passThrough{"refused by the sidecar"}
+			return nil, heapfetch.Source{}, passThrough{"refused by the sidecar: " + refusal(err)}
 		case own:
 			return nil, heapfetch.Source{}, passThrough{"statement_timeout"}
 		}

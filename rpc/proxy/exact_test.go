@@ -248,6 +248,9 @@ func TestStatementFault(t *testing.T) {
 	if n := f.p.Stats().Fallbacks["refused by the sidecar"]; n != 1 || sidecarResting(f.p) {
 		t.Errorf("%d statements counted as refused by the sidecar (want 1), the sidecar resting: %v", n, sidecarResting(f.p))
 	}
+	if plan := lastPlan(t, c); !strings.Contains(plan, "refused by the sidecar: ") || !strings.Contains(plan, "dimensions") {
+		t.Errorf("last_plan %q does not say what the sidecar refused", plan)
+	}
 	run(t, c, "SELECT id FROM items ORDER BY embedding <-> '"+f.vector()+"' LIMIT 3")
 	if plan := lastPlan(t, c); !strings.HasPrefix(plan, "accelerated") {
 		t.Errorf("the next statement: %q", plan)

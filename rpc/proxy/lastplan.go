@@ -4,6 +4,7 @@ package proxy
 
 import (
 	"bytes"
+	"strings"
 
 	"github.com/jackc/pgx/v5/pgproto3"
 	pg_query "github.com/pganalyze/pg_query_go/v6"
@@ -14,9 +15,12 @@ import (
 const lastPlanName = "vecside.last_plan"
 
 // passed counts a recognised statement passed through, and why, and
-// keeps the reason for SHOW vecside.last_plan.
+// keeps the reason for SHOW vecside.last_plan. A reason may go on after
+// ": " with what was said (the sidecar's refusal), which the plan shows
+// and the count leaves out.
 func (s *session) passed(reason string) {
-	s.p.stats.fallback(reason)
+	label, _, _ := strings.Cut(reason, ": ")
+	s.p.stats.fallback(label)
 	s.lastPlan = "passed through: " + reason
 }
 

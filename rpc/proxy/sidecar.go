@@ -184,6 +184,16 @@ func (l inProcess) Candidates(ctx context.Context, req heapfetch.Request) (cands
 	return cands, src, nil
 }
 
+// refusal is what the sidecar said refusing a statement: its message,
+// without the SQLSTATE a remote sidecar's error carries.
+func refusal(err error) string {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return pe.Message
+	}
+	return err.Error()
+}
+
 // statementFault reports whether err, a sidecar's answer, is the
 // statement's own fault (a vector of the wrong dimension, an index gone)
 // rather than the sidecar's trouble.
