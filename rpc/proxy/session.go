@@ -140,7 +140,7 @@ func (s *session) handle(m message) error {
 // passes the rest on, and the loop hands these to the session's
 // goroutine and passes the rest on itself.
 func (s *session) mayAnswer(m message) bool {
-	holds := s.p.cfg.Sidecar != nil && s.flow.settled()
+	holds := func() bool { return s.p.cfg.Sidecar != nil && s.flow.settled() }
 	switch m.typ {
 	case 'Q':
 		sql := string(m.body)
@@ -148,9 +148,9 @@ func (s *session) mayAnswer(m message) bool {
 	case 'P':
 		// hold would send on a Parse of a statement recognize cannot
 		// take, and what follows it, as they came.
-		return holds && (mentionsDistance(string(m.body)) || containsFold(string(m.body), lastPlanName))
+		return holds() && (mentionsDistance(string(m.body)) || containsFold(string(m.body), lastPlanName))
 	case 'B':
-		return holds && s.book.get(boundStatement(m.body)) != nil
+		return holds() && s.book.get(boundStatement(m.body)) != nil
 	}
 	return false
 }
