@@ -188,30 +188,10 @@ func ReadCheckpoint(path string, load func(CheckpointHeader, io.Reader) error) (
 		return h, err
 	}
 	r := bufio.NewReaderSize(f, 1<<20)
-	var pre [14]byte
-	if _, err := io.ReadFull(r, pre[:]); err != nil {
-		return h, corrupt("short file")
+	h, bodyLen, err := readHeader(r, fi.Size())
+	if err != nil {
+		return h, corrupt("%v", err)
 	}
-	if string(pre[:8]) != checkpointMagic {
-		return h, corrupt("bad magic")
-	}
-	v := binary.LittleEndian.Uint16(pre[8:])
-	if v < oldestCheckpoint || v > checkpointVersion {
-		return h, corrupt("format version %d, this build reads %d to %d", v, oldestCheckpoint, checkpointVersion)
-	}
-	hlen := int64(binary.LittleEndian.Uint32(pre[10:]))
-	bodyLen := fi.Size() - 14 - hlen - trailerLen
-	if hlen > 1<<20 || bodyLen < 0 {
-		return h, corrupt("bad header length %d for a file of %d bytes", hlen, fi.Size())
-	}
-	hdr := make([]byte, hlen)
-	if _, err := io.ReadFull(r, hdr); err != nil {
-		return h, corrupt("short header")
-	}
-	if err := json.Unmarshal(hdr, &h); err != nil {
-		return h, corrupt("header: %v", err)
-	}
-	h.Format = v
 	body := &io.LimitedReader{R: r, N: bodyLen}
 	if err := load(h, body); err != nil {
 		return h, corrupt("body: %v", err)
@@ -220,6 +200,57 @@ func ReadCheckpoint(path string, load func(CheckpointHeader, io.Reader) error) (
 		return h, corrupt("%d body bytes left unread", body.N)
 	}
 	return h, nil
+}
+
+// ReadCheckpointHeader reads the header of the checkpoint at path, and
+// nothing else: the body and its checksum are not read, so what it says
+// is a hint (which table the index followed) until ReadCheckpoint has
+// checked the file.
+func ReadCheckpointHeader(path string) (CheckpointHeader, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return CheckpointHeader{}, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return CheckpointHeader{}, err
+	}
+	h, _, err := readHeader(bufio.NewReader(f), fi.Size())
+	if err != nil {
+		return h, fmt.Errorf("%w: %s: %v", ErrCorruptCheckpoint, path, err)
+	}
+	return h, nil
+}
+
+// readHeader reads a checkpoint's framing and header from r, at the start
+// of a file of size bytes, and returns the length of the body after it.
+func readHeader(r io.Reader, size int64) (h CheckpointHeader, bodyLen int64, err error) {
+	var pre [14]byte
+	if _, err := io.ReadFull(r, pre[:]); err != nil {
+		return h, 0, errors.New("short file")
+	}
+	if string(pre[:8]) != checkpointMagic {
+		return h, 0, errors.New("bad magic")
+	}
+	v := binary.LittleEndian.Uint16(pre[8:])
+	if v < oldestCheckpoint || v > checkpointVersion {
+		return h, 0, fmt.Errorf("format version %d, this build reads %d to %d", v, oldestCheckpoint, checkpointVersion)
+	}
+	hlen := int64(binary.LittleEndian.Uint32(pre[10:]))
+	bodyLen = size - 14 - hlen - trailerLen
+	if hlen > 1<<20 || bodyLen < 0 {
+		return h, 0, fmt.Errorf("bad header length %d for a file of %d bytes", hlen, size)
+	}
+	hdr := make([]byte, hlen)
+	if _, err := io.ReadFull(r, hdr); err != nil {
+		return h, 0, errors.New("short header")
+	}
+	if err := json.Unmarshal(hdr, &h); err != nil {
+		return h, 0, fmt.Errorf("header: %v", err)
+	}
+	h.Format = v
+	return h, bodyLen, nil
 }
 
 // verifyTrailer reads the whole file once and checks the trailer: the body

@@ -24,12 +24,12 @@ type CheckpointPolicy struct {
 
 // Covered is the position every healthy index's durable state reflects:
 // the minimum of their covered LSNs, 0 while any of them has none. An
-// index in error no longer holds the others back.
+// index in error or waiting no longer holds the others back.
 func (ix *Indexer) Covered() LSN {
 	var covered LSN
 	first := true
 	for _, e := range ix.Entries() {
-		if state, _ := e.State(); state == StateError {
+		if state, _ := e.State(); !state.Follows() {
 			continue
 		}
 		c := e.Durable().Covered()

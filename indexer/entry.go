@@ -23,7 +23,16 @@ const (
 	// StateError: the index cannot follow its table any more (its column
 	// changed type or dimension, or was dropped); Status says why.
 	StateError State = "error"
+	// StateWaiting: the index holds nothing and waits for the database:
+	// its table to be created (again), or the publication to include it;
+	// Status says what it waits for and what to run.
+	StateWaiting State = "waiting"
 )
+
+// Follows reports whether an index in state s keeps in step with its
+// table: one in error or waiting holds nothing the stream could bring up
+// to date, so it holds no position back.
+func (s State) Follows() bool { return s == StateBuilding || s == StateReady }
 
 // Entry is one live index: its spec, the index holding the vectors, the
 // rows left out for bad vectors, and how far the stream has been applied.
@@ -218,7 +227,8 @@ func (e *core) fail(err error) {
 	e.publish()
 }
 
-// State returns the lifecycle state and, in StateError, the reason.
+// State returns the lifecycle state and, in StateError, the reason (in
+// StateWaiting, what it waits for).
 func (e *Entry) State() (State, string) {
 	s := e.c.serving.Load()
 	return s.state, s.failure
@@ -234,6 +244,8 @@ func (e *Entry) Search(ctx context.Context, q []float32, n int, opts SearchOptio
 		return nil, fmt.Errorf("%w: index %s is still copying its table", ErrNotReady, e.c.spec.Name)
 	case StateError:
 		return nil, fmt.Errorf("%w: index %s is in error: %s", ErrNotReady, e.c.spec.Name, s.failure)
+	case StateWaiting:
+		return nil, fmt.Errorf("%w: index %s is waiting: %s", ErrNotReady, e.c.spec.Name, s.failure)
 	}
 	if err := pgvalue.CheckFinite(q); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalidVector, err)

@@ -95,17 +95,36 @@ func (e *Syncer) beginSync(sample [][]float32, tableRows int, rebuild bool) erro
 	if !e.c.sync.rebuild {
 		// A first copy (or one after an error) starts from nothing: what
 		// the entry held is of no use, and searches wait for the copy.
-		dropped(e.c.index)
-		e.c.index = nil
-		clear(e.c.skipped)
-		e.c.mu.Lock()
-		e.c.state, e.c.failure = StateBuilding, ""
-		e.c.mu.Unlock()
-		e.c.coverage.reset(0, 0)
-		e.c.version.Add(1)
-		e.c.publish()
+		e.c.emptyLocked(StateBuilding, "")
 	}
 	return nil
+}
+
+// Wait empties the entry and puts it into StateWaiting: its table is not
+// one it can copy yet (it was dropped, it does not exist, the publication
+// does not include it). why says what it waits for and what ends the
+// wait; its next BeginSync does.
+func (e *Entry) Wait(why string) {
+	e.c.wmu.Lock()
+	defer e.c.wmu.Unlock()
+	dropped(e.c.syncIndex())
+	e.c.sync = nil
+	e.c.tx.forget()
+	e.c.emptyLocked(StateWaiting, why)
+}
+
+// emptyLocked drops what the entry holds and gives it state; the caller
+// holds wmu.
+func (e *core) emptyLocked(state State, why string) {
+	dropped(e.index)
+	e.index = nil
+	clear(e.skipped)
+	e.mu.Lock()
+	e.state, e.failure = state, why
+	e.mu.Unlock()
+	e.coverage.reset(0, 0)
+	e.version.Add(1)
+	e.publish()
 }
 
 // SetSyncPoint tells the copy under way the LSN of its snapshot. Changes

@@ -38,21 +38,27 @@ func TestOversizedRowKeepsStreaming(t *testing.T) {
 	}
 }
 
-// TestDroppedTableFailsItsIndex: after DROP TABLE, the index stops
-// answering within about a health check (1 s by default), says the table
-// was dropped, and the log says so too; the other table's index serves on.
-func TestDroppedTableFailsItsIndex(t *testing.T) {
+// TestDroppedTableIsFollowed: after DROP TABLE, the index stops
+// answering within about a health check, empty, and waits, saying the
+// table was dropped (the log says so too); the other table's index serves
+// on. A table created again under the name is copied and followed, under
+// its new OID, with no restart.
+func TestDroppedTableIsFollowed(t *testing.T) {
 	var logged strings.Builder
 	var mu sync.Mutex
 	log := slog.New(slog.NewTextHandler(io.MultiWriter(testWriter{t}, lockedWriter{&mu, &logged}), nil))
 	h, ea, eb := twoTables(t, 10, Config{Logger: log})
+	oldOID := ea.Status().TableOID
 	h.exec(`DROP TABLE a`)
 	dropped := time.Now()
-	msg := waitFailed(t, ea, 5*time.Second)
-	t.Logf("failed %v after DROP TABLE: %s", time.Since(dropped), msg)
-	assertMentions(t, msg, "a", "was dropped")
+	msg := waitState(t, ea, indexer.StateWaiting, "was dropped")
+	t.Logf("waiting %v after DROP TABLE: %s", time.Since(dropped), msg)
+	assertMentions(t, msg, "a", "was dropped", "waiting")
 	if _, err := ea.Search(h.ctx, []float32{1, 2}, 1, indexer.DefaultSearchOptions()); err == nil {
 		t.Error("the dropped table's index still answers")
+	}
+	if rows := ea.Status().Rows; rows != 0 {
+		t.Errorf("the waiting index holds %d rows of the dropped table", rows)
 	}
 	mu.Lock()
 	if !strings.Contains(logged.String(), "was dropped") {
@@ -61,6 +67,21 @@ func TestDroppedTableFailsItsIndex(t *testing.T) {
 	mu.Unlock()
 	h.exec(`INSERT INTO b VALUES (11, ARRAY[11, 2]::real[])`)
 	h.assertConverged(eb, 2)
+
+	h.exec(`CREATE TABLE a (id int PRIMARY KEY, v real[], note text);
+		INSERT INTO a SELECT g, ARRAY[g, 5]::real[], 'new' FROM generate_series(1001, 1020) g`)
+	waitCopied(t, ea, 20)
+	h.exec(`INSERT INTO a VALUES (1021, '{1021,5}'); DELETE FROM a WHERE id = 1001`)
+	h.assertConverged(ea, 2)
+	assertOnlyKeysAbove(t, h.ix, ea, 1000)
+	if st := ea.Status(); st.TableOID == oldOID || st.TableOID == 0 {
+		t.Errorf("the index follows OID %d, want the new table's (the old was %d)", st.TableOID, oldOID)
+	}
+	select {
+	case err := <-h.done:
+		t.Fatalf("the replicator stopped: %v", err)
+	default:
+	}
 }
 
 type lockedWriter struct {

@@ -30,6 +30,9 @@ type table struct {
 	published    []*column          // the key and the vector columns, by attribute number
 	columns      []string           // what a copy selects: the key, then each vector column
 	listed       listing            // the table's entry in the publication when it was resolved
+	// followed: the indexes followed this table before (see binding), so
+	// a column name that is gone was renamed, not mistyped.
+	followed bool
 	// where is the row filter of the table's indexes (indexer.Spec.Where):
 	// the publication's, the copy's and a repair read's.
 	where   string
@@ -71,11 +74,12 @@ var errNoColumn = errors.New("no such column")
 
 // resolveTables groups the entries by table and checks each table against
 // the catalog: it exists, the key column is its replica identity, the
-// column types are supported. It configures every entry with its types;
-// an entry whose definition contradicts its column (dims=N on a
-// vector(M)) is put into the error state and left out, and the others are
-// served. Nothing is changed in the database.
-func resolveTables(ctx context.Context, conn *pgx.Conn, pub string, entries []Index, log *slog.Logger) ([]*table, error) {
+// column types are supported. It configures every entry with its types.
+// A table that cannot be served is left out with its entries and the
+// reason, in unresolved; an entry whose definition contradicts its column
+// (dims=N on a vector(M)) is put into the error state and left out. The
+// others are served. Nothing is changed in the database.
+func resolveTables(ctx context.Context, conn *pgx.Conn, pub string, entries []Index, bound func(Index) binding, log *slog.Logger) (tables []*table, unresolved []unresolvedTable, err error) {
 	var order []string
 	byTable := map[string][]Index{}
 	for _, e := range entries {
@@ -85,21 +89,39 @@ func resolveTables(ctx context.Context, conn *pgx.Conn, pub string, entries []In
 		}
 		byTable[q] = append(byTable[q], e)
 	}
-	var tables []*table
 	for _, q := range order {
-		t, err := resolveTable(ctx, conn, pub, byTable[q], log)
-		if err != nil {
-			return nil, err
-		}
-		if len(t.entries) > 0 {
+		t, err := resolveTable(ctx, conn, pub, byTable[q], bound(byTable[q][0]), log)
+		switch {
+		case errors.As(err, new(configError)):
+			unresolved = append(unresolved, unresolvedTable{q, byTable[q], err})
+		case err != nil:
+			return nil, nil, err
+		case len(t.entries) > 0:
 			tables = append(tables, t)
 		}
 	}
-	return tables, nil
+	return tables, unresolved, nil
 }
 
+// unresolvedTable is a table that its entries cannot be served from, and
+// why: it does not exist (errNoTable), or its definition or the catalog
+// is wrong, which retrying cannot change.
+type unresolvedTable struct {
+	qualified string
+	entries   []Index
+	err       error
+}
+
+// errNoTable: no table has the name an index definition gives.
+var errNoTable = errors.New("table does not exist")
+
+// binding is what is known of the table an index followed before: the
+// OID it is bound to in this process (live), and the one its checkpoint
+// records; 0 for none.
+type binding struct{ live, checkpoint uint32 }
+
 // resolveTable resolves the table that entries read, and configures them.
-func resolveTable(ctx context.Context, conn *pgx.Conn, pub string, entries []Index, log *slog.Logger) (*table, error) {
+func resolveTable(ctx context.Context, conn *pgx.Conn, pub string, entries []Index, b binding, log *slog.Logger) (*table, error) {
 	specs := make([]indexer.Spec, len(entries))
 	for i, e := range entries {
 		specs[i] = e.Spec()
@@ -111,7 +133,7 @@ func resolveTable(ctx context.Context, conn *pgx.Conn, pub string, entries []Ind
 		}
 	}
 	t := &table{schema: specs[0].Schema, name: specs[0].Table, where: specs[0].Where}
-	if err := t.resolve(ctx, conn, pub, specs[0].Key, log); err != nil {
+	if err := t.resolve(ctx, conn, pub, specs[0].Key, b, log); err != nil {
 		return nil, err
 	}
 	if err := t.resolveColumns(ctx, conn, specs, log); err != nil {
@@ -135,17 +157,26 @@ func failOnly(log *slog.Logger, e Index, err error) {
 }
 
 // resolve looks the table up and finds its key column: the one named key,
-// or, when no column has that name any more, the table's replica identity
-// if the publication lists it: the key was renamed since vecside
-// published it.
-func (t *table) resolve(ctx context.Context, conn *pgx.Conn, pub, key string, log *slog.Logger) error {
-	var relkind, replident string
+// or, when no column has that name any more and the indexes followed this
+// table before (b), the table's replica identity if the publication lists
+// it: the key was renamed since vecside published it. Without that
+// evidence a name that is not there is a mistake in the definition, said
+// as such. A table the indexes are bound to in this process is found by
+// its OID first: renamed, it is still theirs, and a table created under
+// its old name is another.
+func (t *table) resolve(ctx context.Context, conn *pgx.Conn, pub, key string, b binding, log *slog.Logger) error {
+	var relkind, replident, schema, name string
 	err := conn.QueryRow(ctx, `
-		SELECT c.oid, c.relkind::text, c.relreplident::text
+		SELECT c.oid, c.relkind::text, c.relreplident::text, n.nspname, c.relname
 		FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-		WHERE n.nspname = $1 AND c.relname = $2`, t.schema, t.name).Scan(&t.oid, &relkind, &replident)
+		WHERE (c.oid = $3 AND c.relkind IN ('r', 'p')) OR (n.nspname = $1 AND c.relname = $2)
+		ORDER BY c.oid = $3 DESC LIMIT 1`, t.schema, t.name, b.live).Scan(&t.oid, &relkind, &replident, &schema, &name)
+	if err == nil && (schema != t.schema || name != t.name) {
+		log.Info("following the renamed table", "oid", t.oid, "was", t.schema+"."+t.name, "now", schema+"."+name)
+		t.schema, t.name = schema, name
+	}
 	if errors.Is(err, pgx.ErrNoRows) {
-		return configError{fmt.Errorf("table %s does not exist", t.qualified())}
+		return configError{fmt.Errorf("%w: %s", errNoTable, t.qualified())}
 	}
 	if err != nil {
 		return fmt.Errorf("looking up table %s: %w", t.qualified(), err)
@@ -154,6 +185,7 @@ func (t *table) resolve(ctx context.Context, conn *pgx.Conn, pub, key string, lo
 		return configError{fmt.Errorf("%s is not a table (relkind %s)", t.qualified(), relkind)}
 	}
 	t.partitioned = relkind == "p"
+	t.followed = t.oid == b.live || t.oid == b.checkpoint
 	if t.listed, err = readListing(ctx, conn, pub, t.oid); err != nil {
 		return fmt.Errorf("table %s: %w", t.qualified(), err)
 	}
@@ -162,7 +194,7 @@ func (t *table) resolve(ctx context.Context, conn *pgx.Conn, pub, key string, lo
 		return fmt.Errorf("table %s: %w", t.qualified(), err)
 	}
 	t.key, err = lookupColumn(ctx, conn, t.oid, "attname", key)
-	if errors.Is(err, errNoColumn) && len(identity) == 1 && t.listed.has(identity[0].attnum) {
+	if errors.Is(err, errNoColumn) && t.followed && len(identity) == 1 && t.listed.has(identity[0].attnum) {
 		t.key, err = identity[0], nil
 		log.Info("following the renamed key column", "table", t.qualified(), "was", key, "now", t.key.name)
 	}
@@ -257,8 +289,10 @@ func (t *table) adopt(c *column) *column {
 
 // renamedColumn is the column that the one definition in missing names,
 // when no column has that name: the one the publication lists beside those
-// accounted for. With more names missing, or no such column, which is
-// which cannot be told.
+// accounted for, if the indexes followed the table before. With more
+// names missing, or no such column, which is which cannot be told; for a
+// table not followed before, the name is a mistake, and the error lists
+// the table's vector columns.
 func (t *table) renamedColumn(ctx context.Context, conn *pgx.Conn, missing []indexer.Spec) (*column, error) {
 	var spare []int16
 	for _, n := range t.listed.attnums {
@@ -266,24 +300,62 @@ func (t *table) renamedColumn(ctx context.Context, conn *pgx.Conn, missing []ind
 			spare = append(spare, n)
 		}
 	}
-	if len(missing) != 1 || len(spare) != 1 {
-		return nil, configError{fmt.Errorf("index %s: column %s of %s does not exist", missing[0].Name, indexer.QuoteIdent(missing[0].Column), t.qualified())}
+	if !t.followed || len(missing) != 1 || len(spare) != 1 {
+		err := fmt.Errorf("index %s: column %s of %s does not exist", missing[0].Name, indexer.QuoteIdent(missing[0].Column), t.qualified())
+		names, lerr := vectorColumns(ctx, conn, t.oid)
+		switch {
+		case lerr != nil:
+			return nil, lerr
+		case len(names) > 0:
+			err = fmt.Errorf("%w; its vector columns: %s", err, strings.Join(names, ", "))
+		}
+		return nil, configError{err}
 	}
 	return lookupColumn(ctx, conn, t.oid, "attnum", spare[0])
+}
+
+// vectorColumns lists the columns of table oid whose type vecside
+// indexes: what a definition that names no column of the table meant.
+func vectorColumns(ctx context.Context, conn *pgx.Conn, oid uint32) ([]string, error) {
+	rows, err := conn.Query(ctx, `SELECT a.attname, a.atttypid, t.typname FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid
+		WHERE a.attrelid = $1 AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum`, oid)
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	var name, typname string
+	var typ uint32
+	_, err = pgx.ForEachRow(rows, []any{&name, &typ, &typname}, func() error {
+		if _, err := pgvalue.VectorTypeFor(typ, typname); err == nil {
+			names = append(names, indexer.QuoteIdent(name))
+		}
+		return nil
+	})
+	return names, err
 }
 
 // configure gives e the types of its columns. A dimension in its
 // definition that contradicts the column's vector(n) or halfvec(n) is
 // refused with what to change.
 func (t *table) configure(e Index) error {
-	spec := e.Spec()
+	dims, err := t.dims(e.Spec())
+	if err != nil {
+		return err
+	}
+	c := t.vectors[e.Spec().Column]
+	return e.Configure(t.keyType, c.vt, dims)
+}
+
+// dims is the dimension that spec's column fixes (0 for none), or an
+// error if spec's dims= contradicts it.
+func (t *table) dims(spec indexer.Spec) (int, error) {
 	c := t.vectors[spec.Column]
 	dims := c.vt.TypmodDims(c.typ.typmod)
 	if spec.Dims > 0 && dims > 0 && spec.Dims != dims {
-		return fmt.Errorf("index %s: dims=%d, but column %s of %s is %s(%d); set dims=%d or leave dims out, then restart vecside",
+		return 0, fmt.Errorf("index %s: dims=%d, but column %s of %s is %s(%d); set dims=%d or leave dims out, then restart vecside",
 			spec.Name, spec.Dims, indexer.QuoteIdent(c.name), t.qualified(), c.vt, dims, dims)
 	}
-	return e.Configure(t.keyType, c.vt, dims)
+	return dims, nil
 }
 
 // columnIndex is the position in a copy's rows of the column that
@@ -388,65 +460,106 @@ func readListing(ctx context.Context, conn *pgx.Conn, pub string, oid uint32) (l
 // ensurePublication creates the publication, marked as vecside's, or
 // brings its tables and column lists up to date; own is what claim found.
 // It runs before the slot is created: a slot decoding with a publication
-// that does not exist yet fails or loses changes.
-func ensurePublication(ctx context.Context, conn *pgx.Conn, name string, tables []*table, own ownership) error {
+// that does not exist yet fails or loses changes. A table that Postgres
+// refuses to publish (only its owner may: a publicationRefused) or whose
+// row filter would break the application's writes (a configError) is left
+// as it was, with the reason in refused.
+func ensurePublication(ctx context.Context, conn *pgx.Conn, name string, tables []*table, own ownership) (refused map[*table]error, err error) {
 	tx, err := conn.Begin(ctx)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer tx.Rollback(ctx)
 	pub := indexer.QuoteIdent(name)
 	if !own.publication {
 		if _, err := tx.Exec(ctx, "CREATE PUBLICATION "+pub+" WITH (publish_via_partition_root = true)"); err != nil {
-			return refused(fmt.Errorf("creating publication %s: %w", name, err))
+			return nil, refusal(fmt.Errorf("creating publication %s: %w", name, err))
 		}
 	}
 	// An older vecside's publication, adopted, is marked as a new one is.
 	if !own.publication || own.adopt {
 		if _, err := tx.Exec(ctx, "COMMENT ON PUBLICATION "+pub+" IS '"+Mark+"'"); err != nil {
-			return refused(fmt.Errorf("replicate: marking publication %s as vecside's: %w", name, err))
+			return nil, refusal(fmt.Errorf("replicate: marking publication %s as vecside's: %w", name, err))
 		}
 	}
+	refused = map[*table]error{}
 	for _, t := range tables {
-		var published []string
-		var rowFilter *string
-		err := tx.QueryRow(ctx, `SELECT attnames, rowfilter FROM pg_publication_tables WHERE pubname = $1 AND schemaname = $2 AND tablename = $3`, name, t.schema, t.name).Scan(&published, &rowFilter)
-		switch {
-		case errors.Is(err, pgx.ErrNoRows):
-		case err != nil:
-			return err
-		case sameSet(published, t.columns) && (rowFilter == nil) == (t.where == ""):
-			same := rowFilter == nil
-			if !same {
-				if same, err = sameRowFilter(ctx, tx, t, *rowFilter); err != nil {
-					return err
-				}
+		err := publishTable(ctx, tx, name, t)
+		if errors.As(err, new(configError)) || errors.As(err, new(publicationRefused)) {
+			refused[t] = err
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	return refused, tx.Commit(ctx)
+}
+
+// publicationRefused: Postgres refused to put a table into the
+// publication (only the table's owner may); fix is what its owner or a
+// superuser runs to do it.
+type publicationRefused struct {
+	fix string
+	err error
+}
+
+func (e publicationRefused) Error() string { return e.err.Error() }
+func (e publicationRefused) Unwrap() error { return e.err }
+
+// publishTable puts t into publication name with its columns and row
+// filter, in a savepoint, unless it is there already.
+func publishTable(ctx context.Context, tx pgx.Tx, name string, t *table) error {
+	var published []string
+	var rowFilter *string
+	err := tx.QueryRow(ctx, `SELECT attnames, rowfilter FROM pg_publication_tables WHERE pubname = $1 AND schemaname = $2 AND tablename = $3`, name, t.schema, t.name).Scan(&published, &rowFilter)
+	listed := err == nil
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return err
+	}
+	if listed && sameSet(published, t.columns) && (rowFilter == nil) == (t.where == "") {
+		same := rowFilter == nil
+		if !same {
+			if same, err = sameRowFilter(ctx, tx, t, *rowFilter); err != nil {
+				return err
 			}
-			if same {
-				continue
+		}
+		if same {
+			return nil
+		}
+	}
+	pub := indexer.QuoteIdent(name)
+	var stmts []string
+	if listed {
+		stmts = append(stmts, "ALTER PUBLICATION "+pub+" DROP TABLE "+t.qualified())
+	}
+	cols := make([]string, len(t.columns))
+	for i, c := range t.columns {
+		cols[i] = indexer.QuoteIdent(c)
+	}
+	add := "ALTER PUBLICATION " + pub + " ADD TABLE " + t.qualified() + " (" + strings.Join(cols, ", ") + ")"
+	if t.where != "" {
+		add += " WHERE (" + t.where + ")"
+	}
+	stmts = append(stmts, add)
+	sp, err := tx.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer sp.Rollback(ctx)
+	for _, stmt := range stmts {
+		if _, err := sp.Exec(ctx, stmt); err != nil {
+			err = fmt.Errorf("publishing %s in %s (needs ownership of the table): %w", t.qualified(), name, err)
+			if errors.As(refusal(err), new(configError)) {
+				return publicationRefused{strings.Join(stmts, "; "), err}
 			}
-			fallthrough
-		default:
-			if _, err := tx.Exec(ctx, "ALTER PUBLICATION "+pub+" DROP TABLE "+t.qualified()); err != nil {
-				return refused(fmt.Errorf("publication %s: %w", name, err))
-			}
-		}
-		cols := make([]string, len(t.columns))
-		for i, c := range t.columns {
-			cols[i] = indexer.QuoteIdent(c)
-		}
-		add := "ALTER PUBLICATION " + pub + " ADD TABLE " + t.qualified() + " (" + strings.Join(cols, ", ") + ")"
-		if t.where != "" {
-			add += " WHERE (" + t.where + ")"
-		}
-		if _, err := tx.Exec(ctx, add); err != nil {
-			return refused(fmt.Errorf("adding %s to publication %s (needs ownership of the table): %w", t.qualified(), name, err))
-		}
-		if err := checkRowFilter(ctx, tx, t); err != nil {
 			return err
 		}
 	}
-	return tx.Commit(ctx)
+	if err := checkRowFilter(ctx, sp, t); err != nil {
+		return err
+	}
+	return sp.Commit(ctx)
 }
 
 // sameRowFilter reports whether filter, a row filter as Postgres shows it
@@ -501,10 +614,10 @@ func sameSet(a, b []string) bool {
 	return true
 }
 
-// refused marks err as final when Postgres refused the statement for a
+// refusal marks err as final when Postgres refused the statement for a
 // reason retrying cannot change (class 42: privileges, missing or
 // conflicting objects); connection failures stay retryable.
-func refused(err error) error {
+func refusal(err error) error {
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && strings.HasPrefix(pgErr.Code, "42") {
 		return configError{err}

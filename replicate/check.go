@@ -201,10 +201,12 @@ func (c *checker) claim(specs []indexer.Spec) bool {
 }
 
 func (c *checker) slot() {
-	var status *string
+	var status, app, client *string
 	var active bool
-	var xminAge *int64
-	if !c.query(`SELECT wal_status, active, age(catalog_xmin)::bigint FROM pg_replication_slots WHERE slot_name = $1`, []any{c.name}, &status, &active, &xminAge) {
+	var xminAge, pid *int64
+	if !c.query(`SELECT s.wal_status, s.active, age(s.catalog_xmin)::bigint, s.active_pid::bigint, r.application_name, coalesce(host(r.client_addr), 'a local socket')
+		FROM pg_replication_slots s LEFT JOIN pg_stat_replication r ON r.pid = s.active_pid WHERE s.slot_name = $1`,
+		[]any{c.name}, &status, &active, &xminAge, &pid, &app, &client) {
 		if c.err == nil {
 			c.add(OK, "slot "+c.name, "does not exist yet: serve creates it", "")
 		}
@@ -214,8 +216,14 @@ func (c *checker) slot() {
 	case status != nil && *status == "lost":
 		c.add(Fail, "slot "+c.name, "invalidated: it can no longer give changes",
 			"run vecside teardown --name "+c.name+", or serve with --on-slot-lost=resync")
+	// A running sidecar holds its slot: that is the one being checked,
+	// unless two were started with one --name, which the second's log
+	// says.
+	case active && deref(app) == replicationApp:
+		c.add(OK, "slot "+c.name, fmt.Sprintf("in use by a running vecside (pid %d, from %s), wal_status %s", deref(pid), deref(client), deref(status)), "")
 	case active:
-		c.add(Warn, "slot "+c.name, "in use by another connection (another sidecar, or a stale one)", "stop the other consumer: a slot has one consumer at a time")
+		c.add(Warn, "slot "+c.name, fmt.Sprintf("in use by another program (pid %d, application_name %q, from %s)", deref(pid), deref(app), deref(client)),
+			"stop the other consumer: a slot has one consumer at a time")
 	default:
 		c.add(OK, "slot "+c.name, fmt.Sprintf("wal_status %s, catalog_xmin age %d", deref(status), deref(xminAge)), "")
 	}
@@ -301,12 +309,16 @@ func (c *checker) table(s indexer.Spec) {
 	check := "index " + s.Name
 	t := &table{schema: s.Schema, name: s.Table}
 	quiet := slog.New(slog.DiscardHandler)
-	if err := t.resolve(c.ctx, c.conn, c.name, s.Key, quiet); err != nil {
+	if err := t.resolve(c.ctx, c.conn, c.name, s.Key, binding{}, quiet); err != nil {
 		c.add(Fail, check, err.Error(), fixFor(err))
 		return
 	}
 	if err := t.resolveColumns(c.ctx, c.conn, []indexer.Spec{s}, quiet); err != nil {
 		c.add(Fail, check, err.Error(), "index a column of type "+pgvalue.VectorTypeList())
+		return
+	}
+	if _, err := t.dims(s); err != nil {
+		c.add(Fail, check, err.Error(), "correct dims= in --index, or leave it out")
 		return
 	}
 	var canSelect, owner, published bool

@@ -5,12 +5,13 @@
 // # Set-up
 //
 // Each index's table is checked against the catalog before anything is
-// created: it must exist, its key column must be its replica identity (a
-// primary key or REPLICA IDENTITY USING INDEX; FULL is refused because it
-// would put every old vector in the WAL), and its columns must have
-// supported types. An index whose definition contradicts its column
-// (dims=N on a vector(M) or halfvec(M)) goes into the error state alone; the others are
-// served. Then the publication is created, or its table list brought up
+// created: it must exist (or its index waits, see Tables' lives), its
+// key column must be its replica identity (a primary key or REPLICA
+// IDENTITY USING INDEX; FULL is refused because it would put every old
+// vector in the WAL), and its columns must have supported types. An
+// index whose definition contradicts its column (dims=N on a vector(M)
+// or halfvec(M)) goes into the error state alone; the others are served.
+// Then the publication is created, or its table list brought up
 // to date, before the slot: a slot that decodes with a missing publication
 // fails or loses changes. Its column list is the key plus the indexed
 // vector columns: never less (the application's UPDATEs would fail),
@@ -139,8 +140,27 @@
 //
 // The slot and the publication are checked every HealthInterval: an
 // invalidated slot stops the replicator or, with OnSlotLost "resync",
-// copies the tables again; a published column that disappeared fails only
-// its index.
+// copies the tables again.
+//
+// # Tables' lives
+//
+// The stream says nothing of a table dropped, or of one created, so the
+// health checks watch for them. An index is bound to its table's OID,
+// and each session resolves its tables by that OID first, then by the
+// name its definition gives: renamed, the table is still the index's,
+// and one created under the old name is another. An index whose table
+// does not exist, was dropped, or is not in the publication when the
+// sidecar's role may not add it (a DBA-owned publication and a table the
+// role does not own) is emptied and waits (indexer.StateWaiting), saying
+// what for and, for the publication, the statement its owner runs; it
+// holds nothing back, like an index in error. When a health check sees a
+// table gone from the publication, or what a waiting index waits for
+// come true, the session ends (errCatalogChanged) and the next one, at
+// once, resolves every table again: the new table is copied on its own
+// while the other indexes stream on from where they were. A definition
+// that cannot be served (a key that is not the replica identity, a
+// column dropped) puts only its indexes into the error state; only at
+// the first start, with nothing left to serve, is it Run's error.
 //
 // # What it needs of an index
 //

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -32,9 +33,9 @@ func isSlotLost(err error) bool {
 }
 
 // monitor checks the slot and the publication every interval until ctx
-// ends. It returns errSlotLost when the slot is invalidated; a dropped
-// vector column (which silently takes its table out of the publication)
-// puts the affected indexes into the error state.
+// ends. It returns errSlotLost when the slot is invalidated, and
+// errCatalogChanged when a table must be resolved again (see
+// checkPublication).
 func (r *Replicator) monitor(ctx context.Context, tables []*table, every time.Duration) error {
 	qctx, cancel := r.bounded(ctx)
 	conn, err := pgx.Connect(qctx, r.cfg.Source)
@@ -114,44 +115,50 @@ func deref[T any](p *T) T {
 	return *p
 }
 
-// checkPublication fails the indexes whose table or column has left the
-// publication: a dropped table, or a published column dropped with
-// CASCADE, which takes its table out of the publication. No message of the
-// stream says so, so this check is what ends the answers from such an
-// index. Column lists hold attribute numbers, so a renamed column is still
-// published.
+// checkPublication watches the tables for what no message of the stream
+// says: a table dropped (a table created again under its name is another
+// OID, of which the stream says nothing either), or one that left the
+// publication or lost a column from its list (a published column dropped
+// with CASCADE takes its table out of the publication). Their indexes are
+// emptied and wait, and errCatalogChanged ends the session: the next one
+// resolves the tables again, copies a table created again, puts back into
+// the publication what left it, and fails an index whose column is gone.
+// Column lists hold attribute numbers, so a renamed column is still
+// published. Then it checks what waiting indexes wait for.
 func (r *Replicator) checkPublication(ctx context.Context, conn *pgx.Conn, tables []*table) error {
 	pub := r.cfg.Name
+	changed := false
 	for _, t := range tables {
 		listed, err := readListing(ctx, conn, pub, t.oid)
 		if err != nil {
 			return err
 		}
-		var gone error
-		if !listed.found {
+		var why string
+		switch {
+		case !listed.found:
 			var exists bool
 			if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_class WHERE oid = $1)`, t.oid).Scan(&exists); err != nil {
 				return fmt.Errorf("looking up table %s: %w", t.qualified(), err)
 			}
-			gone = fmt.Errorf("table %s was dropped; remove its index from --index, or create the table again and restart vecside to copy it", t.qualified())
+			why = fmt.Sprintf("table %s (OID %d) was dropped; waiting for a table of that name, which is copied", t.qualified(), t.oid)
 			if exists {
-				gone = nil
+				why = fmt.Sprintf("table %s left publication %s (was a column dropped?); resolving it again", t.qualified(), pub)
 			}
+		case !listed.has(t.key.attnum) || slices.ContainsFunc(t.entries, func(e Index) bool { return !listed.has(t.vectors[e.Spec().Column].attnum) }):
+			why = fmt.Sprintf("the column list of publication %s no longer holds the indexed columns of %s; publishing them again", pub, t.qualified())
+		}
+		if why == "" {
+			continue
 		}
 		for _, e := range t.entries {
-			if state, _ := e.State(); state == indexer.StateError {
-				continue
-			}
-			col := t.vectors[e.Spec().Column]
-			switch {
-			case gone != nil:
-				failOnly(r.log, e, gone)
-			case !listed.found:
-				failOnly(r.log, e, fmt.Errorf("table %s left publication %s (was column %s dropped?); fix the table, then restart vecside to rebuild the index", t.qualified(), pub, indexer.QuoteIdent(col.name)))
-			case !listed.has(col.attnum) || !listed.has(t.key.attnum):
-				failOnly(r.log, e, fmt.Errorf("the column list of publication %s no longer holds columns %s and %s of %s; restart vecside: it publishes them again and copies the table", pub, indexer.QuoteIdent(t.key.name), indexer.QuoteIdent(col.name), t.qualified()))
+			if state, _ := e.State(); state.Follows() {
+				r.wait(e, missingTable(t.qualified(), why))
+				changed = true
 			}
 		}
 	}
-	return nil
+	if changed {
+		return errCatalogChanged
+	}
+	return r.checkWaiting(ctx, conn)
 }

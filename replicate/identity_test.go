@@ -136,7 +136,8 @@ func (h *harness) waitPublicationChecked() {
 
 // TestStatusFollowsRenamedTable: a Relation message that names the table
 // anew (same OID) is followed: the status reports its current schema and
-// name, and the same OID.
+// name, and the same OID, also after a reconnect when a table has been
+// created under the old name.
 func TestStatusFollowsRenamedTable(t *testing.T) {
 	h := newHarness(t, `CREATE SCHEMA archive; CREATE TABLE docs (id int PRIMARY KEY, v real[]);
 		INSERT INTO docs SELECT g, ARRAY[g, 1]::real[] FROM generate_series(1, 10) g`)
@@ -152,6 +153,17 @@ func TestStatusFollowsRenamedTable(t *testing.T) {
 	h.catchUp()
 	if st := e.Status(); st.Table != "archive.old_docs" || st.Rows != 11 {
 		t.Errorf("after the rename: table %q with %d rows, want archive.old_docs with 11", st.Table, st.Rows)
+	}
+	h.assertIdentity("archive.old_docs")
+	// A table created under the old name is not the index's: a reconnect,
+	// which resolves the tables again, keeps following the renamed one.
+	h.exec(`CREATE TABLE docs (id int PRIMARY KEY, v real[]); INSERT INTO docs VALUES (500, '{500,9}')`)
+	h.killWalsender()
+	h.exec(`INSERT INTO archive.old_docs VALUES (12, ARRAY[12, 1]::real[])`)
+	h.catchUp()
+	h.assertReconnected()
+	if st := e.Status(); st.Table != "archive.old_docs" || st.Rows != 12 || st.CopiedRows != 10 {
+		t.Errorf("after a reconnect: table %q with %d rows, %d copied; want archive.old_docs with 12, none copied again", st.Table, st.Rows, st.CopiedRows)
 	}
 	h.assertIdentity("archive.old_docs")
 }

@@ -18,6 +18,7 @@ type Index interface {
 	Dims() int
 	State() (indexer.State, string)
 	Fail(err error)
+	Wait(why string)
 	Status() indexer.Status
 	// Applied is how far the stream has been applied to the index.
 	Applied() indexer.LSN

@@ -111,8 +111,10 @@ type Replicator struct {
 	floor    indexer.LSN // where the slot was when streaming began: its consistent point or confirmed position
 	source   indexer.Source
 	restored bool           // checkpoints have been looked at
+	resolved bool           // the tables have been resolved once
 	streamed atomic.Bool    // the current attempt reached streaming
 	pending  map[Index]bool // entries that hold no copy of their table yet
+	waiting  map[Index]waitFor
 }
 
 var slotName = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
@@ -153,7 +155,7 @@ func New(cfg Config) (*Replicator, error) {
 	if cfg.CopyReaders <= 0 {
 		cfg.CopyReaders = runtime.NumCPU()
 	}
-	r := &Replicator{cfg: cfg, log: cfg.Logger.With("subsystem", "replicate"), pending: map[Index]bool{}}
+	r := &Replicator{cfg: cfg, log: cfg.Logger.With("subsystem", "replicate"), pending: map[Index]bool{}, waiting: map[Index]waitFor{}}
 	for _, e := range cfg.Entries {
 		x := entry{e}
 		r.indexes = append(r.indexes, x)
@@ -190,9 +192,11 @@ func (r *Replicator) Covered() indexer.LSN {
 }
 
 // Run connects, copies the tables if needed, and follows the stream until
-// ctx ends. Connection failures are retried with backoff; configuration
-// errors (a missing table, a key that is not the replica identity) are
-// returned.
+// ctx ends. Connection failures are retried with backoff, and a change of
+// the catalog (a table dropped or created) at once; configuration errors
+// (a key that is not the replica identity) fail their indexes, and are
+// returned only when they leave nothing to serve at the first start (see
+// resolve).
 func (r *Replicator) Run(ctx context.Context) error {
 	backoff := time.Second
 	for {
@@ -202,6 +206,10 @@ func (r *Replicator) Run(ctx context.Context) error {
 		}
 		if errors.As(err, new(configError)) {
 			return err
+		}
+		if errors.Is(err, errCatalogChanged) {
+			backoff = time.Second
+			continue
 		}
 		if isSlotLost(err) {
 			if r.cfg.OnSlotLost == "fail" {
@@ -256,23 +264,8 @@ func (r *Replicator) runOnce(ctx context.Context) error {
 	}
 	defer conn.Close(context.Background())
 	// Errors that retrying cannot fix come back as configError.
-	tables, err := resolveTables(qctx, conn, r.cfg.Name, r.indexes, r.log)
+	tables, err := r.resolve(qctx, conn)
 	if err != nil {
-		return err
-	}
-	r.follow(tables)
-	specs := make([]indexer.Spec, len(r.indexes))
-	for i, e := range r.indexes {
-		specs[i] = e.Spec()
-	}
-	own, err := claim(qctx, conn, r.cfg.Name, specs)
-	if errors.Is(err, ErrNotVecside) {
-		return configError{err}
-	}
-	if err != nil {
-		return err
-	}
-	if err := ensurePublication(qctx, conn, r.cfg.Name, tables, own); err != nil {
 		return err
 	}
 	statusEvery, err := r.statusInterval(qctx, conn)
@@ -376,6 +369,94 @@ func (r *Replicator) runOnce(ctx context.Context) error {
 	}
 }
 
+// resolve resolves the tables and brings the publication up to date. An
+// index whose table does not exist, or that the publication does not
+// include and the sidecar's role cannot add, waits; one whose definition
+// or table is wrong in a way retrying cannot change is put into the error
+// state. The others are served: no index stops another. Only at the first
+// start with no index left to serve or wait is that an error, which says
+// at once what to fix.
+func (r *Replicator) resolve(ctx context.Context, conn *pgx.Conn) ([]*table, error) {
+	tables, unresolved, err := resolveTables(ctx, conn, r.cfg.Name, r.indexes, r.binding, r.log)
+	if err != nil {
+		return nil, err
+	}
+	for _, u := range unresolved {
+		for _, e := range u.entries {
+			if state, _ := e.State(); state == indexer.StateError {
+				continue
+			}
+			if !errors.Is(u.err, errNoTable) {
+				failOnly(r.log, e, u.err)
+				continue
+			}
+			w := missingTable(u.qualified, fmt.Sprintf("table %s does not exist; waiting for it to be created (if the name is wrong, fix it in --index)", u.qualified))
+			r.mu.Lock()
+			if was, ok := r.waiting[e]; ok && was.table == w.table {
+				w = was
+			}
+			r.mu.Unlock()
+			r.wait(e, w)
+		}
+	}
+	r.follow(tables)
+	specs := make([]indexer.Spec, len(r.indexes))
+	for i, e := range r.indexes {
+		specs[i] = e.Spec()
+	}
+	own, err := claim(ctx, conn, r.cfg.Name, specs)
+	if errors.Is(err, ErrNotVecside) {
+		return nil, configError{err}
+	}
+	if err != nil {
+		return nil, err
+	}
+	refused, err := ensurePublication(ctx, conn, r.cfg.Name, tables, own)
+	if err != nil {
+		return nil, err
+	}
+	for t, err := range refused {
+		var unpublished publicationRefused
+		for _, e := range t.entries {
+			if errors.As(err, &unpublished) {
+				r.wait(e, unpublishedTable(t, r.cfg.Name, unpublished.fix))
+			} else {
+				failOnly(r.log, e, err)
+			}
+		}
+	}
+	tables = slices.DeleteFunc(tables, func(t *table) bool { return refused[t] != nil })
+	r.mu.Lock()
+	first := !r.resolved
+	r.resolved = true
+	r.mu.Unlock()
+	if !first || slices.ContainsFunc(r.indexes, func(e Index) bool { state, _ := e.State(); return state != indexer.StateError }) {
+		return tables, nil
+	}
+	failed := make([]error, len(r.indexes))
+	for i, e := range r.indexes {
+		_, why := e.State()
+		failed[i] = errors.New(why)
+	}
+	return nil, configError{errors.Join(failed...)}
+}
+
+// binding is what is known of the table e followed: the OID it is bound
+// to, and before the checkpoints are loaded, the one its checkpoint
+// records (a hint: the file is checked when it is loaded).
+func (r *Replicator) binding(e Index) binding {
+	b := binding{live: e.Status().TableOID}
+	r.mu.Lock()
+	restored := r.restored
+	r.mu.Unlock()
+	if r.cfg.DataDir != "" && !restored {
+		if h, err := indexer.ReadCheckpointHeader(e.Durable().CheckpointPath(r.cfg.DataDir)); err == nil {
+			b.checkpoint = h.TableOID
+		}
+	}
+	return b
+}
+
 // follow binds each entry to its table as just resolved: its OID, which
 // checkpoints record (one of another OID is not loaded), and its name. An
 // entry that holds rows of a table of another OID, which was dropped and
@@ -387,6 +468,9 @@ func (r *Replicator) runOnce(ctx context.Context) error {
 func (r *Replicator) follow(tables []*table) {
 	for _, t := range tables {
 		for _, e := range t.entries {
+			r.mu.Lock()
+			delete(r.waiting, e)
+			r.mu.Unlock()
 			was := e.Status().TableOID
 			if state, _ := e.State(); was != 0 && was != t.oid && state != indexer.StateError {
 				r.recopy(e, "the table was dropped and created again (another OID)", "table", t.qualified(), "was_oid", was, "oid", t.oid)
@@ -708,12 +792,20 @@ func (r *Replicator) statusInterval(ctx context.Context, conn *pgx.Conn) (time.D
 	return every, nil
 }
 
+// replicationApp is the application_name of the sidecar's replication
+// connections, unless --source sets one.
+const replicationApp = "vecside"
+
 func connectReplication(ctx context.Context, source string) (*pgconn.PgConn, error) {
 	cfg, err := pgconn.ParseConfig(source)
 	if err != nil {
 		return nil, configError{fmt.Errorf("--source: %w", err)}
 	}
 	cfg.RuntimeParams["replication"] = "database"
+	// What pg_stat_replication shows, and check recognises (checker.slot).
+	if cfg.RuntimeParams["application_name"] == "" {
+		cfg.RuntimeParams["application_name"] = replicationApp
+	}
 	conn, err := pgconn.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("opening a replication connection (the role needs the REPLICATION attribute): %w", err)

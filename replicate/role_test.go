@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/vecside/vecside/indexer"
+	"github.com/vecside/vecside/internal/pgtest"
 	"github.com/vecside/vecside/internal/readme"
 )
 
@@ -53,6 +54,89 @@ func TestREADMERoleSetup(t *testing.T) {
 	h.stop()
 	if done, err := Teardown(h.ctx, dsn, "vecside", 10*time.Second); err != nil || len(done) != 2 {
 		t.Errorf("teardown as the README's role: %v, %v", done, err)
+	}
+}
+
+// TestUnpublishedTableWaitsForTheDBA: with the README's least-privilege
+// setup, an index of a table the DBA has not put into the publication
+// (the role does not own it, so only the DBA may) waits, with the
+// statement to run in its status; the other index serves meanwhile, and
+// once the DBA runs that statement the table is copied and followed, with
+// no restart. The same holds for a table dropped and created again.
+func TestUnpublishedTableWaitsForTheDBA(t *testing.T) {
+	block := readme.Named(t, "../README.md", "sql", "role-setup")
+	h := newHarness(t, `CREATE TABLE items (id bigint PRIMARY KEY, embedding real[]);
+		CREATE TABLE other (id int PRIMARY KEY, v real[]);
+		INSERT INTO items SELECT i, ARRAY[i, 1] FROM generate_series(1, 20) i;
+		INSERT INTO other SELECT i, ARRAY[i, 2] FROM generate_series(1, 30) i`)
+	dsn := asRole(t, h, "vecside")
+	h.exec(strings.ReplaceAll(block, "'...'", "'secret'"))
+	h.exec(`GRANT SELECT ON other TO vecside`)
+	items := h.add("items_embedding=public.items(embedding) key=id metric=cosine")
+	other := h.add("other_v=other(v) key=id metric=l2")
+	h.start(Config{Source: dsn, HealthInterval: 100 * time.Millisecond})
+	waitReady(t, items)
+	why := waitState(t, other, indexer.StateWaiting, "run: ")
+	_, fix, ok := strings.Cut(why, "run: ")
+	if !ok || !strings.HasPrefix(fix, `ALTER PUBLICATION "vecside" ADD TABLE "public"."other" ("id", "v")`) {
+		t.Fatalf("the waiting index says %q, want the statement that adds other", why)
+	}
+	h.exec(`INSERT INTO items VALUES (21, '{21,1}')`)
+	h.assertConverged(items, 2)
+	h.exec(fix)
+	waitCopied(t, other, 30)
+	h.exec(`INSERT INTO other VALUES (31, '{31,2}')`)
+	h.assertConverged(other, 2)
+
+	h.exec(`DROP TABLE other; CREATE TABLE other (id int PRIMARY KEY, v real[]); GRANT SELECT ON other TO vecside;
+		INSERT INTO other SELECT i, ARRAY[i, 3] FROM generate_series(101, 110) i`)
+	why = waitState(t, other, indexer.StateWaiting, "run: ")
+	if _, again, _ := strings.Cut(why, "run: "); again != fix {
+		t.Fatalf("after DROP and CREATE the waiting index says %q, want %q", why, fix)
+	}
+	h.exec(fix)
+	waitCopied(t, other, 10)
+	h.assertConverged(other, 2)
+	h.assertConverged(items, 2)
+}
+
+// TestCheckSaysWhatIsWrongAtOnce: a misspelled column or key, or dims=
+// contradicting vector(n), fails check even when the table is in the
+// publication already (where a renamed column would be found), and serve
+// refuses them alike; the slot held by the running sidecar is not a
+// warning about another consumer.
+func TestCheckSaysWhatIsWrongAtOnce(t *testing.T) {
+	h := newHarness(t, pgtest.StandInVector+`CREATE TABLE items (id bigint PRIMARY KEY, embedding vector(3), body text);
+		INSERT INTO items VALUES (1, '\x000300003f800000c02000003e000000', 'doc')`)
+	const good = "items_embedding=public.items(embedding) key=id metric=cosine"
+	e := h.add(good)
+	h.start(Config{})
+	waitReady(t, e)
+	fs := findings(t, h.dsn, good)
+	if f := fs["slot vecside"]; f.Level != OK || !strings.Contains(f.Detail, "running vecside") {
+		t.Errorf("the running sidecar's slot: %+v, want ok, in use by a running vecside", f)
+	}
+	for _, tc := range []struct{ def, says string }{
+		{"items_embedding=public.items(embeding) key=id metric=cosine", `column "embeding" of "public"."items" does not exist; its vector columns: "embedding"`},
+		{"items_embedding=public.items(embedding) key=idd metric=cosine", `is (id), not (idd)`},
+		{"items_embedding=public.items(embedding) key=id metric=cosine dims=128", "dims=128, but column"},
+	} {
+		f := findings(t, h.dsn, tc.def)["index items_embedding"]
+		if f.Level != Fail || !strings.Contains(f.Detail, tc.says) {
+			t.Errorf("check %s: %+v, want a failure saying %q", tc.def, f, tc.says)
+		}
+		ix := indexer.New()
+		bad, err := ix.Add(mustSpec(t, tc.def))
+		if err != nil {
+			t.Fatal(err)
+		}
+		rep, err := New(Config{Source: h.dsn, Name: "vecside_other", Entries: []*indexer.Entry{bad}, Logger: testLogger(t)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := rep.Run(h.ctx); err == nil || !strings.Contains(err.Error(), tc.says) {
+			t.Errorf("serve %s: %v, want an error saying %q", tc.def, err, tc.says)
+		}
 	}
 }
 

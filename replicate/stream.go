@@ -110,11 +110,11 @@ func (r *Replicator) stream(ctx context.Context, repl *pgconn.PgConn, start inde
 // once if ping. write is what has been received; flush and apply are the
 // covered LSN, never zero: pglogrepl replaces a zero with the write
 // position, which would confirm changes that are not durable. An index in
-// error holds nothing back: when every index is, what has been received
-// is confirmed, or the slot would retain WAL for none of them.
+// error or waiting holds nothing back: when every index is, what has been
+// received is confirmed, or the slot would retain WAL for none of them.
 func (r *Replicator) sendStatus(ctx context.Context, repl *pgconn.PgConn, received indexer.LSN, ping bool) error {
 	covered := r.Covered()
-	if r.allFailed() {
+	if r.noneFollows() {
 		covered = max(covered, received)
 	}
 	err := pglogrepl.SendStandbyStatusUpdate(ctx, repl, pglogrepl.StandbyStatusUpdate{
@@ -130,10 +130,10 @@ func (r *Replicator) sendStatus(ctx context.Context, repl *pgconn.PgConn, receiv
 	return nil
 }
 
-// allFailed reports whether every index is in the error state.
-func (r *Replicator) allFailed() bool {
+// noneFollows reports whether every index is in error or waiting.
+func (r *Replicator) noneFollows() bool {
 	for _, e := range r.indexes {
-		if state, _ := e.State(); state != indexer.StateError {
+		if state, _ := e.State(); state.Follows() {
 			return false
 		}
 	}

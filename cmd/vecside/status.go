@@ -50,9 +50,12 @@ non-zero if any index is in error.`,
 			}
 			fmt.Fprintf(w, "%s\t%s(%s)\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
 				v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], bytesText(v[8]), v[9], bytesText(v[10]))
-			if v[4] == "error" {
+			switch v[4] {
+			case "error":
 				failed++
 				fmt.Fprintf(w, "  error: %s\n", v[11])
+			case "waiting":
+				fmt.Fprintf(w, "  %s\n", v[11])
 			}
 		}
 		if err := rows.Err(); err != nil {

@@ -55,22 +55,22 @@ func (sc *Sidecar) probesHandler() *http.ServeMux {
 
 // readiness says whether the sidecar should receive queries: no index is
 // still on its first copy, at least one serves, and, if requireAll, none
-// is in error. An index in error otherwise leaves the others serving; it
-// shows in vecside_status() and the metrics. counts says how many
-// indexes are in each state.
+// is in error or waiting. An index in error or waiting otherwise leaves
+// the others serving; it shows in vecside_status() and the metrics.
+// counts says how many indexes are in each state.
 func readiness(statuses []indexer.Status, requireAll bool) (ready bool, counts string) {
 	n := map[indexer.State]int{}
 	for _, s := range statuses {
 		n[s.State]++
 	}
 	var b strings.Builder
-	for i, state := range []indexer.State{indexer.StateReady, indexer.StateBuilding, indexer.StateError} {
+	for i, state := range []indexer.State{indexer.StateReady, indexer.StateBuilding, indexer.StateError, indexer.StateWaiting} {
 		if i > 0 {
 			b.WriteString(" ")
 		}
 		fmt.Fprintf(&b, "%d %s", n[state], state)
 	}
-	ready = n[indexer.StateBuilding] == 0 && n[indexer.StateReady] > 0 && (!requireAll || n[indexer.StateError] == 0)
+	ready = n[indexer.StateBuilding] == 0 && n[indexer.StateReady] > 0 && (!requireAll || n[indexer.StateError]+n[indexer.StateWaiting] == 0)
 	return ready, b.String()
 }
 

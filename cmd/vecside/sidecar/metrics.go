@@ -90,7 +90,7 @@ var (
 )
 
 // Readiness, as /readyz answers it.
-var mReady = newDesc("vecside_ready", "1 when /readyz answers 200: every index has finished its first copy (and, with --ready-requires-all, none is in error).", gauge)
+var mReady = newDesc("vecside_ready", "1 when /readyz answers 200: every index has finished its first copy (and, with --ready-requires-all, none is in error or waiting).", gauge)
 
 // indexGauges are the per-index series read from indexer.Status.
 var indexGauges = []struct {
@@ -121,9 +121,9 @@ var indexGauges = []struct {
 }
 
 var (
-	mIndexState    = newDesc("vecside_index_state", "1 for the index's lifecycle state (building, ready, error), 0 for the others.", gauge, "index", "state")
+	mIndexState    = newDesc("vecside_index_state", "1 for the index's lifecycle state (building, ready, error, waiting), 0 for the others.", gauge, "index", "state")
 	mCheckpointAge = newDesc("vecside_index_checkpoint_age_seconds", "Time since the index's last checkpoint; absent before the first.", gauge, "index")
-	allIndexStates = []indexer.State{indexer.StateBuilding, indexer.StateReady, indexer.StateError}
+	allIndexStates = []indexer.State{indexer.StateBuilding, indexer.StateReady, indexer.StateError, indexer.StateWaiting}
 	plainDescs     = []desc{mTransactions, mChanges, mApplyRate, mBadKeys, mUnknown, mRepairs, mReconnects, mCopiedTotal, mConfirmed,
 		mSourceWAL, mSlotStatus, mSlotRetained, mSlotSafe, mSlotXminAge, mSlotConfirmed,
 		mRunning, mWaiting, mAdmitted, mRejected, mConnections, mRequests, mErrors, mFaults, mReady, mIndexState, mCheckpointAge}

@@ -68,7 +68,7 @@ func TestMetricsAndProbes(t *testing.T) {
 	}
 	close(gate)
 	waitFor(t, "/readyz to answer 200", func() bool { code, _ := get(t, probes+"/readyz", ""); return code == http.StatusOK })
-	if _, body := get(t, probes+"/readyz", ""); body != "ready: 1 ready 0 building 1 error\n" {
+	if _, body := get(t, probes+"/readyz", ""); body != "ready: 1 ready 0 building 1 error 0 waiting\n" {
 		t.Errorf("/readyz with a failed index: %q", body)
 	}
 	var state, failure string
@@ -148,7 +148,7 @@ func TestMetricsAndProbes(t *testing.T) {
 	waitFor(t, "the index to be ready again", func() bool {
 		return stateOf(sc, "items_v") == indexer.StateReady && stateOf(sc, "bad_e") == indexer.StateError
 	})
-	if code, body := get(t, probes+"/readyz", ""); code != http.StatusServiceUnavailable || body != "not ready: 1 ready 0 building 1 error\n" {
+	if code, body := get(t, probes+"/readyz", ""); code != http.StatusServiceUnavailable || body != "not ready: 1 ready 0 building 1 error 0 waiting\n" {
 		t.Errorf("/readyz with --ready-requires-all and a failed index: %d %q", code, body)
 	}
 	if code, body := get(t, metrics+"/metrics", ""); code != http.StatusUnauthorized || strings.Contains(body, "items_v") {
@@ -298,7 +298,7 @@ func TestReadiness(t *testing.T) {
 		}
 		return out
 	}
-	const b, r, e = indexer.StateBuilding, indexer.StateReady, indexer.StateError
+	const b, r, e, w = indexer.StateBuilding, indexer.StateReady, indexer.StateError, indexer.StateWaiting
 	for _, c := range []struct {
 		statuses   []indexer.Status
 		requireAll bool
@@ -310,6 +310,9 @@ func TestReadiness(t *testing.T) {
 		{st(r, e), true, false},
 		{st(e), false, false},
 		{st(b, e), false, false},
+		{st(r, w), false, true},
+		{st(r, w), true, false},
+		{st(w), false, false},
 		{nil, false, false},
 	} {
 		if got, counts := readiness(c.statuses, c.requireAll); got != c.want {

@@ -347,6 +347,8 @@ func WaitReady(ctx context.Context, e *indexer.Entry, timeout time.Duration) err
 			return nil
 		case state == indexer.StateError:
 			return fmt.Errorf("index %s: %s", e.Spec().Name, msg)
+		case time.Now().After(deadline) && msg != "":
+			return fmt.Errorf("index %s not ready after %s: %s: %s", e.Spec().Name, timeout, state, msg)
 		case time.Now().After(deadline):
 			return fmt.Errorf("index %s not ready after %s", e.Spec().Name, timeout)
 		}
