@@ -3,6 +3,7 @@ package indexer
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -40,6 +41,20 @@ func (ix *Indexer) Add(spec Spec) (*Entry, error) {
 	ix.entries[spec.Name] = e
 	ix.order = append(ix.order, e)
 	return e, nil
+}
+
+// Remove takes the index name out of the set, and returns it: searches
+// no longer find it. It is not an error to remove an index that is not
+// there (nil).
+func (ix *Indexer) Remove(name string) *Entry {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	e := ix.entries[name]
+	if e != nil {
+		delete(ix.entries, name)
+		ix.order = slices.DeleteFunc(ix.order, func(x *Entry) bool { return x == e })
+	}
+	return e
 }
 
 // Get finds an index by name.

@@ -136,7 +136,9 @@
 // is synced on its own: a temporary slot exports a snapshot, its table is
 // copied (in parallel ctid ranges when large) while the stream goes on,
 // transactions committed before the snapshot are skipped for it, and keys
-// changed after it win over the copy.
+// changed after it win over the copy. Such syncs run one at a time, so
+// that several tables copied again at once (after a migration) take the
+// memory and cores of one.
 //
 // The slot and the publication are checked every HealthInterval: an
 // invalidated slot stops the replicator or, with OnSlotLost "resync",

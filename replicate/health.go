@@ -60,6 +60,8 @@ func (r *Replicator) monitor(ctx context.Context, tables []*table, every time.Du
 		select {
 		case <-ctx.Done():
 			return nil
+		case <-r.change:
+			return errCatalogChanged
 		case <-tick.C:
 		}
 	}

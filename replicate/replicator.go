@@ -26,7 +26,8 @@ type Config struct {
 	Source string
 	// Name names the publication and the slot. Default "vecside".
 	Name string
-	// Entries are the indexes to feed; they must not be empty.
+	// Entries are the indexes to feed at first; Add and Remove change
+	// them.
 	Entries []*indexer.Entry
 	// StatusInterval is the longest gap between status updates; it is
 	// shortened to half of wal_sender_timeout. Default 10 s.
@@ -115,6 +116,9 @@ type Replicator struct {
 	streamed atomic.Bool    // the current attempt reached streaming
 	pending  map[Index]bool // entries that hold no copy of their table yet
 	waiting  map[Index]waitFor
+	// change is signalled when indexes are added or removed: the session
+	// ends, and the next resolves the new set.
+	change chan struct{}
 }
 
 var slotName = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
@@ -126,9 +130,6 @@ func New(cfg Config) (*Replicator, error) {
 	}
 	if !slotName.MatchString(cfg.Name) {
 		return nil, fmt.Errorf("name %q: want [a-z_][a-z0-9_]{0,62} (it names the publication and the slot)", cfg.Name)
-	}
-	if len(cfg.Entries) == 0 {
-		return nil, errors.New("no index to replicate")
 	}
 	if cfg.StatusInterval <= 0 {
 		cfg.StatusInterval = 10 * time.Second
@@ -155,13 +156,51 @@ func New(cfg Config) (*Replicator, error) {
 	if cfg.CopyReaders <= 0 {
 		cfg.CopyReaders = runtime.NumCPU()
 	}
-	r := &Replicator{cfg: cfg, log: cfg.Logger.With("subsystem", "replicate"), pending: map[Index]bool{}, waiting: map[Index]waitFor{}}
+	r := &Replicator{cfg: cfg, log: cfg.Logger.With("subsystem", "replicate"), pending: map[Index]bool{}, waiting: map[Index]waitFor{}, change: make(chan struct{}, 1)}
 	for _, e := range cfg.Entries {
 		x := entry{e}
 		r.indexes = append(r.indexes, x)
 		r.pending[x] = true
 	}
 	return r, nil
+}
+
+// entries are the indexes fed now.
+func (r *Replicator) entries() []Index {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.indexes)
+}
+
+// Add feeds e too, from a copy of its table while the others stream on:
+// the session ends, and the next resolves the tables with e's.
+func (r *Replicator) Add(e *indexer.Entry) {
+	x := entry{e}
+	r.mu.Lock()
+	r.indexes = append(r.indexes, x)
+	r.pending[x] = true
+	r.mu.Unlock()
+	r.changed()
+}
+
+// Remove stops feeding e; the session ends, and the next leaves its table
+// out if no other index reads it.
+func (r *Replicator) Remove(e *indexer.Entry) {
+	x := entry{e}
+	r.mu.Lock()
+	r.indexes = slices.DeleteFunc(r.indexes, func(i Index) bool { return i == x })
+	delete(r.pending, x)
+	delete(r.waiting, x)
+	r.mu.Unlock()
+	r.changed()
+}
+
+// changed tells the session under way that the indexes changed.
+func (r *Replicator) changed() {
+	select {
+	case r.change <- struct{}{}:
+	default:
+	}
 }
 
 // Stats exposes the counters.
@@ -200,6 +239,7 @@ func (r *Replicator) Covered() indexer.LSN {
 func (r *Replicator) Run(ctx context.Context) error {
 	backoff := time.Second
 	for {
+		began := time.Now()
 		err := r.runOnce(ctx)
 		if ctx.Err() != nil {
 			return nil
@@ -208,13 +248,19 @@ func (r *Replicator) Run(ctx context.Context) error {
 			return err
 		}
 		if errors.Is(err, errCatalogChanged) {
+			// At once, but never more than a session a second, whatever
+			// keeps changing.
 			backoff = time.Second
+			select {
+			case <-ctx.Done():
+			case <-time.After(time.Until(began.Add(time.Second))):
+			}
 			continue
 		}
 		if isSlotLost(err) {
 			if r.cfg.OnSlotLost == "fail" {
 				lost := fmt.Errorf("replication slot %s was invalidated (it retained more WAL than max_slot_wal_keep_size allows), so changes were lost; restart with --on-slot-lost=resync to copy the tables again: %w", r.cfg.Name, err)
-				for _, e := range r.indexes {
+				for _, e := range r.entries() {
 					e.Fail(lost)
 				}
 				return lost
@@ -292,7 +338,7 @@ func (r *Replicator) runOnce(ctx context.Context) error {
 		// them before the new source is reported (see indexer's
 		// SearchOptions.XIDSource).
 		r.log.Warn("the source changed system or timeline; forgetting every row's xid", "system", src.SystemID, "timeline", src.Timeline)
-		for _, e := range r.indexes {
+		for _, e := range r.entries() {
 			e.Stream().ForgetAllXIDs()
 		}
 	}
@@ -336,16 +382,14 @@ func (r *Replicator) runOnce(ctx context.Context) error {
 	dec.before = r.cfg.BeforeMessage
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	background := make(chan error, 2+len(syncs))
+	background := make(chan error, 3)
 	go func() { background <- r.monitor(sctx, tables, r.cfg.HealthInterval) }()
 	go func() { background <- r.rebuilds(sctx, tables) }()
-	for _, s := range syncs {
-		go func() { background <- r.copy(sctx, s.job, func() { s.repl.Close(context.Background()) }) }()
-	}
+	go func() { background <- r.copyInTurn(sctx, syncs) }()
 	streamDone := make(chan error, 1)
 	go func() { streamDone <- r.stream(sctx, repl, start, dec, statusEvery) }()
 	// The first failure stops the rest; a sync or the monitor may be it.
-	for waiting := 2 + len(syncs); ; {
+	for waiting := 3; ; {
 		select {
 		case err := <-streamDone:
 			cancel()
@@ -369,6 +413,19 @@ func (r *Replicator) runOnce(ctx context.Context) error {
 	}
 }
 
+// copyInTurn runs the table syncs one after another: the memory and the
+// cores that copies take stay those of one table's (a rebuild, one at a
+// time too, may run beside it), however many tables are copied again at
+// once after a migration.
+func (r *Replicator) copyInTurn(ctx context.Context, syncs []tableSync) error {
+	for _, s := range syncs {
+		if err := r.copy(ctx, s.job, func() { s.repl.Close(context.Background()) }); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // resolve resolves the tables and brings the publication up to date. An
 // index whose table does not exist, or that the publication does not
 // include and the sidecar's role cannot add, waits; one whose definition
@@ -377,7 +434,8 @@ func (r *Replicator) runOnce(ctx context.Context) error {
 // start with no index left to serve or wait is that an error, which says
 // at once what to fix.
 func (r *Replicator) resolve(ctx context.Context, conn *pgx.Conn) ([]*table, error) {
-	tables, unresolved, err := resolveTables(ctx, conn, r.cfg.Name, r.indexes, r.binding, r.log)
+	indexes := r.entries()
+	tables, unresolved, err := resolveTables(ctx, conn, r.cfg.Name, indexes, r.binding, r.log)
 	if err != nil {
 		return nil, err
 	}
@@ -400,8 +458,8 @@ func (r *Replicator) resolve(ctx context.Context, conn *pgx.Conn) ([]*table, err
 		}
 	}
 	r.follow(tables)
-	specs := make([]indexer.Spec, len(r.indexes))
-	for i, e := range r.indexes {
+	specs := make([]indexer.Spec, len(indexes))
+	for i, e := range indexes {
 		specs[i] = e.Spec()
 	}
 	own, err := claim(ctx, conn, r.cfg.Name, specs)
@@ -430,11 +488,11 @@ func (r *Replicator) resolve(ctx context.Context, conn *pgx.Conn) ([]*table, err
 	first := !r.resolved
 	r.resolved = true
 	r.mu.Unlock()
-	if !first || slices.ContainsFunc(r.indexes, func(e Index) bool { state, _ := e.State(); return state != indexer.StateError }) {
+	if !first || len(indexes) == 0 || slices.ContainsFunc(indexes, func(e Index) bool { state, _ := e.State(); return state != indexer.StateError }) {
 		return tables, nil
 	}
-	failed := make([]error, len(r.indexes))
-	for i, e := range r.indexes {
+	failed := make([]error, len(indexes))
+	for i, e := range indexes {
 		_, why := e.State()
 		failed[i] = errors.New(why)
 	}
@@ -554,8 +612,9 @@ type tableSync struct {
 // (restored from checkpoints, or from before a reconnect), the stream
 // resumes from the oldest of their positions, and each table with pending
 // indexes is copied under a temporary slot's snapshot while the stream
-// goes on. When none does, the slot is dropped and recreated, and every
-// table copied under its snapshot before streaming starts.
+// goes on. When none does and some are pending, the slot is dropped and
+// recreated, and every table copied under its snapshot before streaming
+// starts.
 //
 // Either way the slot is not told more than it was until the copied
 // indexes are durable (see Covered): their covered LSN is zero meanwhile.
@@ -576,7 +635,9 @@ func (r *Replicator) prepareSlot(ctx context.Context, conn *pgx.Conn, repl *pgco
 			return 0, 0, nil, err
 		}
 		r.recopyBehind(tables, slotAt)
-		if holding, pending := r.split(tables); len(holding) > 0 {
+		// With nothing to copy either (every index in error, waiting or
+		// gone), the slot stays as it is.
+		if holding, pending := r.split(tables); len(holding) > 0 || len(pending) == 0 {
 			syncs, err := r.startSyncs(ctx, pending)
 			return resumeFrom(holding, slotAt), slotAt, syncs, err
 		}

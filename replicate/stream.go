@@ -132,7 +132,7 @@ func (r *Replicator) sendStatus(ctx context.Context, repl *pgconn.PgConn, receiv
 
 // noneFollows reports whether every index is in error or waiting.
 func (r *Replicator) noneFollows() bool {
-	for _, e := range r.indexes {
+	for _, e := range r.entries() {
 		if state, _ := e.State(); state.Follows() {
 			return false
 		}

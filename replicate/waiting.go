@@ -87,8 +87,13 @@ func (r *Replicator) wait(e Index, w waitFor) {
 func (r *Replicator) checkWaiting(ctx context.Context, conn *pgx.Conn) error {
 	r.mu.Lock()
 	waits := make([]waitFor, 0, len(r.waiting))
-	for _, w := range r.waiting {
-		waits = append(waits, w)
+	for e, w := range r.waiting {
+		// One failed since (its table was found wrong) waits no more.
+		if state, _ := e.State(); state == indexer.StateWaiting {
+			waits = append(waits, w)
+		} else {
+			delete(r.waiting, e)
+		}
 	}
 	r.mu.Unlock()
 	for _, w := range waits {

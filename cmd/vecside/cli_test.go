@@ -35,6 +35,29 @@ func run(t *testing.T, args ...string) (string, error) {
 	return clitest.Run(t, newApp(), append([]string{"vecside", "--log-level", "error"}, args...)...)
 }
 
+// TestCheckListsDeclaredIndexes: check with no --index lists what serve
+// would serve of what the database declares, checks each, and says why
+// a declaration is not served.
+func TestCheckListsDeclaredIndexes(t *testing.T) {
+	ctx := context.Background()
+	dsn := pgtest.Shared(t).NewDatabase(t)
+	db := pgtest.Connect(t, dsn)
+	if _, err := db.Exec(ctx, pgtest.StandInPgvectorIndexes+`CREATE TABLE items (id int PRIMARY KEY, embedding real[]);
+		CREATE INDEX items_embedding_idx ON items USING hnsw (embedding vector_cosine_ops);
+		CREATE INDEX items_l1 ON items USING hnsw (embedding vector_l1_ops)`); err != nil {
+		t.Fatal(err)
+	}
+	out, err := run(t, "check", "--source", dsn)
+	if err != nil || !strings.Contains(out, `serves items_embedding_idx="public"."items"("embedding") key="id" metric=cosine kind=hnsw`) ||
+		!strings.Contains(out, "ok    index items_embedding_idx") ||
+		!regexp.MustCompile(`warn\s+declared pgvector index public.items_l1\s+not served: operator class vector_l1_ops`).MatchString(out) {
+		t.Fatalf("check with no --index: %v\n%s", err, out)
+	}
+	if out, err := run(t, "check", "--source", dsn, "--discover", "off"); err != nil || strings.Contains(out, "declared") {
+		t.Errorf("check --discover off: %v\n%s", err, out)
+	}
+}
+
 func TestSearchCheckTeardown(t *testing.T) {
 	ctx := context.Background()
 	dsn := pgtest.Shared(t).NewDatabase(t)

@@ -22,7 +22,13 @@ import (
 var serveCommand = &cli.Command{
 	Name:  "serve",
 	Usage: "follow a database through logical replication and answer knn requests",
-	Description: `Each --index names a table's vector column to index:
+	Description: `With no --index, vecside serves what the database declares: each
+pgvector index (CREATE INDEX ... USING hnsw (embedding vector_cosine_ops))
+and each column commented for it (COMMENT ON COLUMN items.embedding IS
+'vecside: metric=cosine kind=ivf'), as they are created and dropped.
+
+Each --index names a table's vector column to index, beside those or
+instead of one of them:
 
    --index 'items_embedding=public.items(embedding) key=id metric=cosine kind=flat'
 
@@ -39,7 +45,10 @@ PostgreSQL (see vecside proxy --help).`,
 	Flags: slices.Concat(
 		categorized(catSource, configFlag, sourceFlag, nameFlag),
 		[]cli.Flag{
-			&cli.StringSliceFlag{Category: catSource, Name: "index", Usage: "an index: 'NAME=SCHEMA.TABLE(COLUMN) key=KEYCOL metric=l2|cosine|ip kind=flat' (repeatable); where='CONDITION' indexes only the rows that satisfy it, a condition on the key (a row filter on this sidecar's publication: one shard of a table several sidecars share)", EnvVars: []string{"VECSIDE_INDEX"}, Required: true},
+			&cli.StringSliceFlag{Category: catSource, Name: "index", Usage: "an index: 'NAME=SCHEMA.TABLE(COLUMN) key=KEYCOL metric=l2|cosine|ip kind=flat' (repeatable); where='CONDITION' indexes only the rows that satisfy it, a condition on the key (a row filter on this sidecar's publication: one shard of a table several sidecars share)", EnvVars: []string{"VECSIDE_INDEX"}},
+			&cli.StringFlag{Category: catSource, Name: "discover", Value: "auto", Usage: "also serve the indexes the database declares: its pgvector indexes (hnsw, ivfflat) and its columns commented 'vecside: metric=… [kind=…]', followed as they are created and dropped: auto (when no --index is given), on or off", EnvVars: []string{"VECSIDE_DISCOVER"}},
+			&cli.StringSliceFlag{Category: catSource, Name: "discover-tables", Usage: "serve only the declarations of tables matching these schema.table globs; a pattern starting with ! excludes (repeatable: --discover-tables 'public.*' --discover-tables '!public.tmp_*')", EnvVars: []string{"VECSIDE_DISCOVER_TABLES"}},
+			&cli.DurationFlag{Category: catSource, Name: "discover-interval", Value: 5 * time.Second, Usage: "how often the catalog is read for declared indexes", EnvVars: []string{"VECSIDE_DISCOVER_INTERVAL"}},
 			&cli.StringFlag{Category: catSource, Name: "on-slot-lost", Value: "fail", Usage: "when Postgres invalidates the slot: fail (stop with an error) or resync (copy the tables again)", EnvVars: []string{"VECSIDE_ON_SLOT_LOST"}},
 			&cli.DurationFlag{Category: catSource, Name: "receive-timeout", Value: time.Minute, Usage: "reconnect when the replication connection has been silent this long, even after asking the server to answer (a network partition or a vanished server)", EnvVars: []string{"VECSIDE_RECEIVE_TIMEOUT"}},
 			&cli.StringFlag{Category: catListeners, Name: "listen", Value: "127.0.0.1:6433", Usage: "address of the pgwire server (a second sidecar on the same host needs its own, as for every listener)", EnvVars: []string{"VECSIDE_LISTEN"}},
@@ -91,6 +100,7 @@ PostgreSQL (see vecside proxy --help).`,
 			TLSRequired:      c.Bool("tls-required"),
 			MetricsTLS:       metricsTLS,
 			Indexes:          c.StringSlice("index"),
+			Discovery:        sidecar.Discovery{Mode: c.String("discover"), Tables: c.StringSlice("discover-tables"), Interval: c.Duration("discover-interval")},
 
 			OnSlotLost:         c.String("on-slot-lost"),
 			ReceiveTimeout:     c.Duration("receive-timeout"),

@@ -38,10 +38,12 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/vecside/vecside/indexer"
 	"github.com/vecside/vecside/replicate"
+	"github.com/vecside/vecside/replicate/declared"
 	"github.com/vecside/vecside/rpc"
 )
 
@@ -67,7 +69,9 @@ type Config struct {
 	TLSRequired      bool
 	MetricsTLS       *tls.Config // HTTPS for the metrics and probes listeners, if set
 	Indexes          []string    // --index definitions
-	OnSlotLost       string      // fail or resync
+	// Discovery serves the indexes the database declares too.
+	Discovery  Discovery
+	OnSlotLost string // fail or resync
 	// ReceiveTimeout is how long the stream may be silent before its
 	// connection is presumed dead; zero takes the replicator's default.
 	ReceiveTimeout time.Duration
@@ -122,6 +126,7 @@ func Start(parent context.Context, cfg Config) (*Sidecar, error) {
 		log = slog.Default()
 	}
 	ix := indexer.NewWithLimits(cfg.Searches)
+	var flags []indexer.Spec
 	for _, def := range cfg.Indexes {
 		spec, err := indexer.ParseSpec(def)
 		if err != nil {
@@ -130,6 +135,11 @@ func Start(parent context.Context, cfg Config) (*Sidecar, error) {
 		if _, err := ix.Add(spec); err != nil {
 			return nil, err
 		}
+		flags = append(flags, spec)
+	}
+	follow, err := startDiscovery(parent, cfg, ix, flags, log)
+	if err != nil {
+		return nil, err
 	}
 	rcfg := replicate.Config{
 		Source: cfg.Source, Name: cfg.Name, Entries: ix.Entries(), DataDir: cfg.DataDir,
@@ -167,9 +177,13 @@ func Start(parent context.Context, cfg Config) (*Sidecar, error) {
 		log.Warn("/metrics is open to anyone who reaches --metrics-listen, and names every index: set --metrics-token-file, listen on loopback, and give probes their own --probes-listen", "metrics_listen", ls.metrics.Addr().String())
 	}
 	ctx, cancel := context.WithCancel(parent)
-	sc := &Sidecar{Indexer: ix, Replicator: rep, Server: srv, Addr: ls.pgwire.Addr(), cfg: cfg, errs: make(chan error, 5), ctx: ctx, cancel: cancel, log: log}
+	sc := &Sidecar{Indexer: ix, Replicator: rep, Server: srv, Addr: ls.pgwire.Addr(), cfg: cfg, errs: make(chan error, 8), ctx: ctx, cancel: cancel, log: log}
 	sc.registry = newRegistry(sc)
 	sc.goRun("replication", func() error { return rep.Run(ctx) })
+	if follow != nil {
+		follow.add, follow.remove = rep.Add, rep.Remove
+		sc.goRun("declared indexes", func() error { return follow.run(ctx, cfg.Source, cfg.Discovery.Interval) })
+	}
 	sc.goRun("pgwire", func() error { return srv.Serve(ctx, ls.pgwire) })
 	if ls.unix != nil {
 		sc.UnixSocket = ls.unix.Addr().String()
@@ -193,6 +207,40 @@ func Start(parent context.Context, cfg Config) (*Sidecar, error) {
 	}
 	log.Info("vecside serving", "listen", sc.Addr.String(), "metrics", addrText(sc.MetricsAddr), "probes", addrText(sc.ProbesAddr), "indexes", len(cfg.Indexes))
 	return sc, nil
+}
+
+// startDiscovery reads the indexes the database declares, when cfg says
+// to, and adds them to ix before the replicator starts; the follower it
+// returns (nil when discovery is off) keeps them up to date. A database
+// that cannot be read now is not an error: the follower tries again.
+func startDiscovery(ctx context.Context, cfg Config, ix *indexer.Indexer, flags []indexer.Spec, log *slog.Logger) (*follower, error) {
+	on, err := cfg.Discovery.Enabled(len(flags))
+	if err != nil || !on {
+		return nil, err
+	}
+	filter, err := declared.ParseFilter(cfg.Discovery.Tables)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Discovery.Interval <= 0 {
+		cfg.Discovery.Interval = 5 * time.Second
+	}
+	f := &follower{ix: ix, flags: flags, filter: filter, dataDir: cfg.DataDir, served: map[string]string{},
+		log: log.With("subsystem", "declared"), add: func(*indexer.Entry) {}, remove: func(*indexer.Entry) {}}
+	qctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(qctx, cfg.Source)
+	if err == nil {
+		err = f.sync(qctx, conn)
+		conn.Close(context.Background())
+	}
+	switch {
+	case err != nil:
+		f.log.Warn("reading the declared indexes failed; retrying", "err", err)
+	case len(ix.Entries()) == 0:
+		f.log.Warn("no index declared yet: serving each pgvector index (hnsw, ivfflat) and each column commented 'vecside: metric=…' as they appear")
+	}
+	return f, nil
 }
 
 // Register adds c's series to those /metrics serves, as vecside serve
