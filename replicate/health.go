@@ -138,8 +138,8 @@ func (r *Replicator) checkPublication(ctx context.Context, conn *pgx.Conn, table
 		var why string
 		switch {
 		case !listed.found:
-			var exists bool
-			if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_class WHERE oid = $1)`, t.oid).Scan(&exists); err != nil {
+			exists, err := relationExists(ctx, conn, t.oid)
+			if err != nil {
 				return fmt.Errorf("looking up table %s: %w", t.qualified(), err)
 			}
 			why = fmt.Sprintf("table %s (OID %d) was dropped; waiting for a table of that name, which is copied", t.qualified(), t.oid)

@@ -40,8 +40,7 @@ func (w waitFor) over(ctx context.Context, conn *pgx.Conn, pub string) (bool, er
 		err := conn.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, w.table).Scan(&exists)
 		return exists, err
 	}
-	var exists bool
-	if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_class WHERE oid = $1)`, w.oid).Scan(&exists); err != nil || !exists {
+	if exists, err := relationExists(ctx, conn, w.oid); err != nil || !exists {
 		return !exists, err
 	}
 	listed, err := readListing(ctx, conn, pub, w.oid)
@@ -49,6 +48,13 @@ func (w waitFor) over(ctx context.Context, conn *pgx.Conn, pub string) (bool, er
 		return false, err
 	}
 	return !slices.ContainsFunc(w.attnums, func(n int16) bool { return !listed.has(n) }), nil
+}
+
+// relationExists reports whether a relation of OID oid exists.
+func relationExists(ctx context.Context, conn *pgx.Conn, oid uint32) (bool, error) {
+	var exists bool
+	err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_class WHERE oid = $1)`, oid).Scan(&exists)
+	return exists, err
 }
 
 // missingTable is the wait of an index for table (qualified, quoted) to
