@@ -80,6 +80,7 @@ const replicaKey = `LEFT JOIN LATERAL (
 
 const pgvectorSQL = `
 SELECT n.nspname, ct.relname, ci.relname, am.amname, oc.opcname, coalesce(a.attname, ''),
+	CASE WHEN x.indkey[0] = 0 THEN pg_get_indexdef(x.indexrelid, 1, false) ELSE '' END,
 	coalesce(ci.reloptions, '{}'), coalesce(k.attname, ''), x.indisvalid
 FROM pg_index x
 JOIN pg_class ci ON ci.oid = x.indexrelid
@@ -159,21 +160,24 @@ func Find(ctx context.Context, conn *pgx.Conn, f Filter) ([]Declaration, []Skipp
 	if err != nil {
 		return nil, nil, fmt.Errorf("reading pgvector indexes: %w", err)
 	}
-	var index, method, opclass string
+	var index, method, opclass, expression string
 	var reloptions []string
 	var valid bool
-	_, err = pgx.ForEachRow(rows, []any{&schema, &table, &index, &method, &opclass, &column, &reloptions, &key, &valid}, func() error {
+	_, err = pgx.ForEachRow(rows, []any{&schema, &table, &index, &method, &opclass, &column, &expression, &reloptions, &key, &valid}, func() error {
 		if !f.admits(schema, table) {
 			return nil
 		}
 		from := "pgvector index " + schema + "." + index
+		if column == "" {
+			column = halfvecOf(expression)
+		}
 		metric, known := metrics[opclass]
 		why := noKey(key)
 		switch {
 		case !valid:
 			why = "not valid yet (being built, or a CREATE INDEX CONCURRENTLY failed)"
 		case column == "":
-			why = "an index on an expression: declare its column with COMMENT ON COLUMN … IS 'vecside: …' instead"
+			why = "an index on an expression other than column::halfvec(n): declare its column with COMMENT ON COLUMN … IS 'vecside: …' instead"
 		case !known:
 			why = "operator class " + opclass + " has no metric here (l2, cosine and ip do)"
 		}
@@ -189,6 +193,25 @@ func Find(ctx context.Context, conn *pgx.Conn, f Filter) ([]Declaration, []Skipp
 		return nil, nil, fmt.Errorf("reading pgvector indexes: %w", err)
 	}
 	return found, skipped, nil
+}
+
+// halfvecCast is an index expression casting a column to halfvec, as
+// pg_get_indexdef writes it: ((embedding)::halfvec(768)).
+var halfvecCast = regexp.MustCompile(`^\(\(([a-z_][a-z0-9_$]*|"(?:[^"]|"")+")\)::(?:[a-z_][a-z0-9_$]*\.)?halfvec(?:\(\d+\))?\)$`)
+
+// halfvecOf is the column an index expression casts to halfvec, or ""
+// for any other expression. The sidecar serves such an index from the
+// column's vectors: PostgreSQL ranks its candidates by the halfvec
+// distance the statement computes.
+func halfvecOf(expression string) string {
+	m := halfvecCast.FindStringSubmatch(expression)
+	if m == nil {
+		return ""
+	}
+	if name, quoted := strings.CutPrefix(m[1], `"`); quoted {
+		return strings.ReplaceAll(strings.TrimSuffix(name, `"`), `""`, `"`)
+	}
+	return m[1]
 }
 
 // noKey says why a table with replica-identity column key (empty: none

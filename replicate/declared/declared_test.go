@@ -32,7 +32,7 @@ func connect(t *testing.T, setup string) *pgx.Conn {
 func TestFind(t *testing.T) {
 	conn := connect(t, pgtest.StandInPgvectorIndexes+`
 		CREATE SCHEMA app;
-		CREATE TABLE items (id bigint PRIMARY KEY, embedding real[], other real[], body text);
+		CREATE TABLE items (id bigint PRIMARY KEY, embedding real[], other real[], "Other" real[], body text);
 		CREATE TABLE app.docs (code text NOT NULL, v real[]);
 		CREATE UNIQUE INDEX docs_code ON app.docs (code);
 		ALTER TABLE app.docs REPLICA IDENTITY USING INDEX docs_code;
@@ -42,6 +42,10 @@ func TestFind(t *testing.T) {
 		CREATE INDEX items_l2 ON items USING ivfflat (embedding vector_l2_ops);
 		CREATE INDEX items_l1 ON items USING hnsw (embedding vector_l1_ops);
 		CREATE INDEX items_expr ON items USING hnsw ((embedding || ARRAY[1::real]) vector_cosine_ops);
+		CREATE DOMAIN halfvec AS real[];
+		CREATE OPERATOR CLASS halfvec_ip_ops FOR TYPE halfvec USING hnsw AS OPERATOR 1 = (anyarray, anyarray), FUNCTION 1 hash_array(anyarray);
+		CREATE INDEX items_half ON items USING hnsw ((other::halfvec) halfvec_ip_ops);
+		CREATE INDEX items_half_quoted ON items USING hnsw (("Other"::halfvec) halfvec_ip_ops);
 		CREATE INDEX ON app.docs USING ivfflat (v vector_ip_ops);
 		CREATE INDEX ON nokey USING hnsw (v vector_l2_ops);
 		CREATE INDEX ON scratch USING hnsw (v vector_l2_ops);
@@ -65,6 +69,7 @@ func TestFind(t *testing.T) {
 		`items_embedding="public"."items"("embedding") key="id" metric=cosine kind=flat <- comment on public.items.embedding`,
 		`items_other="public"."items"("other") key="id" metric=ip kind=ivf store=ext8 <- comment on public.items.other`,
 		`app_docs_v_idx="app"."docs"("v") key="code" metric=ip kind=hnsw <- pgvector index app.docs_v_idx`,
+		`items_half_quoted="public"."items"("Other") key="id" metric=ip kind=hnsw <- pgvector index public.items_half_quoted`,
 		`items_l2="public"."items"("embedding") key="id" metric=l2 kind=hnsw <- pgvector index public.items_l2`,
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
@@ -80,13 +85,33 @@ func TestFind(t *testing.T) {
 		"pgvector index public.items_expr":          "expression",
 		"pgvector index public.nokey_v_idx":         "no single-column primary key",
 		"pgvector index public.items_embedding_idx": "another declaration serves",
+		"pgvector index public.items_half":          "another declaration serves",
 	} {
 		if !strings.Contains(why[from], says) {
 			t.Errorf("%s: skipped for %q, want a reason saying %q", from, why[from], says)
 		}
 	}
-	if len(skipped) != 5 {
-		t.Errorf("%d skipped, want 5 (the filtered-out table is not reported): %+v", len(skipped), skipped)
+	if len(skipped) != 6 {
+		t.Errorf("%d skipped, want 6 (the filtered-out table is not reported): %+v", len(skipped), skipped)
+	}
+}
+
+// TestHalfvecExpressions: pgvector's halfvec expression index is served
+// from the column it casts, wherever the extension's schema is; any
+// other expression is not.
+func TestHalfvecExpressions(t *testing.T) {
+	for expression, column := range map[string]string{
+		"((embedding)::halfvec(768))":             "embedding",
+		"((embedding)::extensions.halfvec(3))":    "embedding",
+		`(("My ""Emb""")::halfvec)`:               `My "Emb"`,
+		"((embedding)::halfvec(768)[])":           "",
+		"(((embedding)::halfvec(768))::vector)":   "",
+		"(l2_normalize(embedding)::halfvec(768))": "",
+		"((a || b)::halfvec)":                     "",
+	} {
+		if got := halfvecOf(expression); got != column {
+			t.Errorf("%s: column %q, want %q", expression, got, column)
+		}
 	}
 }
 

@@ -16,18 +16,21 @@ import (
 //	SELECT target [, ...]
 //	FROM [ONLY] [schema.]table [[AS] alias]
 //	[WHERE condition]
-//	ORDER BY column {<-> | <=> | <#>} vector [ASC]
+//	ORDER BY column[::halfvec[(n)]] {<-> | <=> | <#>} vector [ASC]
 //	LIMIT count [OFFSET skip]
 //
 // one statement, where
 //
 //   - column is the indexed vector column, bare or qualified by the alias
-//     (or by the table's name when there is none), on the operator's left;
+//     (or by the table's name when there is none), on either side of the
+//     operator; cast to halfvec, as a query of pgvector's halfvec
+//     expression index is written, the vector is then halfvec too;
 //   - the operator is pgvector's for the index's metric: <-> l2, <=>
 //     cosine, <#> ip (negative inner product);
 //   - vector is a string literal ('[1,2,3]' or '{1,2,3}'), or a parameter
 //     $n (extended protocol), either one optionally cast to vector,
-//     vector(n), real[] or float4[];
+//     vector(n), real[] or float4[] (halfvec or halfvec(n) where the
+//     column is);
 //   - count and skip are integer literals (or strings of digits), or
 //     parameters (extended protocol);
 //   - targets and condition are made only of column references (a bare
@@ -66,7 +69,7 @@ var builtinTypes = map[string]bool{
 	"bool": true, "int2": true, "int4": true, "int8": true, "float4": true, "float8": true,
 	"numeric": true, "text": true, "varchar": true, "bpchar": true, "uuid": true,
 	"date": true, "timestamp": true, "timestamptz": true, "interval": true,
-	"json": true, "jsonb": true, "bytea": true, "vector": true,
+	"json": true, "jsonb": true, "bytea": true, "vector": true, "halfvec": true,
 }
 
 // query is a recognised statement.
@@ -82,10 +85,13 @@ type query struct {
 	table    string
 	only     bool // FROM ONLY: the rows of no inheriting table
 	column   string
-	metric   string
-	vector   vectorArg
-	limit    int64
-	offset   int64
+	// half: the column is cast to halfvec, so PostgreSQL orders by
+	// half-precision distances, which the sidecar's are not.
+	half   bool
+	metric string
+	vector vectorArg
+	limit  int64
+	offset int64
 	// limitParam and offsetParam are the parameters LIMIT and OFFSET
 	// are, if they are ($n, extended protocol): limit and offset are then
 	// set from the Bind.
@@ -208,13 +214,13 @@ func recognize(sql string) (*query, string) {
 func (q *query) operands(dist *pg_query.A_Expr, qualifier string) (*pg_query.Node, string) {
 	vectorSide := dist.Rexpr
 	var ok bool
-	if q.column, ok = columnName(dist.Lexpr, qualifier); !ok {
-		if q.column, ok = columnName(dist.Rexpr, qualifier); !ok {
+	if q.column, q.half, ok = indexedColumn(dist.Lexpr, qualifier); !ok {
+		if q.column, q.half, ok = indexedColumn(dist.Rexpr, qualifier); !ok {
 			return nil, "order"
 		}
 		vectorSide = dist.Lexpr
 	}
-	if q.vector, ok = vectorOperand(vectorSide); !ok {
+	if q.vector, ok = vectorOperand(vectorSide, q.half); !ok {
 		if vectorSide.GetSubLink() != nil {
 			return nil, "vector sub-select"
 		}
@@ -275,17 +281,41 @@ func columnName(n *pg_query.Node, qualifier string) (string, bool) {
 	return "", false
 }
 
-// vectorOperand recognises the query vector: a string literal or a
-// parameter, optionally cast to vector or real[].
-func vectorOperand(n *pg_query.Node) (vectorArg, bool) {
+// indexedColumn is the column a distance's operand names, bare or cast
+// to halfvec (half).
+func indexedColumn(n *pg_query.Node, qualifier string) (name string, half, ok bool) {
 	if tc := n.GetTypeCast(); tc != nil {
-		names := tc.TypeName.GetNames()
-		if len(names) == 0 || tc.TypeName.Setof {
-			return vectorArg{}, false
+		if castTo(tc) != "halfvec" {
+			return "", false, false
 		}
-		typ := names[len(names)-1].GetString_().GetSval()
-		array := len(tc.TypeName.ArrayBounds) == 1
-		if !(typ == "vector" && !array || typ == "float4" && array) {
+		name, ok = columnName(tc.Arg, qualifier)
+		return name, true, ok
+	}
+	name, ok = columnName(n, qualifier)
+	return name, false, ok
+}
+
+// castTo is the type a cast names, its last name with [] for an
+// array: "vector", "halfvec", "float4[]"; empty for SETOF.
+func castTo(tc *pg_query.TypeCast) string {
+	names := tc.TypeName.GetNames()
+	if len(names) == 0 || tc.TypeName.Setof || len(tc.TypeName.ArrayBounds) > 1 {
+		return ""
+	}
+	typ := names[len(names)-1].GetString_().GetSval()
+	if len(tc.TypeName.ArrayBounds) == 1 {
+		typ += "[]"
+	}
+	return typ
+}
+
+// vectorOperand recognises the query vector: a string literal or a
+// parameter, optionally cast to vector or real[], or to halfvec where
+// the column is (half).
+func vectorOperand(n *pg_query.Node, half bool) (vectorArg, bool) {
+	if tc := n.GetTypeCast(); tc != nil {
+		switch typ := castTo(tc); {
+		case half && typ != "halfvec", !half && typ != "vector" && typ != "float4[]":
 			return vectorArg{}, false
 		}
 		n = tc.Arg

@@ -4,6 +4,7 @@ package proxy
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	pg_query "github.com/pganalyze/pg_query_go/v6"
@@ -30,12 +31,18 @@ func TestRecognize(t *testing.T) {
 		// The vector first: the metrics are symmetric.
 		{"SELECT id FROM items ORDER BY '[1]' <=> embedding LIMIT 3", "", "items", "embedding", "cosine", vectorArg{literal: "[1]"}, 3, 0},
 		{"SELECT id, $1 <#> i.embedding AS d FROM items i ORDER BY d LIMIT $2", "", "items", "embedding", "ip", vectorArg{param: 1}, 0, 0},
+		// pgvector's halfvec expression index, as its README queries it.
+		{"SELECT id FROM items ORDER BY embedding::halfvec(3) <-> '[1,2,3]'::halfvec(3) LIMIT 5", "", "items", "embedding", "l2", vectorArg{literal: "[1,2,3]"}, 5, 0},
+		{"SELECT id, embedding::halfvec(3) <=> $1 AS d FROM items ORDER BY d LIMIT 5", "", "items", "embedding", "cosine", vectorArg{param: 1}, 5, 0},
 	}
 	for _, c := range accepted {
 		q, reason := recognize(c.sql)
 		if q == nil {
 			t.Errorf("%s: passed through (%q), want accepted", c.sql, reason)
 			continue
+		}
+		if q.half != strings.Contains(c.sql, "::halfvec") {
+			t.Errorf("%s: half %v", c.sql, q.half)
 		}
 		if q.schema != c.schema || q.table != c.table || q.column != c.column || q.metric != c.metric || q.vector != c.vector || q.limit != c.limit || q.offset != c.offset {
 			t.Errorf("%s: got %s.%s(%s) %s %+v limit %d offset %d", c.sql, q.schema, q.table, q.column, q.metric, q.vector, q.limit, q.offset)
@@ -70,6 +77,8 @@ func TestRecognize(t *testing.T) {
 		{"SELECT id FROM items ORDER BY (SELECT embedding FROM items WHERE id = 1) <-> embedding LIMIT 1", "vector sub-select"},
 		{"SELECT id FROM items i ORDER BY items.embedding <-> '[1]' LIMIT 1", "order"},
 		{"SELECT id FROM items ORDER BY embedding <-> '[1]'::halfvec LIMIT 1", "vector expression"},
+		{"SELECT id FROM items ORDER BY embedding::halfvec <-> '[1]'::vector LIMIT 1", "vector expression"},
+		{"SELECT id FROM items ORDER BY embedding::bit(3) <-> '[1]' LIMIT 1", "order"},
 		{"SELECT id FROM items ORDER BY embedding <-> other_column LIMIT 1", "vector expression"},
 		{"SELECT id FROM items ORDER BY embedding <-> (SELECT embedding FROM items WHERE id = 1) LIMIT 1", "vector sub-select"},
 		{"SELECT id FROM items ORDER BY embedding OPERATOR(public.<->) '[1]' LIMIT 1", ""},
