@@ -102,14 +102,19 @@ func (e *Syncer) beginSync(sample [][]float32, tableRows int, rebuild bool) erro
 
 // Wait empties the entry and puts it into StateWaiting: its table is not
 // one it can copy yet (it was dropped, it does not exist, the publication
-// does not include it). why says what it waits for and what ends the
-// wait; its next BeginSync does.
+// does not include it, its columns changed type). why says what it
+// waits for and what ends the wait; its next BeginSync does. The table
+// it copies then may be of another dimension (created again, its column
+// altered): the dimension is the definition's again, or learned anew.
 func (e *Entry) Wait(why string) {
 	e.c.wmu.Lock()
 	defer e.c.wmu.Unlock()
 	dropped(e.c.syncIndex())
 	e.c.sync = nil
 	e.c.tx.forget()
+	e.c.mu.Lock()
+	e.c.dims = e.c.spec.Dims
+	e.c.mu.Unlock()
 	e.c.emptyLocked(StateWaiting, why)
 }
 

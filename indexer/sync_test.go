@@ -360,3 +360,27 @@ func TestCopyAdmitsRows(t *testing.T) {
 		t.Errorf("%d rows after the rebuild, want %d", st.Rows, rows+rows/2)
 	}
 }
+
+// TestWaitForgetsTheDimension: an entry that waits (its table dropped,
+// its column altered) copies the next table at that table's dimension,
+// not the one it held, unless its definition fixes one.
+func TestWaitForgetsTheDimension(t *testing.T) {
+	for _, c := range []struct {
+		def                 string
+		waiting, dims, rows int
+	}{
+		{"t=t(v) key=id metric=l2 kind=flat", 0, 3, 3},
+		{"t=t(v) key=id metric=l2 kind=flat dims=2", 2, 2, 0}, // the 3-d rows are skipped
+	} {
+		e := textEntry(t, c.def)
+		copyInto(t, e, [][]float32{{1, 0}, {0, 1}}, 10)
+		e.Wait("the table was dropped")
+		if st := e.Status(); st.State != StateWaiting || st.Rows != 0 || e.Dims() != c.waiting {
+			t.Errorf("%s: waiting, the entry is %s with %d rows and %d dimensions", c.def, st.State, st.Rows, e.Dims())
+		}
+		copyInto(t, e, [][]float32{{1, 0, 0}, {0, 1, 0}, {0, 0, 1}}, 20)
+		if st := e.Status(); st.State != StateReady || st.Rows != c.rows || e.Dims() != c.dims {
+			t.Errorf("%s: copied again, the entry is %s with %d rows of %d dimensions, want %d of %d", c.def, st.State, st.Rows, e.Dims(), c.rows, c.dims)
+		}
+	}
+}

@@ -22,21 +22,24 @@ type relation struct {
 
 // decoder applies one connection's pgoutput stream to the indexes.
 type decoder struct {
-	tables  []*table
-	rels    map[uint32]*relation
-	names   map[*column]string // as last seen in a Relation message
-	tnames  map[*table]string  // schema.table, as last seen in a Relation message
-	repair  func(ctx context.Context, t *table, e Index, key string, xid uint32) error
-	log     *slog.Logger
-	stats   *Stats
-	inTx    bool
-	begin   pglogrepl.BeginMessage
-	applyTo map[Index]bool // entries not yet past this transaction
-	before  func(typ byte) // see Config.BeforeMessage
+	tables []*table
+	rels   map[uint32]*relation
+	names  map[*column]string // as last seen in a Relation message
+	tnames map[*table]string  // schema.table, as last seen in a Relation message
+	repair func(ctx context.Context, t *table, e Index, key string, xid uint32) error
+	// copyAgain is given an index that can no longer read its table's
+	// changes as the table was resolved, and why.
+	copyAgain func(e Index, why string)
+	log       *slog.Logger
+	stats     *Stats
+	inTx      bool
+	begin     pglogrepl.BeginMessage
+	applyTo   map[Index]bool // entries not yet past this transaction
+	before    func(typ byte) // see Config.BeforeMessage
 }
 
-func newDecoder(tables []*table, repair func(context.Context, *table, Index, string, uint32) error, log *slog.Logger, stats *Stats) *decoder {
-	return &decoder{tables: tables, rels: map[uint32]*relation{}, names: map[*column]string{}, tnames: map[*table]string{}, repair: repair, log: log, stats: stats, applyTo: map[Index]bool{}}
+func newDecoder(tables []*table, repair func(context.Context, *table, Index, string, uint32) error, copyAgain func(Index, string), log *slog.Logger, stats *Stats) *decoder {
+	return &decoder{tables: tables, rels: map[uint32]*relation{}, names: map[*column]string{}, tnames: map[*table]string{}, repair: repair, copyAgain: copyAgain, log: log, stats: stats, applyTo: map[Index]bool{}}
 }
 
 // handle applies one pgoutput message. A message it cannot parse is
@@ -125,7 +128,7 @@ func (d *decoder) handle(ctx context.Context, data []byte) (err error) {
 
 // rel returns the cached relation if it feeds an index. A change has
 // come: the indexes that the relation can no longer feed and that this
-// transaction reaches go into the error state. Those it does not reach
+// transaction reaches are copied again. Those it does not reach
 // (a table sync's copy holds it, or they applied it before a reconnect)
 // are left alone: the schema may have changed back by the time a change
 // reaches them.
@@ -137,7 +140,7 @@ func (d *decoder) rel(id uint32) *relation {
 	for e, err := range r.broken {
 		if d.applyTo[e] {
 			delete(r.broken, e)
-			failOnly(d.log, e, err)
+			d.copyAgain(e, err.Error())
 		}
 	}
 	if len(r.vecPos) == 0 {
@@ -148,8 +151,9 @@ func (d *decoder) rel(id uint32) *relation {
 
 // relation caches a Relation message and checks that every index on the
 // table can still read it. A key or vector column that is no longer
-// published, or whose type changed, breaks the indexes that read it;
-// the others go on. Renamed columns are followed.
+// published, or whose type changed, breaks the indexes that read it,
+// which are copied again (see rel); the others go on. Renamed columns
+// are followed.
 func (d *decoder) relation(m *pglogrepl.RelationMessage) {
 	var t *table
 	for _, cand := range d.tables {
@@ -246,13 +250,13 @@ func (d *decoder) fits(t *table, c *column, cols []*pglogrepl.RelationMessageCol
 		what = "key column"
 	}
 	if pos < 0 {
-		return fmt.Errorf("%s %s of %s is no longer published (was the publication's column list changed?); restart vecside: it publishes the column again and copies the table",
+		return fmt.Errorf("%s %s of %s is no longer published (was the publication's column list changed?); publishing it again and copying the table",
 			what, indexer.QuoteIdent(d.name(c)), t.qualified())
 	}
 	mc := cols[pos]
 	// A key's modifier (varchar(n)) does not change how it is read.
 	if mc.DataType != c.typ.oid || (c != t.key && mc.TypeModifier != c.typ.typmod) {
-		return fmt.Errorf("%s %s of %s changed type (type OID %d, typmod %d; was %s, typmod %d); restart vecside: it copies the table again with the new type",
+		return fmt.Errorf("%s %s of %s changed type (type OID %d, typmod %d; was %s, typmod %d); copying the table again with the new type",
 			what, indexer.QuoteIdent(mc.Name), t.qualified(), mc.DataType, mc.TypeModifier, c.typ.name, c.typ.typmod)
 	}
 	if was := d.name(c); mc.Name != was {

@@ -92,9 +92,11 @@
 // them valid.
 //
 // A Relation message whose key or vector column is no longer published,
-// or has another type, puts the indexes it can no longer feed into the
-// error state, with what changed and how to recover, as soon as a change
-// reaches them; the stream and the other indexes go on.
+// or has another type (ALTER COLUMN … TYPE, made with the table out of the
+// publication), empties the indexes it can no longer feed as soon as a
+// change reaches them, and ends the session: the next one resolves the
+// table as it is now, publishes its columns again and copies it, at its
+// new dimension; the other indexes resume where they were.
 //
 // # Positions
 //

@@ -3,6 +3,7 @@ package replicate
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -180,7 +181,7 @@ func newFuzzHarness(t *testing.T, kt pgvalue.KeyType, vt pgvalue.VectorType, vec
 	// A row whose vector is an unchanged TOAST value that the index lacks
 	// would be read back from the table: none to read here.
 	repair := func(context.Context, *table, Index, string, uint32) error { return nil }
-	h := &fuzzHarness{dec: newDecoder([]*table{tb}, repair, slog.New(slog.NewTextHandler(io.Discard, nil)), stats), stats: stats, entries: tb.entries, oid: tb.oid}
+	h := &fuzzHarness{dec: newDecoder([]*table{tb}, repair, func(e Index, why string) { e.Fail(errors.New(why)) }, slog.New(slog.NewTextHandler(io.Discard, nil)), stats), stats: stats, entries: tb.entries, oid: tb.oid}
 	h.handle(t, relationMessage(tb))
 	return h
 }

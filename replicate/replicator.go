@@ -378,7 +378,7 @@ func (r *Replicator) runOnce(ctx context.Context) error {
 		defer cancel()
 		return repairRow(ctx, conn, t, e, key, xid)
 	}
-	dec := newDecoder(tables, repair, r.log, &r.stats)
+	dec := newDecoder(tables, repair, r.copyAgain, r.log, &r.stats)
 	dec.before = r.cfg.BeforeMessage
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()

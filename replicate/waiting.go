@@ -33,8 +33,12 @@ type waitFor struct {
 
 // over reports whether what w waits for has happened, or can no longer:
 // the table exists, or the publication now lists it (or it was dropped
-// meanwhile: its index then waits for a table of its name).
+// meanwhile: its index then waits for a table of its name); a wait for
+// nothing (copyAgain's) is over at once.
 func (w waitFor) over(ctx context.Context, conn *pgx.Conn, pub string) (bool, error) {
+	if w.table == "" && w.oid == 0 {
+		return true, nil
+	}
 	if w.table != "" {
 		var exists bool
 		err := conn.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, w.table).Scan(&exists)
@@ -73,6 +77,14 @@ func unpublishedTable(t *table, pub, fix string) waitFor {
 	}
 	return waitFor{oid: t.oid, attnums: attnums,
 		why: fmt.Sprintf("waiting for publication %s to include %s; as its owner or a superuser, run: %s", pub, t.qualified(), fix)}
+}
+
+// copyAgain has e wait while the session ends: the next one resolves
+// its table as it is now (a column of another type, put back into the
+// publication) and copies it, or fails e if it cannot be served.
+func (r *Replicator) copyAgain(e Index, why string) {
+	r.wait(e, waitFor{why: why})
+	r.changed()
 }
 
 // wait empties e and has it wait for w; the health checks watch for
