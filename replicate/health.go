@@ -126,7 +126,9 @@ func deref[T any](p *T) T {
 // resolves the tables again, copies a table created again, puts back into
 // the publication what left it, and fails an index whose column is gone.
 // Column lists hold attribute numbers, so a renamed column is still
-// published. Then it checks what waiting indexes wait for.
+// published. A table renamed is shown under its new name at once, before
+// any change to it comes with the name (followName). Then it checks what
+// waiting indexes wait for.
 func (r *Replicator) checkPublication(ctx context.Context, conn *pgx.Conn, tables []*table) error {
 	pub := r.cfg.Name
 	changed := false
@@ -150,6 +152,9 @@ func (r *Replicator) checkPublication(ctx context.Context, conn *pgx.Conn, table
 			why = fmt.Sprintf("the column list of publication %s no longer holds the indexed columns of %s; publishing them again", pub, t.qualified())
 		}
 		if why == "" {
+			if err := r.followName(ctx, conn, t); err != nil {
+				return err
+			}
 			continue
 		}
 		for _, e := range t.entries {
@@ -163,4 +168,26 @@ func (r *Replicator) checkPublication(ctx context.Context, conn *pgx.Conn, table
 		return errCatalogChanged
 	}
 	return r.checkWaiting(ctx, conn)
+}
+
+// followName shows t's indexes under the name the catalog gives t's OID
+// now, as a Relation message would once a change to the table comes: a
+// table created under the old name is then never taken for t by a reader
+// of vecside_status() (the proxy's lookup among others).
+func (r *Replicator) followName(ctx context.Context, conn *pgx.Conn, t *table) error {
+	var schema, name string
+	err := conn.QueryRow(ctx, `SELECT n.nspname, c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = $1`, t.oid).Scan(&schema, &name)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil // dropped since: the next check says so
+	}
+	if err != nil {
+		return fmt.Errorf("looking up table %s: %w", t.qualified(), err)
+	}
+	for _, e := range t.entries {
+		if was := e.Status().Table; was != schema+"."+name {
+			r.log.Info("following a renamed table", "index", e.Spec().Name, "oid", t.oid, "was", was, "now", schema+"."+name)
+			e.Durable().SetTable(indexer.Table{OID: t.oid, Schema: schema, Name: name})
+		}
+	}
+	return nil
 }

@@ -142,13 +142,19 @@ func TestStatusFollowsRenamedTable(t *testing.T) {
 	h := newHarness(t, `CREATE SCHEMA archive; CREATE TABLE docs (id int PRIMARY KEY, v real[]);
 		INSERT INTO docs SELECT g, ARRAY[g, 1]::real[] FROM generate_series(1, 10) g`)
 	e := h.add("docs_v=docs(v) key=id metric=l2")
-	h.start(Config{ReportSource: func(src indexer.Source) { h.ix.SetSource(src) }})
+	h.start(Config{ReportSource: func(src indexer.Source) { h.ix.SetSource(src) }, HealthInterval: 100 * time.Millisecond})
 	waitReady(t, e)
 	if st := e.Status(); st.Table != "public.docs" {
 		t.Errorf("status names table %q, want public.docs", st.Table)
 	}
 	h.assertIdentity("docs")
 	h.exec(`ALTER TABLE docs RENAME TO old_docs; ALTER TABLE old_docs SET SCHEMA archive`)
+	// Before any change to it, a health check shows the new name.
+	for deadline := time.Now().Add(10 * time.Second); e.Status().Table != "archive.old_docs"; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("status still names table %q 10 s after the rename", e.Status().Table)
+		}
+	}
 	h.exec(`INSERT INTO archive.old_docs VALUES (11, ARRAY[11, 1]::real[])`)
 	h.catchUp()
 	if st := e.Status(); st.Table != "archive.old_docs" || st.Rows != 11 {
