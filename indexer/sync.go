@@ -107,8 +107,8 @@ func (e *Syncer) beginSync(sample [][]float32, tableRows int, rebuild bool) erro
 // it copies then may be of another dimension (created again, its column
 // altered): the dimension is the definition's again, or learned anew.
 func (e *Entry) Wait(why string) {
+	held := e.Status().Rows
 	e.c.wmu.Lock()
-	defer e.c.wmu.Unlock()
 	dropped(e.c.syncIndex())
 	e.c.sync = nil
 	e.c.tx.forget()
@@ -116,6 +116,12 @@ func (e *Entry) Wait(why string) {
 	e.c.dims = e.c.spec.Dims
 	e.c.mu.Unlock()
 	e.c.emptyLocked(StateWaiting, why)
+	e.c.wmu.Unlock()
+	if held >= bigCopy {
+		// As after a big copy: what it held goes back to the system now,
+		// before the copy of the table it waits for takes as much again.
+		debug.FreeOSMemory()
+	}
 }
 
 // emptyLocked drops what the entry holds and gives it state; the caller

@@ -83,17 +83,23 @@ func resolveTables(ctx context.Context, conn *pgx.Conn, pub string, entries []In
 	var order []string
 	byTable := map[string][]Index{}
 	for _, e := range entries {
-		q := e.Spec().QualifiedTable()
+		q, err := tableOf(ctx, conn, e, bound(e))
+		if err != nil {
+			return nil, nil, err
+		}
 		if byTable[q] == nil {
 			order = append(order, q)
 		}
 		byTable[q] = append(byTable[q], e)
 	}
 	for _, q := range order {
-		t, err := resolveTable(ctx, conn, pub, byTable[q], bound(byTable[q][0]), log)
+		group := byTable[q]
+		// Resolved as the entry bound to the table is, if one is.
+		first := slices.IndexFunc(group, func(e Index) bool { return bound(e).live != 0 })
+		t, err := resolveTable(ctx, conn, pub, group, bound(group[max(first, 0)]), log)
 		switch {
 		case errors.As(err, new(configError)):
-			unresolved = append(unresolved, unresolvedTable{q, byTable[q], err})
+			unresolved = append(unresolved, unresolvedTable{group[0].Spec().QualifiedTable(), group, err})
 		case err != nil:
 			return nil, nil, err
 		case len(t.entries) > 0:
@@ -101,6 +107,33 @@ func resolveTables(ctx context.Context, conn *pgx.Conn, pub string, entries []In
 		}
 	}
 	return tables, unresolved, nil
+}
+
+// tableOf says which table e reads, to group the entries that read one:
+// the OID it is bound to while that table exists, else the OID its
+// definition's name finds now, else that name. Two entries whose
+// definitions name one table may read two: one bound to the table renamed
+// since, one new, of a table created under the old name.
+func tableOf(ctx context.Context, conn *pgx.Conn, e Index, b binding) (string, error) {
+	if b.live != 0 {
+		exists, err := relationExists(ctx, conn, b.live)
+		if err != nil {
+			return "", fmt.Errorf("looking up the table of index %s: %w", e.Spec().Name, err)
+		}
+		if exists {
+			return fmt.Sprint("oid ", b.live), nil
+		}
+	}
+	s := e.Spec()
+	var oid uint32
+	err := conn.QueryRow(ctx, `SELECT c.oid FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relname = $2`, s.Schema, s.Table).Scan(&oid)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return "name " + s.QualifiedTable(), nil
+	case err != nil:
+		return "", fmt.Errorf("looking up table %s: %w", s.QualifiedTable(), err)
+	}
+	return fmt.Sprint("oid ", oid), nil
 }
 
 // unresolvedTable is a table that its entries cannot be served from, and

@@ -172,4 +172,17 @@ func TestStatusFollowsRenamedTable(t *testing.T) {
 		t.Errorf("after a reconnect: table %q with %d rows, %d copied; want archive.old_docs with 12, none copied again", st.Table, st.Rows, st.CopiedRows)
 	}
 	h.assertIdentity("archive.old_docs")
+	// An index defined on that name now reads the new table, beside the
+	// one that follows the old.
+	added := h.add("docs_cosine=docs(v) key=id metric=cosine")
+	h.rep.Add(added)
+	waitCopied(t, added, 1)
+	h.exec(`INSERT INTO docs VALUES (501, '{501,9}'); INSERT INTO archive.old_docs VALUES (13, ARRAY[13, 1]::real[])`)
+	h.catchUp()
+	if st := added.Status(); st.Table != "public.docs" || st.Rows != 2 {
+		t.Errorf("the index added reads table %q with %d rows, want public.docs with 2", st.Table, st.Rows)
+	}
+	if st := e.Status(); st.Table != "archive.old_docs" || st.Rows != 13 {
+		t.Errorf("the renamed table's index reads %q with %d rows, want archive.old_docs with 13", st.Table, st.Rows)
+	}
 }

@@ -30,8 +30,8 @@ type pgvectorTable struct {
 // serves a database's pgvector indexes — HNSW cosine on vector(768),
 // IVFFlat l2 on vector(128), HNSW on a halfvec expression — and
 // accelerates what an application sends for each through the proxy,
-// at the recall target end to end; an index created while it runs is
-// accelerated within 30 s. It needs pgvector installed for the test
+// at the recall target end to end, as check said it would; an index
+// created while it runs is accelerated within 30 s. It needs pgvector installed for the test
 // cluster, which CI has not: the CI suite covers the same path with
 // stand-in access methods over real[] (TestCheckListsDeclaredIndexes,
 // sidecar's TestServesDeclaredIndexes, the proxy's script 21).
@@ -71,6 +71,16 @@ func TestServesPgvectorIndexes(t *testing.T) {
 	for _, tb := range tables {
 		load(t, db, tb)
 		exec(tb.create)
+	}
+	out, err := run(t, "check", "--source", dsn, "--name", name)
+	for _, want := range []string{
+		`serves docs_embedding_idx="public"."docs"("embedding") key="id" metric=cosine kind=hnsw`,
+		`serves images_v_idx="public"."images"("v") key="id" metric=l2 kind=hnsw`,
+		`serves notes_half_idx="public"."notes"("embedding") key="id" metric=cosine kind=hnsw`,
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("check with no --index does not say %q: %v\n%s", want, err, out)
+		}
 	}
 	t.Cleanup(func() {
 		if _, err := replicate.Teardown(context.Background(), dsn, name, sidecar.TeardownWait); err != nil {

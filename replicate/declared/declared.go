@@ -15,6 +15,9 @@ import (
 type Declaration struct {
 	Spec indexer.Spec
 	From string // "pgvector index public.items_embedding_idx", "comment on public.items.embedding"
+	// TableOID is the table's pg_class OID: a declaration of a table
+	// renamed since is the same table's.
+	TableOID uint32
 }
 
 // Skipped is a declaration that cannot be served, and why.
@@ -79,7 +82,7 @@ const replicaKey = `LEFT JOIN LATERAL (
 	LIMIT 1) k ON true`
 
 const pgvectorSQL = `
-SELECT n.nspname, ct.relname, ci.relname, am.amname, oc.opcname, coalesce(a.attname, ''),
+SELECT ct.oid, n.nspname, ct.relname, ci.relname, am.amname, oc.opcname, coalesce(a.attname, ''),
 	CASE WHEN x.indkey[0] = 0 THEN pg_get_indexdef(x.indexrelid, 1, false) ELSE '' END,
 	coalesce(ci.reloptions, '{}'), coalesce(k.attname, ''), x.indisvalid
 FROM pg_index x
@@ -94,7 +97,7 @@ WHERE am.amname IN ('hnsw', 'ivfflat') AND ct.relkind IN ('r', 'p') AND NOT ct.r
 ORDER BY n.nspname, ci.relname`
 
 const commentSQL = `
-SELECT n.nspname, ct.relname, a.attname, d.description, coalesce(k.attname, '')
+SELECT ct.oid, n.nspname, ct.relname, a.attname, d.description, coalesce(k.attname, '')
 FROM pg_description d
 JOIN pg_class ct ON ct.oid = d.objoid AND d.classoid = 'pg_catalog.pg_class'::regclass
 JOIN pg_namespace n ON n.oid = ct.relnamespace
@@ -118,7 +121,7 @@ func Find(ctx context.Context, conn *pgx.Conn, f Filter) ([]Declaration, []Skipp
 	var skipped []Skipped
 	names := map[string]bool{}
 	seen := map[string]bool{} // schema.table(column) metric
-	add := func(from, def string) {
+	add := func(from string, oid uint32, def string) {
 		spec, err := indexer.ParseSpec(def)
 		if err != nil {
 			skipped = append(skipped, Skipped{from, err.Error()})
@@ -130,14 +133,15 @@ func Find(ctx context.Context, conn *pgx.Conn, f Filter) ([]Declaration, []Skipp
 			return
 		}
 		seen[target], names[spec.Name] = true, true
-		found = append(found, Declaration{spec, from})
+		found = append(found, Declaration{spec, from, oid})
 	}
 	rows, err := conn.Query(ctx, commentSQL)
 	if err != nil {
 		return nil, nil, fmt.Errorf("reading column comments: %w", err)
 	}
+	var oid uint32
 	var schema, table, column, comment, key string
-	_, err = pgx.ForEachRow(rows, []any{&schema, &table, &column, &comment, &key}, func() error {
+	_, err = pgx.ForEachRow(rows, []any{&oid, &schema, &table, &column, &comment, &key}, func() error {
 		if !f.admits(schema, table) {
 			return nil
 		}
@@ -150,7 +154,7 @@ func Find(ctx context.Context, conn *pgx.Conn, f Filter) ([]Declaration, []Skipp
 		if !strings.Contains(" "+opts, " kind=") {
 			opts += " kind=" + DefaultKind
 		}
-		add(from, definition(unique(names, schema, table+"_"+column), schema, table, column, key, opts))
+		add(from, oid, definition(unique(names, schema, table+"_"+column), schema, table, column, key, opts))
 		return nil
 	})
 	if err != nil {
@@ -163,7 +167,7 @@ func Find(ctx context.Context, conn *pgx.Conn, f Filter) ([]Declaration, []Skipp
 	var index, method, opclass, expression string
 	var reloptions []string
 	var valid bool
-	_, err = pgx.ForEachRow(rows, []any{&schema, &table, &index, &method, &opclass, &column, &expression, &reloptions, &key, &valid}, func() error {
+	_, err = pgx.ForEachRow(rows, []any{&oid, &schema, &table, &index, &method, &opclass, &column, &expression, &reloptions, &key, &valid}, func() error {
 		if !f.admits(schema, table) {
 			return nil
 		}
@@ -186,7 +190,7 @@ func Find(ctx context.Context, conn *pgx.Conn, f Filter) ([]Declaration, []Skipp
 			return nil
 		}
 		opts := "metric=" + metric + " kind=" + DefaultKind + hnswOptions(method, reloptions)
-		add(from, definition(unique(names, schema, index), schema, table, column, key, opts))
+		add(from, oid, definition(unique(names, schema, index), schema, table, column, key, opts))
 		return nil
 	})
 	if err != nil {

@@ -90,12 +90,14 @@ func (f *follower) sync(ctx context.Context, conn *pgx.Conn) error {
 		want[d.Spec.Name] = d
 	}
 	for name, def := range f.served {
-		if d, ok := want[name]; ok && d.Spec.String() == def {
+		if d, ok := want[name]; ok && (d.Spec.String() == def || f.renamed(d)) {
+			f.served[name] = d.Spec.String()
 			continue
 		}
 		if e := f.ix.Remove(name); e != nil {
 			f.remove(e)
 			f.forget(e)
+			e.Wait("no longer declared") // what it holds is let go at once
 		}
 		delete(f.served, name)
 		f.log.Info("no longer serving a declared index", "index", name, "was", def)
@@ -114,6 +116,20 @@ func (f *follower) sync(ctx context.Context, conn *pgx.Conn) error {
 		f.log.Info("serving a declared index", "index", d.Spec.Name, "from", d.From, "definition", d.Spec.String())
 	}
 	return nil
+}
+
+// renamed reports whether d declares the index of its name as served but
+// for the name of its table, which is the same table renamed (its OID):
+// the index keeps following it, as the replicator does, with no copy.
+func (f *follower) renamed(d declared.Declaration) bool {
+	e, err := f.ix.Get(d.Spec.Name)
+	if err != nil || e.Status().TableOID != d.TableOID {
+		return false
+	}
+	was := e.Spec()
+	now := d.Spec
+	now.Schema, now.Table = was.Schema, was.Table
+	return now.String() == was.String()
 }
 
 // forget removes a let-go index's checkpoint: one declared again later

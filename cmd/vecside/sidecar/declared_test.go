@@ -59,6 +59,17 @@ func TestServesDeclaredIndexes(t *testing.T) {
 	waitFor(t, "a pgvector index created while serving to be served", served("docs_v_idx", 30, "l2"))
 	t.Logf("served %v after CREATE INDEX", time.Since(created).Round(time.Millisecond))
 
+	// A table renamed keeps its index, which follows it with no copy; the
+	// declaration names the new table from now on.
+	before, _ := sc.Indexer.Get("docs_v_idx")
+	exec(`ALTER TABLE docs RENAME TO documents`)
+	waitFor(t, "the index to show the renamed table", func() bool { return before.Status().Table == "public.documents" })
+	time.Sleep(300 * time.Millisecond) // three syncs of the declarations
+	if after, err := sc.Indexer.Get("docs_v_idx"); err != nil || after != before || after.Status().CopiedRows != 30 || after.Status().State != indexer.StateReady {
+		t.Errorf("after the rename the index is %v (%v), want the same one, ready, never copied again", after, err)
+	}
+	exec(`ALTER TABLE documents RENAME TO docs`)
+
 	waitFor(t, "a checkpoint of items_embedding_idx", func() bool {
 		_, err := os.Stat(checkpointOf(t, sc, dir, "items_embedding_idx"))
 		return err == nil
