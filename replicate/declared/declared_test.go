@@ -27,7 +27,8 @@ func connect(t *testing.T, setup string) *pgx.Conn {
 
 // TestFind: the pgvector indexes and the commented columns of a database
 // become index definitions, with the metric of the operator class, the
-// table's replica-identity key and an HNSW index's build options; what
+// table's replica-identity key and an HNSW index's build options (a
+// partitioned table's on its parent); what
 // cannot be served is skipped with why, and the filter leaves tables out.
 func TestFind(t *testing.T) {
 	conn := connect(t, pgtest.StandInPgvectorIndexes+`
@@ -49,6 +50,9 @@ func TestFind(t *testing.T) {
 		CREATE INDEX ON app.docs USING ivfflat (v vector_ip_ops);
 		CREATE INDEX ON nokey USING hnsw (v vector_l2_ops);
 		CREATE INDEX ON scratch USING hnsw (v vector_l2_ops);
+		CREATE TABLE parts (id int PRIMARY KEY, embedding real[]) PARTITION BY RANGE (id);
+		CREATE TABLE parts_1 PARTITION OF parts FOR VALUES FROM (0) TO (100);
+		CREATE INDEX parts_idx ON parts USING hnsw (embedding vector_l2_ops);
 		COMMENT ON COLUMN items.other IS 'vecside: metric=ip kind=ivf store=ext8';
 		COMMENT ON COLUMN items.embedding IS 'vecside: metric=cosine kind=flat';
 		COMMENT ON COLUMN items.body IS 'vecside: metric=manhattan';
@@ -71,6 +75,9 @@ func TestFind(t *testing.T) {
 		`app_docs_v_idx="app"."docs"("v") key="code" metric=ip kind=hnsw <- pgvector index app.docs_v_idx`,
 		`items_half_quoted="public"."items"("Other") key="id" metric=ip kind=hnsw <- pgvector index public.items_half_quoted`,
 		`items_l2="public"."items"("embedding") key="id" metric=l2 kind=hnsw <- pgvector index public.items_l2`,
+		// The parent's index, not each partition's: the publication
+		// publishes a partitioned table's changes as its root's.
+		`parts_idx="public"."parts"("embedding") key="id" metric=l2 kind=hnsw <- pgvector index public.parts_idx`,
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("found:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))

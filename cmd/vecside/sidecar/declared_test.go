@@ -141,3 +141,34 @@ func checkpointOf(t *testing.T, sc *Sidecar, dir, name string) string {
 	}
 	return e.Durable().CheckpointPath(dir)
 }
+
+// TestServesAPartitionedTablesIndex: a pgvector index on a partitioned
+// table's parent is served as one index of the parent, fed by every
+// partition, one attached while it runs too.
+func TestServesAPartitionedTablesIndex(t *testing.T) {
+	dsn, exec := declaringDatabase(t)
+	exec(`CREATE TABLE parts (id int PRIMARY KEY, embedding real[]) PARTITION BY RANGE (id);
+		CREATE TABLE parts_low PARTITION OF parts FOR VALUES FROM (0) TO (100);
+		CREATE TABLE parts_high PARTITION OF parts FOR VALUES FROM (100) TO (200);
+		INSERT INTO parts SELECT g, ARRAY[g, 1]::real[] FROM generate_series(1, 150) g;
+		CREATE INDEX parts_idx ON parts USING hnsw (embedding vector_l2_ops)`)
+	sc, err := Start(context.Background(), Config{Source: dsn, Name: "vecside", Listen: "127.0.0.1:0", Auth: "trust",
+		Discovery: Discovery{Interval: 100 * time.Millisecond}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sc.Stop()
+	rows := func(n int) func() bool {
+		return func() bool {
+			e, err := sc.Indexer.Get("parts_idx")
+			return err == nil && e.Status().State == indexer.StateReady && e.Status().Rows == n
+		}
+	}
+	waitFor(t, "the parent's index to hold every partition's rows", rows(150))
+	exec(`CREATE TABLE parts_more PARTITION OF parts FOR VALUES FROM (200) TO (300);
+		INSERT INTO parts VALUES (250, '{250,1}'), (50, '{50,2}') ON CONFLICT (id) DO UPDATE SET embedding = excluded.embedding`)
+	waitFor(t, "a row of a partition attached since", rows(151))
+	if n := len(sc.Indexer.Entries()); n != 1 {
+		t.Errorf("%d indexes served, want the parent's alone", n)
+	}
+}
