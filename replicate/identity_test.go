@@ -115,14 +115,14 @@ func TestReconnectFindsTableRecreated(t *testing.T) {
 
 // waitPublicationChecked waits, bounded, until the health monitor has
 // checked the publication once: its connection is idle after reading the
-// table's entry there (the last query of a check that finds it), and the
-// next check is HealthInterval away.
+// table's current name (the last query of a check that finds the table
+// published), and the next check is HealthInterval away.
 func (h *harness) waitPublicationChecked() {
 	h.t.Helper()
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 		var checked bool
 		if err := h.conn.QueryRow(h.ctx, `SELECT EXISTS (SELECT FROM pg_stat_activity WHERE datname = current_database()
-			AND pid <> pg_backend_pid() AND state = 'idle' AND query LIKE '%pg_publication_rel pr%')`).Scan(&checked); err != nil {
+			AND pid <> pg_backend_pid() AND state = 'idle' AND query LIKE 'SELECT n.nspname, c.relname FROM pg_class c%')`).Scan(&checked); err != nil {
 			h.t.Fatal(err)
 		}
 		if checked {
