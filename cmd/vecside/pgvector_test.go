@@ -114,6 +114,17 @@ func TestServesPgvectorIndexes(t *testing.T) {
 			t.Errorf("%s: recall@10 %.4f through the proxy, want at least 0.95", tb.index, recall)
 		}
 	}
+	// The query vector in binary, as pgvector's Go and Python clients
+	// send a halfvec.
+	var halfvecOID uint32
+	if err := db.QueryRow(ctx, "SELECT 'halfvec'::regtype::oid").Scan(&halfvecOID); err != nil {
+		t.Fatal(err)
+	}
+	res := c.PgConn().ExecParams(ctx, tables[2].search, [][]byte{pgvalue.AppendHalfvec(nil, noteQueries[1])}, []uint32{halfvecOID}, []int16{1}, nil).Read()
+	var plan string
+	if err := c.QueryRow(ctx, "SHOW vecside.last_plan", pgx.QueryExecModeSimpleProtocol).Scan(&plan); res.Err != nil || len(res.Rows) != 10 || !strings.HasPrefix(plan, "accelerated: index notes_half_idx;") {
+		t.Errorf("a binary halfvec query: %d rows, %v; plan %q (%v)", len(res.Rows), res.Err, plan, err)
+	}
 	body := scrape(t, sidecarMetrics)
 	for _, tb := range tables {
 		if !regexp.MustCompile(fmt.Sprintf(`\nvecside_index_search_duration_seconds_count\{index="%s",kind="hnsw"\} [1-9][0-9]{2}`, tb.index)).MatchString(body) {

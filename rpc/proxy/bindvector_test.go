@@ -13,12 +13,14 @@ import (
 )
 
 // TestBindVector decodes a query vector bound in binary: pgvector's
-// vector by the OID the probe found for it in this database (golden
-// bytes of vector_send: dimensions, a zero, the floats, big-endian), and
-// real[] by its built-in OID.
+// vector and halfvec by the OIDs the probe found for them in this
+// database (golden bytes of vector_send and halfvec_send: dimensions, a
+// zero, the elements, big-endian), and real[] by its built-in OID.
 func TestBindVector(t *testing.T) {
-	const vectorOID = 16390
+	const vectorOID, halfvecOID = 16390, 16400
+	types := pgvectorTypes{Vector: vectorOID, Halfvec: halfvecOID}
 	want := []float32{1.5, -2, 0.25}
+	halfvec := []byte{0, 3, 0, 0, 0x3e, 0x00, 0xc0, 0x00, 0x34, 0x00}
 	pgvector := []byte{0, 3, 0, 0}
 	float4Array := binary.BigEndian.AppendUint32(nil, 1) // dimensions
 	float4Array = binary.BigEndian.AppendUint32(float4Array, 0)
@@ -30,21 +32,23 @@ func TestBindVector(t *testing.T) {
 		float4Array = binary.BigEndian.AppendUint32(binary.BigEndian.AppendUint32(float4Array, 4), math.Float32bits(f))
 	}
 	for _, c := range []struct {
-		name      string
-		typ       uint32
-		raw       []byte
-		vectorOID uint32
-		want      []float32
-		reason    string
+		name     string
+		typ      uint32
+		raw      []byte
+		pgvector pgvectorTypes
+		want     []float32
+		reason   string
 	}{
-		{"vector", vectorOID, pgvector, vectorOID, want, ""},
-		{"vector, its OID not known", vectorOID, pgvector, 0, nil, "vector type"},
-		{"another extension's type", vectorOID + 1, pgvector, vectorOID, nil, "vector type"},
-		{"vector, one byte short", vectorOID, pgvector[:len(pgvector)-1], vectorOID, nil, "vector"},
-		{"real[]", pgtype.Float4ArrayOID, float4Array, vectorOID, want, ""},
+		{"vector", vectorOID, pgvector, types, want, ""},
+		{"vector, its OID not known", vectorOID, pgvector, pgvectorTypes{}, nil, "vector type"},
+		{"another extension's type", vectorOID + 1, pgvector, types, nil, "vector type"},
+		{"vector, one byte short", vectorOID, pgvector[:len(pgvector)-1], types, nil, "vector"},
+		{"halfvec", halfvecOID, halfvec, types, want, ""},
+		{"halfvec, read as vector", halfvecOID, halfvec, pgvectorTypes{Vector: halfvecOID}, nil, "vector"},
+		{"real[]", pgtype.Float4ArrayOID, float4Array, types, want, ""},
 	} {
 		bind := &pgproto3.Bind{ParameterFormatCodes: []int16{1}, Parameters: [][]byte{c.raw}}
-		got, reason := bindVector(bind, []uint32{c.typ}, 1, "", c.vectorOID)
+		got, reason := bindVector(bind, []uint32{c.typ}, 1, "", c.pgvector)
 		if reason != c.reason || !slices.Equal(got, c.want) {
 			t.Errorf("%s: %v, %q; want %v, %q", c.name, got, reason, c.want, c.reason)
 		}

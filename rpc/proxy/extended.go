@@ -319,7 +319,7 @@ func (s *session) answerBound(b *heldBatch, q *query, ix Index, types []uint32, 
 		q, reason = boundCounts(q, b.bind, types)
 	}
 	vector := func() ([]float32, string) {
-		return bindVector(b.bind, types, q.vector.param, q.vector.literal, s.probe.vectorOID)
+		return bindVector(b.bind, types, q.vector.param, q.vector.literal, s.probe.pgvector)
 	}
 	var err error
 	if reason == "" {
@@ -355,9 +355,9 @@ type binding struct {
 
 // bindVector decodes the query vector: parameter param of bind, or the
 // literal when param is 0. A parameter in binary is real[], double
-// precision[], or pgvector's vector, whose OID (the extension's, a
-// different one in each database) is vectorOID.
-func bindVector(bind *pgproto3.Bind, types []uint32, param int, literal string, vectorOID uint32) ([]float32, string) {
+// precision[], or pgvector's vector or halfvec, whose OIDs (the
+// extension's, different ones in each database) are in pgvector.
+func bindVector(bind *pgproto3.Bind, types []uint32, param int, literal string, pgvector pgvectorTypes) ([]float32, string) {
 	if param == 0 {
 		v, err := pgvalue.ParseVector(literal)
 		if err != nil {
@@ -377,11 +377,7 @@ func bindVector(bind *pgproto3.Bind, types []uint32, param int, literal string, 
 		}
 		return v, ""
 	}
-	name := ""
-	if vectorOID != 0 && types[i] == vectorOID {
-		name = "vector"
-	}
-	vt, err := pgvalue.VectorTypeFor(types[i], name)
+	vt, err := pgvalue.VectorTypeFor(types[i], pgvector.name(types[i]))
 	if err != nil {
 		return nil, "vector type"
 	}

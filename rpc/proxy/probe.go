@@ -26,15 +26,35 @@ type sessionProbe struct {
 	timeout  time.Duration         // statement_timeout, as the last probe read it
 	database string                // the session's database, as the probes read it
 	schemas  []string              // the schemas its search_path finds, as the last probe read them
-	// vectorOID is pgvector's vector type in the session's database, as
-	// the last probe read it (0: not installed, or not probed yet).
-	vectorOID uint32
+	// pgvector is pgvector's types in the session's database, as the last
+	// probe read them (0: not installed, or not probed yet).
+	pgvector pgvectorTypes
 	// systemID is the server's system identifier, read once a probe
 	// found the session's role may read the control file (0 until then):
 	// the fast path takes xids of that server only (accelerate.go).
 	// controlOK: the last probe found it may.
 	systemID  int64
 	controlOK bool
+}
+
+// pgvectorTypes are the OIDs of pgvector's types in a database, which
+// the extension's installation chose.
+type pgvectorTypes struct {
+	Vector  uint32 `json:"vector"`
+	Halfvec uint32 `json:"halfvec"`
+}
+
+// name is the pgvector type of OID oid, or "".
+func (p pgvectorTypes) name(oid uint32) string {
+	switch {
+	case oid == 0:
+		return ""
+	case oid == p.Vector:
+		return "vector"
+	case oid == p.Halfvec:
+		return "halfvec"
+	}
+	return ""
 }
 
 // rowRunner runs one of the session's own statements that return one
@@ -63,8 +83,8 @@ type rowRunner func(sql string, types []uint32, params [][]byte, n int) (row [][
 //   - the database, which an answer must be of the sidecar's, and the
 //     schemas the search_path finds, which choose among indexes of
 //     tables of one name in several schemas;
-//   - the OID of pgvector's vector type in this database, 0 without it: a
-//     vector parameter in binary comes with that OID;
+//   - the OIDs of pgvector's vector and halfvec types in this database
+//     (none without it): a vector parameter in binary comes with one;
 //   - the settings the sidecar's search takes (settingOptions), each only
 //     if something set it (a session's SET, ALTER ROLE or DATABASE, the
 //     configuration file): pgvector's defaults, which appear once its
@@ -89,8 +109,8 @@ CASE WHEN pg_catalog.pg_is_in_recovery() THEN coalesce(pg_catalog.pg_last_wal_re
     FROM pg_catalog.pg_current_wal_insert_lsn() l, pg_catalog.pg_walfile_name_offset(l) o)
   ELSE pg_catalog.pg_current_wal_flush_lsn()::text END,
 pg_catalog.current_database(), pg_catalog.to_json(pg_catalog.current_schemas(true)),
-coalesce((SELECT t.oid FROM pg_catalog.pg_type t JOIN pg_catalog.pg_extension e ON e.extnamespace = t.typnamespace
-  WHERE e.extname = 'vector' AND t.typname = 'vector'), 0),
+coalesce((SELECT pg_catalog.json_object_agg(t.typname, t.oid::int8) FROM pg_catalog.pg_type t JOIN pg_catalog.pg_extension e ON e.extnamespace = t.typnamespace
+  WHERE e.extname = 'vector' AND t.typname IN ('vector', 'halfvec')), '{}'),
 ` + settingsSQL + `,
 pg_catalog.current_setting('statement_timeout'),
 coalesce((SELECT a.atttypid FROM pg_catalog.pg_attribute a WHERE a.attrelid = $1::oid AND a.attname = $2 AND NOT a.attisdropped), 0),
@@ -281,14 +301,13 @@ func (sp *sessionProbe) read(ix Index, run rowRunner) (tableFacts, string, error
 	sp.database = string(row[3])
 	sp.schemas = nil
 	json.Unmarshal(row[4], &sp.schemas)
-	if oid, err := strconv.ParseUint(string(row[5]), 10, 32); err == nil {
-		sp.vectorOID = uint32(oid)
-	}
+	sp.pgvector = pgvectorTypes{}
+	json.Unmarshal(row[5], &sp.pgvector)
 	options, ok := knnOptions(setValues(settingNames, row[6:]))
 	last := row[6+len(settingNames)+1:]
 	sp.timeout, _ = parseDuration(string(last[0]))
 	colType, _ := strconv.ParseUint(string(last[1]), 10, 32)
-	t.xmins = (colType == float4ArrayOID || colType != 0 && uint32(colType) == sp.vectorOID) && string(last[2]) == "t"
+	t.xmins = (colType == float4ArrayOID || colType != 0 && uint32(colType) == sp.pgvector.Vector) && string(last[2]) == "t"
 	t.key = string(last[3]) == "t"
 	sp.controlOK = string(last[4]) == "t"
 	t.inherited = string(last[5]) == "t"
