@@ -162,7 +162,7 @@ func (s *session) answer(q *query, ix Index, vector func() ([]float32, string), 
 		return passThrough{reason}
 	}
 	a := &answering{q: q, ix: ix, bd: bd, facts: facts, vec: vec, options: s.probe.options, systemID: s.probe.systemID,
-		fast: facts.fast && ix.Exact && !q.byTarget && !q.half && !q.readsVector(), ex: &s.ex, ask: s.asking.candidates}
+		fast: facts.fast && ix.Exact && !q.byTarget && !q.half && !q.tieBreak && !q.readsVector(), ex: &s.ex, ask: s.asking.candidates}
 	out, pl, err := a.run()
 	if err != nil {
 		return err

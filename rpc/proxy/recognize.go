@@ -16,7 +16,7 @@ import (
 //	SELECT target [, ...]
 //	FROM [ONLY] [schema.]table [[AS] alias]
 //	[WHERE condition]
-//	ORDER BY column[::halfvec[(n)]] {<-> | <=> | <#>} vector [ASC]
+//	ORDER BY column[::halfvec[(n)]] {<-> | <=> | <#>} vector [ASC] [, key ...]
 //	LIMIT count [OFFSET skip]
 //
 // one statement, where
@@ -33,6 +33,8 @@ import (
 //     column is);
 //   - count and skip are integer literals (or strings of digits), or
 //     parameters (extended protocol);
+//   - further sort keys, which order rows of equal distances (", id"),
+//     are expressions as targets are, in either direction;
 //   - targets and condition are made only of column references (a bare
 //     name, *, qualifier.* or qualifier.name, where the answer checks that
 //     name is a column of the table: else it calls a function of the row),
@@ -44,8 +46,8 @@ import (
 //
 // Anything else — DISTINCT, GROUP BY, HAVING, window functions, WITH,
 // UNION, joins and several FROM items, sub-selects, FOR UPDATE/SHARE,
-// LIMIT WITH TIES, function calls, other operators, a descending or
-// second sort key — passes through. What is accepted is then checked
+// LIMIT WITH TIES, function calls, other operators, a descending
+// distance — passes through. What is accepted is then checked
 // against the sidecar: a ready index on that table and column with that
 // metric; the session's probe (accelerate.go); and, in the answering
 // statement itself, that the name finds the indexed table (restricted).
@@ -79,6 +81,9 @@ type query struct {
 	// distance the rows' targets compute (so the fast path, which
 	// orders by another expression, does not apply).
 	byTarget bool
+	// tieBreak: further sort keys order rows of equal distances, which
+	// the fast path's distances may not be to the bit.
+	tieBreak bool
 	tree     *pg_query.ParseResult
 	sel      *pg_query.SelectStmt
 	schema   string // as written; empty if unqualified
@@ -137,7 +142,7 @@ func recognize(sql string) (*query, string) {
 		return nil, ""
 	}
 	sel := tree.Stmts[0].Stmt.GetSelectStmt()
-	if sel == nil || len(sel.SortClause) != 1 {
+	if sel == nil || len(sel.SortClause) == 0 {
 		return nil, ""
 	}
 	sort := sel.SortClause[0].GetSortBy()
@@ -149,7 +154,7 @@ func recognize(sql string) (*query, string) {
 	if dist == nil || dist.Kind != pg_query.A_Expr_Kind_AEXPR_OP || len(dist.Name) != 1 || metrics[dist.Name[0].GetString_().GetSval()] == "" {
 		return nil, ""
 	}
-	q := &query{tree: tree, sel: sel, metric: metrics[dist.Name[0].GetString_().GetSval()], byTarget: key != sort.Node}
+	q := &query{tree: tree, sel: sel, metric: metrics[dist.Name[0].GetString_().GetSval()], byTarget: key != sort.Node, tieBreak: len(sel.SortClause) > 1}
 	switch {
 	case sel.Op != pg_query.SetOperation_SETOP_NONE, sel.WithClause != nil, sel.IntoClause != nil,
 		len(sel.DistinctClause) > 0, len(sel.GroupClause) > 0, sel.HavingClause != nil,
@@ -198,6 +203,11 @@ func recognize(sql string) (*query, string) {
 	}
 	if sel.WhereClause != nil && !w.harmless(sel.WhereClause) {
 		return nil, "filter"
+	}
+	for _, k := range sel.SortClause[1:] {
+		if by := k.GetSortBy(); by == nil || by.SortbyDir == pg_query.SortByDir_SORTBY_USING || !w.harmless(by.Node) {
+			return nil, "order"
+		}
 	}
 	w.harmless(vectorSide) // counts its parameter
 	q.params = w.params

@@ -34,6 +34,8 @@ func TestRecognize(t *testing.T) {
 		// pgvector's halfvec expression index, as its README queries it.
 		{"SELECT id FROM items ORDER BY embedding::halfvec(3) <-> '[1,2,3]'::halfvec(3) LIMIT 5", "", "items", "embedding", "l2", vectorArg{literal: "[1,2,3]"}, 5, 0},
 		{"SELECT id, embedding::halfvec(3) <=> $1 AS d FROM items ORDER BY d LIMIT 5", "", "items", "embedding", "cosine", vectorArg{param: 1}, 5, 0},
+		// Further keys order the rows of equal distances.
+		{"SELECT id FROM items ORDER BY embedding <-> '[1]', id DESC, 2 LIMIT 3", "", "items", "embedding", "l2", vectorArg{literal: "[1]"}, 3, 0},
 	}
 	for _, c := range accepted {
 		q, reason := recognize(c.sql)
@@ -41,8 +43,8 @@ func TestRecognize(t *testing.T) {
 			t.Errorf("%s: passed through (%q), want accepted", c.sql, reason)
 			continue
 		}
-		if q.half != strings.Contains(c.sql, "::halfvec") {
-			t.Errorf("%s: half %v", c.sql, q.half)
+		if q.half != strings.Contains(c.sql, "::halfvec") || q.tieBreak != strings.Contains(c.sql, ", id") {
+			t.Errorf("%s: half %v, tie break %v", c.sql, q.half, q.tieBreak)
 		}
 		if q.schema != c.schema || q.table != c.table || q.column != c.column || q.metric != c.metric || q.vector != c.vector || q.limit != c.limit || q.offset != c.offset {
 			t.Errorf("%s: got %s.%s(%s) %s %+v limit %d offset %d", c.sql, q.schema, q.table, q.column, q.metric, q.vector, q.limit, q.offset)
@@ -79,6 +81,9 @@ func TestRecognize(t *testing.T) {
 		{"SELECT id FROM items ORDER BY embedding <-> '[1]'::halfvec LIMIT 1", "vector expression"},
 		{"SELECT id FROM items ORDER BY embedding::halfvec <-> '[1]'::vector LIMIT 1", "vector expression"},
 		{"SELECT id FROM items ORDER BY embedding::bit(3) <-> '[1]' LIMIT 1", "order"},
+		{"SELECT id FROM items ORDER BY embedding <-> '[1]', random() LIMIT 1", "order"},
+		{"SELECT id FROM items ORDER BY embedding <-> '[1]', id USING > LIMIT 1", "order"},
+		{"SELECT id FROM items ORDER BY id, embedding <-> '[1]' LIMIT 1", ""},
 		{"SELECT id FROM items ORDER BY embedding <-> other_column LIMIT 1", "vector expression"},
 		{"SELECT id FROM items ORDER BY embedding <-> (SELECT embedding FROM items WHERE id = 1) LIMIT 1", "vector sub-select"},
 		{"SELECT id FROM items ORDER BY embedding OPERATOR(public.<->) '[1]' LIMIT 1", ""},
