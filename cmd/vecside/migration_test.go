@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -19,6 +18,7 @@ import (
 	"github.com/vecside/vecside/cmd/vecside/sidecar"
 	"github.com/vecside/vecside/deploy"
 	"github.com/vecside/vecside/internal/pgtest"
+	"github.com/vecside/vecside/internal/resident"
 	"github.com/vecside/vecside/replicate"
 )
 
@@ -186,23 +186,8 @@ func TestMigrationUnderLoad(t *testing.T) {
 	}
 	waitServed(0)
 	time.Sleep(5 * time.Second)
-	steady := residentMiB(t)
-	peak := steady
-	stopWatch := make(chan struct{})
-	watched := make(chan struct{})
-	go func() {
-		defer close(watched)
-		for {
-			select {
-			case <-stopWatch:
-				return
-			case <-time.After(100 * time.Millisecond):
-			}
-			if r := residentMiB(t); r > peak {
-				peak = r
-			}
-		}
-	}()
+	steady := resident.MiB(t)
+	stopWatch := resident.Peak(t, 100*time.Millisecond)
 	for at := 1; at < len(steps); at++ {
 		s := steps[at]
 		committed := time.Now()
@@ -216,7 +201,7 @@ func TestMigrationUnderLoad(t *testing.T) {
 		ready := waitIndexReady(t, status, s.served, oid, s.dims, 3*time.Minute)
 		first := waitServed(at)
 		t.Logf("step %q: %s ready %v after the commit, the first statement it answered began %v after; resident memory %.0f MiB",
-			s.name, s.served, ready.Sub(committed).Round(time.Millisecond), first.Sub(committed).Round(time.Millisecond), residentMiB(t))
+			s.name, s.served, ready.Sub(committed).Round(time.Millisecond), first.Sub(committed).Round(time.Millisecond), resident.MiB(t))
 		if first.Sub(ready) > 10*time.Second {
 			t.Errorf("step %q: acceleration resumed %v after the index was ready, want within 10 s", s.name, first.Sub(ready).Round(time.Millisecond))
 		}
@@ -243,8 +228,7 @@ func TestMigrationUnderLoad(t *testing.T) {
 		}
 		time.Sleep(time.Second)
 	}
-	close(stopWatch)
-	<-watched
+	peak := stopWatch()
 	cancel()
 	wg.Wait()
 	select {
@@ -370,20 +354,4 @@ func waitIndexReady(t *testing.T, status func() string, index string, oid uint32
 	}
 	t.Fatalf("index %s not ready on OID %d at %d dimensions within %v:\n%s", index, oid, dims, within, status())
 	return time.Time{}
-}
-
-// residentMiB is this process's resident memory.
-func residentMiB(t *testing.T) float64 {
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			kb, _ := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
-			return kb / 1024
-		}
-	}
-	t.Fatal("no VmRSS in /proc/self/status")
-	return 0
 }

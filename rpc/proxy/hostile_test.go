@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"runtime"
 	"runtime/debug"
 	"slices"
@@ -26,6 +25,7 @@ import (
 	"github.com/jackc/pgx/v5/pgproto3"
 
 	"github.com/vecside/vecside/internal/pgtest"
+	"github.com/vecside/vecside/internal/resident"
 )
 
 var lockoutTime = flag.Duration("lockout-time", 5*time.Second, "TestNeverAuthenticating: how long the clients that never authenticate try")
@@ -250,38 +250,6 @@ func largeStatement(vector string) string {
 	return sb.String()
 }
 
-// rssMiB is the process's resident memory.
-func rssMiB(tb testing.TB) float64 {
-	statm, err := os.ReadFile("/proc/self/statm")
-	if err != nil {
-		tb.Skip("no /proc/self/statm")
-	}
-	var size, resident int64
-	fmt.Sscan(string(statm), &size, &resident)
-	return float64(resident*int64(os.Getpagesize())) / (1 << 20)
-}
-
-// peakRSS samples rssMiB until stopped, and returns the highest seen.
-func peakRSS(tb testing.TB) (stop func() float64) {
-	done := make(chan struct{})
-	peak := make(chan float64)
-	go func() {
-		high := rssMiB(tb)
-		tick := time.NewTicker(5 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-tick.C:
-				high = max(high, rssMiB(tb))
-			case <-done:
-				peak <- max(high, rssMiB(tb))
-				return
-			}
-		}
-	}()
-	return func() float64 { close(done); return <-peak }
-}
-
 // BenchmarkLargeStatements measures what statements of a MiB that the
 // proxy may answer cost its process (this one: the proxy, the sidecar
 // and the client): burst, 16 sessions sending one each at once, the
@@ -307,8 +275,8 @@ func BenchmarkLargeStatements(b *testing.B) {
 		for b.Loop() {
 			runtime.GC()
 			debug.FreeOSMemory()
-			start := rssMiB(b)
-			stop := peakRSS(b)
+			start := resident.MiB(b)
+			stop := resident.Peak(b, 5*time.Millisecond)
 			var wg sync.WaitGroup
 			for _, c := range cs {
 				wg.Go(func() { run(b, c, big) })
@@ -316,7 +284,7 @@ func BenchmarkLargeStatements(b *testing.B) {
 			wg.Wait()
 			peak = stop() - start
 			time.Sleep(30 * time.Second)
-			after = rssMiB(b) - start
+			after = resident.MiB(b) - start
 		}
 		b.ReportMetric(peak, "peak-growth-MiB")
 		b.ReportMetric(after, "growth-after-30s-MiB")
