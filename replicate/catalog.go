@@ -110,30 +110,38 @@ func resolveTables(ctx context.Context, conn *pgx.Conn, pub string, entries []In
 }
 
 // tableOf says which table e reads, to group the entries that read one:
-// the OID it is bound to while that table exists, else the OID its
-// definition's name finds now, else that name. Two entries whose
-// definitions name one table may read two: one bound to the table renamed
-// since, one new, of a table created under the old name.
+// the OID lookupTable finds for it, else its definition's name. Two
+// entries whose definitions name one table may read two: one bound to the
+// table renamed since, one new, of a table created under the old name.
 func tableOf(ctx context.Context, conn *pgx.Conn, e Index, b binding) (string, error) {
-	if b.live != 0 {
-		exists, err := relationExists(ctx, conn, b.live)
-		if err != nil {
-			return "", fmt.Errorf("looking up the table of index %s: %w", e.Spec().Name, err)
-		}
-		if exists {
-			return fmt.Sprint("oid ", b.live), nil
-		}
-	}
 	s := e.Spec()
-	var oid uint32
-	err := conn.QueryRow(ctx, `SELECT c.oid FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relname = $2`, s.Schema, s.Table).Scan(&oid)
+	found, err := lookupTable(ctx, conn, s.Schema, s.Table, b.live)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return "name " + s.QualifiedTable(), nil
 	case err != nil:
 		return "", fmt.Errorf("looking up table %s: %w", s.QualifiedTable(), err)
 	}
-	return fmt.Sprint("oid ", oid), nil
+	return fmt.Sprint("oid ", found.oid), nil
+}
+
+// foundTable is a relation lookupTable found.
+type foundTable struct {
+	oid                              uint32
+	relkind, replident, schema, name string
+}
+
+// lookupTable finds the table an index reads: the one of OID bound (0:
+// none) while it exists, renamed or not, else the relation named
+// schema.name; pgx.ErrNoRows when there is neither.
+func lookupTable(ctx context.Context, conn *pgx.Conn, schema, name string, bound uint32) (foundTable, error) {
+	var f foundTable
+	err := conn.QueryRow(ctx, `
+		SELECT c.oid, c.relkind::text, c.relreplident::text, n.nspname, c.relname
+		FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+		WHERE (c.oid = $3 AND c.relkind IN ('r', 'p')) OR (n.nspname = $1 AND c.relname = $2)
+		ORDER BY c.oid = $3 DESC LIMIT 1`, schema, name, bound).Scan(&f.oid, &f.relkind, &f.replident, &f.schema, &f.name)
+	return f, err
 }
 
 // unresolvedTable is a table that its entries cannot be served from, and
@@ -198,15 +206,11 @@ func failOnly(log *slog.Logger, e Index, err error) {
 // its OID first: renamed, it is still theirs, and a table created under
 // its old name is another.
 func (t *table) resolve(ctx context.Context, conn *pgx.Conn, pub, key string, b binding, log *slog.Logger) error {
-	var relkind, replident, schema, name string
-	err := conn.QueryRow(ctx, `
-		SELECT c.oid, c.relkind::text, c.relreplident::text, n.nspname, c.relname
-		FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-		WHERE (c.oid = $3 AND c.relkind IN ('r', 'p')) OR (n.nspname = $1 AND c.relname = $2)
-		ORDER BY c.oid = $3 DESC LIMIT 1`, t.schema, t.name, b.live).Scan(&t.oid, &relkind, &replident, &schema, &name)
-	if err == nil && (schema != t.schema || name != t.name) {
-		log.Info("following the renamed table", "oid", t.oid, "was", t.schema+"."+t.name, "now", schema+"."+name)
-		t.schema, t.name = schema, name
+	found, err := lookupTable(ctx, conn, t.schema, t.name, b.live)
+	t.oid = found.oid
+	if err == nil && (found.schema != t.schema || found.name != t.name) {
+		log.Info("following the renamed table", "oid", t.oid, "was", t.schema+"."+t.name, "now", found.schema+"."+found.name)
+		t.schema, t.name = found.schema, found.name
 	}
 	if errors.Is(err, pgx.ErrNoRows) {
 		return configError{fmt.Errorf("%w: %s", errNoTable, t.qualified())}
@@ -214,15 +218,15 @@ func (t *table) resolve(ctx context.Context, conn *pgx.Conn, pub, key string, b 
 	if err != nil {
 		return fmt.Errorf("looking up table %s: %w", t.qualified(), err)
 	}
-	if relkind != "r" && relkind != "p" {
-		return configError{fmt.Errorf("%s is not a table (relkind %s)", t.qualified(), relkind)}
+	if found.relkind != "r" && found.relkind != "p" {
+		return configError{fmt.Errorf("%s is not a table (relkind %s)", t.qualified(), found.relkind)}
 	}
-	t.partitioned = relkind == "p"
+	t.partitioned = found.relkind == "p"
 	t.followed = t.oid == b.live || t.oid == b.checkpoint
 	if t.listed, err = readListing(ctx, conn, pub, t.oid); err != nil {
 		return fmt.Errorf("table %s: %w", t.qualified(), err)
 	}
-	identity, err := replicaIdentity(ctx, conn, t.oid, replident)
+	identity, err := replicaIdentity(ctx, conn, t.oid, found.replident)
 	if err != nil {
 		return fmt.Errorf("table %s: %w", t.qualified(), err)
 	}
@@ -235,7 +239,7 @@ func (t *table) resolve(ctx context.Context, conn *pgx.Conn, pub, key string, b 
 		return fmt.Errorf("table %s: key column: %w", t.qualified(), err)
 	}
 	if t.key == nil || len(identity) != 1 || identity[0].attnum != t.key.attnum {
-		return noReplicaIdentity(t.qualified(), key, replident, identity)
+		return noReplicaIdentity(t.qualified(), key, found.replident, identity)
 	}
 	t.keyType, err = pgvalue.KeyTypeForOID(t.key.typ.oid)
 	if err != nil {
